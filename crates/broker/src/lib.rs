@@ -1,0 +1,1 @@
+//! The weir broker: network layer, request handlers, topic metadata.

@@ -1,0 +1,1 @@
+//! Test support for running real Kafka clients against a `weir serve` process.

@@ -1,0 +1,201 @@
+//! The fixed 61-byte header of a record batch (magic 2).
+//!
+//! Layout (all big-endian):
+//!
+//! | offset | field                | type  |
+//! |-------:|----------------------|-------|
+//! | 0      | baseOffset           | int64 |
+//! | 8      | batchLength          | int32 |  bytes after this field
+//! | 12     | partitionLeaderEpoch | int32 |
+//! | 16     | magic                | int8  |
+//! | 17     | crc                  | uint32|  CRC-32C of bytes 21..end
+//! | 21     | attributes           | int16 |
+//! | 23     | lastOffsetDelta      | int32 |
+//! | 27     | baseTimestamp        | int64 |
+//! | 35     | maxTimestamp         | int64 |
+//! | 43     | producerId           | int64 |
+//! | 51     | producerEpoch        | int16 |
+//! | 53     | baseSequence         | int32 |
+//! | 57     | recordsCount         | int32 |
+//! | 61     | records…             |       |
+
+/// Size of the batch header, up to and including the record count.
+pub const BATCH_HEADER_LEN: usize = 61;
+/// Bytes before (and including) the batchLength field: the part not counted
+/// by batchLength.
+pub const LOG_OVERHEAD: usize = 12;
+pub const BASE_OFFSET_OFFSET: usize = 0;
+pub const LENGTH_OFFSET: usize = 8;
+pub const PARTITION_LEADER_EPOCH_OFFSET: usize = 12;
+pub const MAGIC_OFFSET: usize = 16;
+pub const CRC_OFFSET: usize = 17;
+pub const ATTRIBUTES_OFFSET: usize = 21;
+pub const LAST_OFFSET_DELTA_OFFSET: usize = 23;
+pub const BASE_TIMESTAMP_OFFSET: usize = 27;
+pub const MAX_TIMESTAMP_OFFSET: usize = 35;
+pub const PRODUCER_ID_OFFSET: usize = 43;
+pub const PRODUCER_EPOCH_OFFSET: usize = 51;
+pub const BASE_SEQUENCE_OFFSET: usize = 53;
+pub const RECORDS_COUNT_OFFSET: usize = 57;
+/// The first byte covered by the CRC.
+pub const CRC_START: usize = ATTRIBUTES_OFFSET;
+/// The only supported magic value.
+pub const MAGIC_V2: i8 = 2;
+
+/// Attribute bits.
+pub const COMPRESSION_CODEC_MASK: i16 = 0x07;
+pub const TIMESTAMP_TYPE_MASK: i16 = 0x08;
+pub const TRANSACTIONAL_FLAG_MASK: i16 = 0x10;
+pub const CONTROL_FLAG_MASK: i16 = 0x20;
+pub const DELETE_HORIZON_FLAG_MASK: i16 = 0x40;
+
+/// Why a batch header could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("need {needed} bytes for a batch header, have {available}")]
+    Incomplete { needed: usize, available: usize },
+    #[error("unsupported magic {magic} (only magic 2 is supported)")]
+    UnsupportedMagic { magic: i8 },
+    #[error("batch length {length} is smaller than the header")]
+    LengthTooSmall { length: i32 },
+    #[error("crc mismatch: header says {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+}
+
+/// A decoded batch header. Always describes a magic-2 batch whose
+/// `batch_length` is at least `BATCH_HEADER_LEN - LOG_OVERHEAD`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    pub batch_length: i32,
+    pub partition_leader_epoch: i32,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub records_count: i32,
+}
+
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+impl BatchHeader {
+    /// Parses the header at the start of `buf`. Checks magic and the minimum
+    /// length, not the CRC (see [`BatchHeader::verify_crc`]).
+    pub fn parse(buf: &[u8]) -> Result<Self, HeaderError> {
+        if buf.len() < BATCH_HEADER_LEN {
+            return Err(HeaderError::Incomplete {
+                needed: BATCH_HEADER_LEN,
+                available: buf.len(),
+            });
+        }
+        let magic = buf[MAGIC_OFFSET] as i8;
+        let batch_length = be_i32(buf, LENGTH_OFFSET);
+        if magic != MAGIC_V2 {
+            return Err(HeaderError::UnsupportedMagic { magic });
+        }
+        if (batch_length as i64) < (BATCH_HEADER_LEN - LOG_OVERHEAD) as i64 {
+            return Err(HeaderError::LengthTooSmall {
+                length: batch_length,
+            });
+        }
+        Ok(BatchHeader {
+            base_offset: be_i64(buf, BASE_OFFSET_OFFSET),
+            batch_length,
+            partition_leader_epoch: be_i32(buf, PARTITION_LEADER_EPOCH_OFFSET),
+            magic,
+            crc: be_i32(buf, CRC_OFFSET) as u32,
+            attributes: be_i16(buf, ATTRIBUTES_OFFSET),
+            last_offset_delta: be_i32(buf, LAST_OFFSET_DELTA_OFFSET),
+            base_timestamp: be_i64(buf, BASE_TIMESTAMP_OFFSET),
+            max_timestamp: be_i64(buf, MAX_TIMESTAMP_OFFSET),
+            producer_id: be_i64(buf, PRODUCER_ID_OFFSET),
+            producer_epoch: be_i16(buf, PRODUCER_EPOCH_OFFSET),
+            base_sequence: be_i32(buf, BASE_SEQUENCE_OFFSET),
+            records_count: be_i32(buf, RECORDS_COUNT_OFFSET),
+        })
+    }
+
+    /// Total size of the batch on disk / on the wire, including the first
+    /// 12 bytes.
+    pub fn total_size(&self) -> usize {
+        self.batch_length as usize + LOG_OVERHEAD
+    }
+
+    /// Offset of the last record in the batch.
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + self.last_offset_delta as i64
+    }
+
+    /// Compression codec id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
+    pub fn compression(&self) -> u8 {
+        (self.attributes & COMPRESSION_CODEC_MASK) as u8
+    }
+
+    /// True when timestamps are LogAppendTime.
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & TIMESTAMP_TYPE_MASK != 0
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL_FLAG_MASK != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & CONTROL_FLAG_MASK != 0
+    }
+
+    pub fn has_delete_horizon(&self) -> bool {
+        self.attributes & DELETE_HORIZON_FLAG_MASK != 0
+    }
+
+    /// Checks the CRC-32C over `batch[CRC_START..total_size]`. `batch` must
+    /// hold the whole batch.
+    pub fn verify_crc(&self, batch: &[u8]) -> Result<(), HeaderError> {
+        let end = self.total_size();
+        if batch.len() < end {
+            return Err(HeaderError::Incomplete {
+                needed: end,
+                available: batch.len(),
+            });
+        }
+        let computed = crc32c::crc32c(&batch[CRC_START..end]);
+        if computed != self.crc {
+            return Err(HeaderError::CrcMismatch {
+                stored: self.crc,
+                computed,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Computes the CRC of a whole batch (over `CRC_START..`) and writes it into
+/// the header. Used after changing a CRC-covered field (LogAppendTime).
+pub fn write_crc(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[CRC_START..]);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Overwrites the base offset of a batch in place (not CRC-covered).
+pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
+    batch[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].copy_from_slice(&base_offset.to_be_bytes());
+}
+
+/// Overwrites the partition leader epoch in place (not CRC-covered).
+pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
+    batch[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4]
+        .copy_from_slice(&epoch.to_be_bytes());
+}

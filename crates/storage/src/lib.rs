@@ -1,0 +1,1 @@
+//! Segmented partition log storage in Kafka's exact on-disk format.
