@@ -7,5 +7,7 @@
 //!   from Kafka's JSON message definitions by `crates/protocol-codegen`.
 //! - [`records`]: record batches (magic 2), their CRC-32C and compression.
 //! - [`partitioner`]: the Java client's murmur2 key partitioner.
+//! - [`varint`]: Kafka's variable-length integers.
 
 pub mod records;
+pub mod varint;
