@@ -9,5 +9,7 @@
 //! - [`partitioner`]: the Java client's murmur2 key partitioner.
 //! - [`varint`]: Kafka's variable-length integers.
 
+pub mod error_code;
+pub mod partitioner;
 pub mod records;
 pub mod varint;

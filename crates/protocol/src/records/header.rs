@@ -134,9 +134,10 @@ impl BatchHeader {
         self.batch_length as usize + LOG_OVERHEAD
     }
 
-    /// Offset of the last record in the batch.
+    /// Offset of the last record in the batch (wrapping: both fields come
+    /// from untrusted input).
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + self.last_offset_delta as i64
+        self.base_offset.wrapping_add(self.last_offset_delta as i64)
     }
 
     /// Compression codec id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
