@@ -1,0 +1,87 @@
+//! Coordinator configuration (Kafka broker settings with their defaults).
+
+/// Settings of the group coordinator. Names follow Kafka's broker configs;
+/// all durations are in milliseconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `offsets.topic.num.partitions`.
+    pub offsets_topic_partitions: i32,
+    /// `group.min.session.timeout.ms`.
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`.
+    pub max_session_timeout_ms: i32,
+    /// `group.initial.rebalance.delay.ms`: how long a rebalance of an empty
+    /// group waits for more members before completing.
+    pub initial_rebalance_delay_ms: i32,
+    /// `group.max.size`.
+    pub max_group_size: usize,
+    /// `offsets.retention.minutes` in milliseconds.
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms`.
+    pub offsets_retention_check_interval_ms: i64,
+    /// `offset.metadata.max.bytes`.
+    pub max_metadata_bytes: usize,
+    /// Seed for generated member ids, so ids differ between broker runs while
+    /// the state machine itself stays deterministic.
+    pub member_id_seed: u64,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        Self {
+            offsets_topic_partitions: 50,
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            initial_rebalance_delay_ms: 3_000,
+            max_group_size: i32::MAX as usize,
+            offsets_retention_ms: 10_080 * 60 * 1000,
+            offsets_retention_check_interval_ms: 600_000,
+            max_metadata_bytes: 4096,
+            member_id_seed: 0,
+        }
+    }
+}
+
+/// A configuration value out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{name} must be positive, got {value}")]
+    NotPositive { name: &'static str, value: i64 },
+    #[error("group.min.session.timeout.ms ({min}) exceeds group.max.session.timeout.ms ({max})")]
+    SessionTimeoutRange { min: i32, max: i32 },
+}
+
+impl GroupConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            (
+                "offsets.topic.num.partitions",
+                i64::from(self.offsets_topic_partitions),
+            ),
+            ("offsets.retention.ms", self.offsets_retention_ms),
+            (
+                "offsets.retention.check.interval.ms",
+                self.offsets_retention_check_interval_ms,
+            ),
+            ("group.max.size", self.max_group_size as i64),
+        ];
+        for (name, value) in positive {
+            if value <= 0 {
+                return Err(ConfigError::NotPositive { name, value });
+            }
+        }
+        if self.initial_rebalance_delay_ms < 0 {
+            return Err(ConfigError::NotPositive {
+                name: "group.initial.rebalance.delay.ms",
+                value: i64::from(self.initial_rebalance_delay_ms),
+            });
+        }
+        if self.min_session_timeout_ms > self.max_session_timeout_ms {
+            return Err(ConfigError::SessionTimeoutRange {
+                min: self.min_session_timeout_ms,
+                max: self.max_session_timeout_ms,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,517 @@
+//! One classic group: members, generation, rebalance bookkeeping and its
+//! committed offsets. The transitions shared by all requests live here;
+//! request handlers are in `membership.rs` and `offsets.rs`.
+//!
+//! Invariants of [`Group`]:
+//! * `leader` is `Some` iff `members` is non-empty, and names a member.
+//! * A member has at most one parked JoinGroup and one parked SyncGroup token;
+//!   parked joins exist only in PreparingRebalance, parked syncs only in
+//!   CompletingRebalance.
+//! * `join_deadline_ms` is `Some` iff the state is PreparingRebalance.
+//! * `generation` only ever increases (by one per completed join phase).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+
+use crate::config::GroupConfig;
+use crate::error::ErrorCode;
+use crate::records::{
+    self, GroupMetadataValue, MemberMetadata, encode_group_metadata_key,
+    encode_group_metadata_value,
+};
+use crate::types::{
+    CommittedOffset, GroupState, JoinMember, JoinResponse, OffsetsRecord, Output, Protocol,
+    Response, SyncResponse,
+};
+
+/// Everything a transition needs besides the group itself.
+pub(crate) struct Ctx<'a> {
+    pub now: i64,
+    pub cfg: &'a GroupConfig,
+    /// The `__consumer_offsets` partition of the group.
+    pub partition: i32,
+    pub out: &'a mut Vec<Output>,
+}
+
+impl Ctx<'_> {
+    pub fn respond_join(&mut self, token: u64, response: JoinResponse) {
+        self.out.push(Output::Respond {
+            token,
+            response: Response::Join(response),
+        });
+    }
+
+    pub fn respond_sync(&mut self, token: u64, response: SyncResponse) {
+        self.out.push(Output::Respond {
+            token,
+            response: Response::Sync(response),
+        });
+    }
+
+    pub fn append(&mut self, records: Vec<OffsetsRecord>) {
+        if !records.is_empty() {
+            self.out.push(Output::Append {
+                partition: self.partition,
+                records,
+            });
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Member {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocols: Vec<Protocol>,
+    pub assignment: Bytes,
+    pub awaiting_join: Option<u64>,
+    pub awaiting_sync: Option<u64>,
+    /// The member is removed when no heartbeat (or join/sync) arrives by
+    /// then, unless it has a parked request.
+    pub heartbeat_deadline_ms: i64,
+}
+
+impl Member {
+    pub fn metadata_for(&self, protocol: Option<&str>) -> Bytes {
+        protocol
+            .and_then(|name| self.protocols.iter().find(|p| p.name == name))
+            .map(|p| p.metadata.clone())
+            .unwrap_or_default()
+    }
+
+    fn supports(&self, name: &str) -> bool {
+        self.protocols.iter().any(|p| p.name == name)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InitialDelay {
+    pub delay_ms: i64,
+    pub remaining_ms: i64,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Group {
+    pub id: String,
+    pub state: GroupState,
+    /// When the group entered its current state (-1 unknown, after a load of
+    /// an old record).
+    pub state_timestamp_ms: i64,
+    pub generation: i32,
+    /// `None` for groups that only store offsets (no member ever joined).
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    /// In join order; the first member becomes leader when one is needed.
+    pub members: Vec<Member>,
+    /// Members that got MEMBER_ID_REQUIRED, with the deadline of their rejoin.
+    pub pending_members: BTreeMap<String, i64>,
+    /// Members of the current generation that have not sent SyncGroup yet.
+    pub pending_sync: BTreeSet<String>,
+    pub join_deadline_ms: Option<i64>,
+    pub sync_deadline_ms: Option<i64>,
+    pub initial_delay: Option<InitialDelay>,
+    pub new_member_added: bool,
+    pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+}
+
+impl Group {
+    pub fn new(id: String, now: i64) -> Self {
+        Self {
+            id,
+            state: GroupState::Empty,
+            state_timestamp_ms: now,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: Vec::new(),
+            pending_members: BTreeMap::new(),
+            pending_sync: BTreeSet::new(),
+            join_deadline_ms: None,
+            sync_deadline_ms: None,
+            initial_delay: None,
+            new_member_added: false,
+            offsets: BTreeMap::new(),
+        }
+    }
+
+    pub fn transition(&mut self, state: GroupState, now: i64) {
+        self.state = state;
+        self.state_timestamp_ms = now;
+    }
+
+    pub fn member(&self, id: &str) -> Option<&Member> {
+        self.members.iter().find(|m| m.member_id == id)
+    }
+
+    pub fn member_mut(&mut self, id: &str) -> Option<&mut Member> {
+        self.members.iter_mut().find(|m| m.member_id == id)
+    }
+
+    pub fn has_member(&self, id: &str) -> bool {
+        self.member(id).is_some()
+    }
+
+    /// The member id currently registered for a static instance id.
+    pub fn static_member(&self, instance_id: &str) -> Option<String> {
+        self.members
+            .iter()
+            .find(|m| m.group_instance_id.as_deref() == Some(instance_id))
+            .map(|m| m.member_id.clone())
+    }
+
+    pub fn is_leader(&self, id: &str) -> bool {
+        self.leader.as_deref() == Some(id)
+    }
+
+    pub fn is_full(&self, cfg: &GroupConfig) -> bool {
+        self.members.len() + self.pending_members.len() >= cfg.max_group_size
+    }
+
+    /// Kafka's member check: a static instance id must map to this member
+    /// id (FENCED_INSTANCE_ID otherwise); a dynamic member must exist.
+    pub fn validate_member(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), ErrorCode> {
+        match instance_id {
+            Some(instance) => match self.static_member(instance) {
+                None => Err(ErrorCode::UNKNOWN_MEMBER_ID),
+                Some(id) if id != member_id => Err(ErrorCode::FENCED_INSTANCE_ID),
+                Some(_) => Ok(()),
+            },
+            None if self.has_member(member_id) => Ok(()),
+            None => Err(ErrorCode::UNKNOWN_MEMBER_ID),
+        }
+    }
+
+    fn max_rebalance_timeout_ms(&self) -> i64 {
+        self.members
+            .iter()
+            .map(|m| i64::from(m.rebalance_timeout_ms))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether a member with these protocols may be in the group, given the
+    /// other members (`except` is the joining member's own id).
+    pub fn supports_protocols(
+        &self,
+        protocol_type: &str,
+        protocols: &[Protocol],
+        except: Option<&str>,
+    ) -> bool {
+        let mut others = self
+            .members
+            .iter()
+            .filter(|m| Some(m.member_id.as_str()) != except)
+            .peekable();
+        if others.peek().is_none() {
+            return !protocol_type.is_empty() && !protocols.is_empty();
+        }
+        if self.protocol_type.as_deref() != Some(protocol_type) {
+            return false;
+        }
+        let others: Vec<&Member> = others.collect();
+        protocols
+            .iter()
+            .any(|p| others.iter().all(|m| m.supports(&p.name)))
+    }
+
+    /// Protocols every member supports, in the leader's preference order.
+    pub fn candidate_protocols(&self) -> Vec<String> {
+        let Some(first) = self
+            .leader
+            .as_deref()
+            .and_then(|l| self.member(l))
+            .or(self.members.first())
+        else {
+            return Vec::new();
+        };
+        first
+            .protocols
+            .iter()
+            .filter(|p| self.members.iter().all(|m| m.supports(&p.name)))
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
+    /// Kafka's protocol vote: each member votes for its most preferred
+    /// candidate; most votes wins, ties go to the leader's preference.
+    pub fn select_protocol(&self) -> Option<String> {
+        let candidates = self.candidate_protocols();
+        let mut votes = vec![0usize; candidates.len()];
+        for m in &self.members {
+            if let Some(i) = m
+                .protocols
+                .iter()
+                .find_map(|p| candidates.iter().position(|c| *c == p.name))
+            {
+                votes[i] += 1;
+            }
+        }
+        let mut best: Option<usize> = None;
+        for (i, &v) in votes.iter().enumerate() {
+            if best.is_none_or(|b| v > votes[b]) {
+                best = Some(i);
+            }
+        }
+        best.map(|i| candidates[i].clone())
+    }
+
+    /// The JoinGroup response of the current generation for `member_id`.
+    pub fn current_join_response(&self, member_id: &str) -> JoinResponse {
+        let is_leader = self.is_leader(member_id);
+        JoinResponse {
+            error: ErrorCode::NONE,
+            generation_id: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol_name: self.protocol.clone(),
+            leader: self.leader.clone().unwrap_or_default(),
+            skip_assignment: false,
+            member_id: member_id.to_string(),
+            members: if is_leader {
+                self.join_members()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn join_members(&self) -> Vec<JoinMember> {
+        self.members
+            .iter()
+            .map(|m| JoinMember {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                metadata: m.metadata_for(self.protocol.as_deref()),
+            })
+            .collect()
+    }
+
+    /// Starts a rebalance (Kafka's prepareRebalance).
+    pub fn prepare_rebalance(&mut self, ctx: &mut Ctx<'_>) {
+        if self.state == GroupState::CompletingRebalance {
+            // Members waiting for their assignment must rejoin.
+            for m in &mut self.members {
+                m.assignment = Bytes::new();
+                if let Some(token) = m.awaiting_sync.take() {
+                    ctx.respond_sync(token, SyncResponse::error(ErrorCode::REBALANCE_IN_PROGRESS));
+                }
+            }
+        }
+        self.pending_sync.clear();
+        self.sync_deadline_ms = None;
+        let rebalance_timeout = self.max_rebalance_timeout_ms();
+        let delay = i64::from(ctx.cfg.initial_rebalance_delay_ms);
+        if self.state == GroupState::Empty && delay > 0 {
+            self.initial_delay = Some(InitialDelay {
+                delay_ms: delay,
+                remaining_ms: (rebalance_timeout - delay).max(0),
+            });
+            self.new_member_added = false;
+            self.join_deadline_ms = Some(ctx.now.saturating_add(delay));
+        } else {
+            self.initial_delay = None;
+            self.join_deadline_ms = Some(ctx.now.saturating_add(rebalance_timeout));
+        }
+        self.transition(GroupState::PreparingRebalance, ctx.now);
+        self.maybe_complete_join(ctx);
+    }
+
+    fn all_joined(&self) -> bool {
+        self.pending_members.is_empty() && self.members.iter().all(|m| m.awaiting_join.is_some())
+    }
+
+    /// Completes the join phase early when every member has rejoined
+    /// (never during the initial delay, whose purpose is to wait).
+    pub fn maybe_complete_join(&mut self, ctx: &mut Ctx<'_>) {
+        if self.state == GroupState::PreparingRebalance
+            && self.initial_delay.is_none()
+            && self.all_joined()
+        {
+            self.complete_join(ctx);
+        }
+    }
+
+    /// The join deadline passed: extend the initial delay if members kept
+    /// arriving, otherwise complete the join with whoever rejoined.
+    pub fn on_join_deadline(&mut self, ctx: &mut Ctx<'_>) {
+        if let Some(d) = self.initial_delay
+            && self.new_member_added
+            && d.remaining_ms > 0
+        {
+            self.new_member_added = false;
+            let delay = d.delay_ms.min(d.remaining_ms);
+            self.initial_delay = Some(InitialDelay {
+                delay_ms: d.delay_ms,
+                remaining_ms: (d.remaining_ms - d.delay_ms).max(0),
+            });
+            self.join_deadline_ms = Some(ctx.now.saturating_add(delay));
+            return;
+        }
+        self.complete_join(ctx);
+    }
+
+    /// Ends the join phase: members that did not rejoin are removed, the
+    /// generation advances, a protocol and leader are chosen and every
+    /// parked JoinGroup is answered.
+    pub fn complete_join(&mut self, ctx: &mut Ctx<'_>) {
+        self.join_deadline_ms = None;
+        self.initial_delay = None;
+        self.new_member_added = false;
+        let gone: Vec<String> = self
+            .members
+            .iter()
+            .filter(|m| m.awaiting_join.is_none())
+            .map(|m| m.member_id.clone())
+            .collect();
+        for id in gone {
+            self.remove_member(&id, ErrorCode::UNKNOWN_MEMBER_ID, ctx);
+        }
+        self.generation = self.generation.saturating_add(1);
+        if self.members.is_empty() {
+            self.protocol = None;
+            self.leader = None;
+            self.transition(GroupState::Empty, ctx.now);
+            ctx.append(vec![self.metadata_record()]);
+            return;
+        }
+        self.protocol = self.select_protocol();
+        self.transition(GroupState::CompletingRebalance, ctx.now);
+        let mut rebalance_timeout = 0i64;
+        for i in 0..self.members.len() {
+            let m = &mut self.members[i];
+            m.heartbeat_deadline_ms = ctx.now.saturating_add(i64::from(m.session_timeout_ms));
+            rebalance_timeout = rebalance_timeout.max(i64::from(m.rebalance_timeout_ms));
+            let token = m.awaiting_join.take();
+            let id = m.member_id.clone();
+            if let Some(token) = token {
+                let response = self.current_join_response(&id);
+                ctx.respond_join(token, response);
+            }
+        }
+        self.pending_sync = self.members.iter().map(|m| m.member_id.clone()).collect();
+        self.sync_deadline_ms = Some(ctx.now.saturating_add(rebalance_timeout));
+    }
+
+    /// Removes a member, answering its parked requests with `error`, and
+    /// re-elects the leader if needed. Does not start a rebalance.
+    pub fn remove_member(&mut self, id: &str, error: ErrorCode, ctx: &mut Ctx<'_>) {
+        let Some(pos) = self.members.iter().position(|m| m.member_id == id) else {
+            return;
+        };
+        let m = self.members.remove(pos);
+        if let Some(token) = m.awaiting_join {
+            ctx.respond_join(token, JoinResponse::error(error, id));
+        }
+        if let Some(token) = m.awaiting_sync {
+            ctx.respond_sync(token, SyncResponse::error(error));
+        }
+        self.pending_sync.remove(id);
+        if self.is_leader(id) {
+            self.leader = self.members.first().map(|m| m.member_id.clone());
+        }
+    }
+
+    /// Kafka's reaction to a member going away (leave, session expiry).
+    pub fn after_member_removed(&mut self, ctx: &mut Ctx<'_>) {
+        match self.state {
+            GroupState::Stable | GroupState::CompletingRebalance => self.prepare_rebalance(ctx),
+            GroupState::PreparingRebalance => self.maybe_complete_join(ctx),
+            GroupState::Empty | GroupState::Dead => {}
+        }
+    }
+
+    /// The GroupMetadata record describing the group now.
+    pub fn metadata_record(&self) -> OffsetsRecord {
+        let value = GroupMetadataValue {
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            generation: self.generation,
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone(),
+            current_state_timestamp_ms: self.state_timestamp_ms,
+            members: self
+                .members
+                .iter()
+                .map(|m| MemberMetadata {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    session_timeout_ms: m.session_timeout_ms,
+                    subscription: m.metadata_for(self.protocol.as_deref()),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        };
+        OffsetsRecord {
+            key: encode_group_metadata_key(&self.id),
+            value: Some(encode_group_metadata_value(&value)),
+        }
+    }
+
+    /// Tombstones for every offset and for the group itself.
+    pub fn tombstones(&self) -> Vec<OffsetsRecord> {
+        let mut out: Vec<OffsetsRecord> = self
+            .offsets
+            .keys()
+            .map(|(topic, partition)| OffsetsRecord {
+                key: records::encode_offset_commit_key(&self.id, topic, *partition),
+                value: None,
+            })
+            .collect();
+        out.push(OffsetsRecord {
+            key: encode_group_metadata_key(&self.id),
+            value: None,
+        });
+        out
+    }
+
+    /// Topics the members subscribe to, when the group uses the consumer
+    /// protocol and every subscription parses; `None` otherwise.
+    pub fn subscribed_topics(&self) -> Option<BTreeSet<String>> {
+        if self.protocol_type.as_deref() != Some("consumer") {
+            return None;
+        }
+        let mut topics = BTreeSet::new();
+        for m in &self.members {
+            let meta = m.metadata_for(self.protocol.as_deref());
+            topics.extend(parse_subscription_topics(&meta)?);
+        }
+        Some(topics)
+    }
+}
+
+/// Topics of a ConsumerProtocolSubscription (version int16, then an array of
+/// strings in every version 0-3). `None` if the bytes do not parse.
+pub fn parse_subscription_topics(meta: &[u8]) -> Option<Vec<String>> {
+    let mut pos = 2usize;
+    let read = |pos: &mut usize, n: usize| -> Option<&[u8]> {
+        let end = pos.checked_add(n)?;
+        let out = meta.get(*pos..end)?;
+        *pos = end;
+        Some(out)
+    };
+    meta.get(..2)?;
+    let count = i32::from_be_bytes(read(&mut pos, 4)?.try_into().ok()?);
+    if count < 0 {
+        return Some(Vec::new());
+    }
+    let mut topics = Vec::new();
+    for _ in 0..count {
+        let len = i16::from_be_bytes(read(&mut pos, 2)?.try_into().ok()?);
+        let len = usize::try_from(len).ok()?;
+        let raw = read(&mut pos, len)?;
+        topics.push(std::str::from_utf8(raw).ok()?.to_string());
+    }
+    Some(topics)
+}

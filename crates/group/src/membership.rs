@@ -1,0 +1,529 @@
+//! JoinGroup, SyncGroup, Heartbeat and LeaveGroup.
+
+use bytes::Bytes;
+
+use crate::coordinator::GroupCoordinator;
+use crate::error::ErrorCode;
+use crate::group::{Ctx, Group, Member};
+use crate::types::{
+    GroupState, HeartbeatRequest, JoinRequest, JoinResponse, LeaveMemberResult, LeaveRequest,
+    LeaveResponse, Output, Response, SyncRequest, SyncResponse,
+};
+
+fn join_error(token: u64, error: ErrorCode, member_id: &str) -> Vec<Output> {
+    vec![Output::Respond {
+        token,
+        response: Response::Join(JoinResponse::error(error, member_id)),
+    }]
+}
+
+fn sync_error(token: u64, error: ErrorCode) -> Vec<Output> {
+    vec![Output::Respond {
+        token,
+        response: Response::Sync(SyncResponse::error(error)),
+    }]
+}
+
+impl GroupCoordinator {
+    /// JoinGroup. The response arrives as an `Output::Respond` for `token`,
+    /// possibly in this call's outputs, possibly later (from another
+    /// member's join, a leave, or `tick` when the rebalance times out).
+    pub fn join_group(&mut self, req: JoinRequest, token: u64, now_ms: i64) -> Vec<Output> {
+        let partition = match self.check_owner(&req.group_id) {
+            Ok(p) => p,
+            Err(e) => return join_error(token, e, &req.member_id),
+        };
+        if req.group_id.is_empty() {
+            return join_error(token, ErrorCode::INVALID_GROUP_ID, &req.member_id);
+        }
+        if req.session_timeout_ms < self.config.min_session_timeout_ms
+            || req.session_timeout_ms > self.config.max_session_timeout_ms
+        {
+            return join_error(token, ErrorCode::INVALID_SESSION_TIMEOUT, &req.member_id);
+        }
+        if !self.groups.contains_key(&req.group_id) {
+            if !req.member_id.is_empty() {
+                return join_error(token, ErrorCode::UNKNOWN_MEMBER_ID, &req.member_id);
+            }
+            self.groups.insert(
+                req.group_id.clone(),
+                Group::new(req.group_id.clone(), now_ms),
+            );
+        }
+        let new_id = if req.member_id.is_empty() {
+            let prefix = req
+                .group_instance_id
+                .clone()
+                .unwrap_or_else(|| req.client_id.clone());
+            Some(self.new_member_id(&prefix))
+        } else {
+            None
+        };
+        let mut out = Vec::new();
+        let Some(group) = self.groups.get_mut(&req.group_id) else {
+            return join_error(token, ErrorCode::UNKNOWN_SERVER_ERROR, &req.member_id);
+        };
+        let mut ctx = Ctx {
+            now: now_ms,
+            cfg: &self.config,
+            partition,
+            out: &mut out,
+        };
+        match new_id {
+            Some(id) => join_new_member(group, req, token, id, &mut ctx),
+            None => join_known_member(group, req, token, &mut ctx),
+        }
+        out
+    }
+
+    /// SyncGroup. The leader's request carries the assignments; the
+    /// responses of all members follow the GroupMetadata append.
+    pub fn sync_group(&mut self, req: SyncRequest, token: u64, now_ms: i64) -> Vec<Output> {
+        let partition = match self.check_owner(&req.group_id) {
+            Ok(p) => p,
+            Err(e) => return sync_error(token, e),
+        };
+        if req.group_id.is_empty() {
+            return sync_error(token, ErrorCode::INVALID_GROUP_ID);
+        }
+        let Some(group) = self.groups.get_mut(&req.group_id) else {
+            return sync_error(token, ErrorCode::UNKNOWN_MEMBER_ID);
+        };
+        if let Err(e) = group.validate_member(&req.member_id, req.group_instance_id.as_deref()) {
+            return sync_error(token, e);
+        }
+        if req.generation_id != group.generation {
+            return sync_error(token, ErrorCode::ILLEGAL_GENERATION);
+        }
+        let type_mismatch = req
+            .protocol_type
+            .as_ref()
+            .is_some_and(|t| group.protocol_type.as_ref() != Some(t));
+        let name_mismatch = req
+            .protocol_name
+            .as_ref()
+            .is_some_and(|n| group.protocol.as_ref() != Some(n));
+        if type_mismatch || name_mismatch {
+            return sync_error(token, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
+        }
+        let mut out = Vec::new();
+        let mut ctx = Ctx {
+            now: now_ms,
+            cfg: &self.config,
+            partition,
+            out: &mut out,
+        };
+        match group.state {
+            GroupState::Empty | GroupState::Dead => {
+                return sync_error(token, ErrorCode::UNKNOWN_MEMBER_ID);
+            }
+            GroupState::PreparingRebalance => {
+                return sync_error(token, ErrorCode::REBALANCE_IN_PROGRESS);
+            }
+            GroupState::CompletingRebalance => {
+                group.pending_sync.remove(&req.member_id);
+                if let Some(m) = group.member_mut(&req.member_id) {
+                    m.heartbeat_deadline_ms =
+                        now_ms.saturating_add(i64::from(m.session_timeout_ms));
+                    if let Some(old) = m.awaiting_sync.replace(token) {
+                        ctx.respond_sync(
+                            old,
+                            SyncResponse::error(ErrorCode::REBALANCE_IN_PROGRESS),
+                        );
+                    }
+                }
+                if group.is_leader(&req.member_id) {
+                    for m in &mut group.members {
+                        m.assignment = req
+                            .assignments
+                            .iter()
+                            .find(|a| a.member_id == m.member_id)
+                            .map(|a| a.assignment.clone())
+                            .unwrap_or_default();
+                    }
+                    group.transition(GroupState::Stable, now_ms);
+                    ctx.append(vec![group.metadata_record()]);
+                    let protocol_type = group.protocol_type.clone();
+                    let protocol_name = group.protocol.clone();
+                    for m in &mut group.members {
+                        if let Some(t) = m.awaiting_sync.take() {
+                            ctx.respond_sync(
+                                t,
+                                SyncResponse {
+                                    error: ErrorCode::NONE,
+                                    protocol_type: protocol_type.clone(),
+                                    protocol_name: protocol_name.clone(),
+                                    assignment: m.assignment.clone(),
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+            GroupState::Stable => {
+                group.pending_sync.remove(&req.member_id);
+                let protocol_type = group.protocol_type.clone();
+                let protocol_name = group.protocol.clone();
+                if let Some(m) = group.member_mut(&req.member_id) {
+                    m.heartbeat_deadline_ms =
+                        now_ms.saturating_add(i64::from(m.session_timeout_ms));
+                    let assignment = m.assignment.clone();
+                    ctx.respond_sync(
+                        token,
+                        SyncResponse {
+                            error: ErrorCode::NONE,
+                            protocol_type,
+                            protocol_name,
+                            assignment,
+                        },
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// Heartbeat: keeps the member alive; REBALANCE_IN_PROGRESS tells it to
+    /// rejoin.
+    pub fn heartbeat(&mut self, req: &HeartbeatRequest, now_ms: i64) -> ErrorCode {
+        if let Err(e) = self.check_owner(&req.group_id) {
+            return e;
+        }
+        if req.group_id.is_empty() {
+            return ErrorCode::INVALID_GROUP_ID;
+        }
+        let Some(group) = self.groups.get_mut(&req.group_id) else {
+            return ErrorCode::UNKNOWN_MEMBER_ID;
+        };
+        if let Err(e) = group.validate_member(&req.member_id, req.group_instance_id.as_deref()) {
+            return e;
+        }
+        if req.generation_id != group.generation {
+            return ErrorCode::ILLEGAL_GENERATION;
+        }
+        let state = group.state;
+        if let Some(m) = group.member_mut(&req.member_id) {
+            m.heartbeat_deadline_ms = now_ms.saturating_add(i64::from(m.session_timeout_ms));
+        }
+        match state {
+            GroupState::Empty | GroupState::Dead => ErrorCode::UNKNOWN_MEMBER_ID,
+            GroupState::PreparingRebalance => ErrorCode::REBALANCE_IN_PROGRESS,
+            GroupState::CompletingRebalance | GroupState::Stable => ErrorCode::NONE,
+        }
+    }
+
+    /// LeaveGroup (batched). Outputs may answer other members' parked joins
+    /// and record the group becoming empty.
+    pub fn leave_group(&mut self, req: &LeaveRequest, now_ms: i64) -> (LeaveResponse, Vec<Output>) {
+        let partition = match self.check_owner(&req.group_id) {
+            Ok(p) => p,
+            Err(error) => {
+                return (
+                    LeaveResponse {
+                        error,
+                        members: Vec::new(),
+                    },
+                    Vec::new(),
+                );
+            }
+        };
+        let mut out = Vec::new();
+        let Some(group) = self.groups.get_mut(&req.group_id) else {
+            let members = req
+                .members
+                .iter()
+                .map(|m| LeaveMemberResult {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    error: ErrorCode::UNKNOWN_MEMBER_ID,
+                })
+                .collect();
+            return (
+                LeaveResponse {
+                    error: ErrorCode::NONE,
+                    members,
+                },
+                out,
+            );
+        };
+        let mut ctx = Ctx {
+            now: now_ms,
+            cfg: &self.config,
+            partition,
+            out: &mut out,
+        };
+        let mut results = Vec::with_capacity(req.members.len());
+        let mut removed_any = false;
+        for leaving in &req.members {
+            let error = match leaving.group_instance_id.as_deref() {
+                Some(instance) => match group.static_member(instance) {
+                    None => ErrorCode::UNKNOWN_MEMBER_ID,
+                    Some(id) if !leaving.member_id.is_empty() && id != leaving.member_id => {
+                        ErrorCode::FENCED_INSTANCE_ID
+                    }
+                    Some(id) => {
+                        group.remove_member(&id, ErrorCode::UNKNOWN_MEMBER_ID, &mut ctx);
+                        removed_any = true;
+                        ErrorCode::NONE
+                    }
+                },
+                None if group.pending_members.remove(&leaving.member_id).is_some() => {
+                    removed_any = true;
+                    ErrorCode::NONE
+                }
+                None if group.has_member(&leaving.member_id) => {
+                    group.remove_member(&leaving.member_id, ErrorCode::UNKNOWN_MEMBER_ID, &mut ctx);
+                    removed_any = true;
+                    ErrorCode::NONE
+                }
+                None => ErrorCode::UNKNOWN_MEMBER_ID,
+            };
+            results.push(LeaveMemberResult {
+                member_id: leaving.member_id.clone(),
+                group_instance_id: leaving.group_instance_id.clone(),
+                error,
+            });
+        }
+        if removed_any {
+            group.after_member_removed(&mut ctx);
+        }
+        (
+            LeaveResponse {
+                error: ErrorCode::NONE,
+                members: results,
+            },
+            out,
+        )
+    }
+}
+
+fn new_member(req: JoinRequest, member_id: String, token: u64, now: i64) -> Member {
+    Member {
+        member_id,
+        group_instance_id: req.group_instance_id,
+        client_id: req.client_id,
+        client_host: req.client_host,
+        session_timeout_ms: req.session_timeout_ms,
+        rebalance_timeout_ms: req.rebalance_timeout_ms,
+        protocols: req.protocols,
+        assignment: Bytes::new(),
+        awaiting_join: Some(token),
+        awaiting_sync: None,
+        heartbeat_deadline_ms: now.saturating_add(i64::from(req.session_timeout_ms)),
+    }
+}
+
+fn join_new_member(
+    group: &mut Group,
+    req: JoinRequest,
+    token: u64,
+    new_id: String,
+    ctx: &mut Ctx<'_>,
+) {
+    if group.state == GroupState::Dead {
+        ctx.respond_join(
+            token,
+            JoinResponse::error(ErrorCode::COORDINATOR_NOT_AVAILABLE, ""),
+        );
+        return;
+    }
+    if !group.supports_protocols(&req.protocol_type, &req.protocols, None) {
+        ctx.respond_join(
+            token,
+            JoinResponse::error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, ""),
+        );
+        return;
+    }
+    if let Some(instance) = req.group_instance_id.as_deref()
+        && let Some(old_id) = group.static_member(instance)
+    {
+        replace_static_member(group, req, token, &old_id, new_id, ctx);
+        return;
+    }
+    if group.is_full(ctx.cfg) {
+        ctx.respond_join(
+            token,
+            JoinResponse::error(ErrorCode::GROUP_MAX_SIZE_REACHED, ""),
+        );
+        return;
+    }
+    if req.group_instance_id.is_none() && req.require_known_member_id {
+        // The client must come back with this id; until then it counts as
+        // a pending member that the join phase waits for.
+        let deadline = ctx.now.saturating_add(i64::from(req.session_timeout_ms));
+        group.pending_members.insert(new_id.clone(), deadline);
+        ctx.respond_join(
+            token,
+            JoinResponse::error(ErrorCode::MEMBER_ID_REQUIRED, &new_id),
+        );
+        return;
+    }
+    add_member_and_rebalance(group, req, new_id, token, ctx);
+}
+
+fn join_known_member(group: &mut Group, req: JoinRequest, token: u64, ctx: &mut Ctx<'_>) {
+    let member_id = req.member_id.clone();
+    if group.pending_members.contains_key(&member_id) {
+        if !group.supports_protocols(&req.protocol_type, &req.protocols, None) {
+            ctx.respond_join(
+                token,
+                JoinResponse::error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, &member_id),
+            );
+            return;
+        }
+        group.pending_members.remove(&member_id);
+        add_member_and_rebalance(group, req, member_id, token, ctx);
+        return;
+    }
+    if let Err(e) = group.validate_member(&member_id, req.group_instance_id.as_deref()) {
+        ctx.respond_join(token, JoinResponse::error(e, &member_id));
+        return;
+    }
+    if !group.supports_protocols(&req.protocol_type, &req.protocols, Some(&member_id)) {
+        ctx.respond_join(
+            token,
+            JoinResponse::error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, &member_id),
+        );
+        return;
+    }
+    let unchanged = group
+        .member(&member_id)
+        .is_some_and(|m| m.protocols == req.protocols);
+    match group.state {
+        GroupState::PreparingRebalance => update_member_and_rebalance(group, req, token, ctx),
+        GroupState::CompletingRebalance if unchanged => {
+            // A retried join: answer with the generation it already joined.
+            let response = group.current_join_response(&member_id);
+            ctx.respond_join(token, response);
+        }
+        GroupState::Stable if unchanged && !group.is_leader(&member_id) => {
+            let response = group.current_join_response(&member_id);
+            ctx.respond_join(token, response);
+        }
+        GroupState::CompletingRebalance | GroupState::Stable => {
+            update_member_and_rebalance(group, req, token, ctx)
+        }
+        GroupState::Empty | GroupState::Dead => {
+            ctx.respond_join(
+                token,
+                JoinResponse::error(ErrorCode::UNKNOWN_MEMBER_ID, &member_id),
+            );
+        }
+    }
+}
+
+fn add_member_and_rebalance(
+    group: &mut Group,
+    req: JoinRequest,
+    member_id: String,
+    token: u64,
+    ctx: &mut Ctx<'_>,
+) {
+    if group.members.is_empty() {
+        group.protocol_type = Some(req.protocol_type.clone());
+    }
+    if group.leader.is_none() {
+        group.leader = Some(member_id.clone());
+    }
+    group
+        .members
+        .push(new_member(req, member_id, token, ctx.now));
+    if group.initial_delay.is_some() {
+        group.new_member_added = true;
+    }
+    match group.state {
+        GroupState::PreparingRebalance => group.maybe_complete_join(ctx),
+        _ => group.prepare_rebalance(ctx),
+    }
+}
+
+fn update_member_and_rebalance(group: &mut Group, req: JoinRequest, token: u64, ctx: &mut Ctx<'_>) {
+    let Some(m) = group.member_mut(&req.member_id) else {
+        ctx.respond_join(
+            token,
+            JoinResponse::error(ErrorCode::UNKNOWN_MEMBER_ID, &req.member_id),
+        );
+        return;
+    };
+    m.protocols = req.protocols;
+    m.session_timeout_ms = req.session_timeout_ms;
+    m.rebalance_timeout_ms = req.rebalance_timeout_ms;
+    m.client_id = req.client_id;
+    m.client_host = req.client_host;
+    if let Some(old) = m.awaiting_join.replace(token) {
+        // A duplicate join (the client retried): the older request is
+        // answered so its connection is not left waiting.
+        ctx.respond_join(
+            old,
+            JoinResponse::error(ErrorCode::REBALANCE_IN_PROGRESS, &req.member_id),
+        );
+    }
+    match group.state {
+        GroupState::PreparingRebalance => group.maybe_complete_join(ctx),
+        _ => group.prepare_rebalance(ctx),
+    }
+}
+
+/// A static member rejoined with an unknown member id: the new id replaces
+/// the old one, whose parked requests are fenced.
+fn replace_static_member(
+    group: &mut Group,
+    req: JoinRequest,
+    token: u64,
+    old_id: &str,
+    new_id: String,
+    ctx: &mut Ctx<'_>,
+) {
+    let state = group.state;
+    let Some(m) = group.member_mut(old_id) else {
+        ctx.respond_join(token, JoinResponse::error(ErrorCode::UNKNOWN_MEMBER_ID, ""));
+        return;
+    };
+    if let Some(t) = m.awaiting_join.take() {
+        ctx.respond_join(
+            t,
+            JoinResponse::error(ErrorCode::FENCED_INSTANCE_ID, old_id),
+        );
+    }
+    if let Some(t) = m.awaiting_sync.take() {
+        ctx.respond_sync(t, SyncResponse::error(ErrorCode::FENCED_INSTANCE_ID));
+    }
+    let unchanged = m.protocols == req.protocols;
+    m.member_id = new_id.clone();
+    m.session_timeout_ms = req.session_timeout_ms;
+    m.rebalance_timeout_ms = req.rebalance_timeout_ms;
+    m.client_id = req.client_id;
+    m.client_host = req.client_host;
+    m.heartbeat_deadline_ms = ctx.now.saturating_add(i64::from(req.session_timeout_ms));
+    if group.pending_sync.remove(old_id) {
+        group.pending_sync.insert(new_id.clone());
+    }
+    if group.is_leader(old_id) {
+        group.leader = Some(new_id.clone());
+    }
+    match state {
+        GroupState::Stable if unchanged => {
+            // Same subscription: no rebalance. The group keeps its
+            // generation and assignment; a rejoining leader is told not to
+            // assign again.
+            ctx.append(vec![group.metadata_record()]);
+            let mut response = group.current_join_response(&new_id);
+            response.skip_assignment = group.is_leader(&new_id);
+            ctx.respond_join(token, response);
+        }
+        GroupState::Stable | GroupState::CompletingRebalance | GroupState::PreparingRebalance => {
+            if let Some(m) = group.member_mut(&new_id) {
+                m.protocols = req.protocols;
+                m.awaiting_join = Some(token);
+            }
+            if state == GroupState::PreparingRebalance {
+                group.maybe_complete_join(ctx);
+            } else {
+                group.prepare_rebalance(ctx);
+            }
+        }
+        GroupState::Empty | GroupState::Dead => {
+            ctx.respond_join(token, JoinResponse::error(ErrorCode::UNKNOWN_MEMBER_ID, ""));
+        }
+    }
+}

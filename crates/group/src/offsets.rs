@@ -1,0 +1,299 @@
+//! OffsetCommit, OffsetFetch, OffsetDelete and offset expiry.
+
+use crate::coordinator::{GroupCoordinator, PartitionStatus};
+use crate::error::ErrorCode;
+use crate::group::Group;
+use crate::records::{encode_offset_commit_key, encode_offset_commit_value};
+use crate::types::{
+    CommittedOffset, FetchedOffset, GroupState, OffsetCommitRequest, OffsetFetchGroup,
+    OffsetFetchResult, OffsetsRecord, Output, PartitionResult,
+};
+
+fn all_partitions(req: &OffsetCommitRequest, error: ErrorCode) -> Vec<PartitionResult> {
+    req.partitions
+        .iter()
+        .map(|p| PartitionResult {
+            topic: p.topic.clone(),
+            partition: p.partition,
+            error,
+        })
+        .collect()
+}
+
+impl GroupCoordinator {
+    /// OffsetCommit. Returns per-partition results and the records to
+    /// append; the broker appends them before sending the response.
+    ///
+    /// Commits with `generation_id < 0` are accepted only while the group
+    /// is Empty (standalone consumers and admin tools); otherwise the member
+    /// and generation must match the current ones.
+    pub fn commit_offsets(
+        &mut self,
+        req: &OffsetCommitRequest,
+        now_ms: i64,
+    ) -> (Vec<PartitionResult>, Vec<Output>) {
+        let partition = match self.check_owner(&req.group_id) {
+            Ok(p) => p,
+            Err(e) => return (all_partitions(req, e), Vec::new()),
+        };
+        if !self.groups.contains_key(&req.group_id) {
+            if req.generation_id >= 0 {
+                // Neither a known group nor a standalone commit: the
+                // committer's generation cannot be current.
+                return (
+                    all_partitions(req, ErrorCode::ILLEGAL_GENERATION),
+                    Vec::new(),
+                );
+            }
+            self.groups.insert(
+                req.group_id.clone(),
+                Group::new(req.group_id.clone(), now_ms),
+            );
+        }
+        let max_metadata = self.config.max_metadata_bytes;
+        let Some(group) = self.groups.get_mut(&req.group_id) else {
+            return (
+                all_partitions(req, ErrorCode::UNKNOWN_SERVER_ERROR),
+                Vec::new(),
+            );
+        };
+        if let Err(e) = validate_commit(group, req) {
+            return (all_partitions(req, e), Vec::new());
+        }
+        let expire = req
+            .retention_time_ms
+            .filter(|&r| r >= 0)
+            .map(|r| now_ms.saturating_add(r));
+        let mut results = Vec::with_capacity(req.partitions.len());
+        let mut records = Vec::new();
+        for p in &req.partitions {
+            let metadata = p.metadata.clone().unwrap_or_default();
+            let error = if metadata.len() > max_metadata {
+                ErrorCode::OFFSET_METADATA_TOO_LARGE
+            } else {
+                let value = CommittedOffset {
+                    offset: p.offset,
+                    leader_epoch: p.leader_epoch,
+                    metadata,
+                    commit_timestamp_ms: now_ms,
+                    expire_timestamp_ms: expire,
+                };
+                records.push(OffsetsRecord {
+                    key: encode_offset_commit_key(&group.id, &p.topic, p.partition),
+                    value: Some(encode_offset_commit_value(&value)),
+                });
+                group.offsets.insert((p.topic.clone(), p.partition), value);
+                ErrorCode::NONE
+            };
+            results.push(PartitionResult {
+                topic: p.topic.clone(),
+                partition: p.partition,
+                error,
+            });
+        }
+        let out = if records.is_empty() {
+            Vec::new()
+        } else {
+            vec![Output::Append { partition, records }]
+        };
+        (results, out)
+    }
+
+    /// OffsetFetch for one or many groups (v8+). Partitions without a
+    /// commit report offset -1; unknown groups are not an error.
+    pub fn fetch_offsets(&self, groups: &[OffsetFetchGroup]) -> Vec<OffsetFetchResult> {
+        groups.iter().map(|g| self.fetch_group_offsets(g)).collect()
+    }
+
+    fn fetch_group_offsets(&self, req: &OffsetFetchGroup) -> OffsetFetchResult {
+        let mut result = OffsetFetchResult {
+            group_id: req.group_id.clone(),
+            error: ErrorCode::NONE,
+            partitions: Vec::new(),
+        };
+        if let Err(e) = self.check_owner(&req.group_id) {
+            result.error = e;
+            return result;
+        }
+        let group = self.groups.get(&req.group_id);
+        let fetched = |topic: &str, partition: i32, c: Option<&CommittedOffset>| FetchedOffset {
+            topic: topic.to_string(),
+            partition,
+            offset: c.map_or(-1, |c| c.offset),
+            leader_epoch: c.map_or(-1, |c| c.leader_epoch),
+            metadata: c.map(|c| c.metadata.clone()).unwrap_or_default(),
+            error: ErrorCode::NONE,
+        };
+        result.partitions = match &req.partitions {
+            None => group
+                .map(|g| {
+                    g.offsets
+                        .iter()
+                        .map(|((t, p), c)| fetched(t, *p, Some(c)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            Some(wanted) => {
+                let mut v: Vec<FetchedOffset> = wanted
+                    .iter()
+                    .map(|(t, p)| {
+                        let c = group.and_then(|g| g.offsets.get(&(t.clone(), *p)));
+                        fetched(t, *p, c)
+                    })
+                    .collect();
+                v.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+                v
+            }
+        };
+        result
+    }
+
+    /// OffsetDelete. Returns the group-level error, per-partition results and
+    /// the tombstones to append. Topics unknown to the cluster are the
+    /// broker's to reject (UNKNOWN_TOPIC_OR_PARTITION) before calling this.
+    pub fn delete_offsets(
+        &mut self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+        _now_ms: i64,
+    ) -> (ErrorCode, Vec<PartitionResult>, Vec<Output>) {
+        let partition = match self.check_owner(group_id) {
+            Ok(p) => p,
+            Err(e) => return (e, Vec::new(), Vec::new()),
+        };
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return (ErrorCode::GROUP_ID_NOT_FOUND, Vec::new(), Vec::new());
+        };
+        let subscribed = match group.state {
+            GroupState::Dead => return (ErrorCode::GROUP_ID_NOT_FOUND, Vec::new(), Vec::new()),
+            GroupState::Empty => Default::default(),
+            _ => match group.subscribed_topics() {
+                Some(topics) => topics,
+                None => return (ErrorCode::NON_EMPTY_GROUP, Vec::new(), Vec::new()),
+            },
+        };
+        let mut results = Vec::with_capacity(partitions.len());
+        let mut records = Vec::new();
+        for (topic, p) in partitions {
+            let error = if subscribed.contains(topic) {
+                ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC
+            } else {
+                if group.offsets.remove(&(topic.clone(), *p)).is_some() {
+                    records.push(OffsetsRecord {
+                        key: encode_offset_commit_key(group_id, topic, *p),
+                        value: None,
+                    });
+                }
+                ErrorCode::NONE
+            };
+            results.push(PartitionResult {
+                topic: topic.clone(),
+                partition: *p,
+                error,
+            });
+        }
+        let out = if records.is_empty() {
+            Vec::new()
+        } else {
+            vec![Output::Append { partition, records }]
+        };
+        (ErrorCode::NONE, results, out)
+    }
+
+    /// Expires offsets as Kafka does: offsets of Empty groups once the group
+    /// has been empty for the retention period (counted from the commit
+    /// for groups that never had members), offsets of topics a Stable
+    /// consumer group no longer subscribes to, and offsets with an explicit
+    /// expire timestamp. An Empty group left without offsets is removed.
+    pub(crate) fn expire_offsets(&mut self, now_ms: i64) -> Vec<Output> {
+        let retention = self.config.offsets_retention_ms;
+        let mut out = Vec::new();
+        let mut dead = Vec::new();
+        for (id, group) in self.groups.iter_mut() {
+            let partition =
+                crate::partition::partition_for(id, self.config.offsets_topic_partitions);
+            let active = usize::try_from(partition)
+                .ok()
+                .and_then(|p| self.partitions.get(p))
+                == Some(&PartitionStatus::Active);
+            if !active {
+                continue;
+            }
+            let unsubscribed_only = match (group.state, &group.protocol_type) {
+                (GroupState::Empty, _) | (_, None) => None,
+                (GroupState::Stable, Some(_)) => match group.subscribed_topics() {
+                    Some(t) => Some(t),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            let empty_since = (group.state == GroupState::Empty
+                && group.protocol_type.is_some()
+                && group.state_timestamp_ms >= 0)
+                .then_some(group.state_timestamp_ms);
+            let expired: Vec<(String, i32)> = group
+                .offsets
+                .iter()
+                .filter(|((topic, _), _)| {
+                    unsubscribed_only
+                        .as_ref()
+                        .is_none_or(|subscribed| !subscribed.contains(topic))
+                })
+                .filter(|(_, c)| match c.expire_timestamp_ms {
+                    Some(t) => now_ms >= t,
+                    None => {
+                        let base = empty_since.unwrap_or(c.commit_timestamp_ms);
+                        now_ms.saturating_sub(base) >= retention
+                    }
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            let mut records: Vec<OffsetsRecord> = expired
+                .iter()
+                .map(|(topic, p)| OffsetsRecord {
+                    key: encode_offset_commit_key(id, topic, *p),
+                    value: None,
+                })
+                .collect();
+            for k in &expired {
+                group.offsets.remove(k);
+            }
+            if group.state == GroupState::Empty
+                && group.offsets.is_empty()
+                && group.pending_members.is_empty()
+            {
+                records.push(OffsetsRecord {
+                    key: crate::records::encode_group_metadata_key(id),
+                    value: None,
+                });
+                dead.push(id.clone());
+            }
+            if !records.is_empty() {
+                out.push(Output::Append { partition, records });
+            }
+        }
+        for id in dead {
+            self.groups.remove(&id);
+        }
+        out
+    }
+}
+
+/// Kafka's classic-group commit validation.
+fn validate_commit(group: &Group, req: &OffsetCommitRequest) -> Result<(), ErrorCode> {
+    if group.state == GroupState::Dead {
+        return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    }
+    if req.generation_id < 0 && group.state == GroupState::Empty {
+        return Ok(());
+    }
+    group.validate_member(&req.member_id, req.group_instance_id.as_deref())?;
+    if req.generation_id != group.generation {
+        return Err(ErrorCode::ILLEGAL_GENERATION);
+    }
+    if group.state == GroupState::CompletingRebalance {
+        // The member holds the new generation but not its assignment yet.
+        return Err(ErrorCode::REBALANCE_IN_PROGRESS);
+    }
+    Ok(())
+}

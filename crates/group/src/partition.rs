@@ -1,0 +1,54 @@
+//! Mapping of group ids to `__consumer_offsets` partitions, as Kafka does it.
+
+/// Java's `String.hashCode()`: `h = 31 * h + c` over UTF-16 code units,
+/// with 32-bit wrapping arithmetic.
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// The `__consumer_offsets` partition that stores `group_id`:
+/// `Utils.abs(hashCode) % partitions` where `Utils.abs(x) = x & 0x7fffffff`.
+///
+/// `partitions` must be positive (validated by `GroupConfig::validate`);
+/// a non-positive count maps everything to partition 0.
+pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
+    if partitions <= 0 {
+        return 0;
+    }
+    (java_string_hash(group_id) & 0x7fff_ffff) % partitions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_hash_table() {
+        // Values of "...".hashCode() in Java.
+        let cases: &[(&str, i32)] = &[
+            ("", 0),
+            ("a", 97),
+            ("ab", 3105),
+            ("hello", 99_162_322),
+            ("console-consumer-12345", 158_455_506),
+            ("polygenelubricants", i32::MIN),
+            ("consumer-0", -166_239_207),
+        ];
+        for &(s, want) in cases {
+            assert_eq!(java_string_hash(s), want, "hash of {s:?}");
+        }
+    }
+
+    #[test]
+    fn partition_table() {
+        // Utils.abs keeps the low 31 bits, so MIN_VALUE maps to 0, not to
+        // a negative partition.
+        assert_eq!(partition_for("polygenelubricants", 50), 0);
+        assert_eq!(partition_for("hello", 50), 22);
+        assert_eq!(partition_for("console-consumer-12345", 50), 6);
+        // Negative hash: masked, not negated (Math.abs would give 7).
+        assert_eq!(partition_for("consumer-0", 50), 41);
+        assert_eq!(partition_for("x", 0), 0);
+    }
+}

@@ -1,0 +1,561 @@
+//! Keys and values of `__consumer_offsets` records in Kafka's format.
+//!
+//! Hand-encoded from the `group-coordinator` schemas (OffsetCommitKey/Value,
+//! GroupMetadataKey/Value); the layout is documented byte by byte in
+//! `docs/groups.md`. Every key and value starts with an int16 version.
+//!
+//! * Keys: version 0/1 = offset commit (group, topic, partition), version 2
+//!   = group metadata (group). Other versions belong to record types this
+//!   crate does not handle (KIP-848 consumer groups, share groups) and decode
+//!   as [`RecordKey::Other`].
+//! * OffsetCommitValue: written as v3 (v1 when the commit carries an explicit
+//!   expire timestamp, like Kafka); v0-v4 are read (v4 is flexible).
+//! * GroupMetadataValue: written as v3; v0-v4 are read (v4 is flexible).
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::error::RecordError;
+use crate::types::CommittedOffset;
+
+pub const OFFSET_COMMIT_KEY_VERSION: i16 = 1;
+pub const GROUP_METADATA_KEY_VERSION: i16 = 2;
+
+/// A decoded `__consumer_offsets` key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordKey {
+    OffsetCommit {
+        group: String,
+        topic: String,
+        partition: i32,
+    },
+    GroupMetadata {
+        group: String,
+    },
+    /// A record type this coordinator does not use; skipped on replay.
+    Other {
+        version: i16,
+    },
+}
+
+/// A member entry of GroupMetadataValue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberMetadata {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout_ms: i32,
+    pub session_timeout_ms: i32,
+    /// The member's metadata for the selected protocol.
+    pub subscription: Bytes,
+    pub assignment: Bytes,
+}
+
+/// GroupMetadataValue: the persisted state of a classic group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupMetadataValue {
+    pub protocol_type: String,
+    pub generation: i32,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    /// -1 when unknown (values before v2).
+    pub current_state_timestamp_ms: i64,
+    pub members: Vec<MemberMetadata>,
+}
+
+// ---------------------------------------------------------------- encoding
+
+fn put_string(buf: &mut BytesMut, s: &str) {
+    // Strings longer than i16::MAX cannot be represented; callers bound
+    // group ids, topics and metadata well below that, and we truncate
+    // rather than write a corrupt length.
+    let bytes = s.as_bytes();
+    let len = bytes.len().min(i16::MAX as usize);
+    buf.put_i16(len as i16);
+    buf.put_slice(&bytes[..len]);
+}
+
+fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>) {
+    match s {
+        None => buf.put_i16(-1),
+        Some(s) => put_string(buf, s),
+    }
+}
+
+fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
+    let len = b.len().min(i32::MAX as usize);
+    buf.put_i32(len as i32);
+    buf.put_slice(&b[..len]);
+}
+
+/// OffsetCommitKey v1.
+pub fn encode_offset_commit_key(group: &str, topic: &str, partition: i32) -> Bytes {
+    let mut buf = BytesMut::with_capacity(10 + group.len() + topic.len());
+    buf.put_i16(OFFSET_COMMIT_KEY_VERSION);
+    put_string(&mut buf, group);
+    put_string(&mut buf, topic);
+    buf.put_i32(partition);
+    buf.freeze()
+}
+
+/// GroupMetadataKey v2.
+pub fn encode_group_metadata_key(group: &str) -> Bytes {
+    let mut buf = BytesMut::with_capacity(4 + group.len());
+    buf.put_i16(GROUP_METADATA_KEY_VERSION);
+    put_string(&mut buf, group);
+    buf.freeze()
+}
+
+/// OffsetCommitValue: v3 (offset, leaderEpoch, metadata, commitTimestamp),
+/// or v1 (offset, metadata, commitTimestamp, expireTimestamp) when an
+/// explicit expire timestamp is present.
+pub fn encode_offset_commit_value(value: &CommittedOffset) -> Bytes {
+    let mut buf = BytesMut::with_capacity(32 + value.metadata.len());
+    match value.expire_timestamp_ms {
+        Some(expire) => {
+            buf.put_i16(1);
+            buf.put_i64(value.offset);
+            put_string(&mut buf, &value.metadata);
+            buf.put_i64(value.commit_timestamp_ms);
+            buf.put_i64(expire);
+        }
+        None => {
+            buf.put_i16(3);
+            buf.put_i64(value.offset);
+            buf.put_i32(value.leader_epoch);
+            put_string(&mut buf, &value.metadata);
+            buf.put_i64(value.commit_timestamp_ms);
+        }
+    }
+    buf.freeze()
+}
+
+/// GroupMetadataValue v3.
+pub fn encode_group_metadata_value(value: &GroupMetadataValue) -> Bytes {
+    let mut buf = BytesMut::with_capacity(64);
+    buf.put_i16(3);
+    put_string(&mut buf, &value.protocol_type);
+    buf.put_i32(value.generation);
+    put_nullable_string(&mut buf, value.protocol.as_deref());
+    put_nullable_string(&mut buf, value.leader.as_deref());
+    buf.put_i64(value.current_state_timestamp_ms);
+    buf.put_i32(value.members.len() as i32);
+    for m in &value.members {
+        put_string(&mut buf, &m.member_id);
+        put_nullable_string(&mut buf, m.group_instance_id.as_deref());
+        put_string(&mut buf, &m.client_id);
+        put_string(&mut buf, &m.client_host);
+        buf.put_i32(m.rebalance_timeout_ms);
+        buf.put_i32(m.session_timeout_ms);
+        put_bytes(&mut buf, &m.subscription);
+        put_bytes(&mut buf, &m.assignment);
+    }
+    buf.freeze()
+}
+
+// ---------------------------------------------------------------- decoding
+
+/// Bounds-checked big-endian reader. Every length is checked against the
+/// remaining input before anything is allocated.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0 }
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
+        if n > self.remaining() {
+            return Err(RecordError::Truncated {
+                position: self.pos,
+                needed: n,
+                remaining: self.remaining(),
+            });
+        }
+        let out = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], RecordError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn i16(&mut self) -> Result<i16, RecordError> {
+        Ok(i16::from_be_bytes(self.array()?))
+    }
+
+    fn i32(&mut self) -> Result<i32, RecordError> {
+        Ok(i32::from_be_bytes(self.array()?))
+    }
+
+    fn i64(&mut self) -> Result<i64, RecordError> {
+        Ok(i64::from_be_bytes(self.array()?))
+    }
+
+    fn uvarint(&mut self) -> Result<u32, RecordError> {
+        let start = self.pos;
+        let mut value: u32 = 0;
+        for i in 0..5 {
+            let [b] = self.array::<1>()?;
+            value |= u32::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(RecordError::VarintTooLong { position: start })
+    }
+
+    fn utf8(&mut self, len: usize) -> Result<String, RecordError> {
+        let position = self.pos;
+        let raw = self.take(len)?;
+        std::str::from_utf8(raw)
+            .map(str::to_owned)
+            .map_err(|_| RecordError::InvalidUtf8 { position })
+    }
+
+    /// Reads a length prefix: int16/int32 (classic) or uvarint N+1 (compact).
+    /// Returns None for null (-1 / 0).
+    fn length(&mut self, compact: bool, wide: bool) -> Result<Option<usize>, RecordError> {
+        let position = self.pos;
+        let len: i64 = if compact {
+            i64::from(self.uvarint()?) - 1
+        } else if wide {
+            i64::from(self.i32()?)
+        } else {
+            i64::from(self.i16()?)
+        };
+        if len < -1 {
+            return Err(RecordError::NegativeLength {
+                length: len,
+                position,
+            });
+        }
+        if len == -1 {
+            return Ok(None);
+        }
+        let len = len as usize;
+        if len > self.remaining() {
+            return Err(RecordError::Truncated {
+                position: self.pos,
+                needed: len,
+                remaining: self.remaining(),
+            });
+        }
+        Ok(Some(len))
+    }
+
+    fn nullable_string(&mut self, compact: bool) -> Result<Option<String>, RecordError> {
+        match self.length(compact, false)? {
+            None => Ok(None),
+            Some(len) => self.utf8(len).map(Some),
+        }
+    }
+
+    fn string(&mut self, compact: bool) -> Result<String, RecordError> {
+        let position = self.pos;
+        self.nullable_string(compact)?
+            .ok_or(RecordError::NegativeLength {
+                length: -1,
+                position,
+            })
+    }
+
+    fn bytes(&mut self, compact: bool) -> Result<Bytes, RecordError> {
+        let position = self.pos;
+        match self.length(compact, true)? {
+            None => Err(RecordError::NegativeLength {
+                length: -1,
+                position,
+            }),
+            Some(len) => Ok(Bytes::copy_from_slice(self.take(len)?)),
+        }
+    }
+
+    /// Skips a tagged-field section (flexible versions); no tags are used.
+    fn skip_tagged_fields(&mut self) -> Result<(), RecordError> {
+        let count = self.uvarint()?;
+        for _ in 0..count {
+            self.uvarint()?; // tag
+            let size = self.uvarint()? as usize;
+            self.take(size)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&self, kind: &'static str) -> Result<(), RecordError> {
+        match self.remaining() {
+            0 => Ok(()),
+            remaining => Err(RecordError::TrailingBytes { kind, remaining }),
+        }
+    }
+}
+
+/// Decodes a `__consumer_offsets` key.
+pub fn decode_key(key: &[u8]) -> Result<RecordKey, RecordError> {
+    let mut r = Reader::new(key);
+    let version = r.i16()?;
+    let out = match version {
+        0 | 1 => RecordKey::OffsetCommit {
+            group: r.string(false)?,
+            topic: r.string(false)?,
+            partition: r.i32()?,
+        },
+        2 => RecordKey::GroupMetadata {
+            group: r.string(false)?,
+        },
+        v => return Ok(RecordKey::Other { version: v }),
+    };
+    r.finish("key")?;
+    Ok(out)
+}
+
+/// Decodes an OffsetCommitValue of version 0-4.
+pub fn decode_offset_commit_value(value: &[u8]) -> Result<CommittedOffset, RecordError> {
+    let mut r = Reader::new(value);
+    let version = r.i16()?;
+    if !(0..=4).contains(&version) {
+        return Err(RecordError::UnsupportedVersion {
+            kind: "OffsetCommitValue",
+            version,
+        });
+    }
+    let compact = version >= 4;
+    let offset = r.i64()?;
+    let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
+    let metadata = r.string(compact)?;
+    let commit_timestamp_ms = r.i64()?;
+    let expire_timestamp_ms = if version == 1 {
+        Some(r.i64()?).filter(|&t| t != -1)
+    } else {
+        None
+    };
+    if compact {
+        r.skip_tagged_fields()?;
+    }
+    r.finish("OffsetCommitValue")?;
+    Ok(CommittedOffset {
+        offset,
+        leader_epoch,
+        metadata,
+        commit_timestamp_ms,
+        expire_timestamp_ms,
+    })
+}
+
+/// Decodes a GroupMetadataValue of version 0-4.
+pub fn decode_group_metadata_value(value: &[u8]) -> Result<GroupMetadataValue, RecordError> {
+    let mut r = Reader::new(value);
+    let version = r.i16()?;
+    if !(0..=4).contains(&version) {
+        return Err(RecordError::UnsupportedVersion {
+            kind: "GroupMetadataValue",
+            version,
+        });
+    }
+    let compact = version >= 4;
+    let protocol_type = r.string(compact)?;
+    let generation = r.i32()?;
+    let protocol = r.nullable_string(compact)?;
+    let leader = r.nullable_string(compact)?;
+    let current_state_timestamp_ms = if version >= 2 { r.i64()? } else { -1 };
+    let count = match r.length(compact, true) {
+        Ok(Some(n)) => n,
+        Ok(None) => 0,
+        // `length` checks N against remaining bytes, which is a sound bound:
+        // every member takes at least one byte.
+        Err(e) => return Err(e),
+    };
+    let mut members = Vec::with_capacity(count.min(r.remaining()));
+    for _ in 0..count {
+        let member_id = r.string(compact)?;
+        let group_instance_id = if version >= 3 {
+            r.nullable_string(compact)?
+        } else {
+            None
+        };
+        let client_id = r.string(compact)?;
+        let client_host = r.string(compact)?;
+        let rebalance_timeout_ms = if version >= 1 { r.i32()? } else { -1 };
+        let session_timeout_ms = r.i32()?;
+        let subscription = r.bytes(compact)?;
+        let assignment = r.bytes(compact)?;
+        if compact {
+            r.skip_tagged_fields()?;
+        }
+        members.push(MemberMetadata {
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            subscription,
+            assignment,
+        });
+    }
+    if compact {
+        r.skip_tagged_fields()?;
+    }
+    r.finish("GroupMetadataValue")?;
+    Ok(GroupMetadataValue {
+        protocol_type,
+        generation,
+        protocol,
+        leader,
+        current_state_timestamp_ms,
+        members,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_commit_key_bytes() {
+        let key = encode_offset_commit_key("g", "t", 7);
+        assert_eq!(&key[..], &[0, 1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 7]);
+        assert_eq!(
+            decode_key(&key).unwrap(),
+            RecordKey::OffsetCommit {
+                group: "g".into(),
+                topic: "t".into(),
+                partition: 7
+            }
+        );
+    }
+
+    #[test]
+    fn group_metadata_key_bytes() {
+        let key = encode_group_metadata_key("ab");
+        assert_eq!(&key[..], &[0, 2, 0, 2, b'a', b'b']);
+        assert_eq!(
+            decode_key(&key).unwrap(),
+            RecordKey::GroupMetadata { group: "ab".into() }
+        );
+    }
+
+    #[test]
+    fn offset_commit_value_v3_bytes() {
+        let v = CommittedOffset {
+            offset: 5,
+            leader_epoch: 2,
+            metadata: "m".into(),
+            commit_timestamp_ms: 9,
+            expire_timestamp_ms: None,
+        };
+        let bytes = encode_offset_commit_value(&v);
+        let mut want = vec![0, 3];
+        want.extend_from_slice(&5i64.to_be_bytes());
+        want.extend_from_slice(&2i32.to_be_bytes());
+        want.extend_from_slice(&[0, 1, b'm']);
+        want.extend_from_slice(&9i64.to_be_bytes());
+        assert_eq!(&bytes[..], &want[..]);
+        assert_eq!(decode_offset_commit_value(&bytes).unwrap(), v);
+    }
+
+    #[test]
+    fn offset_commit_value_v1_round_trip() {
+        let v = CommittedOffset {
+            offset: 5,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: 9,
+            expire_timestamp_ms: Some(100),
+        };
+        let bytes = encode_offset_commit_value(&v);
+        assert_eq!(&bytes[..2], &[0, 1]);
+        assert_eq!(decode_offset_commit_value(&bytes).unwrap(), v);
+    }
+
+    #[test]
+    fn offset_commit_value_v4_flexible() {
+        // v4: offset, leaderEpoch, compact string, commitTimestamp, tags.
+        let mut raw = vec![0, 4];
+        raw.extend_from_slice(&42i64.to_be_bytes());
+        raw.extend_from_slice(&(-1i32).to_be_bytes());
+        raw.extend_from_slice(&[3, b'h', b'i']); // length 2 as N+1
+        raw.extend_from_slice(&7i64.to_be_bytes());
+        raw.extend_from_slice(&[1, 0, 1, 0xff]); // one unknown tag, 1 byte
+        let v = decode_offset_commit_value(&raw).unwrap();
+        assert_eq!(v.offset, 42);
+        assert_eq!(v.metadata, "hi");
+        assert_eq!(v.commit_timestamp_ms, 7);
+    }
+
+    fn sample_group() -> GroupMetadataValue {
+        GroupMetadataValue {
+            protocol_type: "consumer".into(),
+            generation: 3,
+            protocol: Some("range".into()),
+            leader: Some("m1".into()),
+            current_state_timestamp_ms: 1234,
+            members: vec![MemberMetadata {
+                member_id: "m1".into(),
+                group_instance_id: Some("i1".into()),
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                rebalance_timeout_ms: 300_000,
+                session_timeout_ms: 45_000,
+                subscription: Bytes::from_static(b"sub"),
+                assignment: Bytes::from_static(b"asg"),
+            }],
+        }
+    }
+
+    #[test]
+    fn group_metadata_value_round_trip() {
+        let v = sample_group();
+        let bytes = encode_group_metadata_value(&v);
+        assert_eq!(&bytes[..2], &[0, 3]);
+        assert_eq!(decode_group_metadata_value(&bytes).unwrap(), v);
+    }
+
+    #[test]
+    fn truncated_inputs_are_errors_not_panics() {
+        let full = encode_group_metadata_value(&sample_group());
+        for cut in 0..full.len() {
+            assert!(
+                decode_group_metadata_value(&full[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let full = encode_offset_commit_key("group", "topic", 1);
+        for cut in 0..full.len() {
+            assert!(decode_key(&full[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn huge_member_count_is_rejected_before_allocating() {
+        let mut raw = vec![0, 3, 0, 0];
+        raw.extend_from_slice(&0i32.to_be_bytes());
+        raw.extend_from_slice(&[0xff, 0xff, 0xff, 0xff]); // protocol null
+        raw.extend_from_slice(&(-1i64).to_be_bytes());
+        raw.extend_from_slice(&i32::MAX.to_be_bytes());
+        // protocol=null consumed 2 bytes, leader=null 2 bytes; the count
+        // exceeds what remains.
+        assert!(matches!(
+            decode_group_metadata_value(&raw),
+            Err(RecordError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_key_versions_are_other() {
+        assert_eq!(
+            decode_key(&[0, 3, 0, 0]).unwrap(),
+            RecordKey::Other { version: 3 }
+        );
+    }
+}

@@ -1,0 +1,222 @@
+//! Loading groups and offsets by replaying `__consumer_offsets`.
+//!
+//! The broker calls [`GroupCoordinator::begin_load`] for a partition, then
+//! [`GroupCoordinator::replay`] for every record of that partition in offset
+//! order (after compaction or not: later records override earlier ones),
+//! then [`GroupCoordinator::complete_load`].
+
+use crate::coordinator::{GroupCoordinator, PartitionStatus};
+use crate::error::{ErrorCode, RecordError};
+use crate::group::{Group, Member};
+use crate::records::{
+    RecordKey, decode_group_metadata_value, decode_key, decode_offset_commit_value,
+};
+use crate::types::{GroupState, JoinResponse, Output, Protocol, Response, SyncResponse};
+
+impl GroupCoordinator {
+    /// Records `status` for `partition`; leaving Active drops its groups.
+    fn set_status(&mut self, partition: i32, status: PartitionStatus) {
+        if status != PartitionStatus::Active {
+            self.groups.retain(|g, _| {
+                crate::partition::partition_for(g, self.config.offsets_topic_partitions)
+                    != partition
+            });
+        }
+        if let Some(slot) = usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.partitions.get_mut(p))
+        {
+            *slot = status;
+        }
+    }
+
+    /// Starts loading `partition`: its groups are dropped and its requests
+    /// get COORDINATOR_LOAD_IN_PROGRESS until `complete_load`.
+    pub fn begin_load(&mut self, partition: i32) -> Vec<Output> {
+        self.unload_with(
+            partition,
+            PartitionStatus::Loading,
+            ErrorCode::NOT_COORDINATOR,
+        )
+    }
+
+    /// Stops serving `partition` (leadership moved): its groups are dropped
+    /// and parked requests are answered with NOT_COORDINATOR.
+    pub fn unload(&mut self, partition: i32) -> Vec<Output> {
+        self.unload_with(
+            partition,
+            PartitionStatus::NotOwned,
+            ErrorCode::NOT_COORDINATOR,
+        )
+    }
+
+    fn unload_with(
+        &mut self,
+        partition: i32,
+        status: PartitionStatus,
+        error: ErrorCode,
+    ) -> Vec<Output> {
+        let mut joins = Vec::new();
+        let mut syncs = Vec::new();
+        for g in self.groups.values() {
+            if self.partition_for(&g.id) != partition {
+                continue;
+            }
+            for m in &g.members {
+                joins.extend(m.awaiting_join.map(|t| (t, m.member_id.clone())));
+                syncs.extend(m.awaiting_sync);
+            }
+        }
+        self.set_status(partition, status);
+        let mut out: Vec<Output> = joins
+            .into_iter()
+            .map(|(token, id)| Output::Respond {
+                token,
+                response: Response::Join(JoinResponse::error(error, &id)),
+            })
+            .collect();
+        out.extend(syncs.into_iter().map(|token| Output::Respond {
+            token,
+            response: Response::Sync(SyncResponse::error(error)),
+        }));
+        out
+    }
+
+    /// Applies one record of `__consumer_offsets`. `value` None is a
+    /// tombstone. Records of other types (KIP-848, share groups) are skipped.
+    pub fn replay(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), RecordError> {
+        match decode_key(key)? {
+            RecordKey::Other { .. } => Ok(()),
+            RecordKey::OffsetCommit {
+                group,
+                topic,
+                partition,
+            } => {
+                match value {
+                    Some(v) => {
+                        let c = decode_offset_commit_value(v)?;
+                        self.groups
+                            .entry(group.clone())
+                            .or_insert_with(|| Group::new(group, -1))
+                            .offsets
+                            .insert((topic, partition), c);
+                    }
+                    None => {
+                        if let Some(g) = self.groups.get_mut(&group) {
+                            g.offsets.remove(&(topic, partition));
+                        }
+                    }
+                }
+                Ok(())
+            }
+            RecordKey::GroupMetadata { group } => {
+                match value {
+                    None => {
+                        // The group was deleted or expired; offsets written
+                        // after the tombstone (standalone commits) survive.
+                        let keep = self
+                            .groups
+                            .get(&group)
+                            .is_some_and(|g| !g.offsets.is_empty());
+                        if keep {
+                            if let Some(g) = self.groups.get_mut(&group) {
+                                let offsets = std::mem::take(&mut g.offsets);
+                                *g = Group::new(group, -1);
+                                g.offsets = offsets;
+                            }
+                        } else {
+                            self.groups.remove(&group);
+                        }
+                    }
+                    Some(v) => {
+                        let value = decode_group_metadata_value(v)?;
+                        let g = self
+                            .groups
+                            .entry(group.clone())
+                            .or_insert_with(|| Group::new(group, -1));
+                        g.generation = value.generation;
+                        g.protocol_type = Some(value.protocol_type).filter(|t| !t.is_empty());
+                        g.protocol = value.protocol;
+                        g.state_timestamp_ms = value.current_state_timestamp_ms;
+                        g.pending_members.clear();
+                        g.pending_sync.clear();
+                        g.join_deadline_ms = None;
+                        g.sync_deadline_ms = None;
+                        g.initial_delay = None;
+                        g.members = value
+                            .members
+                            .into_iter()
+                            .map(|m| Member {
+                                member_id: m.member_id,
+                                group_instance_id: m.group_instance_id,
+                                client_id: m.client_id,
+                                client_host: m.client_host,
+                                session_timeout_ms: m.session_timeout_ms,
+                                rebalance_timeout_ms: if m.rebalance_timeout_ms < 0 {
+                                    m.session_timeout_ms
+                                } else {
+                                    m.rebalance_timeout_ms
+                                },
+                                protocols: g
+                                    .protocol
+                                    .iter()
+                                    .map(|name| Protocol {
+                                        name: name.clone(),
+                                        metadata: m.subscription.clone(),
+                                    })
+                                    .collect(),
+                                assignment: m.assignment,
+                                awaiting_join: None,
+                                awaiting_sync: None,
+                                heartbeat_deadline_ms: i64::MAX,
+                            })
+                            .collect();
+                        g.leader = value
+                            .leader
+                            .filter(|l| g.members.iter().any(|m| &m.member_id == l))
+                            .or_else(|| g.members.first().map(|m| m.member_id.clone()));
+                        g.state = if g.members.is_empty() {
+                            GroupState::Empty
+                        } else {
+                            GroupState::Stable
+                        };
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Finishes loading `partition`: loaded members get a full session
+    /// timeout from `now_ms` to heartbeat, and the partition is served.
+    pub fn complete_load(&mut self, partition: i32, now_ms: i64) {
+        let ids: Vec<String> = self
+            .groups
+            .keys()
+            .filter(|g| self.partition_for(g) == partition)
+            .cloned()
+            .collect();
+        for id in ids {
+            if let Some(g) = self.groups.get_mut(&id) {
+                for m in &mut g.members {
+                    m.heartbeat_deadline_ms =
+                        now_ms.saturating_add(i64::from(m.session_timeout_ms));
+                }
+            }
+        }
+        self.set_status(partition, PartitionStatus::Active);
+    }
+
+    /// Committed offset of one partition, if any (for tests and tools).
+    pub fn committed(
+        &self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Option<crate::types::CommittedOffset> {
+        self.groups
+            .get(group_id)
+            .and_then(|g| g.offsets.get(&(topic.to_string(), partition)))
+            .cloned()
+    }
+}
