@@ -309,8 +309,12 @@ fn run_group_timers(group: &mut Group, ctx: &mut Ctx<'_>) {
             group.after_member_removed(ctx);
         }
     }
-    if group.join_deadline_ms.is_some_and(|t| t <= now) {
-        group.on_join_deadline(ctx);
+    // Each extension of the initial delay moves the deadline forward by a
+    // positive amount, so this loop ends.
+    while let Some(t) = group.join_deadline_ms
+        && t <= now
+    {
+        group.on_join_deadline(t, ctx);
     }
     if group.sync_deadline_ms.is_some_and(|t| t <= now) {
         group.sync_deadline_ms = None;

@@ -341,9 +341,10 @@ impl Group {
         }
     }
 
-    /// The join deadline passed: extend the initial delay if members kept
-    /// arriving, otherwise complete the join with whoever rejoined.
-    pub fn on_join_deadline(&mut self, ctx: &mut Ctx<'_>) {
+    /// The join deadline `deadline` passed: extend the initial delay (from
+    /// that deadline, as a timer would) if members kept arriving, otherwise
+    /// complete the join with whoever rejoined.
+    pub fn on_join_deadline(&mut self, deadline: i64, ctx: &mut Ctx<'_>) {
         if let Some(d) = self.initial_delay
             && self.new_member_added
             && d.remaining_ms > 0
@@ -354,7 +355,7 @@ impl Group {
                 delay_ms: d.delay_ms,
                 remaining_ms: (d.remaining_ms - d.delay_ms).max(0),
             });
-            self.join_deadline_ms = Some(ctx.now.saturating_add(delay));
+            self.join_deadline_ms = Some(deadline.saturating_add(delay));
             return;
         }
         self.complete_join(ctx);

@@ -1,0 +1,202 @@
+//! Test harness: drives a coordinator in virtual time and keeps every
+//! response and every appended `__consumer_offsets` record.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use weir_group::{
+    GroupConfig, GroupCoordinator, JoinRequest, JoinResponse, Output, Protocol, Response,
+    SyncRequest, SyncResponse,
+};
+
+pub struct Harness {
+    pub coord: GroupCoordinator,
+    pub config: GroupConfig,
+    pub now: i64,
+    next_token: u64,
+    pub joins: HashMap<u64, JoinResponse>,
+    pub syncs: HashMap<u64, SyncResponse>,
+    /// Every appended record in append order: (partition, key, value).
+    pub log: Vec<(i32, Bytes, Option<Bytes>)>,
+}
+
+impl Harness {
+    pub fn new(config: GroupConfig) -> Self {
+        Self {
+            coord: GroupCoordinator::new(config.clone()),
+            config,
+            now: 1_000_000,
+            next_token: 0,
+            joins: HashMap::new(),
+            syncs: HashMap::new(),
+            log: Vec::new(),
+        }
+    }
+
+    /// Default config without the initial rebalance delay.
+    pub fn no_delay() -> Self {
+        Self::new(GroupConfig {
+            initial_rebalance_delay_ms: 0,
+            ..GroupConfig::default()
+        })
+    }
+
+    pub fn absorb(&mut self, out: Vec<Output>) {
+        for o in out {
+            match o {
+                Output::Respond {
+                    token,
+                    response: Response::Join(r),
+                } => {
+                    assert!(
+                        self.joins.insert(token, r).is_none(),
+                        "token {token} answered twice"
+                    );
+                }
+                Output::Respond {
+                    token,
+                    response: Response::Sync(r),
+                } => {
+                    assert!(
+                        self.syncs.insert(token, r).is_none(),
+                        "token {token} answered twice"
+                    );
+                }
+                Output::Append { partition, records } => {
+                    for r in records {
+                        self.log.push((partition, r.key, r.value));
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    pub fn join(&mut self, req: JoinRequest) -> u64 {
+        let t = self.token();
+        let out = self.coord.join_group(req, t, self.now);
+        self.absorb(out);
+        t
+    }
+
+    pub fn sync(&mut self, req: SyncRequest) -> u64 {
+        let t = self.token();
+        let out = self.coord.sync_group(req, t, self.now);
+        self.absorb(out);
+        t
+    }
+
+    pub fn advance(&mut self, ms: i64) {
+        self.now += ms;
+        let out = self.coord.tick(self.now);
+        self.absorb(out);
+    }
+
+    pub fn join_resp(&self, token: u64) -> &JoinResponse {
+        self.joins
+            .get(&token)
+            .unwrap_or_else(|| panic!("join {token} not answered"))
+    }
+
+    pub fn sync_resp(&self, token: u64) -> &SyncResponse {
+        self.syncs
+            .get(&token)
+            .unwrap_or_else(|| panic!("sync {token} not answered"))
+    }
+
+    /// Dynamic member joining with the v4+ member-id-required round trip.
+    /// Returns the token of the second join (answered later if a
+    /// rebalance is pending) and the member id.
+    pub fn join_new(
+        &mut self,
+        group: &str,
+        client: &str,
+        protocols: &[(&str, &[u8])],
+    ) -> (u64, String) {
+        let t = self.join(join_req(group, "", client, protocols));
+        let r = self.join_resp(t).clone();
+        assert_eq!(r.error, weir_group::ErrorCode::MEMBER_ID_REQUIRED);
+        assert!(r.member_id.starts_with(client), "{}", r.member_id);
+        let t2 = self.join(join_req(group, &r.member_id, client, protocols));
+        (t2, r.member_id)
+    }
+
+    /// Replays the log into a fresh coordinator.
+    pub fn replayed(&self) -> GroupCoordinator {
+        let mut c = GroupCoordinator::new(self.config.clone());
+        for p in 0..self.config.offsets_topic_partitions {
+            assert!(c.begin_load(p).is_empty());
+        }
+        for (_, k, v) in &self.log {
+            c.replay(k, v.as_deref()).expect("replay");
+        }
+        for p in 0..self.config.offsets_topic_partitions {
+            c.complete_load(p, self.now);
+        }
+        c
+    }
+}
+
+pub fn protocols(list: &[(&str, &[u8])]) -> Vec<Protocol> {
+    list.iter()
+        .map(|(n, m)| Protocol {
+            name: n.to_string(),
+            metadata: Bytes::copy_from_slice(m),
+        })
+        .collect()
+}
+
+pub fn join_req(group: &str, member: &str, client: &str, protos: &[(&str, &[u8])]) -> JoinRequest {
+    JoinRequest {
+        group_id: group.into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+        member_id: member.into(),
+        group_instance_id: None,
+        protocol_type: "consumer".into(),
+        protocols: protocols(protos),
+        client_id: client.into(),
+        client_host: "/127.0.0.1".into(),
+        require_known_member_id: true,
+    }
+}
+
+pub fn sync_req(
+    group: &str,
+    generation: i32,
+    member: &str,
+    assignments: &[(&str, &[u8])],
+) -> SyncRequest {
+    SyncRequest {
+        group_id: group.into(),
+        generation_id: generation,
+        member_id: member.into(),
+        group_instance_id: None,
+        protocol_type: Some("consumer".into()),
+        protocol_name: None,
+        assignments: assignments
+            .iter()
+            .map(|(m, a)| weir_group::Assignment {
+                member_id: m.to_string(),
+                assignment: Bytes::copy_from_slice(a),
+            })
+            .collect(),
+    }
+}
+
+/// A ConsumerProtocolSubscription v0 with these topics (no user data).
+pub fn subscription(topics: &[&str]) -> Vec<u8> {
+    let mut v = vec![0, 0];
+    v.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+    for t in topics {
+        v.extend_from_slice(&(t.len() as i16).to_be_bytes());
+        v.extend_from_slice(t.as_bytes());
+    }
+    v.extend_from_slice(&(-1i32).to_be_bytes()); // null user data
+    v
+}
