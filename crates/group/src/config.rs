@@ -13,6 +13,9 @@ pub struct GroupConfig {
     /// `group.initial.rebalance.delay.ms`: how long a rebalance of an empty
     /// group waits for more members before completing.
     pub initial_rebalance_delay_ms: i32,
+    /// How long a member that joined for the first time may wait parked in
+    /// a join phase before it is dropped (Kafka: 5 minutes).
+    pub new_member_join_timeout_ms: i64,
     /// `group.max.size`.
     pub max_group_size: usize,
     /// `offsets.retention.minutes` in milliseconds.
@@ -33,6 +36,7 @@ impl Default for GroupConfig {
             min_session_timeout_ms: 6_000,
             max_session_timeout_ms: 1_800_000,
             initial_rebalance_delay_ms: 3_000,
+            new_member_join_timeout_ms: 300_000,
             max_group_size: i32::MAX as usize,
             offsets_retention_ms: 10_080 * 60 * 1000,
             offsets_retention_check_interval_ms: 600_000,
@@ -64,6 +68,10 @@ impl GroupConfig {
                 self.offsets_retention_check_interval_ms,
             ),
             ("group.max.size", self.max_group_size as i64),
+            (
+                "new.member.join.timeout.ms",
+                self.new_member_join_timeout_ms,
+            ),
         ];
         for (name, value) in positive {
             if value <= 0 {

@@ -146,7 +146,7 @@ impl GroupCoordinator {
             g.pending_members.values().copied().for_each(&mut consider);
             g.members
                 .iter()
-                .filter(|m| m.awaiting_join.is_none() && m.awaiting_sync.is_none())
+                .filter(|m| m.timer_running())
                 .for_each(|m| consider(m.heartbeat_deadline_ms));
         }
         best
@@ -294,16 +294,13 @@ fn run_group_timers(group: &mut Group, ctx: &mut Ctx<'_>) {
     let expired: Vec<String> = group
         .members
         .iter()
-        .filter(|m| m.awaiting_join.is_none() && m.awaiting_sync.is_none())
-        .filter(|m| m.heartbeat_deadline_ms <= now)
+        .filter(|m| m.expired(now))
         .map(|m| m.member_id.clone())
         .collect();
     for id in expired {
         // The state can change while removing (a join may complete), so
         // re-check that the member is still there and still expired.
-        let still = group.member(&id).is_some_and(|m| {
-            m.awaiting_join.is_none() && m.awaiting_sync.is_none() && m.heartbeat_deadline_ms <= now
-        });
+        let still = group.member(&id).is_some_and(|m| m.expired(now));
         if still {
             group.remove_member(&id, ErrorCode::UNKNOWN_MEMBER_ID, ctx);
             group.after_member_removed(ctx);

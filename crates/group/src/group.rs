@@ -72,8 +72,26 @@ pub(crate) struct Member {
     pub awaiting_join: Option<u64>,
     pub awaiting_sync: Option<u64>,
     /// The member is removed when no heartbeat (or join/sync) arrives by
-    /// then, unless it has a parked request.
+    /// then, unless it has a parked request (new members excepted).
     pub heartbeat_deadline_ms: i64,
+    /// Joined for the first time and not yet through a completed join
+    /// phase: its parked join does not keep it alive, because a client
+    /// that disconnected while parked would otherwise stay forever.
+    pub is_new: bool,
+}
+
+impl Member {
+    /// Whether the session timer may remove this member now.
+    pub fn expired(&self, now: i64) -> bool {
+        let kept_alive =
+            !self.is_new && (self.awaiting_join.is_some() || self.awaiting_sync.is_some());
+        !kept_alive && self.heartbeat_deadline_ms <= now
+    }
+
+    /// Whether the session timer is running (for `next_deadline`).
+    pub fn timer_running(&self) -> bool {
+        self.is_new || (self.awaiting_join.is_none() && self.awaiting_sync.is_none())
+    }
 }
 
 impl Member {
@@ -361,9 +379,10 @@ impl Group {
         self.complete_join(ctx);
     }
 
-    /// Ends the join phase: members that did not rejoin are removed, the
-    /// generation advances, a protocol and leader are chosen and every
-    /// parked JoinGroup is answered.
+    /// Ends the join phase: dynamic members that did not rejoin are removed
+    /// (static ones stay, keeping their place for a quick restart), the
+    /// generation advances, a protocol and a leader that rejoined are chosen
+    /// and every parked JoinGroup is answered.
     pub fn complete_join(&mut self, ctx: &mut Ctx<'_>) {
         self.join_deadline_ms = None;
         self.initial_delay = None;
@@ -371,11 +390,18 @@ impl Group {
         let gone: Vec<String> = self
             .members
             .iter()
-            .filter(|m| m.awaiting_join.is_none())
+            .filter(|m| m.awaiting_join.is_none() && m.group_instance_id.is_none())
             .map(|m| m.member_id.clone())
             .collect();
         for id in gone {
             self.remove_member(&id, ErrorCode::UNKNOWN_MEMBER_ID, ctx);
+        }
+        if !self.members.is_empty() && !self.elect_joined_leader() {
+            // Only static members that have not rejoined remain: wait
+            // another rebalance timeout (their sessions may expire first).
+            let timeout = self.max_rebalance_timeout_ms().max(1);
+            self.join_deadline_ms = Some(ctx.now.saturating_add(timeout));
+            return;
         }
         self.generation = self.generation.saturating_add(1);
         if self.members.is_empty() {
@@ -387,11 +413,10 @@ impl Group {
         }
         self.protocol = self.select_protocol();
         self.transition(GroupState::CompletingRebalance, ctx.now);
-        let mut rebalance_timeout = 0i64;
         for i in 0..self.members.len() {
             let m = &mut self.members[i];
+            m.is_new = false;
             m.heartbeat_deadline_ms = ctx.now.saturating_add(i64::from(m.session_timeout_ms));
-            rebalance_timeout = rebalance_timeout.max(i64::from(m.rebalance_timeout_ms));
             let token = m.awaiting_join.take();
             let id = m.member_id.clone();
             if let Some(token) = token {
@@ -400,7 +425,28 @@ impl Group {
             }
         }
         self.pending_sync = self.members.iter().map(|m| m.member_id.clone()).collect();
-        self.sync_deadline_ms = Some(ctx.now.saturating_add(rebalance_timeout));
+        let timeout = self.max_rebalance_timeout_ms();
+        self.sync_deadline_ms = Some(ctx.now.saturating_add(timeout));
+    }
+
+    /// Keeps the leader if it rejoined, else picks a member that did.
+    /// False when no member rejoined.
+    fn elect_joined_leader(&mut self) -> bool {
+        let leader_joined = self
+            .leader
+            .as_deref()
+            .and_then(|l| self.member(l))
+            .is_some_and(|m| m.awaiting_join.is_some());
+        if leader_joined {
+            return true;
+        }
+        match self.members.iter().find(|m| m.awaiting_join.is_some()) {
+            Some(m) => {
+                self.leader = Some(m.member_id.clone());
+                true
+            }
+            None => false,
+        }
     }
 
     /// Removes a member, answering its parked requests with `error`, and

@@ -38,6 +38,7 @@
 //!     client_id: "client".into(),
 //!     client_host: "/127.0.0.1".into(),
 //!     require_known_member_id: false,
+//!     supports_skip_assignment: true,
 //! };
 //! let out = coord.join_group(join, 1, 0);
 //! let Output::Respond { token: 1, response: Response::Join(resp) } = &out[0] else {

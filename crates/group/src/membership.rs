@@ -229,19 +229,10 @@ impl GroupCoordinator {
         };
         let mut out = Vec::new();
         let Some(group) = self.groups.get_mut(&req.group_id) else {
-            let members = req
-                .members
-                .iter()
-                .map(|m| LeaveMemberResult {
-                    member_id: m.member_id.clone(),
-                    group_instance_id: m.group_instance_id.clone(),
-                    error: ErrorCode::UNKNOWN_MEMBER_ID,
-                })
-                .collect();
             return (
                 LeaveResponse {
-                    error: ErrorCode::NONE,
-                    members,
+                    error: ErrorCode::UNKNOWN_MEMBER_ID,
+                    members: Vec::new(),
                 },
                 out,
             );
@@ -297,7 +288,7 @@ impl GroupCoordinator {
     }
 }
 
-fn new_member(req: JoinRequest, member_id: String, token: u64, now: i64) -> Member {
+fn new_member(req: JoinRequest, member_id: String, token: u64, ctx: &Ctx<'_>) -> Member {
     Member {
         member_id,
         group_instance_id: req.group_instance_id,
@@ -309,7 +300,8 @@ fn new_member(req: JoinRequest, member_id: String, token: u64, now: i64) -> Memb
         assignment: Bytes::new(),
         awaiting_join: Some(token),
         awaiting_sync: None,
-        heartbeat_deadline_ms: now.saturating_add(i64::from(req.session_timeout_ms)),
+        heartbeat_deadline_ms: ctx.now.saturating_add(ctx.cfg.new_member_join_timeout_ms),
+        is_new: true,
     }
 }
 
@@ -425,9 +417,7 @@ fn add_member_and_rebalance(
     if group.leader.is_none() {
         group.leader = Some(member_id.clone());
     }
-    group
-        .members
-        .push(new_member(req, member_id, token, ctx.now));
+    group.members.push(new_member(req, member_id, token, ctx));
     if group.initial_delay.is_some() {
         group.new_member_added = true;
     }
@@ -475,6 +465,7 @@ fn replace_static_member(
     ctx: &mut Ctx<'_>,
 ) {
     let state = group.state;
+    let previous_leader = group.leader.clone().unwrap_or_default();
     let Some(m) = group.member_mut(old_id) else {
         ctx.respond_join(token, JoinResponse::error(ErrorCode::UNKNOWN_MEMBER_ID, ""));
         return;
@@ -488,8 +479,9 @@ fn replace_static_member(
     if let Some(t) = m.awaiting_sync.take() {
         ctx.respond_sync(t, SyncResponse::error(ErrorCode::FENCED_INSTANCE_ID));
     }
-    let unchanged = m.protocols == req.protocols;
+    let supports_skip = req.supports_skip_assignment;
     m.member_id = new_id.clone();
+    m.protocols = req.protocols;
     m.session_timeout_ms = req.session_timeout_ms;
     m.rebalance_timeout_ms = req.rebalance_timeout_ms;
     m.client_id = req.client_id;
@@ -501,19 +493,26 @@ fn replace_static_member(
     if group.is_leader(old_id) {
         group.leader = Some(new_id.clone());
     }
+    // Like Kafka, a Stable group skips the rebalance when the protocol it
+    // would select next is the current one.
+    let unchanged = group.select_protocol() == group.protocol;
     match state {
         GroupState::Stable if unchanged => {
-            // Same subscription: no rebalance. The group keeps its
-            // generation and assignment; a rejoining leader is told not to
-            // assign again.
+            // No rebalance: the group keeps its generation and assignment.
+            // v9+ tell a rejoining leader to skip the assignment; older
+            // versions see the previous leader id, so it acts as follower.
             ctx.append(vec![group.metadata_record()]);
             let mut response = group.current_join_response(&new_id);
-            response.skip_assignment = group.is_leader(&new_id);
+            if supports_skip {
+                response.skip_assignment = group.is_leader(&new_id);
+            } else {
+                response.leader = previous_leader;
+                response.members.clear();
+            }
             ctx.respond_join(token, response);
         }
         GroupState::Stable | GroupState::CompletingRebalance | GroupState::PreparingRebalance => {
             if let Some(m) = group.member_mut(&new_id) {
-                m.protocols = req.protocols;
                 m.awaiting_join = Some(token);
             }
             if state == GroupState::PreparingRebalance {

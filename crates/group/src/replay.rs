@@ -169,6 +169,7 @@ impl GroupCoordinator {
                                 awaiting_join: None,
                                 awaiting_sync: None,
                                 heartbeat_deadline_ms: i64::MAX,
+                                is_new: false,
                             })
                             .collect();
                         g.leader = value

@@ -69,6 +69,10 @@ pub struct JoinRequest {
     /// True for JoinGroup v4+: an unknown member first gets MEMBER_ID_REQUIRED
     /// with its new id and must join again with it.
     pub require_known_member_id: bool,
+    /// True for JoinGroup v9+: a static leader that rejoins without a
+    /// rebalance is told to skip the assignment (`skip_assignment`) instead
+    /// of being hidden as a follower.
+    pub supports_skip_assignment: bool,
 }
 
 /// A member as listed to the leader in a JoinGroup response.

@@ -462,3 +462,123 @@ fn find_coordinator_batches_keys() {
         .find_coordinators(&["hello".into(), "consumer-0".into()]);
     assert_eq!(got, vec![("hello".into(), 22), ("consumer-0".into(), 41)]);
 }
+
+#[test]
+fn static_member_that_misses_a_rebalance_keeps_its_place() {
+    let mut h = Harness::no_delay();
+    let t = static_join(&mut h, "i1", "");
+    let s1 = h.join_resp(t).member_id.clone();
+    let mut s = sync_req("g", 1, &s1, &[(&s1, b"p0")]);
+    s.group_instance_id = Some("i1".into());
+    h.sync(s);
+    // A dynamic member joins; the static member (e.g. restarting) does not
+    // rejoin before the rebalance timeout but keeps heartbeating.
+    let (t2, m2) = h.join_new("g", "c2", RANGE);
+    let hb_static = weir_group::HeartbeatRequest {
+        group_id: "g".into(),
+        generation_id: 1,
+        member_id: s1.clone(),
+        group_instance_id: Some("i1".into()),
+    };
+    for _ in 0..9 {
+        h.advance(3000);
+        assert_eq!(
+            h.coord.heartbeat(&hb_static, h.now),
+            ErrorCode::REBALANCE_IN_PROGRESS
+        );
+    }
+    h.advance(3000); // rebalance timeout (30 s)
+    // Still a member, now behind by one generation.
+    assert_eq!(
+        h.coord.heartbeat(&hb_static, h.now),
+        ErrorCode::ILLEGAL_GENERATION
+    );
+    let r2 = h.join_resp(t2).clone();
+    assert_eq!(r2.generation_id, 2);
+    assert_eq!(r2.leader, m2, "leadership moves to a member that rejoined");
+    let ids: Vec<_> = r2.members.iter().map(|m| m.member_id.clone()).collect();
+    assert_eq!(ids, vec![s1.clone(), m2.clone()], "static member kept");
+    // It never syncs or heartbeats again: once its session runs out it is
+    // removed and the remaining member rebalances.
+    let s = h.sync(sync_req("g", 2, &m2, &[(&m2, b"p1"), (&s1, b"p0")]));
+    assert_eq!(&h.sync_resp(s).assignment[..], b"p1");
+    for _ in 0..3 {
+        h.advance(3000);
+        assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::NONE);
+    }
+    h.advance(3000);
+    assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::REBALANCE_IN_PROGRESS);
+    let d = h.coord.describe_groups(&["g".into()]);
+    assert_eq!(d[0].members.len(), 1);
+    assert_eq!(d[0].members[0].member_id, m2);
+}
+
+#[test]
+fn members_that_never_sync_are_removed_after_the_rebalance_timeout() {
+    let mut h = Harness::no_delay();
+    let (m1, m2) = stable_pair(&mut h);
+    let (t3, m3) = h.join_new("g", "c3", RANGE);
+    let t1 = h.join(join_req("g", &m1, "c1", RANGE));
+    let t2 = h.join(join_req("g", &m2, "c2", RANGE));
+    for t in [t1, t2, t3] {
+        assert_eq!(h.join_resp(t).generation_id, 3);
+    }
+    // m1 (leader) and m2 sync; m3 only heartbeats.
+    h.sync(sync_req(
+        "g",
+        3,
+        &m1,
+        &[(&m1, b"a"), (&m2, b"b"), (&m3, b"c")],
+    ));
+    h.sync(sync_req("g", 3, &m2, &[]));
+    for _ in 0..10 {
+        h.advance(3000);
+        for m in [&m1, &m2, &m3] {
+            let _ = hb(&mut h, "g", 3, m);
+        }
+    }
+    // 30 s after the join phase m3 is dropped for not syncing.
+    let d = h.coord.describe_groups(&["g".into()]);
+    let ids: Vec<_> = d[0].members.iter().map(|m| m.member_id.clone()).collect();
+    assert_eq!(ids, vec![m1.clone(), m2.clone()]);
+    assert_eq!(hb(&mut h, "g", 3, &m1), ErrorCode::REBALANCE_IN_PROGRESS);
+}
+
+#[test]
+fn static_leader_rejoin_before_v9_is_answered_as_follower() {
+    let mut h = Harness::no_delay();
+    let t = static_join(&mut h, "i1", "");
+    let old = h.join_resp(t).member_id.clone();
+    let mut s = sync_req("g", 1, &old, &[(&old, b"p0")]);
+    s.group_instance_id = Some("i1".into());
+    h.sync(s);
+    let mut req = join_req("g", "", "c", RANGE);
+    req.group_instance_id = Some("i1".into());
+    req.supports_skip_assignment = false;
+    let t = h.join(req);
+    let r = h.join_resp(t);
+    assert_eq!(r.error, ErrorCode::NONE);
+    assert_eq!(r.generation_id, 1);
+    assert_eq!(
+        r.leader, old,
+        "previous leader id, so the client does not assign"
+    );
+    assert!(r.members.is_empty());
+    assert!(!r.skip_assignment);
+}
+
+#[test]
+fn leave_of_unknown_group() {
+    let h = Harness::no_delay();
+    let req = LeaveRequest {
+        group_id: "none".into(),
+        members: vec![LeavingMember {
+            member_id: "m".into(),
+            group_instance_id: None,
+        }],
+    };
+    let mut coord = h.coord;
+    let (resp, out) = coord.leave_group(&req, h.now);
+    assert!(out.is_empty());
+    assert_eq!(resp.error, ErrorCode::UNKNOWN_MEMBER_ID);
+}

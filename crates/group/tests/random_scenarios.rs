@@ -109,6 +109,7 @@ impl Sim {
             client_id: c.name.clone(),
             client_host: "/10.0.0.1".into(),
             require_known_member_id: true,
+            supports_skip_assignment: true,
         }
     }
 

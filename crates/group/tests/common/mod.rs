@@ -163,6 +163,7 @@ pub fn join_req(group: &str, member: &str, client: &str, protos: &[(&str, &[u8])
         client_id: client.into(),
         client_host: "/127.0.0.1".into(),
         require_known_member_id: true,
+        supports_skip_assignment: true,
     }
 }
 
