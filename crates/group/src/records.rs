@@ -551,6 +551,53 @@ mod tests {
         ));
     }
 
+    /// Random and bit-flipped inputs: decoders return errors, never panic,
+    /// and never allocate from an unchecked length.
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let mut state = 0x5eed_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let seeds = [
+            encode_group_metadata_value(&sample_group()).to_vec(),
+            encode_offset_commit_key("group", "topic", 3).to_vec(),
+            encode_offset_commit_value(&CommittedOffset {
+                offset: 1,
+                leader_epoch: 2,
+                metadata: "meta".into(),
+                commit_timestamp_ms: 3,
+                expire_timestamp_ms: None,
+            })
+            .to_vec(),
+        ];
+        let mut decoded_ok = 0;
+        for i in 0..20_000 {
+            let mut input = seeds[i % seeds.len()].clone();
+            if i % 4 == 0 {
+                let len = (next() % 64) as usize;
+                input = (0..len).map(|_| next() as u8).collect();
+            } else {
+                for _ in 0..(1 + next() % 3) {
+                    let pos = (next() as usize) % input.len();
+                    input[pos] ^= 1 << (next() % 8);
+                }
+            }
+            // Only the absence of panics is checked; a flip in a timestamp
+            // still decodes.
+            decoded_ok += usize::from(decode_key(&input).is_ok());
+            decoded_ok += usize::from(decode_offset_commit_value(&input).is_ok());
+            decoded_ok += usize::from(decode_group_metadata_value(&input).is_ok());
+        }
+        assert!(
+            decoded_ok > 0,
+            "the mutations should leave some inputs valid"
+        );
+    }
+
     #[test]
     fn unknown_key_versions_are_other() {
         assert_eq!(
