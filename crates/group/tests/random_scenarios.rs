@@ -418,6 +418,17 @@ fn run(seed: u64, steps: usize) {
             sim.fail(format!("partition {p}: replayed {a:?}, live {b:?}"));
         }
     }
+    // A Stable group comes back exactly as the broker last persisted it.
+    if sim.coord_generation().0 == GroupState::Stable {
+        let ids = [GROUP.to_string()];
+        let (a, b) = (
+            replayed.describe_groups(&ids),
+            sim.h.coord.describe_groups(&ids),
+        );
+        if a != b {
+            sim.fail(format!("replayed group {a:?} differs from live {b:?}"));
+        }
+    }
     if sim.leaders.is_empty() {
         sim.fail("no generation ever formed".into());
     }
