@@ -1,1 +1,695 @@
 //! Test support for running real Kafka clients against a `weir serve` process.
+//!
+//! Nothing here mocks the broker: [`WeirProcess`] spawns the real `weir`
+//! binary on an ephemeral loopback port with a temporary data directory, and
+//! the integration tests in `tests/` drive it with independent client
+//! implementations (kcat/librdkafka, the `rdkafka` crate, kafka-python,
+//! kafkajs).
+//!
+//! ```no_run
+//! use weir_compat_tests::WeirProcess;
+//!
+//! let broker = WeirProcess::start().expect("weir starts");
+//! println!("bootstrap servers: {}", broker.bootstrap());
+//! // ... run a client against broker.bootstrap() ...
+//! drop(broker); // kills the process and removes the data dir
+//! ```
+//!
+//! Where the `weir` binary comes from: `WEIR_BIN` if set; otherwise
+//! `target/<profile>/weir` beside the test executable's `deps/` directory;
+//! otherwise it is built once with `cargo build -p weir` into a separate
+//! target directory (so the outer `cargo test` lock is not waited on).
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub mod murmur2;
+pub mod segment;
+pub mod tools;
+
+pub use murmur2::{murmur2, partition_for_key};
+
+/// Prefix of the line `weir serve` prints on stdout once its listener is bound.
+pub const LISTENING_PREFIX: &str = "weir: listening on ";
+
+/// Default time to wait for the listening line (override: `WEIR_START_TIMEOUT_SECS`).
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Time allowed for a clean shutdown after SIGTERM before the process is killed.
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Errors of the test harness. Each message says what the broker did wrong,
+/// so a failing test reads as a diagnosis.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error("cannot find or build the weir binary: {reason}")]
+    NoBinary { reason: String },
+    #[error("cannot create a temporary directory: {0}")]
+    TempDir(#[source] std::io::Error),
+    #[error("cannot spawn {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "weir exited ({status}) before printing `{LISTENING_PREFIX}HOST:PORT`\n--- weir stdout ---\n{stdout}\n--- weir stderr (tail) ---\n{stderr}"
+    )]
+    ExitedEarly {
+        status: ExitStatus,
+        stdout: String,
+        stderr: String,
+    },
+    #[error(
+        "weir did not print `{LISTENING_PREFIX}HOST:PORT` within {timeout:?}\n--- weir stdout ---\n{stdout}\n--- weir stderr (tail) ---\n{stderr}"
+    )]
+    StartTimeout {
+        timeout: Duration,
+        stdout: String,
+        stderr: String,
+    },
+    #[error("weir printed a malformed listening line: {line:?}")]
+    BadListeningLine { line: String },
+    #[error(
+        "weir did not exit within {timeout:?} after SIGTERM (killed)\n--- weir stderr (tail) ---\n{stderr}"
+    )]
+    ShutdownTimeout { timeout: Duration, stderr: String },
+    #[error(
+        "weir exited with {status} after SIGTERM (expected a clean exit)\n--- weir stderr (tail) ---\n{stderr}"
+    )]
+    UncleanShutdown { status: ExitStatus, stderr: String },
+    #[error("i/o error talking to the weir process: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A running `weir serve` process with its own temporary data directory.
+///
+/// Invariant: while `child` is `Some`, the process was seen printing its
+/// listening line and `bootstrap` is the address it printed. The process is
+/// killed when this value is dropped; the data directory is removed after it.
+pub struct WeirProcess {
+    child: Option<Child>,
+    bin: PathBuf,
+    start_timeout: Duration,
+    bootstrap: String,
+    extra_args: Vec<String>,
+    // Field order matters: the log dir and data dir are removed after the
+    // process is killed in `Drop`.
+    stderr_path: PathBuf,
+    starts: u32,
+    _log_dir: tempfile::TempDir,
+    data_dir: tempfile::TempDir,
+}
+
+impl WeirProcess {
+    /// Start `weir serve --listen 127.0.0.1:0 --data-dir <temp>`.
+    pub fn start() -> Result<Self, HarnessError> {
+        Self::start_with_args(&[])
+    }
+
+    /// Start with extra command-line arguments (e.g. `["--set", "num.partitions=3"]`).
+    pub fn start_with_args(extra_args: &[&str]) -> Result<Self, HarnessError> {
+        Self::start_binary(weir_binary()?, extra_args)
+    }
+
+    /// Start a specific binary as `BIN serve --listen 127.0.0.1:0 --data-dir <temp> ARGS…`.
+    pub fn start_binary(bin: PathBuf, extra_args: &[&str]) -> Result<Self, HarnessError> {
+        Self::start_inner(bin, extra_args, start_timeout())
+    }
+
+    fn start_inner(
+        bin: PathBuf,
+        extra_args: &[&str],
+        start_timeout: Duration,
+    ) -> Result<Self, HarnessError> {
+        let data_dir = tempfile::Builder::new()
+            .prefix("weir-compat-data-")
+            .tempdir()
+            .map_err(HarnessError::TempDir)?;
+        let log_dir = tempfile::Builder::new()
+            .prefix("weir-compat-log-")
+            .tempdir()
+            .map_err(HarnessError::TempDir)?;
+        let mut process = WeirProcess {
+            child: None,
+            bin,
+            start_timeout,
+            bootstrap: String::new(),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            stderr_path: log_dir.path().join("weir-0.stderr"),
+            starts: 0,
+            _log_dir: log_dir,
+            data_dir,
+        };
+        process.spawn()?;
+        Ok(process)
+    }
+
+    /// `host:port` for a client's bootstrap servers setting.
+    pub fn bootstrap(&self) -> &str {
+        &self.bootstrap
+    }
+
+    /// The broker's data directory (`log.dirs`).
+    pub fn data_dir(&self) -> &Path {
+        self.data_dir.path()
+    }
+
+    /// The OS process id of the running broker, if running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The last few KiB of the broker's stderr (its log), for diagnostics.
+    pub fn stderr_tail(&self) -> String {
+        tail_of_file(&self.stderr_path, 16 * 1024)
+    }
+
+    /// `Some(status)` if the broker process has exited on its own.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// Send SIGTERM, wait for a clean exit, and start again on the same data
+    /// directory. The new process may listen on a different port: use
+    /// [`bootstrap`](Self::bootstrap) again afterwards.
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        self.stop()?;
+        self.spawn()
+    }
+
+    /// Send SIGTERM and wait (bounded) for the process to exit with success.
+    pub fn stop(&mut self) -> Result<(), HarnessError> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        send_sigterm(&child);
+        let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                if status.success() {
+                    return Ok(());
+                }
+                return Err(HarnessError::UncleanShutdown {
+                    status,
+                    stderr: self.stderr_tail(),
+                });
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(HarnessError::ShutdownTimeout {
+                    timeout: SHUTDOWN_TIMEOUT,
+                    stderr: self.stderr_tail(),
+                });
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn spawn(&mut self) -> Result<(), HarnessError> {
+        let bin = self.bin.clone();
+        self.stderr_path = self
+            ._log_dir
+            .path()
+            .join(format!("weir-{}.stderr", self.starts));
+        self.starts += 1;
+        let stderr_file = File::create(&self.stderr_path)?;
+        let mut command = Command::new(&bin);
+        command
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(self.data_dir.path())
+            .args(&self.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr_file));
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "info");
+        }
+        let mut child = command.spawn().map_err(|source| HarnessError::Spawn {
+            program: bin.display().to_string(),
+            source,
+        })?;
+        let Some(stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(HarnessError::Io(std::io::Error::other(
+                "child stdout was not captured",
+            )));
+        };
+        let lines = spawn_line_reader(stdout);
+        let timeout = self.start_timeout;
+        let deadline = Instant::now() + timeout;
+        let mut seen = String::new();
+        loop {
+            let now = Instant::now();
+            let wait = deadline
+                .saturating_duration_since(now)
+                .min(Duration::from_millis(100));
+            match lines.recv_timeout(wait) {
+                Ok(line) => {
+                    if let Some(addr) = line.strip_prefix(LISTENING_PREFIX) {
+                        let addr = addr.trim();
+                        if !is_host_port(addr) {
+                            let _ = child.kill();
+                            let _ = child.wait();
+                            return Err(HarnessError::BadListeningLine { line });
+                        }
+                        self.bootstrap = addr.to_string();
+                        self.child = Some(child);
+                        return Ok(());
+                    }
+                    seen.push_str(&line);
+                    seen.push('\n');
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    // stdout closed: the process is most likely exiting; the
+                    // status check below reports it (or the deadline does).
+                    thread::sleep(wait);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if let Some(status) = child.try_wait()? {
+                return Err(HarnessError::ExitedEarly {
+                    status,
+                    stdout: seen,
+                    stderr: self.stderr_tail(),
+                });
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(HarnessError::StartTimeout {
+                    timeout,
+                    stdout: seen,
+                    stderr: self.stderr_tail(),
+                });
+            }
+        }
+    }
+}
+
+impl Drop for WeirProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl std::fmt::Debug for WeirProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeirProcess")
+            .field("pid", &self.pid())
+            .field("bootstrap", &self.bootstrap)
+            .field("data_dir", &self.data_dir.path())
+            .finish()
+    }
+}
+
+fn start_timeout() -> Duration {
+    std::env::var("WEIR_START_TIMEOUT_SECS")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(DEFAULT_START_TIMEOUT)
+}
+
+fn is_host_port(addr: &str) -> bool {
+    match addr.rsplit_once(':') {
+        Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0),
+        None => false,
+    }
+}
+
+/// Read lines from `source` on a thread; the channel closes at EOF. The
+/// thread keeps draining after the receiver is gone so the child never
+/// blocks on a full pipe.
+fn spawn_line_reader<R: Read + Send + 'static>(source: R) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let reader = BufReader::new(source);
+        for line in reader.lines() {
+            let Ok(line) = line else { break };
+            // A closed receiver is fine: keep reading to drain the pipe.
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+fn tail_of_file(path: &Path, max: usize) -> String {
+    let Ok(bytes) = std::fs::read(path) else {
+        return String::from("(no stderr captured)");
+    };
+    let start = bytes.len().saturating_sub(max);
+    let text = String::from_utf8_lossy(&bytes[start..]);
+    if start > 0 {
+        format!("[... {start} bytes omitted ...]\n{text}")
+    } else {
+        text.into_owned()
+    }
+}
+
+/// Ask the process to shut down cleanly.
+#[allow(unsafe_code)]
+fn send_sigterm(child: &Child) {
+    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
+        return;
+    };
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours. The
+    // pid is that of our own child, which has not been reaped yet (we hold the
+    // `Child` and have not waited on it), so it cannot name another process.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+}
+
+/// Path of the `weir` binary to test (see the crate docs for the search order).
+pub fn weir_binary() -> Result<PathBuf, HarnessError> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(find_or_build_weir)
+        .clone()
+        .map_err(|reason| HarnessError::NoBinary { reason })
+}
+
+fn find_or_build_weir() -> Result<PathBuf, String> {
+    if let Some(bin) = std::env::var_os("WEIR_BIN") {
+        let bin = PathBuf::from(bin);
+        return if bin.is_file() {
+            Ok(bin)
+        } else {
+            Err(format!("WEIR_BIN={} is not a file", bin.display()))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    // .../target/<profile>/deps/<test-exe>  ->  .../target/<profile>/weir
+    let profile_dir = exe
+        .parent()
+        .filter(|d| d.file_name() == Some(OsStr::new("deps")))
+        .and_then(Path::parent);
+    if let Some(dir) = profile_dir {
+        let candidate = dir.join("weir");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    // Build it. The outer `cargo test` holds the lock on its own target dir
+    // while tests run, so build into a separate one.
+    let workspace = workspace_root();
+    let target = profile_dir
+        .and_then(Path::parent)
+        .map(|t| t.join("compat-weir-build"))
+        .unwrap_or_else(|| workspace.join("target").join("compat-weir-build"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!(
+        "weir-compat-tests: no weir binary found; running `cargo build -p weir --target-dir {}` (set WEIR_BIN to skip)",
+        target.display()
+    );
+    let status = Command::new(&cargo)
+        .current_dir(&workspace)
+        .args(["build", "-p", "weir", "--target-dir"])
+        .arg(&target)
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("`cargo build -p weir` failed: {status}"));
+    }
+    let built = target.join("debug").join("weir");
+    if built.is_file() {
+        Ok(built)
+    } else {
+        Err(format!(
+            "cargo build succeeded but {} is missing",
+            built.display()
+        ))
+    }
+}
+
+/// Root of the cargo workspace (two levels above this crate).
+pub fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| manifest.to_path_buf())
+}
+
+/// True when running in CI (`CI` set to anything but empty/`false`/`0`):
+/// missing client tools are then a failure instead of a skip.
+pub fn in_ci() -> bool {
+    std::env::var("CI")
+        .map(|v| !v.is_empty() && v != "false" && v != "0")
+        .unwrap_or(false)
+}
+
+/// Either skip the test loudly (returns normally; the caller returns) or,
+/// in CI, panic: a missing prerequisite must not pass silently there.
+pub fn skip_or_fail(what: &str) {
+    let msg = format!(
+        "prerequisite missing: {what}. Run scripts/test (it installs everything), or see docs/testing.md."
+    );
+    if in_ci() {
+        panic!("{msg} (CI is set, so this is a failure, not a skip)");
+    }
+    eprintln!("\n!!!!!!!! SKIPPED: {msg} !!!!!!!!\n");
+}
+
+/// Output of a command run with a time limit.
+#[derive(Debug)]
+pub struct CommandOutput {
+    /// `None` if the command was killed for exceeding its time limit.
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl CommandOutput {
+    pub fn success(&self) -> bool {
+        self.status.is_some_and(|s| s.success())
+    }
+
+    /// A readable report of what happened, for assertion messages.
+    pub fn describe(&self, what: &str) -> String {
+        let status = match self.status {
+            Some(s) => s.to_string(),
+            None => String::from("KILLED after exceeding its time limit"),
+        };
+        format!(
+            "{what}: {status} after {:.1?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.elapsed, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Run `command` with optional stdin bytes, capturing output, killing it
+/// after `limit`. Never hangs longer than `limit` plus a moment.
+pub fn run_with_timeout(
+    command: &mut Command,
+    stdin: Option<&[u8]>,
+    limit: Duration,
+) -> Result<CommandOutput, HarnessError> {
+    let started = Instant::now();
+    command
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let program = format!("{:?}", command.get_program());
+    let mut child = command
+        .spawn()
+        .map_err(|source| HarnessError::Spawn { program, source })?;
+    let stdin_thread = match (stdin, child.stdin.take()) {
+        (Some(bytes), Some(mut pipe)) => {
+            let bytes = bytes.to_vec();
+            Some(thread::spawn(move || {
+                use std::io::Write;
+                // A child that exits early closes the pipe; that is reported
+                // through its exit status, not here.
+                let _ = pipe.write_all(&bytes);
+            }))
+        }
+        _ => None,
+    };
+    let out = child.stdout.take().map(spawn_reader);
+    let err = child.stderr.take().map(spawn_reader);
+    let deadline = started + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    if let Some(t) = stdin_thread {
+        let _ = t.join();
+    }
+    let stdout = out
+        .map(|h| h.join().unwrap_or_default())
+        .unwrap_or_default();
+    let stderr = err
+        .map(|h| h.join().unwrap_or_default())
+        .unwrap_or_default();
+    Ok(CommandOutput {
+        status,
+        stdout,
+        stderr,
+        elapsed: started.elapsed(),
+    })
+}
+
+fn spawn_reader<R: Read + Send + 'static>(mut source: R) -> thread::JoinHandle<String> {
+    thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = source.read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+}
+
+/// Read a count from the environment (e.g. `WEIR_COMPAT_RECORDS`), else `default`.
+pub fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// Time limit for one client script run (`WEIR_COMPAT_CLIENT_TIMEOUT_SECS`, default 300 s).
+pub fn client_timeout() -> Duration {
+    Duration::from_secs(env_count("WEIR_COMPAT_CLIENT_TIMEOUT_SECS", 300) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for the weir binary: a shell script with the given body.
+    fn fake_weir(dir: &Path, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("fake-weir");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        path
+    }
+
+    #[test]
+    fn start_reads_the_listening_line_and_restart_reuses_the_data_dir() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // $5 is the data dir: serve --listen 127.0.0.1:0 --data-dir DIR
+        let bin = fake_weir(
+            dir.path(),
+            r#"trap 'echo stopped >> "$5/events"; exit 0' TERM
+echo "starting" 
+echo started >> "$5/events"
+echo "weir: listening on 127.0.0.1:4242"
+while true; do sleep 0.05; done"#,
+        );
+        let mut p = WeirProcess::start_inner(bin, &[], Duration::from_secs(30)).expect("starts");
+        assert_eq!(p.bootstrap(), "127.0.0.1:4242");
+        let data_dir = p.data_dir().to_path_buf();
+        p.restart().expect("restarts");
+        assert_eq!(p.data_dir(), data_dir);
+        p.stop().expect("stops cleanly");
+        let events = std::fs::read_to_string(data_dir.join("events")).expect("events");
+        assert_eq!(events, "started\nstopped\nstarted\nstopped\n");
+    }
+
+    #[test]
+    fn a_process_that_exits_early_is_reported_with_its_output() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bin = fake_weir(dir.path(), "echo 'bad config' >&2; echo hello; exit 2");
+        let err = WeirProcess::start_inner(bin, &[], Duration::from_secs(30)).expect_err("fails");
+        match err {
+            HarnessError::ExitedEarly {
+                status,
+                stdout,
+                stderr,
+            } => {
+                assert_eq!(status.code(), Some(2));
+                assert!(stdout.contains("hello"), "{stdout}");
+                assert!(stderr.contains("bad config"), "{stderr}");
+            }
+            other => panic!("unexpected error: {other}"),
+        }
+    }
+
+    #[test]
+    fn a_process_that_never_listens_times_out_and_is_killed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bin = fake_weir(dir.path(), "echo not yet; exec sleep 60");
+        let err =
+            WeirProcess::start_inner(bin, &[], Duration::from_millis(300)).expect_err("fails");
+        assert!(matches!(err, HarnessError::StartTimeout { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_malformed_listening_line_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bin = fake_weir(
+            dir.path(),
+            "echo 'weir: listening on 127.0.0.1:0'; exec sleep 60",
+        );
+        let err = WeirProcess::start_inner(bin, &[], Duration::from_secs(30)).expect_err("fails");
+        assert!(
+            matches!(err, HarnessError::BadListeningLine { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn host_port_validation() {
+        assert!(is_host_port("127.0.0.1:9092"));
+        assert!(is_host_port("localhost:1"));
+        assert!(!is_host_port("127.0.0.1:0"));
+        assert!(!is_host_port("127.0.0.1"));
+        assert!(!is_host_port(":9092"));
+        assert!(!is_host_port("127.0.0.1:99999"));
+    }
+
+    #[test]
+    fn run_with_timeout_kills_a_hung_command() {
+        let out = run_with_timeout(
+            Command::new("sleep").arg("30"),
+            None,
+            Duration::from_millis(200),
+        )
+        .expect("sleep spawns");
+        assert!(out.status.is_none(), "{out:?}");
+        assert!(!out.success());
+    }
+
+    #[test]
+    fn run_with_timeout_passes_stdin_and_captures_output() {
+        let out = run_with_timeout(
+            &mut Command::new("cat"),
+            Some(b"hello\nworld\n"),
+            Duration::from_secs(30),
+        )
+        .expect("cat spawns");
+        assert!(out.success(), "{}", out.describe("cat"));
+        assert_eq!(out.stdout, "hello\nworld\n");
+    }
+}
