@@ -1,0 +1,49 @@
+//! kafka-python (pure Python, pinned in tests/compat/python/requirements.txt)
+//! against a real `weir serve`, by running `compat_check.py`.
+//!
+//! Records per codec: `WEIR_COMPAT_PY_RECORDS` (default 2000).
+
+use std::process::Command;
+
+use weir_compat_tests::{
+    WeirProcess, client_timeout, env_count, run_with_timeout, skip_or_fail, tools,
+};
+
+#[test]
+fn kafka_python_admin_produce_consume_offsets_configs() {
+    let Some(python) = tools::python() else {
+        skip_or_fail("the kafka-python venv (.test-deps/venv, or WEIR_COMPAT_PYTHON)");
+        return;
+    };
+    let broker = WeirProcess::start().unwrap_or_else(|e| panic!("weir did not start: {e}"));
+    let records = env_count("WEIR_COMPAT_PY_RECORDS", 2000).to_string();
+    let script = tools::python_dir().join("compat_check.py");
+    let out = run_with_timeout(
+        Command::new(&python)
+            .arg(&script)
+            .args(["--bootstrap", broker.bootstrap(), "--records", &records])
+            .env("PYTHONUNBUFFERED", "1"),
+        None,
+        client_timeout(),
+    )
+    .expect("python spawns");
+    // Shown by the test harness only when the test fails (or with --nocapture).
+    println!("{}", out.stdout);
+    let passes = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("PASS "))
+        .count();
+    let fails: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL "))
+        .collect();
+    assert!(
+        out.success() && fails.is_empty() && passes > 0,
+        "kafka-python checks failed ({passes} passed):\n{}\n\n{}\n--- weir stderr (tail) ---\n{}",
+        fails.join("\n"),
+        out.describe("compat_check.py"),
+        broker.stderr_tail()
+    );
+}

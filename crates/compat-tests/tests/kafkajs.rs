@@ -1,0 +1,69 @@
+//! kafkajs (pinned in tests/compat/js/package-lock.json) against a real
+//! `weir serve`, by running `compat_check.js`.
+//!
+//! Records per codec: `WEIR_COMPAT_JS_RECORDS` (default 2000).
+
+use std::process::Command;
+
+use weir_compat_tests::{
+    WeirProcess, client_timeout, env_count, run_with_timeout, skip_or_fail, tools,
+};
+
+fn run_script(mode: &str) {
+    let Some(node) = tools::node() else {
+        skip_or_fail("node (Node.js)");
+        return;
+    };
+    if !tools::kafkajs_installed() {
+        skip_or_fail("kafkajs (npm ci in tests/compat/js)");
+        return;
+    }
+    let broker = WeirProcess::start().unwrap_or_else(|e| panic!("weir did not start: {e}"));
+    let records = env_count("WEIR_COMPAT_JS_RECORDS", 2000).to_string();
+    let dir = tools::js_dir();
+    let out = run_with_timeout(
+        Command::new(&node)
+            .current_dir(&dir)
+            .arg(dir.join("compat_check.js"))
+            .args([
+                "--bootstrap",
+                broker.bootstrap(),
+                "--records",
+                &records,
+                "--mode",
+                mode,
+            ]),
+        None,
+        client_timeout(),
+    )
+    .expect("node spawns");
+    println!("{}", out.stdout);
+    let passes = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("PASS "))
+        .count();
+    let fails: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL "))
+        .collect();
+    assert!(
+        out.success() && fails.is_empty() && passes > 0,
+        "kafkajs checks failed ({passes} passed):\n{}\n\n{}\n--- weir stderr (tail) ---\n{}",
+        fails.join("\n"),
+        out.describe("compat_check.js"),
+        broker.stderr_tail()
+    );
+}
+
+#[test]
+fn kafkajs_admin_and_idempotent_produce() {
+    run_script("admin-produce");
+}
+
+#[test]
+#[ignore = "needs consumer groups (issue: consumer groups)"]
+fn kafkajs_group_consumer() {
+    run_script("consume");
+}
