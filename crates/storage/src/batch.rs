@@ -1,0 +1,271 @@
+//! Batch-level helpers: validating a produce request and assigning offsets,
+//! scanning batches in a segment file, and finding records by timestamp.
+
+use crate::backend::StorageFile;
+use crate::config::{LogConfig, TimestampType};
+use crate::error::StorageError;
+use weir_protocol::records::BatchHeader;
+use weir_protocol::records::header::{
+    self, ATTRIBUTES_OFFSET, BATCH_HEADER_LEN, MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK,
+};
+use weir_protocol::varint;
+
+/// One batch of an accepted append, after offset assignment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AppendedBatch {
+    pub size: usize,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub records: i64,
+}
+
+/// Validates every batch of `records` and, only if all are valid, assigns
+/// offsets from `next_offset` in place (and LogAppendTime when configured).
+pub(crate) fn validate_and_assign(
+    records: &mut [u8],
+    next_offset: i64,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<Vec<AppendedBatch>, StorageError> {
+    let mut spans = Vec::new();
+    let mut pos = 0usize;
+    while pos < records.len() {
+        let rest = &records[pos..];
+        let corrupt = |reason: String| StorageError::CorruptRecord {
+            position: pos,
+            reason,
+        };
+        let h = BatchHeader::parse(rest).map_err(|e| corrupt(e.to_string()))?;
+        let size = h.total_size();
+        if size > rest.len() {
+            return Err(corrupt(format!(
+                "batch of {size} bytes but only {} left in the request",
+                rest.len()
+            )));
+        }
+        if size > config.max_message_bytes as usize {
+            return Err(StorageError::RecordTooLarge {
+                size,
+                max: config.max_message_bytes as usize,
+            });
+        }
+        h.verify_crc(&rest[..size])
+            .map_err(|e| corrupt(e.to_string()))?;
+        if h.last_offset_delta < 0 || h.records_count <= 0 {
+            return Err(corrupt(format!(
+                "lastOffsetDelta {} / record count {}",
+                h.last_offset_delta, h.records_count
+            )));
+        }
+        if h.compression() == 0 && h.records_count as i64 != h.last_offset_delta as i64 + 1 {
+            return Err(corrupt(format!(
+                "record count {} does not match lastOffsetDelta {}",
+                h.records_count, h.last_offset_delta
+            )));
+        }
+        if config.message_timestamp_type == TimestampType::CreateTime {
+            for ts in [h.base_timestamp, h.max_timestamp] {
+                if ts < now_ms.saturating_sub(config.message_timestamp_before_max_ms) {
+                    return Err(StorageError::InvalidTimestamp {
+                        timestamp: ts,
+                        now_ms,
+                        reason: "older than message.timestamp.before.max.ms",
+                    });
+                }
+                if ts > now_ms.saturating_add(config.message_timestamp_after_max_ms) {
+                    return Err(StorageError::InvalidTimestamp {
+                        timestamp: ts,
+                        now_ms,
+                        reason: "newer than message.timestamp.after.max.ms",
+                    });
+                }
+            }
+        }
+        spans.push((pos, size, h));
+        pos += size;
+    }
+    if spans.is_empty() {
+        return Err(StorageError::CorruptRecord {
+            position: 0,
+            reason: "no record batch in the request".into(),
+        });
+    }
+    let mut next = next_offset;
+    let mut out = Vec::with_capacity(spans.len());
+    for (pos, size, h) in spans {
+        let batch = &mut records[pos..pos + size];
+        header::set_base_offset(batch, next);
+        let mut max_ts = h.max_timestamp;
+        if config.message_timestamp_type == TimestampType::LogAppendTime {
+            let attrs = h.attributes | TIMESTAMP_TYPE_MASK;
+            batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+            batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+                .copy_from_slice(&now_ms.to_be_bytes());
+            header::write_crc(batch);
+            max_ts = now_ms;
+        }
+        let last = next + h.last_offset_delta as i64;
+        out.push(AppendedBatch {
+            size,
+            last_offset: last,
+            max_timestamp: max_ts,
+            records: h.records_count as i64,
+        });
+        next = last + 1;
+    }
+    Ok(out)
+}
+
+/// What the scanner found at a position.
+#[derive(Debug)]
+pub(crate) enum Scanned {
+    /// A complete, valid batch.
+    Batch { position: u64, header: BatchHeader },
+    /// Not a valid batch (bad header, CRC, offsets, or cut short).
+    Invalid { position: u64, reason: String },
+}
+
+/// Reads batches of a segment file sequentially through a large buffer.
+pub(crate) struct BatchScanner<'a> {
+    file: &'a dyn StorageFile,
+    end: u64,
+    pos: u64,
+    buf: Vec<u8>,
+    buf_start: u64,
+    verify_crc: bool,
+}
+
+const SCAN_CHUNK: usize = 1 << 20;
+/// Header-only scans read less ahead: batch bodies are skipped.
+const HEADER_CHUNK: usize = 64 << 10;
+
+impl<'a> BatchScanner<'a> {
+    pub fn new(file: &'a dyn StorageFile, start: u64, end: u64, verify_crc: bool) -> Self {
+        BatchScanner {
+            file,
+            end,
+            pos: start,
+            buf: Vec::new(),
+            buf_start: start,
+            verify_crc,
+        }
+    }
+
+    /// Makes `[pos, pos + need)` available in the buffer (caller checked `end`).
+    fn fill(&mut self, need: usize) -> std::io::Result<&[u8]> {
+        let have_from = self.pos.saturating_sub(self.buf_start) as usize;
+        if self.pos < self.buf_start || have_from + need > self.buf.len() {
+            let chunk = if self.verify_crc {
+                SCAN_CHUNK
+            } else {
+                HEADER_CHUNK
+            };
+            let want = need.max(chunk).min((self.end - self.pos) as usize);
+            self.buf.resize(want, 0);
+            self.file.read_exact_at(&mut self.buf, self.pos)?;
+            self.buf_start = self.pos;
+        }
+        let from = (self.pos - self.buf_start) as usize;
+        Ok(&self.buf[from..from + need])
+    }
+
+    /// The next batch, `None` at the end. After an `Invalid`, stops.
+    pub fn next_batch(&mut self) -> std::io::Result<Option<Scanned>> {
+        if self.pos >= self.end {
+            return Ok(None);
+        }
+        let position = self.pos;
+        let left = self.end - self.pos;
+        if left < BATCH_HEADER_LEN as u64 {
+            self.pos = self.end;
+            return Ok(Some(Scanned::Invalid {
+                position,
+                reason: format!("{left} trailing bytes, less than a batch header"),
+            }));
+        }
+        let header = match BatchHeader::parse(self.fill(BATCH_HEADER_LEN)?) {
+            Ok(h) => h,
+            Err(e) => {
+                self.pos = self.end;
+                return Ok(Some(Scanned::Invalid {
+                    position,
+                    reason: e.to_string(),
+                }));
+            }
+        };
+        let size = header.total_size() as u64;
+        if size > left {
+            self.pos = self.end;
+            return Ok(Some(Scanned::Invalid {
+                position,
+                reason: format!("batch of {size} bytes but only {left} left in the file"),
+            }));
+        }
+        if self.verify_crc {
+            let bytes = self.fill(size as usize)?;
+            if let Err(e) = header.verify_crc(bytes) {
+                self.pos = self.end;
+                return Ok(Some(Scanned::Invalid {
+                    position,
+                    reason: e.to_string(),
+                }));
+            }
+        }
+        self.pos += size;
+        Ok(Some(Scanned::Batch { position, header }))
+    }
+}
+
+/// Reads the header of the batch at `pos` (which must hold a complete header).
+pub(crate) fn read_header(
+    file: &dyn StorageFile,
+    pos: u64,
+    end: u64,
+) -> Result<Option<BatchHeader>, String> {
+    if pos + BATCH_HEADER_LEN as u64 > end {
+        return Ok(None);
+    }
+    let mut buf = [0u8; BATCH_HEADER_LEN];
+    file.read_exact_at(&mut buf, pos)
+        .map_err(|e| e.to_string())?;
+    let h = BatchHeader::parse(&buf).map_err(|e| e.to_string())?;
+    if pos + h.total_size() as u64 > end {
+        return Ok(None);
+    }
+    Ok(Some(h))
+}
+
+/// Offsets and timestamps of the records of an uncompressed batch, or `None`
+/// when the batch is compressed or its records cannot be parsed.
+pub fn record_timestamps(batch: &[u8]) -> Option<Vec<(i64, i64)>> {
+    let h = BatchHeader::parse(batch).ok()?;
+    if h.compression() != 0 || batch.len() < h.total_size() {
+        return None;
+    }
+    if h.is_log_append_time() {
+        return Some(
+            (0..=h.last_offset_delta as i64)
+                .map(|d| (h.base_offset + d, h.max_timestamp))
+                .collect(),
+        );
+    }
+    let mut rest = &batch[BATCH_HEADER_LEN..h.total_size()];
+    let mut out = Vec::new();
+    for _ in 0..h.records_count {
+        let (len, n) = varint::read_varint(rest).ok()?;
+        rest = &rest[n..];
+        let len = usize::try_from(len).ok()?;
+        if len > rest.len() || len < 1 {
+            return None;
+        }
+        let body = &rest[1..len]; // skip the attributes byte
+        let (ts_delta, n) = varint::read_varlong(body).ok()?;
+        let (off_delta, _) = varint::read_varint(&body[n..]).ok()?;
+        out.push((
+            h.base_offset + off_delta as i64,
+            h.base_timestamp.wrapping_add(ts_delta),
+        ));
+        rest = &rest[len..];
+    }
+    Some(out)
+}

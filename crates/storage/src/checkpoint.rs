@@ -1,0 +1,210 @@
+//! Small text files Kafka keeps next to the logs: offset checkpoints
+//! (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`) and
+//! `partition.metadata`. All are replaced atomically: written to `<name>.tmp`,
+//! fsynced, renamed over the old file, directory fsynced.
+
+use crate::backend::Storage;
+use crate::config::TopicPartition;
+use crate::error::{IoContext, StorageError};
+use crate::segment::read_all;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
+pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
+pub const PARTITION_METADATA: &str = "partition.metadata";
+/// Kafka 4's clean shutdown marker in each log dir.
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+
+/// Writes `bytes` to `path` atomically (tmp file, fsync, rename, dir fsync).
+pub fn write_atomic(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
+    let mut tmp = path.to_path_buf().into_os_string();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let f = storage.open(&tmp, true).at(&tmp)?;
+    f.set_len(0).at(&tmp)?;
+    f.write_all_at(bytes, 0).at(&tmp)?;
+    f.sync().at(&tmp)?;
+    drop(f);
+    storage.rename(&tmp, path).at(path)?;
+    if let Some(dir) = path.parent() {
+        storage.sync_dir(dir).at(dir)?;
+    }
+    Ok(())
+}
+
+/// Encodes an offset checkpoint: `0\n<count>\n<topic> <partition> <offset>\n…`.
+pub fn encode_checkpoint(entries: &BTreeMap<TopicPartition, i64>) -> String {
+    let mut s = format!("0\n{}\n", entries.len());
+    for (tp, off) in entries {
+        s.push_str(&format!("{} {} {}\n", tp.topic, tp.partition, off));
+    }
+    s
+}
+
+/// Parses an offset checkpoint file's text.
+pub fn decode_checkpoint(text: &str) -> Result<BTreeMap<TopicPartition, i64>, String> {
+    let mut lines = text.lines();
+    let version = lines.next().ok_or("empty file")?;
+    if version.trim() != "0" {
+        return Err(format!("unsupported version {version:?}"));
+    }
+    let count: usize = lines
+        .next()
+        .ok_or("missing count")?
+        .trim()
+        .parse()
+        .map_err(|e| format!("bad count: {e}"))?;
+    let mut out = BTreeMap::new();
+    for i in 0..count {
+        let line = lines
+            .next()
+            .ok_or(format!("expected {count} entries, found {i}"))?;
+        let mut parts = line.split(' ');
+        let (Some(t), Some(p), Some(o), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(format!("malformed line {line:?}"));
+        };
+        let p: i32 = p
+            .parse()
+            .map_err(|e| format!("bad partition in {line:?}: {e}"))?;
+        let o: i64 = o
+            .parse()
+            .map_err(|e| format!("bad offset in {line:?}: {e}"))?;
+        out.insert(TopicPartition::new(t, p), o);
+    }
+    if lines.any(|l| !l.trim().is_empty()) {
+        return Err("trailing lines".into());
+    }
+    Ok(out)
+}
+
+pub fn read_checkpoint(
+    storage: &dyn Storage,
+    path: &Path,
+) -> Result<BTreeMap<TopicPartition, i64>, StorageError> {
+    if !storage.exists(path) {
+        return Ok(BTreeMap::new());
+    }
+    let f = storage.open(path, false).at(path)?;
+    let bytes = read_all(&*f).at(path)?;
+    let text = String::from_utf8(bytes).map_err(|_| StorageError::MalformedFile {
+        path: path.to_path_buf(),
+        reason: "not UTF-8".into(),
+    })?;
+    decode_checkpoint(&text).map_err(|reason| StorageError::MalformedFile {
+        path: path.to_path_buf(),
+        reason,
+    })
+}
+
+pub fn write_checkpoint(
+    storage: &dyn Storage,
+    path: &Path,
+    entries: &BTreeMap<TopicPartition, i64>,
+) -> Result<(), StorageError> {
+    write_atomic(storage, path, encode_checkpoint(entries).as_bytes())
+}
+
+const B64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// A topic id as Kafka prints it: URL-safe base64 without padding (22 chars).
+pub fn uuid_to_string(id: &[u8; 16]) -> String {
+    let mut out = String::with_capacity(22);
+    for chunk in id.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(B64URL[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// Parses [`uuid_to_string`]'s format.
+pub fn uuid_from_string(s: &str) -> Option<[u8; 16]> {
+    let s = s.as_bytes();
+    if s.len() != 22 {
+        return None;
+    }
+    let mut bits: u32 = 0;
+    let mut nbits = 0;
+    let mut out = Vec::with_capacity(16);
+    for &c in s {
+        let v = B64URL.iter().position(|&x| x == c)? as u32;
+        bits = (bits << 6) | v;
+        nbits += 6;
+        if nbits >= 8 {
+            nbits -= 8;
+            out.push((bits >> nbits) as u8);
+            bits &= (1 << nbits) - 1;
+        }
+    }
+    if bits != 0 {
+        return None;
+    }
+    out.try_into().ok()
+}
+
+pub fn encode_partition_metadata(topic_id: &[u8; 16]) -> String {
+    format!("version: 0\ntopic_id: {}\n", uuid_to_string(topic_id))
+}
+
+pub fn decode_partition_metadata(text: &str) -> Result<[u8; 16], String> {
+    let mut version = None;
+    let mut id = None;
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("version: ") {
+            version = Some(v.trim());
+        } else if let Some(v) = line.strip_prefix("topic_id: ") {
+            id = Some(uuid_from_string(v.trim()).ok_or(format!("bad topic id {v:?}"))?);
+        } else if !line.trim().is_empty() {
+            return Err(format!("unexpected line {line:?}"));
+        }
+    }
+    if version != Some("0") {
+        return Err(format!("unsupported version {version:?}"));
+    }
+    id.ok_or_else(|| "no topic_id".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_text_round_trip() {
+        let mut m = BTreeMap::new();
+        m.insert(TopicPartition::new("a-b", 0), 42);
+        m.insert(TopicPartition::new("z", 12), 0);
+        let text = encode_checkpoint(&m);
+        assert_eq!(text, "0\n2\na-b 0 42\nz 12 0\n");
+        assert_eq!(decode_checkpoint(&text).unwrap(), m);
+        assert!(decode_checkpoint("0\n2\na 0 1\n").is_err());
+        assert!(decode_checkpoint("1\n0\n").is_err());
+        assert!(decode_checkpoint("0\n1\na x 1\n").is_err());
+    }
+
+    #[test]
+    fn uuid_matches_kafka_base64url() {
+        // Kafka: new Uuid(0L, 1L).toString() == "AAAAAAAAAAAAAAAAAAAAAQ"
+        let mut id = [0u8; 16];
+        id[15] = 1;
+        assert_eq!(uuid_to_string(&id), "AAAAAAAAAAAAAAAAAAAAAQ");
+        let all = [0xffu8; 16];
+        assert_eq!(uuid_to_string(&all), "_____________________w");
+        for id in [[7u8; 16], id, all] {
+            assert_eq!(uuid_from_string(&uuid_to_string(&id)), Some(id));
+        }
+        assert_eq!(uuid_from_string("_____________________x"), None);
+        let text = encode_partition_metadata(&id);
+        assert_eq!(text, "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n");
+        assert_eq!(decode_partition_metadata(&text).unwrap(), id);
+    }
+}

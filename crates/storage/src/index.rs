@@ -1,0 +1,484 @@
+//! Sparse offset index (`.index`) and time index (`.timeindex`).
+//!
+//! On disk, exactly Kafka's layout: `.index` is a run of 8-byte big-endian
+//! entries (offset − base offset as int32, position int32); `.timeindex` of
+//! 12-byte entries (timestamp int64, offset − base offset int32). The file of
+//! the active segment is preallocated to `segment.index.bytes` (zeros past
+//! the last entry) and trimmed to its entries on roll and close.
+//!
+//! Entries are kept in memory for lookups; each append is also written to the
+//! file at its slot through the [`StorageFile`] seam, so every backend sees
+//! the same bytes (the real backend gets them into the page cache with a
+//! positional write instead of a memory map).
+
+use crate::backend::StorageFile;
+use std::io;
+use std::sync::Arc;
+
+pub const OFFSET_ENTRY: usize = 8;
+pub const TIME_ENTRY: usize = 12;
+/// Kafka searches the last 8 KiB of an index first: caught-up readers only
+/// touch those pages.
+const WARM_BYTES: usize = 8192;
+
+/// Index of the largest entry whose key is ≤ `target`, searching the warm tail
+/// section first. `None` when every key is greater (or there are none).
+fn floor_slot<T>(
+    entries: &[T],
+    entry_size: usize,
+    target: i64,
+    key: impl Fn(&T) -> i64,
+) -> Option<usize> {
+    if entries.is_empty() {
+        return None;
+    }
+    let n = entries.len();
+    let warm = WARM_BYTES / entry_size;
+    let first_hot = n.saturating_sub(1 + warm);
+    let (lo, hi) = if key(&entries[first_hot]) < target {
+        (first_hot, n - 1)
+    } else {
+        if key(&entries[0]) > target {
+            return None;
+        }
+        (0, first_hot)
+    };
+    // Invariant: key(lo) <= target; answer in [lo, hi].
+    let (mut lo, mut hi) = (lo, hi);
+    while lo < hi {
+        let mid = hi - (hi - lo) / 2;
+        if key(&entries[mid]) <= target {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(lo)
+}
+
+/// A sparse map from offsets to file positions of batch starts. Invariant:
+/// relative offsets and positions are strictly increasing.
+#[derive(Debug)]
+pub struct OffsetIndex {
+    file: Arc<dyn StorageFile>,
+    base_offset: i64,
+    entries: Vec<(i32, i32)>,
+    max_entries: usize,
+}
+
+impl OffsetIndex {
+    /// A new, empty index in `file`, preallocated to `max_bytes`.
+    pub fn create(
+        file: Arc<dyn StorageFile>,
+        base_offset: i64,
+        max_bytes: u32,
+    ) -> io::Result<Self> {
+        let max_entries = max_bytes as usize / OFFSET_ENTRY;
+        file.set_len((max_entries * OFFSET_ENTRY) as u64)?;
+        Ok(OffsetIndex {
+            file,
+            base_offset,
+            entries: Vec::new(),
+            max_entries,
+        })
+    }
+
+    /// Wraps already-parsed entries (see [`parse_offset_index`]).
+    pub fn from_entries(
+        file: Arc<dyn StorageFile>,
+        base_offset: i64,
+        entries: Vec<(i32, i32)>,
+        max_bytes: u32,
+    ) -> Self {
+        let max_entries = (max_bytes as usize / OFFSET_ENTRY).max(entries.len());
+        OffsetIndex {
+            file,
+            base_offset,
+            entries,
+            max_entries,
+        }
+    }
+
+    pub fn entries(&self) -> &[(i32, i32)] {
+        &self.entries
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.max_entries
+    }
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+
+    /// Adds an entry for a batch ending at `offset` and starting at `position`.
+    /// Entries that would not keep the index strictly increasing are ignored.
+    pub fn append(&mut self, offset: i64, position: u32) -> io::Result<()> {
+        let rel = (offset - self.base_offset) as i32;
+        let pos = position as i32;
+        if self.is_full() {
+            return Ok(());
+        }
+        if let Some(&(lr, lp)) = self.entries.last()
+            && (rel <= lr || pos <= lp)
+        {
+            return Ok(());
+        }
+        let mut buf = [0u8; OFFSET_ENTRY];
+        buf[..4].copy_from_slice(&rel.to_be_bytes());
+        buf[4..].copy_from_slice(&pos.to_be_bytes());
+        self.file
+            .write_all_at(&buf, (self.entries.len() * OFFSET_ENTRY) as u64)?;
+        self.entries.push((rel, pos));
+        Ok(())
+    }
+
+    /// The largest entry with offset ≤ `target` as (absolute offset, position);
+    /// `(base_offset, 0)` when there is none.
+    pub fn lookup(&self, target: i64) -> (i64, u32) {
+        match floor_slot(&self.entries, OFFSET_ENTRY, target, |e| {
+            self.base_offset + e.0 as i64
+        }) {
+            Some(i) => {
+                let (r, p) = self.entries[i];
+                (self.base_offset + r as i64, p as u32)
+            }
+            None => (self.base_offset, 0),
+        }
+    }
+
+    /// Removes the entries for offsets ≥ `offset` (zeroing them in the file).
+    pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
+        let keep = self
+            .entries
+            .partition_point(|e| self.base_offset + (e.0 as i64) < offset);
+        self.truncate_entries(keep)
+    }
+
+    /// Removes entries whose position is ≥ `position`.
+    pub fn truncate_to_position(&mut self, position: u32) -> io::Result<()> {
+        let keep = self.entries.partition_point(|e| (e.1 as u32) < position);
+        self.truncate_entries(keep)
+    }
+
+    fn truncate_entries(&mut self, keep: usize) -> io::Result<()> {
+        if keep < self.entries.len() {
+            let zeros = vec![0u8; (self.entries.len() - keep) * OFFSET_ENTRY];
+            self.file
+                .write_all_at(&zeros, (keep * OFFSET_ENTRY) as u64)?;
+            self.entries.truncate(keep);
+        }
+        Ok(())
+    }
+
+    /// Cuts the file to its entries (done on roll and close).
+    pub fn trim(&self) -> io::Result<()> {
+        self.file
+            .set_len((self.entries.len() * OFFSET_ENTRY) as u64)
+    }
+    /// Preallocates the file again (when a segment becomes active).
+    pub fn preallocate(&self) -> io::Result<()> {
+        self.file.set_len((self.max_entries * OFFSET_ENTRY) as u64)
+    }
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync()
+    }
+    pub fn file(&self) -> Arc<dyn StorageFile> {
+        self.file.clone()
+    }
+}
+
+/// A sparse map from timestamps to offsets. Invariant: timestamps strictly
+/// increase, relative offsets never decrease.
+#[derive(Debug)]
+pub struct TimeIndex {
+    file: Arc<dyn StorageFile>,
+    base_offset: i64,
+    entries: Vec<(i64, i32)>,
+    max_entries: usize,
+}
+
+impl TimeIndex {
+    pub fn create(
+        file: Arc<dyn StorageFile>,
+        base_offset: i64,
+        max_bytes: u32,
+    ) -> io::Result<Self> {
+        let max_entries = max_bytes as usize / TIME_ENTRY;
+        file.set_len((max_entries * TIME_ENTRY) as u64)?;
+        Ok(TimeIndex {
+            file,
+            base_offset,
+            entries: Vec::new(),
+            max_entries,
+        })
+    }
+
+    pub fn from_entries(
+        file: Arc<dyn StorageFile>,
+        base_offset: i64,
+        entries: Vec<(i64, i32)>,
+        max_bytes: u32,
+    ) -> Self {
+        let max_entries = (max_bytes as usize / TIME_ENTRY).max(entries.len());
+        TimeIndex {
+            file,
+            base_offset,
+            entries,
+            max_entries,
+        }
+    }
+
+    pub fn entries(&self) -> &[(i64, i32)] {
+        &self.entries
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.max_entries
+    }
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+
+    /// The last entry as (timestamp, absolute offset); `(-1, base)` if empty.
+    pub fn last_entry(&self) -> (i64, i64) {
+        match self.entries.last() {
+            Some(&(t, r)) => (t, self.base_offset + r as i64),
+            None => (-1, self.base_offset),
+        }
+    }
+
+    /// Kafka's `maybeAppend`: adds (timestamp, offset) only when the timestamp
+    /// is larger than the last one. `skip_full_check` lets the final entry of
+    /// a segment in even when the index is full.
+    pub fn maybe_append(
+        &mut self,
+        timestamp: i64,
+        offset: i64,
+        skip_full_check: bool,
+    ) -> io::Result<()> {
+        if !skip_full_check && self.is_full() {
+            return Ok(());
+        }
+        let (last_ts, last_off) = self.last_entry();
+        if timestamp <= last_ts || offset < last_off {
+            return Ok(());
+        }
+        let rel = (offset - self.base_offset) as i32;
+        let mut buf = [0u8; TIME_ENTRY];
+        buf[..8].copy_from_slice(&timestamp.to_be_bytes());
+        buf[8..].copy_from_slice(&rel.to_be_bytes());
+        self.file
+            .write_all_at(&buf, (self.entries.len() * TIME_ENTRY) as u64)?;
+        self.entries.push((timestamp, rel));
+        if self.entries.len() > self.max_entries {
+            self.max_entries = self.entries.len();
+        }
+        Ok(())
+    }
+
+    /// The largest entry with timestamp ≤ `target` as (timestamp, offset);
+    /// `(-1, base_offset)` when there is none.
+    pub fn lookup(&self, target: i64) -> (i64, i64) {
+        match floor_slot(&self.entries, TIME_ENTRY, target, |e| e.0) {
+            Some(i) => {
+                let (t, r) = self.entries[i];
+                (t, self.base_offset + r as i64)
+            }
+            None => (-1, self.base_offset),
+        }
+    }
+
+    /// Removes the entries for offsets ≥ `offset`.
+    pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
+        let keep = self
+            .entries
+            .partition_point(|e| self.base_offset + (e.1 as i64) < offset);
+        if keep < self.entries.len() {
+            let zeros = vec![0u8; (self.entries.len() - keep) * TIME_ENTRY];
+            self.file.write_all_at(&zeros, (keep * TIME_ENTRY) as u64)?;
+            self.entries.truncate(keep);
+        }
+        Ok(())
+    }
+
+    pub fn trim(&self) -> io::Result<()> {
+        self.file.set_len((self.entries.len() * TIME_ENTRY) as u64)
+    }
+    pub fn preallocate(&self) -> io::Result<()> {
+        self.file.set_len((self.max_entries * TIME_ENTRY) as u64)
+    }
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync()
+    }
+    pub fn file(&self) -> Arc<dyn StorageFile> {
+        self.file.clone()
+    }
+}
+
+/// Parses `.index` bytes: strictly increasing entries, then only zero padding
+/// (a preallocated file). Errors describe what is wrong.
+pub fn parse_offset_index(bytes: &[u8]) -> Result<Vec<(i32, i32)>, String> {
+    if !bytes.len().is_multiple_of(OFFSET_ENTRY) {
+        return Err(format!(
+            "size {} is not a multiple of {OFFSET_ENTRY}",
+            bytes.len()
+        ));
+    }
+    let mut out: Vec<(i32, i32)> = Vec::new();
+    for (i, c) in bytes.chunks_exact(OFFSET_ENTRY).enumerate() {
+        let rel = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        let pos = i32::from_be_bytes([c[4], c[5], c[6], c[7]]);
+        if rel == 0 && pos == 0 {
+            if bytes[i * OFFSET_ENTRY..].iter().any(|&b| b != 0) {
+                return Err(format!("zero entry {i} followed by non-zero bytes"));
+            }
+            break;
+        }
+        if rel < 0 || pos < 0 {
+            return Err(format!("entry {i} ({rel}, {pos}) is negative"));
+        }
+        if let Some(&(lr, lp)) = out.last()
+            && (rel <= lr || pos <= lp)
+        {
+            return Err(format!("entry {i} ({rel}, {pos}) does not increase"));
+        }
+        out.push((rel, pos));
+    }
+    Ok(out)
+}
+
+/// Parses `.timeindex` bytes like [`parse_offset_index`].
+pub fn parse_time_index(bytes: &[u8]) -> Result<Vec<(i64, i32)>, String> {
+    if !bytes.len().is_multiple_of(TIME_ENTRY) {
+        return Err(format!(
+            "size {} is not a multiple of {TIME_ENTRY}",
+            bytes.len()
+        ));
+    }
+    let mut out: Vec<(i64, i32)> = Vec::new();
+    for (i, c) in bytes.chunks_exact(TIME_ENTRY).enumerate() {
+        let ts = i64::from_be_bytes(c[..8].try_into().unwrap_or([0; 8]));
+        let rel = i32::from_be_bytes([c[8], c[9], c[10], c[11]]);
+        if ts == 0 && rel == 0 && bytes[i * TIME_ENTRY..].iter().all(|&b| b == 0) {
+            break;
+        }
+        if rel < 0 {
+            return Err(format!("entry {i} has negative offset {rel}"));
+        }
+        if let Some(&(lt, lr)) = out.last()
+            && (ts <= lt || rel < lr)
+        {
+            return Err(format!("entry {i} ({ts}, {rel}) does not increase"));
+        }
+        out.push((ts, rel));
+    }
+    Ok(out)
+}
+
+impl OffsetIndex {
+    /// Removes every entry.
+    pub fn truncate_entries_all(&mut self) -> io::Result<()> {
+        self.truncate_entries(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{MemStorage, Storage};
+    use std::path::Path;
+
+    fn file() -> Arc<dyn StorageFile> {
+        let s = MemStorage::new();
+        s.create_dir_all(Path::new("/x")).unwrap();
+        s.open(Path::new("/x/i"), true).unwrap()
+    }
+
+    #[test]
+    fn floor_slot_matches_linear_search() {
+        // Enough entries that the warm section is a strict suffix.
+        let keys: Vec<i64> = (0..3000).map(|i| i * 3 + 10).collect();
+        for target in [
+            -1, 0, 9, 10, 11, 12, 13, 5000, 8000, 8995, 8997, 9010, 100_000,
+        ] {
+            let want = keys.iter().rposition(|&k| k <= target);
+            assert_eq!(
+                floor_slot(&keys, OFFSET_ENTRY, target, |k| *k),
+                want,
+                "target {target}"
+            );
+        }
+        for n in 0..5 {
+            let small: Vec<i64> = (0..n).map(|i| i * 2).collect();
+            for t in -1..10 {
+                let want = small.iter().rposition(|&k| k <= t);
+                assert_eq!(floor_slot(&small, OFFSET_ENTRY, t, |k| *k), want);
+            }
+        }
+    }
+
+    #[test]
+    fn offset_index_round_trip_and_trim() {
+        let f = file();
+        let mut idx = OffsetIndex::create(f.clone(), 100, 80).unwrap();
+        assert_eq!(f.len().unwrap(), 80);
+        idx.append(105, 4100).unwrap();
+        idx.append(110, 8300).unwrap();
+        idx.append(110, 9000).unwrap(); // not increasing: ignored
+        assert_eq!(idx.lookup(99), (100, 0));
+        assert_eq!(idx.lookup(107), (105, 4100));
+        assert_eq!(idx.lookup(200), (110, 8300));
+        let mut bytes = vec![0u8; 80];
+        f.read_exact_at(&mut bytes, 0).unwrap();
+        assert_eq!(
+            parse_offset_index(&bytes).unwrap(),
+            vec![(5, 4100), (10, 8300)]
+        );
+        assert_eq!(&bytes[..8], &[0, 0, 0, 5, 0, 0, 0x10, 0x04]);
+        idx.trim().unwrap();
+        assert_eq!(f.len().unwrap(), 16);
+        idx.truncate_to(110).unwrap();
+        assert_eq!(idx.entries(), &[(5, 4100)]);
+    }
+
+    #[test]
+    fn time_index_only_grows() {
+        let f = file();
+        let mut idx = TimeIndex::create(f.clone(), 0, 120).unwrap();
+        idx.maybe_append(1000, 3, false).unwrap();
+        idx.maybe_append(1000, 5, false).unwrap();
+        idx.maybe_append(999, 6, false).unwrap();
+        idx.maybe_append(2000, 9, false).unwrap();
+        assert_eq!(idx.entries(), &[(1000, 3), (2000, 9)]);
+        assert_eq!(idx.lookup(500), (-1, 0));
+        assert_eq!(idx.lookup(1500), (1000, 3));
+        assert_eq!(idx.lookup(5000), (2000, 9));
+        let mut bytes = vec![0u8; 120];
+        f.read_exact_at(&mut bytes, 0).unwrap();
+        assert_eq!(parse_time_index(&bytes).unwrap(), idx.entries());
+    }
+
+    #[test]
+    fn parse_rejects_garbage() {
+        assert!(parse_offset_index(&[0; 7]).is_err());
+        let mut b = vec![0u8; 24];
+        b[3] = 5;
+        b[7] = 9;
+        b[11] = 4; // decreasing offset
+        b[15] = 20;
+        assert!(parse_offset_index(&b).is_err());
+        let mut z = vec![0u8; 24];
+        z[20] = 1; // padding then junk
+        assert!(parse_offset_index(&z).is_err());
+    }
+}

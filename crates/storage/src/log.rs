@@ -1,0 +1,629 @@
+//! One partition's log: an ordered map of segments plus its offsets.
+//!
+//! Invariants (under the mutex): `log_start <= hw <= leo`,
+//! `recovery_point <= leo`; segments are keyed by base offset, the last one
+//! is the only one appended to; every batch's offsets are ≥ its segment's
+//! base and < the next segment's base; `leo` is the offset after the last
+//! batch of the active segment (or its base when empty).
+
+use crate::backend::{Storage, StorageFile};
+use crate::batch::{BatchScanner, Scanned, validate_and_assign};
+use crate::checkpoint::{PARTITION_METADATA, encode_partition_metadata, write_atomic};
+use crate::config::{LogConfig, TopicPartition};
+use crate::error::{IoContext, StorageError};
+use crate::segment::{LOG_SUFFIX, Segment};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What an append did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The broker's timestamp when the topic uses LogAppendTime.
+    pub log_append_time: Option<i64>,
+    pub log_start_offset: i64,
+    pub record_count: i64,
+}
+
+/// A slice of a segment file, ready for sendfile. Holds the file open, so it
+/// stays readable after the segment is deleted.
+#[derive(Debug, Clone)]
+pub struct FileRegion {
+    file: Arc<dyn StorageFile>,
+    position: u64,
+    len: usize,
+}
+
+impl FileRegion {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// File descriptor for sendfile; `None` for non-OS backends.
+    pub fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.file.raw_fd()
+    }
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+    /// Copies the bytes out (TLS, in-memory backends, tests).
+    pub fn read_to_vec(&self) -> Result<Vec<u8>, StorageError> {
+        let mut buf = vec![0u8; self.len];
+        self.file
+            .read_exact_at(&mut buf, self.position)
+            .map_err(|source| StorageError::Io {
+                path: PathBuf::from("<file region>"),
+                source,
+            })?;
+        Ok(buf)
+    }
+}
+
+/// What a read returns: whole batches, in offset order.
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    pub regions: Vec<FileRegion>,
+    pub total_bytes: usize,
+    pub log_start_offset: i64,
+    pub high_watermark: i64,
+    pub log_end_offset: i64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub config: LogConfig,
+    pub segments: BTreeMap<i64, Segment>,
+    pub log_start: i64,
+    pub leo: i64,
+    pub hw: i64,
+    pub recovery_point: i64,
+    pub unflushed_messages: u64,
+    pub last_flush_ms: i64,
+    pub last_now_ms: i64,
+    /// Bumped on every truncation, so a flush that raced one does not
+    /// advance the recovery point over data it did not sync.
+    pub truncations: u64,
+    pub closed: bool,
+}
+
+impl Inner {
+    pub(crate) fn active(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+}
+
+/// One partition. `Send + Sync`; all methods take `&self`.
+#[derive(Debug)]
+pub struct Log {
+    pub(crate) tp: TopicPartition,
+    pub(crate) topic_id: [u8; 16],
+    pub(crate) dir: PathBuf,
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) inner: Mutex<Inner>,
+}
+
+pub(crate) fn roll_jitter(config: &LogConfig) -> i64 {
+    let max = config.segment_jitter_ms.min(config.segment_ms);
+    if max <= 0 {
+        0
+    } else {
+        (rand::random::<u64>() % max as u64) as i64
+    }
+}
+
+impl Log {
+    /// Creates a new, empty log in `<data_dir>/<tp>`.
+    pub fn create(
+        storage: Arc<dyn Storage>,
+        data_dir: &Path,
+        tp: &TopicPartition,
+        topic_id: [u8; 16],
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<Log, StorageError> {
+        config.validate().map_err(StorageError::InvalidArgument)?;
+        let dir = data_dir.join(tp.to_string());
+        if storage.exists(&dir) {
+            return Err(StorageError::LogExists(tp.to_string()));
+        }
+        storage.create_dir_all(&dir).at(&dir)?;
+        storage.sync_dir(data_dir).at(data_dir)?;
+        write_atomic(
+            &*storage,
+            &dir.join(PARTITION_METADATA),
+            encode_partition_metadata(&topic_id).as_bytes(),
+        )?;
+        let seg = Segment::create(
+            &*storage,
+            &dir,
+            0,
+            config.segment_index_bytes,
+            now_ms,
+            roll_jitter(&config),
+        )?;
+        let mut segments = BTreeMap::new();
+        segments.insert(0, seg);
+        Ok(Log {
+            tp: tp.clone(),
+            topic_id,
+            dir,
+            storage,
+            inner: Mutex::new(Inner {
+                config,
+                segments,
+                log_start: 0,
+                leo: 0,
+                hw: 0,
+                recovery_point: 0,
+                unflushed_messages: 0,
+                last_flush_ms: now_ms,
+                last_now_ms: now_ms,
+                truncations: 0,
+                closed: false,
+            }),
+        })
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+    pub fn topic_id(&self) -> [u8; 16] {
+        self.topic_id
+    }
+    pub fn config(&self) -> LogConfig {
+        self.lock().config.clone()
+    }
+    /// New settings apply to later appends and new segments.
+    pub fn set_config(&self, c: LogConfig) {
+        self.lock().config = c;
+    }
+    pub fn dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.lock().log_start
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.lock().leo
+    }
+    pub fn high_watermark(&self) -> i64 {
+        self.lock().hw
+    }
+    /// Sets the high watermark, clamped to `[log start, LEO]`.
+    pub fn set_high_watermark(&self, hw: i64) {
+        let mut g = self.lock();
+        g.hw = hw.clamp(g.log_start, g.leo);
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.lock().recovery_point
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.lock().segments.values().map(|s| s.size).sum()
+    }
+    pub fn segment_count(&self) -> usize {
+        self.lock().segments.len()
+    }
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.lock().segments.keys().copied().collect()
+    }
+
+    /// Validates every batch in `records` (magic 2, CRC-32C, lengths, size ≤
+    /// max_message_bytes, timestamps), assigns consecutive offsets from LEO
+    /// in place, sets LogAppendTime (+CRC) when configured, appends, indexes,
+    /// and flushes per policy. All or nothing.
+    pub fn append(&self, records: &mut [u8], now_ms: i64) -> Result<AppendInfo, StorageError> {
+        let mut g = self.lock();
+        if g.closed {
+            return Err(StorageError::Closed(self.tp.to_string()));
+        }
+        g.last_now_ms = now_ms;
+        let config = g.config.clone();
+        if records.len() as u64 > config.segment_bytes {
+            return Err(StorageError::RecordTooLarge {
+                size: records.len(),
+                max: config.segment_bytes as usize,
+            });
+        }
+        let base = g.leo;
+        let batches = validate_and_assign(records, base, &config, now_ms)?;
+        let last = batches.last().map_or(base, |b| b.last_offset);
+        self.maybe_roll(&mut g, records.len() as u64, last, batches.len(), now_ms)?;
+        let seg = g.active();
+        let old_size = seg.size;
+        if let Err(e) = seg.append(records, &batches, config.index_interval_bytes) {
+            // Undo derived state; the bytes past `size` are overwritten later.
+            let _ = seg.index.truncate_to_position(old_size as u32);
+            let _ = seg.time_index.truncate_to(base);
+            seg.size = old_size;
+            seg.next_offset = base;
+            return Err(e);
+        }
+        g.leo = last + 1;
+        let count: i64 = batches.iter().map(|b| b.records).sum();
+        g.unflushed_messages = g.unflushed_messages.saturating_add(count as u64);
+        let info = AppendInfo {
+            base_offset: base,
+            last_offset: last,
+            log_append_time: (config.message_timestamp_type == crate::TimestampType::LogAppendTime)
+                .then_some(now_ms),
+            log_start_offset: g.log_start,
+            record_count: count,
+        };
+        if g.unflushed_messages >= config.flush_messages {
+            drop(g);
+            self.flush_to(None, Some(now_ms))?;
+        }
+        Ok(info)
+    }
+
+    fn maybe_roll(
+        &self,
+        g: &mut Inner,
+        incoming: u64,
+        last_offset: i64,
+        batches: usize,
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
+        let config = g.config.clone();
+        let seg = g.active();
+        if seg.size == 0 {
+            return Ok(());
+        }
+        let roll = seg.size + incoming > config.segment_bytes
+            || now_ms.saturating_sub(seg.created_ms) > config.segment_ms - seg.roll_jitter_ms
+            || seg.index.len() + batches > seg.index.max_entries()
+            || seg.time_index.len() + batches > seg.time_index.max_entries()
+            || last_offset - seg.base_offset > i32::MAX as i64;
+        if roll {
+            self.roll(g, now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new active segment at LEO.
+    pub(crate) fn roll(&self, g: &mut Inner, now_ms: i64) -> Result<(), StorageError> {
+        let leo = g.leo;
+        let config = g.config.clone();
+        if g.active().base_offset == leo {
+            return Ok(());
+        }
+        g.active().on_become_inactive()?;
+        let seg = Segment::create(
+            &*self.storage,
+            &self.dir,
+            leo,
+            config.segment_index_bytes,
+            now_ms,
+            roll_jitter(&config),
+        )?;
+        g.segments.insert(leo, seg);
+        self.storage.sync_dir(&self.dir).at(&self.dir)?;
+        tracing::debug!(tp = %self.tp, base = leo, "rolled segment");
+        Ok(())
+    }
+
+    /// Reads whole batches from `fetch_offset`, up to `max_bytes` (the first
+    /// batch regardless of size when `min_one_batch`), stopping before any
+    /// batch that reaches `max_offset` (exclusive; e.g. the high watermark).
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, StorageError> {
+        let g = self.lock();
+        if fetch_offset < g.log_start || fetch_offset > g.leo {
+            return Err(StorageError::OffsetOutOfRange {
+                offset: fetch_offset,
+                log_start: g.log_start,
+                log_end: g.leo,
+            });
+        }
+        let mut regions = Vec::new();
+        let mut total = 0usize;
+        let start_base = g
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        'segments: for (i, seg) in g.segments.range(start_base..).map(|(_, s)| s).enumerate() {
+            if fetch_offset >= max_offset {
+                break;
+            }
+            let start = if i == 0 {
+                match seg.translate_offset(fetch_offset)? {
+                    Some((pos, _)) => pos,
+                    None => continue,
+                }
+            } else {
+                0
+            };
+            let path = seg.path(LOG_SUFFIX);
+            let mut sc = BatchScanner::new(&*seg.log, start, seg.size, false);
+            let mut end = start;
+            let mut stop = false;
+            while let Some(item) = sc.next_batch().at(&path)? {
+                let header = match item {
+                    Scanned::Batch { header, .. } => header,
+                    Scanned::Invalid { position, reason } => {
+                        return Err(StorageError::CorruptLog {
+                            path,
+                            position,
+                            reason,
+                        });
+                    }
+                };
+                if header.last_offset() >= max_offset {
+                    stop = true;
+                    break;
+                }
+                let size = header.total_size();
+                if total + size > max_bytes && !(total == 0 && min_one_batch) {
+                    stop = true;
+                    break;
+                }
+                total += size;
+                end += size as u64;
+                if total >= max_bytes {
+                    stop = true;
+                    break;
+                }
+            }
+            if end > start {
+                regions.push(FileRegion {
+                    file: seg.log.clone(),
+                    position: start,
+                    len: (end - start) as usize,
+                });
+            }
+            if stop {
+                break 'segments;
+            }
+        }
+        Ok(ReadResult {
+            regions,
+            total_bytes: total,
+            log_start_offset: g.log_start,
+            high_watermark: g.hw,
+            log_end_offset: g.leo,
+        })
+    }
+
+    /// The first record with timestamp ≥ `ts` as (offset, timestamp).
+    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, StorageError> {
+        let g = self.lock();
+        for seg in g.segments.values() {
+            if seg.max_timestamp >= ts
+                && let Some(found) = seg.find_offset_by_timestamp(ts, g.log_start)?
+            {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The record with the largest timestamp (the first such) as
+    /// (offset, timestamp), for ListOffsets MAX_TIMESTAMP.
+    pub fn max_timestamp_offset(&self) -> Result<Option<(i64, i64)>, StorageError> {
+        let g = self.lock();
+        let mut best: Option<&Segment> = None;
+        for seg in g.segments.values() {
+            if seg.size > 0 && best.is_none_or(|b| seg.max_timestamp > b.max_timestamp) {
+                best = Some(seg);
+            }
+        }
+        match best {
+            None => Ok(None),
+            Some(seg) => seg.find_offset_by_timestamp(seg.max_timestamp, g.log_start),
+        }
+    }
+
+    /// Moves the log start offset to `offset` (DeleteRecords) and deletes the
+    /// segments wholly below it. `offset` must not exceed the high watermark.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64, StorageError> {
+        let mut g = self.lock();
+        if offset > g.hw || offset < 0 {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: g.log_start,
+                log_end: g.hw,
+            });
+        }
+        if offset <= g.log_start {
+            return Ok(g.log_start);
+        }
+        g.log_start = offset;
+        self.delete_segments_below_start(&mut g)?;
+        Ok(g.log_start)
+    }
+
+    pub(crate) fn delete_segments_below_start(&self, g: &mut Inner) -> Result<(), StorageError> {
+        loop {
+            let mut it = g.segments.keys();
+            let (Some(&first), Some(&second)) = (it.next(), it.next()) else {
+                break;
+            };
+            if second > g.log_start {
+                break;
+            }
+            if let Some(seg) = g.segments.remove(&first) {
+                seg.delete(&*self.storage)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every record at or after `offset` (replication truncation).
+    pub fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
+        let mut g = self.lock();
+        if offset >= g.leo {
+            return Ok(());
+        }
+        g.truncations += 1;
+        let config = g.config.clone();
+        if offset < 0 {
+            return Err(StorageError::InvalidArgument(format!(
+                "truncate to {offset}"
+            )));
+        }
+        if offset <= g.log_start || g.segments.keys().next().is_none_or(|&b| offset <= b) {
+            // Nothing stays: start over at `offset`.
+            let all: Vec<i64> = g.segments.keys().copied().collect();
+            for b in all {
+                if let Some(seg) = g.segments.remove(&b) {
+                    seg.delete(&*self.storage)?;
+                }
+            }
+            let seg = Segment::create(
+                &*self.storage,
+                &self.dir,
+                offset,
+                config.segment_index_bytes,
+                g.last_now_ms,
+                roll_jitter(&config),
+            )?;
+            g.segments.insert(offset, seg);
+            g.log_start = offset;
+            g.leo = offset;
+        } else {
+            let doomed: Vec<i64> = g.segments.range(offset..).map(|(b, _)| *b).collect();
+            for b in doomed {
+                if let Some(seg) = g.segments.remove(&b) {
+                    seg.delete(&*self.storage)?;
+                }
+            }
+            let seg = g.active();
+            let cut = seg.truncate_to(offset, config.index_interval_bytes)?;
+            seg.make_active()?;
+            let next = seg.next_offset;
+            g.leo = match cut {
+                Some(base) if base < offset => base.max(next),
+                _ => offset,
+            };
+        }
+        g.hw = g.hw.min(g.leo);
+        g.recovery_point = g.recovery_point.min(g.leo);
+        Ok(())
+    }
+
+    /// Fsyncs everything up to LEO and advances the recovery point.
+    pub fn flush(&self) -> Result<(), StorageError> {
+        self.flush_to(None, None)
+    }
+
+    /// Syncs the segments from the recovery point's segment up to `target`
+    /// (default LEO) without holding the lock during the syncs, then advances
+    /// the recovery point.
+    pub(crate) fn flush_to(
+        &self,
+        target: Option<i64>,
+        now_ms: Option<i64>,
+    ) -> Result<(), StorageError> {
+        let (files, target, truncations) = {
+            let g = self.lock();
+            let target = target.unwrap_or(g.leo).min(g.leo);
+            if target <= g.recovery_point {
+                return Ok(());
+            }
+            let from = g
+                .segments
+                .range(..=g.recovery_point)
+                .next_back()
+                .map_or(i64::MIN, |(b, _)| *b);
+            let files: Vec<_> = g
+                .segments
+                .range(from..target)
+                .flat_map(|(_, s)| s.files())
+                .collect();
+            (files, target, g.truncations)
+        };
+        for f in &files {
+            f.sync().at(&self.dir)?;
+        }
+        let mut g = self.lock();
+        if g.truncations == truncations && target > g.recovery_point {
+            g.recovery_point = target.min(g.leo);
+        }
+        if target >= g.leo {
+            g.unflushed_messages = 0;
+        }
+        if let Some(now) = now_ms {
+            g.last_flush_ms = now;
+        }
+        Ok(())
+    }
+
+    /// Time-driven work: `segment.ms` rolls, flushing rolled segments, `flush.ms`.
+    pub fn tick(&self, now_ms: i64) -> Result<(), StorageError> {
+        let (flush_all, flush_rolled) = {
+            let mut g = self.lock();
+            if g.closed {
+                return Ok(());
+            }
+            g.last_now_ms = now_ms;
+            let config = g.config.clone();
+            let seg = g.active();
+            if seg.size > 0
+                && now_ms.saturating_sub(seg.created_ms) > config.segment_ms - seg.roll_jitter_ms
+            {
+                self.roll(&mut g, now_ms)?;
+            }
+            let active_base = g.active().base_offset;
+            let flush_all = g.leo > g.recovery_point
+                && now_ms.saturating_sub(g.last_flush_ms) >= config.flush_ms;
+            (
+                flush_all,
+                (g.recovery_point < active_base).then_some(active_base),
+            )
+        };
+        if flush_all {
+            self.flush_to(None, Some(now_ms))?;
+        } else if let Some(t) = flush_rolled {
+            // Kafka flushes a segment once it is rolled; so do we, lazily.
+            self.flush_to(Some(t), None)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes, trims the active segment's indexes, and refuses further appends.
+    pub fn close(&self) -> Result<(), StorageError> {
+        self.flush()?;
+        let mut g = self.lock();
+        if g.closed {
+            return Ok(());
+        }
+        g.closed = true;
+        let seg = g.active();
+        seg.on_become_inactive()?;
+        seg.flush()?;
+        Ok(())
+    }
+
+    /// Verifies the CRC of every batch of every segment (slow; for tools and
+    /// tests). Returns the first bad batch as (segment base, position, reason).
+    pub fn verify(&self) -> Result<Option<(i64, u64, String)>, StorageError> {
+        let g = self.lock();
+        for seg in g.segments.values() {
+            let mut sc = BatchScanner::new(&*seg.log, 0, seg.size, true);
+            while let Some(item) = sc.next_batch().at(&seg.path(LOG_SUFFIX))? {
+                if let Scanned::Invalid { position, reason } = item {
+                    return Ok(Some((seg.base_offset, position, reason)));
+                }
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,306 @@
+//! The log manager: every partition under the data dirs, opened in parallel,
+//! checkpointed, and shut down cleanly.
+
+use crate::backend::{FileStorage, Storage};
+use crate::checkpoint::{
+    CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_checkpoint,
+    write_atomic, write_checkpoint,
+};
+use crate::config::{LogConfig, TopicPartition};
+use crate::error::{IoContext, StorageError};
+use crate::log::Log;
+use crate::recovery::OpenOptions;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Settings of the log manager.
+#[derive(Debug, Clone)]
+pub struct LogManagerConfig {
+    /// `log.dirs`.
+    pub log_dirs: Vec<PathBuf>,
+    /// `num.recovery.threads.per.data.dir`.
+    pub recovery_threads_per_data_dir: usize,
+    /// Config for logs found on disk whose topic has no entry in `topic_configs`.
+    pub default_log_config: LogConfig,
+    pub topic_configs: HashMap<String, LogConfig>,
+    /// CRC-check already-flushed segments too when recovering (slow).
+    pub verify_flushed_on_recovery: bool,
+    pub storage: Arc<dyn Storage>,
+}
+
+impl LogManagerConfig {
+    /// Real files, one recovery thread per dir, Kafka defaults.
+    pub fn new(log_dirs: Vec<PathBuf>) -> Self {
+        Self::with_storage(log_dirs, Arc::new(FileStorage))
+    }
+    pub fn with_storage(log_dirs: Vec<PathBuf>, storage: Arc<dyn Storage>) -> Self {
+        LogManagerConfig {
+            log_dirs,
+            recovery_threads_per_data_dir: 1,
+            default_log_config: LogConfig::default(),
+            topic_configs: HashMap::new(),
+            verify_flushed_on_recovery: false,
+            storage,
+        }
+    }
+    fn config_for(&self, topic: &str) -> LogConfig {
+        self.topic_configs
+            .get(topic)
+            .cloned()
+            .unwrap_or_else(|| self.default_log_config.clone())
+    }
+}
+
+/// All partitions of this broker. `Send + Sync`.
+#[derive(Debug)]
+pub struct LogManager {
+    cfg: LogManagerConfig,
+    logs: RwLock<BTreeMap<TopicPartition, Arc<Log>>>,
+    failed: Mutex<BTreeMap<TopicPartition, String>>,
+    now_ms: Mutex<i64>,
+}
+
+struct Job {
+    dir: PathBuf,
+    tp: TopicPartition,
+    opts: OpenOptions,
+}
+
+impl LogManager {
+    /// Finds and recovers every partition dir. A partition that fails to open
+    /// (e.g. corruption below its recovery point) is left out and listed by
+    /// [`LogManager::failed_logs`]; the others open normally.
+    pub fn open(cfg: LogManagerConfig, now_ms: i64) -> Result<LogManager, StorageError> {
+        let storage = cfg.storage.clone();
+        let mut per_dir: Vec<Vec<Job>> = Vec::new();
+        let mut markers = Vec::new();
+        for data_dir in &cfg.log_dirs {
+            storage.create_dir_all(data_dir).at(data_dir)?;
+            let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
+            let clean = storage.exists(&marker);
+            if clean {
+                markers.push(marker);
+            }
+            let rps = read_checkpoint(&*storage, &data_dir.join(RECOVERY_POINT_CHECKPOINT))?;
+            let starts = read_checkpoint(&*storage, &data_dir.join(LOG_START_OFFSET_CHECKPOINT))?;
+            let mut jobs = Vec::new();
+            for (name, is_dir) in storage.list_dir(data_dir).at(data_dir)? {
+                if !is_dir {
+                    continue;
+                }
+                let p = data_dir.join(&name);
+                if name.ends_with("-delete") {
+                    storage.remove_dir_all(&p).at(&p)?;
+                    continue;
+                }
+                let Some(tp) = TopicPartition::from_dir_name(&name) else {
+                    continue;
+                };
+                let opts = OpenOptions {
+                    recovery_point: rps.get(&tp).copied().unwrap_or(0),
+                    log_start: starts.get(&tp).copied().unwrap_or(0),
+                    clean_shutdown: clean,
+                    verify_flushed: cfg.verify_flushed_on_recovery,
+                    now_ms,
+                };
+                jobs.push(Job { dir: p, tp, opts });
+            }
+            per_dir.push(jobs);
+        }
+
+        let results: Mutex<Vec<(TopicPartition, Result<Log, StorageError>)>> =
+            Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for jobs in per_dir {
+                let queue = Arc::new(Mutex::new(jobs));
+                for _ in 0..cfg.recovery_threads_per_data_dir.max(1) {
+                    let queue = queue.clone();
+                    let results = &results;
+                    let cfg = &cfg;
+                    let storage = storage.clone();
+                    s.spawn(move || {
+                        loop {
+                            let job = queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                            let Some(job) = job else { break };
+                            let config = cfg.config_for(&job.tp.topic);
+                            let r = Log::open(
+                                storage.clone(),
+                                &job.dir,
+                                job.tp.clone(),
+                                config,
+                                job.opts,
+                            );
+                            results
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push((job.tp, r));
+                        }
+                    });
+                }
+            }
+        });
+
+        let mut logs = BTreeMap::new();
+        let mut failed = BTreeMap::new();
+        for (tp, r) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            match r {
+                Ok(log) => {
+                    if logs.contains_key(&tp) {
+                        failed.insert(tp.clone(), "partition found in two log dirs".to_string());
+                        continue;
+                    }
+                    logs.insert(tp, Arc::new(log));
+                }
+                Err(e) => {
+                    tracing::error!(%tp, error = %e, "could not open log");
+                    failed.insert(tp, e.to_string());
+                }
+            }
+        }
+        // From now on a crash is an unclean shutdown.
+        for m in markers {
+            storage.remove_file(&m).at(&m)?;
+            if let Some(d) = m.parent() {
+                storage.sync_dir(d).at(d)?;
+            }
+        }
+        Ok(LogManager {
+            cfg,
+            logs: RwLock::new(logs),
+            failed: Mutex::new(failed),
+            now_ms: Mutex::new(now_ms),
+        })
+    }
+
+    /// Partitions that could not be opened, with the reason.
+    pub fn failed_logs(&self) -> BTreeMap<TopicPartition, String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn read_logs(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<TopicPartition, Arc<Log>>> {
+        self.logs.read().unwrap_or_else(|e| e.into_inner())
+    }
+    fn write_logs(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<TopicPartition, Arc<Log>>> {
+        self.logs.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Creates a log in the data dir holding the fewest partitions.
+    pub fn create_log(
+        &self,
+        tp: &TopicPartition,
+        topic_id: [u8; 16],
+        config: LogConfig,
+    ) -> Result<Arc<Log>, StorageError> {
+        let mut logs = self.write_logs();
+        if logs.contains_key(tp) {
+            return Err(StorageError::LogExists(tp.to_string()));
+        }
+        let dir = self
+            .cfg
+            .log_dirs
+            .iter()
+            .min_by_key(|d| {
+                logs.values()
+                    .filter(|l| l.dir.parent() == Some(d.as_path()))
+                    .count()
+            })
+            .ok_or_else(|| StorageError::InvalidArgument("no log dirs".into()))?;
+        let now = *self.now_ms.lock().unwrap_or_else(|e| e.into_inner());
+        let log = Arc::new(Log::create(
+            self.cfg.storage.clone(),
+            dir,
+            tp,
+            topic_id,
+            config,
+            now,
+        )?);
+        logs.insert(tp.clone(), log.clone());
+        Ok(log)
+    }
+
+    pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
+        self.read_logs().get(tp).cloned()
+    }
+
+    pub fn logs(&self) -> Vec<Arc<Log>> {
+        self.read_logs().values().cloned().collect()
+    }
+
+    /// Removes a log: renames its dir to `<tp>.<random hex>-delete` (so a
+    /// crash mid-way finishes the delete on restart), then removes it.
+    pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), StorageError> {
+        let log = self
+            .write_logs()
+            .remove(tp)
+            .ok_or_else(|| StorageError::UnknownLog(tp.to_string()))?;
+        log.lock().closed = true;
+        let storage = &self.cfg.storage;
+        let parent = log.dir.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let doomed = parent.join(format!("{tp}.{:032x}-delete", rand::random::<u128>()));
+        storage.rename(&log.dir, &doomed).at(&log.dir)?;
+        storage.sync_dir(&parent).at(&parent)?;
+        storage.remove_dir_all(&doomed).at(&doomed)?;
+        Ok(())
+    }
+
+    /// Writes `recovery-point-offset-checkpoint` and
+    /// `log-start-offset-checkpoint` in every data dir.
+    pub fn checkpoint(&self) -> Result<(), StorageError> {
+        let logs = self.logs();
+        for data_dir in &self.cfg.log_dirs {
+            let mut rps = BTreeMap::new();
+            let mut starts = BTreeMap::new();
+            for log in logs
+                .iter()
+                .filter(|l| l.dir.parent() == Some(data_dir.as_path()))
+            {
+                let g = log.lock();
+                rps.insert(log.tp.clone(), g.recovery_point);
+                starts.insert(log.tp.clone(), g.log_start);
+            }
+            let storage = &*self.cfg.storage;
+            write_checkpoint(storage, &data_dir.join(RECOVERY_POINT_CHECKPOINT), &rps)?;
+            write_checkpoint(
+                storage,
+                &data_dir.join(LOG_START_OFFSET_CHECKPOINT),
+                &starts,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Time-driven work of every log (segment.ms rolls, flushes). Returns the
+    /// first error after trying every log.
+    pub fn tick(&self, now_ms: i64) -> Result<(), StorageError> {
+        *self.now_ms.lock().unwrap_or_else(|e| e.into_inner()) = now_ms;
+        let mut first_err = None;
+        for log in self.logs() {
+            if let Err(e) = log.tick(now_ms) {
+                tracing::error!(tp = %log.tp, error = %e, "log tick failed");
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Flushes and closes every log, writes the checkpoints, then the
+    /// clean-shutdown marker in each data dir.
+    pub fn shutdown(&self) -> Result<(), StorageError> {
+        for log in self.logs() {
+            log.close()?;
+        }
+        self.checkpoint()?;
+        for data_dir in &self.cfg.log_dirs {
+            write_atomic(
+                &*self.cfg.storage,
+                &data_dir.join(CLEAN_SHUTDOWN_FILE),
+                b"{\"version\":0,\"brokerEpoch\":-1}",
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,279 @@
+//! Opening a log directory: leftover files, index sanity checks, and crash
+//! recovery (see `docs/storage-format.md`, "Recovery").
+
+use crate::backend::Storage;
+use crate::checkpoint::{PARTITION_METADATA, decode_partition_metadata};
+use crate::config::{LogConfig, TopicPartition};
+use crate::error::{IoContext, StorageError};
+use crate::log::{Inner, Log, roll_jitter};
+use crate::segment::{
+    INDEX_SUFFIX, LOG_SUFFIX, Segment, TIME_INDEX_SUFFIX, parse_file_name, read_all,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// What the log manager knows about a log it opens.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    /// From `recovery-point-offset-checkpoint` (0 when absent).
+    pub recovery_point: i64,
+    /// From `log-start-offset-checkpoint` (0 when absent).
+    pub log_start: i64,
+    /// The clean-shutdown marker was present.
+    pub clean_shutdown: bool,
+    /// Also CRC-check segments below the recovery point (slow).
+    pub verify_flushed: bool,
+    pub now_ms: i64,
+}
+
+impl Log {
+    /// Opens and, unless shut down cleanly, recovers the log in `dir`.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        tp: TopicPartition,
+        config: LogConfig,
+        opts: OpenOptions,
+    ) -> Result<Log, StorageError> {
+        let topic_id = read_topic_id(&*storage, dir)?;
+        let files = storage.list_dir(dir).at(dir)?;
+        let path = |n: &str| dir.join(n);
+
+        // 1. Leftovers of interrupted deletes and cleanings.
+        let mut swaps = Vec::new();
+        let mut logs = BTreeSet::new();
+        let mut indexes = Vec::new();
+        for (name, is_dir) in &files {
+            if *is_dir {
+                continue;
+            }
+            if name.ends_with(".deleted") || name.ends_with(".cleaned") {
+                // A delete already decided, or a cleaning that never reached
+                // the swap step: the originals are still in place.
+                storage.remove_file(&path(name)).at(&path(name))?;
+            } else if let Some(stem) = name.strip_suffix(".swap") {
+                swaps.push(stem.to_string());
+            } else if let Some((base, suffix)) = parse_file_name(name) {
+                match suffix {
+                    LOG_SUFFIX => {
+                        logs.insert(base);
+                    }
+                    INDEX_SUFFIX | TIME_INDEX_SUFFIX => indexes.push((base, name.clone())),
+                    _ => {}
+                }
+            }
+        }
+        complete_swaps(&*storage, dir, &swaps, &mut logs)?;
+        for (base, name) in indexes {
+            if !logs.contains(&base) && storage.exists(&path(&name)) {
+                storage.remove_file(&path(&name)).at(&path(&name))?;
+            }
+        }
+
+        // 2. Open segments.
+        let mut segments = BTreeMap::new();
+        let mut rebuild = BTreeSet::new();
+        for &base in &logs {
+            let (seg, bad_index) = Segment::open(
+                &*storage,
+                dir,
+                base,
+                config.segment_index_bytes,
+                opts.now_ms,
+                roll_jitter(&config),
+            )?;
+            if bad_index {
+                rebuild.insert(base);
+            }
+            segments.insert(base, seg);
+        }
+        if segments.is_empty() {
+            let start = opts.log_start.max(0);
+            let seg = Segment::create(
+                &*storage,
+                dir,
+                start,
+                config.segment_index_bytes,
+                opts.now_ms,
+                roll_jitter(&config),
+            )?;
+            segments.insert(start, seg);
+        }
+
+        // 3. Recover.
+        let rp = opts.recovery_point.max(0);
+        let first_unflushed = if opts.clean_shutdown {
+            i64::MAX
+        } else {
+            segments
+                .range(..=rp)
+                .next_back()
+                .map_or(i64::MIN, |(b, _)| *b)
+        };
+        let bases: Vec<i64> = segments.keys().copied().collect();
+        let mut recovered_any = false;
+        let mut cut_after = None;
+        for &base in &bases {
+            let unflushed = base >= first_unflushed;
+            let Some(seg) = segments.get_mut(&base) else {
+                continue;
+            };
+            if !unflushed && !rebuild.contains(&base) && !opts.verify_flushed {
+                continue;
+            }
+            let r = seg.recover(config.index_interval_bytes)?;
+            recovered_any = true;
+            if let Some((position, reason, expected)) = r.invalid {
+                if !unflushed || expected < rp || opts.clean_shutdown {
+                    return Err(StorageError::CorruptBelowRecoveryPoint {
+                        path: seg.path(LOG_SUFFIX),
+                        position,
+                        recovery_point: rp,
+                        reason,
+                    });
+                }
+                tracing::warn!(
+                    tp = %tp, segment = base, position, %reason,
+                    truncated = r.truncated_bytes, "truncated torn or corrupt tail"
+                );
+                cut_after = Some(base);
+                break;
+            }
+        }
+        if let Some(base) = cut_after {
+            let later: Vec<i64> = segments.range(base + 1..).map(|(b, _)| *b).collect();
+            for b in later {
+                if let Some(seg) = segments.remove(&b) {
+                    seg.delete(&*storage)?;
+                }
+            }
+        }
+
+        // 4. The active segment.
+        let active_base = *segments.keys().next_back().expect("at least one segment");
+        let recovered_active =
+            !opts.clean_shutdown || rebuild.contains(&active_base) || opts.verify_flushed;
+        for (b, seg) in segments.iter_mut() {
+            if *b != active_base && recovered_any {
+                // Rebuilt indexes of inactive segments are trimmed, as on roll.
+                seg.on_become_inactive()?;
+            }
+        }
+        let active = segments.get_mut(&active_base).expect("active segment");
+        if !recovered_active {
+            active.load_next_offset()?;
+        }
+        active.make_active()?;
+        let leo = active.next_offset;
+        if recovered_any {
+            // What was scanned is now the truth: make it durable before the
+            // recovery point covers it.
+            for seg in segments.values() {
+                seg.flush()?;
+            }
+            storage.sync_dir(dir).at(dir)?;
+        }
+        let first_base = *segments.keys().next().expect("segment");
+        let log_start = opts.log_start.max(first_base).min(leo);
+        let recovery_point = if opts.clean_shutdown || recovered_any {
+            leo
+        } else {
+            rp.min(leo)
+        };
+        Ok(Log {
+            tp,
+            topic_id,
+            dir: dir.to_path_buf(),
+            storage,
+            inner: Mutex::new(Inner {
+                config,
+                segments,
+                log_start,
+                leo,
+                hw: leo,
+                recovery_point,
+                unflushed_messages: 0,
+                last_flush_ms: opts.now_ms,
+                last_now_ms: opts.now_ms,
+                truncations: 0,
+                closed: false,
+            }),
+        })
+    }
+}
+
+fn read_topic_id(storage: &dyn Storage, dir: &Path) -> Result<[u8; 16], StorageError> {
+    let p = dir.join(PARTITION_METADATA);
+    if !storage.exists(&p) {
+        return Ok([0; 16]);
+    }
+    let f = storage.open(&p, false).at(&p)?;
+    let text =
+        String::from_utf8(read_all(&*f).at(&p)?).map_err(|_| StorageError::MalformedFile {
+            path: p.clone(),
+            reason: "not UTF-8".into(),
+        })?;
+    decode_partition_metadata(&text)
+        .map_err(|reason| StorageError::MalformedFile { path: p, reason })
+}
+
+/// `.swap` files are the complete output of a cleaning that was being
+/// swapped in: finish the swap. The swapped segment replaces every old
+/// segment whose base offset lies in its offset range; index swaps are
+/// dropped (rebuilt from the log).
+fn complete_swaps(
+    storage: &dyn Storage,
+    dir: &Path,
+    swaps: &[String],
+    logs: &mut BTreeSet<i64>,
+) -> Result<(), StorageError> {
+    for stem in swaps {
+        let swap_path = dir.join(format!("{stem}.swap"));
+        let Some((base, suffix)) = parse_file_name(stem) else {
+            continue;
+        };
+        if suffix != LOG_SUFFIX {
+            storage.remove_file(&swap_path).at(&swap_path)?;
+            continue;
+        }
+        let f = storage.open(&swap_path, false).at(&swap_path)?;
+        let size = f.len().at(&swap_path)?;
+        let mut last = base;
+        let mut sc = crate::batch::BatchScanner::new(&*f, 0, size, true);
+        while let Some(item) = sc.next_batch().at(&swap_path)? {
+            match item {
+                crate::batch::Scanned::Batch { header, .. } => last = header.last_offset(),
+                crate::batch::Scanned::Invalid { position, reason } => {
+                    return Err(StorageError::CorruptLog {
+                        path: swap_path,
+                        position,
+                        reason,
+                    });
+                }
+            }
+        }
+        drop(f);
+        let replaced: Vec<i64> = logs.range(base..=last).copied().collect();
+        for b in replaced {
+            for s in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                let p = dir.join(crate::segment::file_name(b, s));
+                if storage.exists(&p) {
+                    storage.remove_file(&p).at(&p)?;
+                }
+            }
+            logs.remove(&b);
+        }
+        let target: PathBuf = dir.join(crate::segment::file_name(base, LOG_SUFFIX));
+        storage.rename(&swap_path, &target).at(&target)?;
+        for s in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let p = dir.join(crate::segment::file_name(base, s));
+            if storage.exists(&p) {
+                storage.remove_file(&p).at(&p)?;
+            }
+        }
+        logs.insert(base);
+        storage.sync_dir(dir).at(dir)?;
+    }
+    Ok(())
+}
