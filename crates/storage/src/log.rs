@@ -514,6 +514,10 @@ impl Log {
                 _ => offset,
             };
         }
+        // The cut must be durable before new appends reuse these offsets,
+        // or a crash could bring the old batches back.
+        g.active().flush()?;
+        self.storage.sync_dir(&self.dir).at(&self.dir)?;
         g.hw = g.hw.min(g.leo);
         g.recovery_point = g.recovery_point.min(g.leo);
         Ok(())

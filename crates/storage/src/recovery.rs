@@ -133,6 +133,7 @@ impl Log {
                         reason,
                     });
                 }
+                seg.cut_log(r.valid_bytes)?;
                 tracing::warn!(
                     tp = %tp, segment = base, position, %reason,
                     truncated = r.truncated_bytes, "truncated torn or corrupt tail"

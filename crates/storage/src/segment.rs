@@ -35,7 +35,9 @@ pub fn parse_file_name(name: &str) -> Option<(i64, &str)> {
 /// Result of recovering a segment.
 #[derive(Debug)]
 pub(crate) struct Recovered {
-    /// Bytes removed from the end of the log file.
+    /// Length of the valid prefix of the log file.
+    pub valid_bytes: u64,
+    /// Bytes after the valid prefix (not yet removed: see `cut_log`).
     pub truncated_bytes: u64,
     /// Where and why the scan stopped early, with the offset expected there.
     pub invalid: Option<(u64, String, i64)>,
@@ -284,8 +286,18 @@ impl Segment {
         }
     }
 
+    /// Cuts the log file after its valid prefix found by `recover`.
+    pub fn cut_log(&mut self, valid_bytes: u64) -> Result<(), StorageError> {
+        if valid_bytes < self.size {
+            self.log.set_len(valid_bytes).at(&self.path(LOG_SUFFIX))?;
+            self.size = valid_bytes;
+        }
+        Ok(())
+    }
+
     /// Rebuilds indexes and the max timestamp by scanning every batch with
-    /// CRC checks; truncates the log at the first invalid batch.
+    /// CRC checks up to the first invalid batch. Does not change the log
+    /// file: the caller decides whether to `cut_log` or report corruption.
     pub fn recover(&mut self, index_interval: u32) -> Result<Recovered, StorageError> {
         let log_path = self.path(LOG_SUFFIX);
         self.index
@@ -338,14 +350,10 @@ impl Segment {
                 }
             }
         }
-        let truncated = self.size - valid;
-        if truncated > 0 {
-            self.log.set_len(valid).at(&log_path)?;
-            self.size = valid;
-        }
         self.next_offset = next;
         Ok(Recovered {
-            truncated_bytes: truncated,
+            valid_bytes: valid,
+            truncated_bytes: self.size - valid,
             invalid,
         })
     }
@@ -366,6 +374,7 @@ impl Segment {
         // Simplest correct way to restore every derived field: rebuild.
         let r = self.recover(index_interval)?;
         if let Some((position, reason, _)) = r.invalid {
+            // Only reachable if the file changed under us.
             return Err(StorageError::CorruptLog {
                 path: log_path,
                 position,
