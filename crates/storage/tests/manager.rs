@@ -55,7 +55,7 @@ fn clean_shutdown_round_trip() {
     );
     // Partitions are spread over both dirs.
     let in_d1 = m.list_dir(&PathBuf::from("/d1")).unwrap().len();
-    assert!(in_d1 >= 2 && in_d1 <= 4, "{in_d1}");
+    assert!((2..=4).contains(&in_d1), "{in_d1}");
     mgr.shutdown().unwrap();
     assert!(
         mgr.get(&TopicPartition::new("topic-x", 0))
