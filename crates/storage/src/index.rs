@@ -386,9 +386,21 @@ pub fn parse_time_index(bytes: &[u8]) -> Result<Vec<(i64, i32)>, String> {
 }
 
 impl OffsetIndex {
-    /// Removes every entry.
-    pub fn truncate_entries_all(&mut self) -> io::Result<()> {
-        self.truncate_entries(0)
+    /// Drops every entry and rewrites the file as freshly preallocated (stale
+    /// bytes from a bogus file must not survive a rebuild).
+    pub fn reset(&mut self) -> io::Result<()> {
+        self.entries.clear();
+        self.file.set_len(0)?;
+        self.preallocate()
+    }
+}
+
+impl TimeIndex {
+    /// See [`OffsetIndex::reset`].
+    pub fn reset(&mut self) -> io::Result<()> {
+        self.entries.clear();
+        self.file.set_len(0)?;
+        self.preallocate()
     }
 }
 

@@ -141,6 +141,18 @@ impl Log {
                 cut_after = Some(base);
                 break;
             }
+            // An unflushed segment was rolled at its own end offset, so the
+            // next segment must start right there; a gap means this one lost
+            // its tail in the crash while a later one kept bytes.
+            let next_base = segments.range(base + 1..).next().map(|(b, _)| *b);
+            if unflushed
+                && let (Some(nb), Some(seg)) = (next_base, segments.get(&base))
+                && seg.next_offset != nb
+            {
+                tracing::warn!(tp = %tp, segment = base, next = nb, "segment ends before the next one starts; dropping later segments");
+                cut_after = Some(base);
+                break;
+            }
         }
         if let Some(base) = cut_after {
             let later: Vec<i64> = segments.range(base + 1..).map(|(b, _)| *b).collect();

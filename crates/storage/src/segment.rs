@@ -300,12 +300,8 @@ impl Segment {
     /// file: the caller decides whether to `cut_log` or report corruption.
     pub fn recover(&mut self, index_interval: u32) -> Result<Recovered, StorageError> {
         let log_path = self.path(LOG_SUFFIX);
-        self.index
-            .truncate_entries_all()
-            .at(&self.path(INDEX_SUFFIX))?;
-        self.time_index
-            .truncate_to(i64::MIN)
-            .at(&self.path(TIME_INDEX_SUFFIX))?;
+        self.index.reset().at(&self.path(INDEX_SUFFIX))?;
+        self.time_index.reset().at(&self.path(TIME_INDEX_SUFFIX))?;
         self.max_timestamp = -1;
         self.offset_of_max_timestamp = self.base_offset;
         self.bytes_since_index = 0;
