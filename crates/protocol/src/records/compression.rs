@@ -209,7 +209,7 @@ fn read_bounded(
     reader: impl Read,
     max: usize,
 ) -> Result<Vec<u8>, RecordsError> {
-    let mut limited = reader.take(max as u64 + 1);
+    let mut limited = reader.take((max as u64).saturating_add(1));
     let mut out = Vec::new();
     let mut chunk = vec![0u8; READ_CHUNK];
     loop {
