@@ -467,6 +467,8 @@ impl Log {
     }
 
     /// Removes every record at or after `offset` (replication truncation).
+    /// A batch straddling `offset` is removed whole. The result is flushed
+    /// and becomes the recovery point.
     pub fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
         let mut g = self.lock();
         if offset >= g.leo {
@@ -513,13 +515,40 @@ impl Log {
                 Some(base) if base < offset => base.max(next),
                 _ => offset,
             };
+            if g.leo < g.log_start {
+                // The batch holding the log start went: start empty there.
+                let start = g.log_start;
+                for (_, seg) in std::mem::take(&mut g.segments) {
+                    seg.delete(&*self.storage)?;
+                }
+                let seg = Segment::create(
+                    &*self.storage,
+                    &self.dir,
+                    start,
+                    config.segment_index_bytes,
+                    g.last_now_ms,
+                    roll_jitter(&config),
+                )?;
+                g.segments.insert(start, seg);
+                g.leo = start;
+            }
         }
         // The cut must be durable before new appends reuse these offsets,
-        // or a crash could bring the old batches back.
-        g.active().flush()?;
+        // or a crash could bring the old batches back. Truncation is rare
+        // (replication), so flush everything up to the new LEO.
+        let rp = g.recovery_point.min(g.leo);
+        let from = g
+            .segments
+            .range(..=rp)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        for seg in g.segments.range(from..).map(|(_, s)| s) {
+            seg.flush()?;
+        }
         self.storage.sync_dir(&self.dir).at(&self.dir)?;
         g.hw = g.hw.min(g.leo);
-        g.recovery_point = g.recovery_point.min(g.leo);
+        g.recovery_point = g.leo;
+        g.unflushed_messages = 0;
         Ok(())
     }
 

@@ -188,7 +188,28 @@ impl Log {
             storage.sync_dir(dir).at(dir)?;
         }
         let first_base = *segments.keys().next().expect("segment");
-        let log_start = opts.log_start.max(first_base).min(leo);
+        let mut log_start = opts.log_start.max(first_base);
+        let mut leo = leo;
+        if log_start > leo {
+            // Everything left is below the log start offset (e.g. records
+            // deleted by DeleteRecords were then lost in the crash): start
+            // empty at the log start offset.
+            tracing::warn!(tp = %tp, log_start, leo, "log end below log start; starting empty");
+            for (_, seg) in std::mem::take(&mut segments) {
+                seg.delete(&*storage)?;
+            }
+            let seg = Segment::create(
+                &*storage,
+                dir,
+                log_start,
+                config.segment_index_bytes,
+                opts.now_ms,
+                roll_jitter(&config),
+            )?;
+            segments.insert(log_start, seg);
+            leo = log_start;
+        }
+        log_start = log_start.min(leo);
         let recovery_point = if opts.clean_shutdown || recovered_any {
             leo
         } else {
