@@ -1,1 +1,30 @@
-//! The weir broker: network layer, request handlers, topic metadata.
+//! The weir broker: configuration, network layer, request handlers, topic
+//! metadata and idempotent-producer state.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use weir_broker::config::ConfigSources;
+//! let mut sources = ConfigSources::default();
+//! sources.set("listeners", "127.0.0.1:0");
+//! sources.set("log.dirs", "/tmp/weir-data");
+//! let running = weir_broker::server::start(sources.build()?).await?;
+//! println!("listening on {}", running.local_addr);
+//! running.shutdown().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod broker;
+pub mod codes;
+pub mod config;
+pub mod configdef;
+pub mod connection;
+pub mod handler;
+pub mod producer_state;
+pub mod producer_state_io;
+pub mod server;
+pub mod topic_config;
+pub mod topics;
+
+pub use broker::{Broker, BrokerError};
+pub use config::{BrokerConfig, ConfigError, ConfigSources};
+pub use server::{RunningBroker, start};

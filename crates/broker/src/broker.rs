@@ -1,0 +1,433 @@
+//! Shared broker state: configuration, the log manager, the topic store,
+//! producer state and the append notifications that wake long-poll fetches.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokio::sync::watch;
+use weir_storage::{Log, LogManager, LogManagerConfig, StorageError, TopicPartition};
+
+use crate::config::BrokerConfig;
+use crate::producer_state::PartitionProducers;
+use crate::topic_config;
+use crate::topics::{self, MetaProperties, TopicMeta, TopicStore, TopicStoreError};
+
+/// Milliseconds since the Unix epoch; injectable for tests.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error(transparent)]
+    Topics(#[from] TopicStoreError),
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Config(String),
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Why creating a topic failed; mapped to Kafka error codes by the handlers.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateTopicError {
+    #[error("Topic '{0}' already exists.")]
+    Exists(String),
+    #[error("{0}")]
+    InvalidName(String),
+    #[error("Number of partitions must be larger than 0 (got {0}).")]
+    InvalidPartitions(i32),
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
+    #[error("{0}")]
+    InvalidConfig(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub meta: MetaProperties,
+    pub logs: LogManager,
+    topics: RwLock<TopicStore>,
+    /// Serialises topic creation, deletion and config changes.
+    pub admin: tokio::sync::Mutex<()>,
+    /// Host and port announced in Metadata.
+    advertised: RwLock<(String, u16)>,
+    appended: watch::Sender<u64>,
+    producers: Mutex<HashMap<TopicPartition, PartitionProducers>>,
+    /// Serialises high-watermark updates so the HW never moves backwards.
+    hw_lock: Mutex<()>,
+    next_producer_id: AtomicI64,
+    pub clock: Clock,
+}
+
+/// Kafka's rule for topic names.
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Topic name is illegal, it can't be empty".into());
+    }
+    if name == "." || name == ".." {
+        return Err("Topic name cannot be \".\" or \"..\"".into());
+    }
+    if name.len() > 249 {
+        return Err(format!(
+            "Topic name is illegal, it can't be longer than 249 characters, topic name: {name}"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+impl Broker {
+    /// Opens the data directory: meta.properties, the topic store and every
+    /// partition log. Logs of topics missing from the store are adopted (a
+    /// directory copied from Kafka opens), store entries without logs get
+    /// their logs created.
+    pub fn open(config: BrokerConfig, clock: Clock) -> Result<Broker, BrokerError> {
+        let dir = config.log_dirs[0].clone();
+        let meta = topics::load_or_create_meta(&dir, config.node_id)?;
+        let mut store = TopicStore::open(&dir)?;
+        let mut lm_config = LogManagerConfig::new(config.log_dirs.clone());
+        lm_config.recovery_threads_per_data_dir = config.num_recovery_threads_per_data_dir;
+        lm_config.default_log_config = topic_config::log_config(&config, &BTreeMap::new());
+        lm_config.topic_configs = store
+            .all()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    topic_config::log_config(&config, &t.configs),
+                )
+            })
+            .collect();
+        let logs = LogManager::open(lm_config, clock())?;
+        // adopt logs found on disk that the store does not know
+        let mut found: BTreeMap<String, (i32, [u8; 16])> = BTreeMap::new();
+        for log in logs.logs() {
+            let tp = log.topic_partition().clone();
+            let e = found.entry(tp.topic.clone()).or_insert((0, log.topic_id()));
+            e.0 = e.0.max(tp.partition + 1);
+        }
+        for (name, (parts, id)) in found {
+            let known = store.get(&name).cloned();
+            match known {
+                Some(mut t) if t.partitions < parts => {
+                    t.partitions = parts;
+                    store.put(t)?;
+                }
+                Some(_) => {}
+                None => {
+                    let id = if id == [0; 16] {
+                        topics::random_uuid()
+                    } else {
+                        id
+                    };
+                    tracing::info!(topic = %name, partitions = parts, "adopting topic found on disk");
+                    store.put(TopicMeta {
+                        name,
+                        id: topics::uuid_to_base64(&id),
+                        partitions: parts,
+                        configs: BTreeMap::new(),
+                    })?;
+                }
+            }
+        }
+        // apply configs; create missing partition logs
+        for t in store.all() {
+            let cfg = topic_config::log_config(&config, &t.configs);
+            for p in 0..t.partitions {
+                let tp = TopicPartition::new(t.name.clone(), p);
+                match logs.get(&tp) {
+                    Some(log) => log.set_config(cfg.clone()),
+                    None => {
+                        logs.create_log(&tp, t.id_bytes(), cfg.clone())?;
+                    }
+                }
+            }
+        }
+        let advertised = match &config.advertised_listener {
+            Some(l) => (l.host.clone(), l.port),
+            None => (config.listener.host.clone(), config.listener.port),
+        };
+        let now = clock();
+        Ok(Broker {
+            meta,
+            logs,
+            topics: RwLock::new(store),
+            admin: tokio::sync::Mutex::new(()),
+            advertised: RwLock::new(advertised),
+            appended: watch::channel(0).0,
+            producers: Mutex::new(HashMap::new()),
+            hw_lock: Mutex::new(()),
+            next_producer_id: AtomicI64::new(now.max(1).saturating_mul(1000)),
+            clock,
+            config,
+        })
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        (self.clock)()
+    }
+
+    /// Called once the listener is bound: without an advertised listener,
+    /// Metadata announces the bound address.
+    pub fn set_bound_addr(&self, addr: std::net::SocketAddr) {
+        if self.config.advertised_listener.is_none() {
+            let host = if addr.ip().is_unspecified() {
+                "127.0.0.1".to_string()
+            } else {
+                addr.ip().to_string()
+            };
+            if let Ok(mut a) = self.advertised.write() {
+                *a = (host, addr.port());
+            }
+        }
+    }
+
+    pub fn advertised(&self) -> (String, u16) {
+        self.advertised
+            .read()
+            .map(|a| a.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    pub fn topic(&self, name: &str) -> Option<TopicMeta> {
+        self.topics.read().ok()?.get(name).cloned()
+    }
+
+    pub fn topic_by_id(&self, id: &[u8; 16]) -> Option<TopicMeta> {
+        self.topics.read().ok()?.by_id(id).cloned()
+    }
+
+    pub fn all_topics(&self) -> Vec<TopicMeta> {
+        self.topics
+            .read()
+            .map(|s| s.all().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn log(&self, topic: &str, partition: i32) -> Option<Arc<Log>> {
+        self.logs.get(&TopicPartition::new(topic, partition))
+    }
+
+    /// Creates a topic (callers hold `admin`). With `validate_only`, checks
+    /// everything and changes nothing.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<TopicMeta, CreateTopicError> {
+        validate_topic_name(name).map_err(CreateTopicError::InvalidName)?;
+        if self.topic(name).is_some() {
+            return Err(CreateTopicError::Exists(name.to_string()));
+        }
+        let partitions = if partitions == -1 {
+            self.config.num_partitions
+        } else {
+            partitions
+        };
+        if partitions < 1 {
+            return Err(CreateTopicError::InvalidPartitions(partitions));
+        }
+        let rf = if replication_factor == -1 {
+            self.config.default_replication_factor
+        } else {
+            replication_factor
+        };
+        if rf < 1 {
+            return Err(CreateTopicError::InvalidReplicationFactor(format!(
+                "Replication factor must be larger than 0, or -1 to use the default value (got {rf})."
+            )));
+        }
+        if rf > 1 {
+            return Err(CreateTopicError::InvalidReplicationFactor(format!(
+                "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered (weir has no replication yet)."
+            )));
+        }
+        topic_config::validate_overrides(&configs).map_err(CreateTopicError::InvalidConfig)?;
+        let meta = TopicMeta {
+            name: name.to_string(),
+            id: topics::uuid_to_base64(&topics::random_uuid()),
+            partitions,
+            configs,
+        };
+        if validate_only {
+            return Ok(meta);
+        }
+        let cfg = topic_config::log_config(&self.config, &meta.configs);
+        cfg.validate().map_err(CreateTopicError::InvalidConfig)?;
+        for p in 0..partitions {
+            let tp = TopicPartition::new(name, p);
+            if self.logs.get(&tp).is_none() {
+                self.logs
+                    .create_log(&tp, meta.id_bytes(), cfg.clone())
+                    .map_err(|e| CreateTopicError::Internal(e.to_string()))?;
+            }
+        }
+        self.topics
+            .write()
+            .map_err(|_| CreateTopicError::Internal("topic store poisoned".into()))?
+            .put(meta.clone())
+            .map_err(|e| CreateTopicError::Internal(e.to_string()))?;
+        tracing::info!(topic = %name, partitions, "created topic");
+        Ok(meta)
+    }
+
+    /// Deletes a topic: removes it from the store first (so it is gone even if
+    /// a log deletion fails half way), then its partition logs.
+    pub fn delete_topic(&self, name: &str) -> Result<Option<TopicMeta>, BrokerError> {
+        let removed = self
+            .topics
+            .write()
+            .map_err(|_| BrokerError::Config("topic store poisoned".into()))?
+            .remove(name)?;
+        if let Some(t) = &removed {
+            for p in 0..t.partitions {
+                let tp = TopicPartition::new(name, p);
+                if self.logs.get(&tp).is_some() {
+                    self.logs.delete_log(&tp)?;
+                }
+                if let Ok(mut m) = self.producers.lock() {
+                    m.remove(&tp);
+                }
+            }
+            tracing::info!(topic = %name, "deleted topic");
+        }
+        Ok(removed)
+    }
+
+    /// Adds partitions to a topic (callers hold `admin`).
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), String> {
+        let mut t = self
+            .topic(name)
+            .ok_or_else(|| format!("Topic {name} does not exist"))?;
+        if count <= t.partitions {
+            return Err(format!(
+                "Topic currently has {} partitions, which is higher than the requested {count}.",
+                t.partitions
+            ));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let cfg = topic_config::log_config(&self.config, &t.configs);
+        for p in t.partitions..count {
+            let tp = TopicPartition::new(name, p);
+            if self.logs.get(&tp).is_none() {
+                self.logs
+                    .create_log(&tp, t.id_bytes(), cfg.clone())
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        t.partitions = count;
+        self.topics
+            .write()
+            .map_err(|_| "topic store poisoned".to_string())?
+            .put(t)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Replaces a topic's config overrides (callers hold `admin`).
+    pub fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), String> {
+        let mut t = self
+            .topic(name)
+            .ok_or_else(|| format!("Topic {name} does not exist"))?;
+        topic_config::validate_overrides(&configs)?;
+        let cfg = topic_config::log_config(&self.config, &configs);
+        cfg.validate()?;
+        if validate_only {
+            return Ok(());
+        }
+        t.configs = configs;
+        for p in 0..t.partitions {
+            if let Some(log) = self.log(name, p) {
+                log.set_config(cfg.clone());
+            }
+        }
+        self.topics
+            .write()
+            .map_err(|_| "topic store poisoned".to_string())?
+            .put(t)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Single replica: the high watermark follows the log end offset.
+    pub fn advance_high_watermark(&self, log: &Log) {
+        let _g = self.hw_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let leo = log.log_end_offset();
+        if log.high_watermark() < leo {
+            log.set_high_watermark(leo);
+        }
+    }
+
+    /// Wakes long-poll fetches after data became visible.
+    pub fn notify_append(&self) {
+        self.appended.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
+    }
+
+    pub fn allocate_producer_id(&self) -> i64 {
+        self.next_producer_id.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Runs `f` on the producer state of a partition, rebuilding it from the
+    /// log's recent batches the first time the partition is touched.
+    pub fn with_producers<R>(&self, log: &Log, f: impl FnOnce(&mut PartitionProducers) -> R) -> R {
+        let tp = log.topic_partition().clone();
+        let mut map = match self.producers.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        let state = map
+            .entry(tp)
+            .or_insert_with(|| crate::producer_state_io::rebuild(log));
+        f(state)
+    }
+
+    /// Periodic time-driven work.
+    pub fn tick(&self) -> Result<(), StorageError> {
+        self.logs.tick(self.now_ms())
+    }
+
+    /// Flushes, checkpoints and writes the clean-shutdown marker.
+    pub fn shutdown(&self) -> Result<(), StorageError> {
+        self.logs.shutdown()
+    }
+}

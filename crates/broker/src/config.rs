@@ -1,0 +1,451 @@
+//! Broker configuration, named like Kafka's broker configs.
+//!
+//! Sources, later ones win: embedded defaults, a `server.properties`-style
+//! file, `WEIR_*` environment variables (`WEIR_LOG_DIRS` → `log.dirs`), then
+//! `--set name=value` pairs and the CLI shorthands. [`BrokerConfig::from_pairs`]
+//! is the single place values are parsed and validated, so every source gives
+//! the same error for the same bad value.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::configdef::{self, ConfigValueError};
+
+/// A configuration problem. Rendered as one line for the CLI.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid value {value:?} for {name}: {reason}")]
+    InvalidValue {
+        name: String,
+        value: String,
+        reason: String,
+    },
+    #[error("cannot read config file {path}: {source}")]
+    ReadFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: expected name=value")]
+    Syntax { path: PathBuf, line: usize },
+    #[error("--set expects name=value, got {arg:?}")]
+    BadOverride { arg: String },
+}
+
+/// A listener address: only PLAINTEXT is supported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Listener {
+    /// Parses `PLAINTEXT://host:port`, `host:port` or a comma-separated list
+    /// of those (the first PLAINTEXT entry is used).
+    pub fn parse(s: &str) -> Result<Listener, String> {
+        let first = s
+            .split(',')
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .ok_or_else(|| "empty listener".to_string())?;
+        let rest = match first.split_once("://") {
+            Some((proto, rest)) => {
+                if !proto.eq_ignore_ascii_case("PLAINTEXT") {
+                    return Err(format!(
+                        "unsupported listener protocol {proto} (only PLAINTEXT)"
+                    ));
+                }
+                rest
+            }
+            None => first,
+        };
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| format!("expected host:port, got {rest:?}"))?;
+        let port: u16 = port.parse().map_err(|_| format!("invalid port {port:?}"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        Ok(Listener {
+            host: host.to_string(),
+            port,
+        })
+    }
+
+    /// The address to bind: an empty host means all interfaces.
+    pub fn bind_addr(&self) -> Result<SocketAddr, String> {
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &self.host
+        };
+        let s = if host.contains(':') {
+            format!("[{host}]:{}", self.port)
+        } else {
+            format!("{host}:{}", self.port)
+        };
+        if let Ok(a) = s.parse() {
+            return Ok(a);
+        }
+        use std::net::ToSocketAddrs;
+        s.to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {s}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("cannot resolve {s}"))
+    }
+}
+
+/// The broker's configuration. Always valid: built only by
+/// [`BrokerConfig::from_pairs`], which checks every value.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub listener: Listener,
+    pub advertised_listener: Option<Listener>,
+    pub log_dirs: Vec<PathBuf>,
+    pub auto_create_topics_enable: bool,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    /// `socket.request.max.bytes`: largest accepted request frame.
+    pub socket_request_max_bytes: u32,
+    pub max_connections: u32,
+    pub max_connections_per_ip: u32,
+    pub connections_max_idle_ms: u64,
+    pub num_recovery_threads_per_data_dir: usize,
+    pub log_flush_scheduler_interval_ms: u64,
+    /// Every broker config that was set explicitly (Kafka name → value), for
+    /// DescribeConfigs sources and topic-config defaults.
+    pub explicit: BTreeMap<String, String>,
+    /// Keys that were supplied but are not used by weir.
+    pub unused: Vec<String>,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig::from_pairs(std::iter::empty::<(String, String)>())
+            .expect("embedded defaults are valid")
+    }
+}
+
+pub const DEFAULT_LISTENER: &str = "PLAINTEXT://127.0.0.1:9092";
+pub const DEFAULT_LOG_DIR: &str = "./weir-data";
+
+fn invalid(name: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        name: name.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+impl BrokerConfig {
+    /// Builds and validates a configuration from explicitly set
+    /// `(name, value)` pairs (later pairs override earlier ones).
+    pub fn from_pairs<K, V>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<BrokerConfig, ConfigError>
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let mut explicit = BTreeMap::new();
+        for (k, v) in pairs {
+            explicit.insert(k.into().trim().to_string(), v.into().trim().to_string());
+        }
+        // `log.dir` is Kafka's single-directory spelling.
+        if let Some(d) = explicit.remove("log.dir") {
+            explicit.entry("log.dirs".to_string()).or_insert(d);
+        }
+        let mut unused = Vec::new();
+        for (k, v) in &explicit {
+            match configdef::broker_def(k) {
+                Some(def) => def
+                    .validate(v)
+                    .map_err(|ConfigValueError(reason)| invalid(k, v, reason))?,
+                None => unused.push(k.clone()),
+            }
+        }
+        let get = |name: &str| -> String {
+            explicit
+                .get(name)
+                .cloned()
+                .or_else(|| configdef::broker_def(name).and_then(|d| d.default.map(String::from)))
+                .unwrap_or_default()
+        };
+        let int = |name: &str| -> Result<i64, ConfigError> {
+            let v = get(name);
+            v.parse::<i64>()
+                .map_err(|_| invalid(name, &v, "expected an integer"))
+        };
+        let listener_s = get("listeners");
+        let listener =
+            Listener::parse(&listener_s).map_err(|e| invalid("listeners", &listener_s, e))?;
+        listener
+            .bind_addr()
+            .map_err(|e| invalid("listeners", &listener_s, e))?;
+        let advertised_listener = match explicit.get("advertised.listeners") {
+            Some(s) if !s.is_empty() => {
+                let l = Listener::parse(s).map_err(|e| invalid("advertised.listeners", s, e))?;
+                if l.host.is_empty() || l.port == 0 {
+                    return Err(invalid(
+                        "advertised.listeners",
+                        s,
+                        "needs a concrete host and port",
+                    ));
+                }
+                Some(l)
+            }
+            _ => None,
+        };
+        let log_dirs: Vec<PathBuf> = get("log.dirs")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        if log_dirs.is_empty() {
+            return Err(invalid("log.dirs", &get("log.dirs"), "no directory given"));
+        }
+        let positive = |name: &str, v: i64| -> Result<i64, ConfigError> {
+            if v < 1 {
+                Err(invalid(name, &v.to_string(), "must be at least 1"))
+            } else {
+                Ok(v)
+            }
+        };
+        let node_id = int("node.id")?;
+        if !(0..=i32::MAX as i64).contains(&node_id) {
+            return Err(invalid(
+                "node.id",
+                &node_id.to_string(),
+                "must be 0..2147483647",
+            ));
+        }
+        let auto_create = get("auto.create.topics.enable");
+        let cfg = BrokerConfig {
+            node_id: node_id as i32,
+            listener,
+            advertised_listener,
+            log_dirs,
+            auto_create_topics_enable: auto_create.eq_ignore_ascii_case("true"),
+            num_partitions: positive("num.partitions", int("num.partitions")?)?.min(i32::MAX as i64)
+                as i32,
+            default_replication_factor: positive(
+                "default.replication.factor",
+                int("default.replication.factor")?,
+            )?
+            .min(i16::MAX as i64) as i16,
+            socket_request_max_bytes: positive(
+                "socket.request.max.bytes",
+                int("socket.request.max.bytes")?,
+            )?
+            .min(i32::MAX as i64) as u32,
+            max_connections: positive("max.connections", int("max.connections")?)?
+                .min(u32::MAX as i64) as u32,
+            max_connections_per_ip: positive(
+                "max.connections.per.ip",
+                int("max.connections.per.ip")?,
+            )?
+            .min(u32::MAX as i64) as u32,
+            connections_max_idle_ms: positive(
+                "connections.max.idle.ms",
+                int("connections.max.idle.ms")?,
+            )? as u64,
+            num_recovery_threads_per_data_dir: positive(
+                "num.recovery.threads.per.data.dir",
+                int("num.recovery.threads.per.data.dir")?,
+            )?
+            .min(1024) as usize,
+            log_flush_scheduler_interval_ms: positive(
+                "log.flush.scheduler.interval.ms",
+                int("log.flush.scheduler.interval.ms")?,
+            )? as u64,
+            explicit,
+            unused,
+        };
+        if cfg.default_replication_factor > 1 {
+            return Err(invalid(
+                "default.replication.factor",
+                &cfg.default_replication_factor.to_string(),
+                "weir runs a single replica; replication factor must be 1",
+            ));
+        }
+        Ok(cfg)
+    }
+
+    /// The value of a broker config: explicit, else its default (None when
+    /// the config has no default, like Kafka's null).
+    pub fn value(&self, name: &str) -> Option<String> {
+        self.explicit
+            .get(name)
+            .cloned()
+            .or_else(|| configdef::broker_def(name).and_then(|d| d.default.map(String::from)))
+    }
+}
+
+/// Collects explicitly set pairs from the configuration sources, in order of
+/// increasing precedence, ready for [`BrokerConfig::from_pairs`].
+#[derive(Debug, Default, Clone)]
+pub struct ConfigSources {
+    pub pairs: Vec<(String, String)>,
+}
+
+impl ConfigSources {
+    /// Reads a `server.properties` file: `name=value` (or `name: value`)
+    /// lines, `#`/`!` comments, blank lines ignored.
+    pub fn add_file(&mut self, path: &std::path::Path) -> Result<(), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.add_properties_text(&text)
+            .map_err(|line| ConfigError::Syntax {
+                path: path.to_path_buf(),
+                line,
+            })
+    }
+
+    /// Parses properties text; on a syntax error returns the 1-based line.
+    pub fn add_properties_text(&mut self, text: &str) -> Result<(), usize> {
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+                continue;
+            }
+            let split = line.find(['=', ':']).ok_or(i + 1)?;
+            let (k, v) = (line[..split].trim(), line[split + 1..].trim());
+            if k.is_empty() {
+                return Err(i + 1);
+            }
+            self.pairs.push((k.to_string(), v.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Adds `WEIR_*` variables: `WEIR_LOG_DIRS=/x` → `log.dirs=/x`.
+    pub fn add_env(&mut self, vars: impl IntoIterator<Item = (String, String)>) {
+        let mut found: Vec<(String, String)> = vars
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let rest = k.strip_prefix("WEIR_")?;
+                if rest.is_empty() {
+                    return None;
+                }
+                Some((rest.to_ascii_lowercase().replace('_', "."), v))
+            })
+            .collect();
+        found.sort();
+        self.pairs.extend(found);
+    }
+
+    /// Adds one `name=value` override.
+    pub fn add_override(&mut self, arg: &str) -> Result<(), ConfigError> {
+        let (k, v) = arg
+            .split_once('=')
+            .ok_or_else(|| ConfigError::BadOverride {
+                arg: arg.to_string(),
+            })?;
+        if k.trim().is_empty() {
+            return Err(ConfigError::BadOverride {
+                arg: arg.to_string(),
+            });
+        }
+        self.pairs
+            .push((k.trim().to_string(), v.trim().to_string()));
+        Ok(())
+    }
+
+    pub fn set(&mut self, name: &str, value: &str) {
+        self.pairs.push((name.to_string(), value.to_string()));
+    }
+
+    pub fn build(self) -> Result<BrokerConfig, ConfigError> {
+        BrokerConfig::from_pairs(self.pairs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_documented_embedded_defaults() {
+        let c = BrokerConfig::default();
+        assert_eq!(
+            c.listener,
+            Listener {
+                host: "127.0.0.1".into(),
+                port: 9092
+            }
+        );
+        assert_eq!(c.log_dirs, vec![PathBuf::from("./weir-data")]);
+        assert_eq!(c.node_id, 1);
+        assert!(c.auto_create_topics_enable);
+        assert_eq!(c.socket_request_max_bytes, 104_857_600);
+        assert!(c.advertised_listener.is_none());
+    }
+
+    #[test]
+    fn later_sources_win_and_env_names_map_to_kafka_names() {
+        let mut s = ConfigSources::default();
+        s.add_properties_text("# c\nnum.partitions=3\nnode.id: 7\n\nlog.dirs=/a\n")
+            .unwrap();
+        s.add_env(vec![
+            ("WEIR_NUM_PARTITIONS".to_string(), "5".to_string()),
+            ("PATH".to_string(), "/bin".to_string()),
+        ]);
+        s.add_override("log.dirs=/b,/c").unwrap();
+        let c = s.build().unwrap();
+        assert_eq!(c.num_partitions, 5);
+        assert_eq!(c.node_id, 7);
+        assert_eq!(c.log_dirs, vec![PathBuf::from("/b"), PathBuf::from("/c")]);
+    }
+
+    #[test]
+    fn invalid_values_are_one_line_errors() {
+        for (k, v) in [
+            ("num.partitions", "zero"),
+            ("num.partitions", "0"),
+            ("listeners", "SSL://h:1"),
+            ("listeners", "localhost"),
+            ("auto.create.topics.enable", "maybe"),
+            ("default.replication.factor", "3"),
+            ("socket.request.max.bytes", "-5"),
+            ("log.message.timestamp.type", "Wallclock"),
+        ] {
+            let e = BrokerConfig::from_pairs([(k, v)]).unwrap_err().to_string();
+            assert!(e.contains(k) && !e.contains('\n'), "{e}");
+        }
+        let mut s = ConfigSources::default();
+        assert!(s.add_override("novalue").is_err());
+        assert_eq!(s.add_properties_text("a=1\njunk\n"), Err(2));
+    }
+
+    #[test]
+    fn unknown_keys_are_reported_as_unused() {
+        let c = BrokerConfig::from_pairs([("process.roles", "broker"), ("log.dir", "/x")]).unwrap();
+        assert_eq!(c.unused, vec!["process.roles".to_string()]);
+        assert_eq!(c.log_dirs, vec![PathBuf::from("/x")]);
+    }
+
+    #[test]
+    fn listener_forms() {
+        assert_eq!(
+            Listener::parse("PLAINTEXT://:9093").unwrap(),
+            Listener {
+                host: String::new(),
+                port: 9093
+            }
+        );
+        assert_eq!(
+            Listener::parse(":0").unwrap().bind_addr().unwrap().port(),
+            0
+        );
+        assert_eq!(
+            Listener::parse("[::1]:5")
+                .unwrap()
+                .bind_addr()
+                .unwrap()
+                .to_string(),
+            "[::1]:5"
+        );
+    }
+}

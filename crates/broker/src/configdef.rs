@@ -1,0 +1,386 @@
+//! Definitions of the broker and topic configs weir knows: Kafka names,
+//! types, defaults (Kafka 4.x), validation, and the broker-level synonym of
+//! each topic config. Pure data and parsing; no I/O.
+
+/// Kafka's config types, as reported by DescribeConfigs (`ConfigType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    Boolean,
+    String,
+    Int,
+    Short,
+    Long,
+    Double,
+    List,
+}
+
+impl ConfigType {
+    /// DescribeConfigs v3+ `ConfigType` code.
+    pub fn code(self) -> i8 {
+        match self {
+            ConfigType::Boolean => 1,
+            ConfigType::String => 2,
+            ConfigType::Int => 3,
+            ConfigType::Short => 4,
+            ConfigType::Long => 5,
+            ConfigType::Double => 6,
+            ConfigType::List => 7,
+        }
+    }
+}
+
+/// Why a value does not fit a config's definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigValueError(pub String);
+
+/// One config definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigDef {
+    pub name: &'static str,
+    pub ty: ConfigType,
+    /// Default value in Kafka's string form; None means null.
+    pub default: Option<&'static str>,
+    /// Smallest allowed value for numeric types.
+    pub min: Option<i64>,
+    /// Allowed values (case-insensitive) for enumerated string/list configs.
+    pub one_of: &'static [&'static str],
+    /// For topic configs: the broker config that provides the default.
+    pub synonym: Option<&'static str>,
+    /// Whether the value is sensitive (never reported).
+    pub sensitive: bool,
+}
+
+const fn def(name: &'static str, ty: ConfigType, default: Option<&'static str>) -> ConfigDef {
+    ConfigDef {
+        name,
+        ty,
+        default,
+        min: None,
+        one_of: &[],
+        synonym: None,
+        sensitive: false,
+    }
+}
+const fn min(mut d: ConfigDef, m: i64) -> ConfigDef {
+    d.min = Some(m);
+    d
+}
+const fn one_of(mut d: ConfigDef, v: &'static [&'static str]) -> ConfigDef {
+    d.one_of = v;
+    d
+}
+const fn syn(mut d: ConfigDef, s: &'static str) -> ConfigDef {
+    d.synonym = Some(s);
+    d
+}
+
+use ConfigType::{Boolean, Double, Int, List, Long, Short, String as Str};
+
+const LONG_MAX: &str = "9223372036854775807";
+const CLEANUP: &[&str] = &["delete", "compact"];
+const TS_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+const COMPRESSION: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
+
+/// Broker configs weir reads or reports.
+pub static BROKER_CONFIGS: &[ConfigDef] = &[
+    min(def("node.id", Int, Some("1")), 0),
+    def("listeners", List, Some("PLAINTEXT://127.0.0.1:9092")),
+    def("advertised.listeners", List, None),
+    def("log.dirs", List, Some("./weir-data")),
+    one_of(
+        def("auto.create.topics.enable", Boolean, Some("true")),
+        &["true", "false"],
+    ),
+    one_of(
+        def("delete.topic.enable", Boolean, Some("true")),
+        &["true", "false"],
+    ),
+    min(def("num.partitions", Int, Some("1")), 1),
+    min(def("default.replication.factor", Int, Some("1")), 1),
+    min(def("min.insync.replicas", Int, Some("1")), 1),
+    min(def("socket.request.max.bytes", Int, Some("104857600")), 1),
+    min(def("max.connections", Int, Some("2147483647")), 1),
+    min(def("max.connections.per.ip", Int, Some("2147483647")), 1),
+    min(def("connections.max.idle.ms", Long, Some("600000")), 1),
+    min(def("num.recovery.threads.per.data.dir", Int, Some("2")), 1),
+    min(def("message.max.bytes", Int, Some("1048588")), 0),
+    min(def("log.segment.bytes", Int, Some("1073741824")), 14),
+    min(def("log.roll.ms", Long, None), 1),
+    min(def("log.roll.hours", Int, Some("168")), 1),
+    min(def("log.roll.jitter.ms", Long, None), 0),
+    min(def("log.roll.jitter.hours", Int, Some("0")), 0),
+    min(def("log.index.size.max.bytes", Int, Some("10485760")), 4),
+    min(def("log.index.interval.bytes", Int, Some("4096")), 0),
+    min(def("log.flush.interval.messages", Long, Some(LONG_MAX)), 1),
+    min(def("log.flush.interval.ms", Long, None), 0),
+    min(
+        def("log.flush.scheduler.interval.ms", Long, Some(LONG_MAX)),
+        1,
+    ),
+    def("log.retention.ms", Long, None),
+    def("log.retention.minutes", Int, None),
+    def("log.retention.hours", Int, Some("168")),
+    def("log.retention.bytes", Long, Some("-1")),
+    min(
+        def("log.retention.check.interval.ms", Long, Some("300000")),
+        1,
+    ),
+    one_of(def("log.cleanup.policy", List, Some("delete")), CLEANUP),
+    min(
+        def("log.cleaner.delete.retention.ms", Long, Some("86400000")),
+        0,
+    ),
+    min(def("log.cleaner.min.compaction.lag.ms", Long, Some("0")), 0),
+    min(
+        def("log.cleaner.max.compaction.lag.ms", Long, Some(LONG_MAX)),
+        1,
+    ),
+    def("log.cleaner.min.cleanable.ratio", Double, Some("0.5")),
+    min(def("log.segment.delete.delay.ms", Long, Some("60000")), 0),
+    one_of(
+        def("log.message.timestamp.type", Str, Some("CreateTime")),
+        TS_TYPES,
+    ),
+    min(
+        def("log.message.timestamp.before.max.ms", Long, Some(LONG_MAX)),
+        0,
+    ),
+    min(
+        def("log.message.timestamp.after.max.ms", Long, Some("3600000")),
+        0,
+    ),
+    one_of(
+        def("log.preallocate", Boolean, Some("false")),
+        &["true", "false"],
+    ),
+    one_of(def("compression.type", Str, Some("producer")), COMPRESSION),
+    one_of(
+        def("unclean.leader.election.enable", Boolean, Some("false")),
+        &["true", "false"],
+    ),
+    min(def("fetch.max.bytes", Int, Some("57671680")), 0),
+    min(def("offsets.topic.num.partitions", Int, Some("50")), 1),
+    min(def("offsets.retention.minutes", Int, Some("10080")), 1),
+    min(
+        def("transactional.id.expiration.ms", Int, Some("604800000")),
+        1,
+    ),
+    min(def("producer.id.expiration.ms", Int, Some("86400000")), 1),
+];
+
+/// Topic configs, with their broker synonyms.
+pub static TOPIC_CONFIGS: &[ConfigDef] = &[
+    syn(
+        one_of(def("cleanup.policy", List, Some("delete")), CLEANUP),
+        "log.cleanup.policy",
+    ),
+    syn(
+        one_of(def("compression.type", Str, Some("producer")), COMPRESSION),
+        "compression.type",
+    ),
+    syn(
+        min(def("delete.retention.ms", Long, Some("86400000")), 0),
+        "log.cleaner.delete.retention.ms",
+    ),
+    syn(
+        min(def("file.delete.delay.ms", Long, Some("60000")), 0),
+        "log.segment.delete.delay.ms",
+    ),
+    syn(
+        min(def("flush.messages", Long, Some(LONG_MAX)), 1),
+        "log.flush.interval.messages",
+    ),
+    syn(
+        min(def("flush.ms", Long, Some(LONG_MAX)), 0),
+        "log.flush.interval.ms",
+    ),
+    syn(
+        min(def("index.interval.bytes", Int, Some("4096")), 0),
+        "log.index.interval.bytes",
+    ),
+    syn(
+        min(def("max.compaction.lag.ms", Long, Some(LONG_MAX)), 1),
+        "log.cleaner.max.compaction.lag.ms",
+    ),
+    syn(
+        min(def("max.message.bytes", Int, Some("1048588")), 0),
+        "message.max.bytes",
+    ),
+    syn(
+        min(
+            def("message.timestamp.after.max.ms", Long, Some("3600000")),
+            0,
+        ),
+        "log.message.timestamp.after.max.ms",
+    ),
+    syn(
+        min(
+            def("message.timestamp.before.max.ms", Long, Some(LONG_MAX)),
+            0,
+        ),
+        "log.message.timestamp.before.max.ms",
+    ),
+    syn(
+        one_of(
+            def("message.timestamp.type", Str, Some("CreateTime")),
+            TS_TYPES,
+        ),
+        "log.message.timestamp.type",
+    ),
+    syn(
+        def("min.cleanable.dirty.ratio", Double, Some("0.5")),
+        "log.cleaner.min.cleanable.ratio",
+    ),
+    syn(
+        min(def("min.compaction.lag.ms", Long, Some("0")), 0),
+        "log.cleaner.min.compaction.lag.ms",
+    ),
+    syn(
+        min(def("min.insync.replicas", Int, Some("1")), 1),
+        "min.insync.replicas",
+    ),
+    syn(
+        one_of(
+            def("preallocate", Boolean, Some("false")),
+            &["true", "false"],
+        ),
+        "log.preallocate",
+    ),
+    syn(
+        min(def("retention.bytes", Long, Some("-1")), -1),
+        "log.retention.bytes",
+    ),
+    syn(
+        min(def("retention.ms", Long, Some("604800000")), -1),
+        "log.retention.ms",
+    ),
+    syn(
+        min(def("segment.bytes", Int, Some("1073741824")), 14),
+        "log.segment.bytes",
+    ),
+    syn(
+        min(def("segment.index.bytes", Int, Some("10485760")), 4),
+        "log.index.size.max.bytes",
+    ),
+    syn(
+        min(def("segment.jitter.ms", Long, Some("0")), 0),
+        "log.roll.jitter.ms",
+    ),
+    syn(
+        min(def("segment.ms", Long, Some("604800000")), 1),
+        "log.roll.ms",
+    ),
+    syn(
+        one_of(
+            def("unclean.leader.election.enable", Boolean, Some("false")),
+            &["true", "false"],
+        ),
+        "unclean.leader.election.enable",
+    ),
+];
+
+pub fn broker_def(name: &str) -> Option<&'static ConfigDef> {
+    BROKER_CONFIGS.iter().find(|d| d.name == name)
+}
+
+pub fn topic_def(name: &str) -> Option<&'static ConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+impl ConfigDef {
+    /// Checks that `value` is a valid value for this config.
+    pub fn validate(&self, value: &str) -> Result<(), ConfigValueError> {
+        let v = value.trim();
+        let err = |m: String| Err(ConfigValueError(m));
+        match self.ty {
+            Boolean => {
+                if !v.eq_ignore_ascii_case("true") && !v.eq_ignore_ascii_case("false") {
+                    return err("expected true or false".into());
+                }
+            }
+            Int | Short | Long => {
+                let n: i64 = match v.parse() {
+                    Ok(n) => n,
+                    Err(_) => return err("expected an integer".into()),
+                };
+                let (lo, hi) = match self.ty {
+                    Int => (i32::MIN as i64, i32::MAX as i64),
+                    Short => (i16::MIN as i64, i16::MAX as i64),
+                    _ => (i64::MIN, i64::MAX),
+                };
+                if n < lo || n > hi {
+                    return err(format!("out of range for {:?}", self.ty));
+                }
+                if let Some(m) = self.min
+                    && n < m
+                {
+                    return err(format!("must be at least {m}"));
+                }
+            }
+            Double => {
+                let d: f64 = match v.parse() {
+                    Ok(d) => d,
+                    Err(_) => return err("expected a number".into()),
+                };
+                if !(0.0..=1.0).contains(&d) && self.name.contains("ratio") {
+                    return err("must be between 0 and 1".into());
+                }
+            }
+            Str | List => {
+                if !self.one_of.is_empty() {
+                    let items: Vec<&str> = if self.ty == List {
+                        v.split(',').map(str::trim).collect()
+                    } else {
+                        vec![v]
+                    };
+                    for item in items {
+                        if !self.one_of.iter().any(|o| o.eq_ignore_ascii_case(item)) {
+                            return err(format!("must be one of {}", self.one_of.join(", ")));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_is_valid_and_every_synonym_exists() {
+        for d in BROKER_CONFIGS.iter().chain(TOPIC_CONFIGS) {
+            if let Some(v) = d.default {
+                d.validate(v)
+                    .unwrap_or_else(|e| panic!("{}: {e:?}", d.name));
+            }
+        }
+        for d in TOPIC_CONFIGS {
+            let s = d.synonym.unwrap();
+            assert!(broker_def(s).is_some(), "{s}");
+        }
+    }
+
+    #[test]
+    fn validation_table() {
+        let seg = topic_def("segment.bytes").unwrap();
+        assert!(seg.validate("1048576").is_ok());
+        assert!(seg.validate("13").is_err());
+        assert!(seg.validate("99999999999").is_err());
+        assert!(seg.validate("x").is_err());
+        let cp = topic_def("cleanup.policy").unwrap();
+        assert!(cp.validate("compact,delete").is_ok());
+        assert!(cp.validate("compact,shred").is_err());
+        let ts = topic_def("message.timestamp.type").unwrap();
+        assert!(ts.validate("LogAppendTime").is_ok());
+        assert!(ts.validate("Other").is_err());
+        assert!(
+            topic_def("min.cleanable.dirty.ratio")
+                .unwrap()
+                .validate("1.5")
+                .is_err()
+        );
+    }
+}

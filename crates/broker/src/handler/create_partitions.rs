@@ -1,0 +1,48 @@
+//! CreatePartitions.
+
+use weir_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use weir_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseBody};
+
+use super::{Reply, RequestContext};
+use crate::codes;
+
+pub async fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> Reply {
+    let b = &ctx.broker;
+    let _guard = b.admin.lock().await;
+    let results = req
+        .topics
+        .iter()
+        .map(|t| {
+            let (error_code, error_message) = if b.topic(&t.name).is_none() {
+                (
+                    codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    Some(format!("The topic '{}' does not exist.", t.name)),
+                )
+            } else if t.assignments.as_ref().is_some_and(|a| {
+                a.iter()
+                    .any(|x| x.broker_ids.iter().any(|id| *id != b.config.node_id))
+            }) {
+                (
+                    codes::INVALID_REPLICATION_FACTOR,
+                    Some("Assignments may only name this broker".into()),
+                )
+            } else {
+                match b.add_partitions(&t.name, t.count, req.validate_only) {
+                    Ok(()) => (codes::NONE, None),
+                    Err(msg) => (codes::INVALID_PARTITIONS, Some(msg)),
+                }
+            };
+            CreatePartitionsTopicResult {
+                name: t.name.clone(),
+                error_code,
+                error_message,
+                ..Default::default()
+            }
+        })
+        .collect();
+    Reply::Body(ResponseBody::CreatePartitions(CreatePartitionsResponse {
+        throttle_time_ms: 0,
+        results,
+        ..Default::default()
+    }))
+}

@@ -1,0 +1,118 @@
+//! CreateTopics.
+
+use std::collections::BTreeMap;
+
+use weir_protocol::codec::Uuid;
+use weir_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use weir_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseBody};
+
+use super::{Reply, RequestContext};
+use crate::broker::CreateTopicError;
+use crate::codes;
+use crate::topic_config;
+
+pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
+    let b = &ctx.broker;
+    let _guard = b.admin.lock().await;
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let mut result = CreatableTopicResult {
+            name: t.name.clone(),
+            error_code: codes::NONE,
+            error_message: None,
+            num_partitions: -1,
+            replication_factor: -1,
+            configs: None,
+            ..Default::default()
+        };
+        let mut configs = BTreeMap::new();
+        let mut bad_config = None;
+        for c in &t.configs {
+            match &c.value {
+                Some(v) => {
+                    configs.insert(c.name.clone(), v.clone());
+                }
+                None => {
+                    bad_config = Some(format!(
+                        "Null value not supported for topic config {}",
+                        c.name
+                    ))
+                }
+            }
+        }
+        let outcome = if let Some(msg) = bad_config {
+            Err(CreateTopicError::InvalidConfig(msg))
+        } else if !t.assignments.is_empty() {
+            let all_local = t
+                .assignments
+                .iter()
+                .all(|a| a.broker_ids.len() == 1 && a.broker_ids[0] == b.config.node_id);
+            if !all_local || t.num_partitions != -1 || t.replication_factor != -1 {
+                Err(CreateTopicError::InvalidReplicationFactor(
+                    "Replica assignments must name only this broker, with numPartitions and replicationFactor -1".into(),
+                ))
+            } else {
+                b.create_topic(
+                    &t.name,
+                    t.assignments.len() as i32,
+                    1,
+                    configs,
+                    req.validate_only,
+                )
+            }
+        } else {
+            b.create_topic(
+                &t.name,
+                t.num_partitions,
+                t.replication_factor,
+                configs,
+                req.validate_only,
+            )
+        };
+        match outcome {
+            Ok(meta) => {
+                result.topic_id = if req.validate_only {
+                    Uuid::ZERO
+                } else {
+                    Uuid(meta.id_bytes())
+                };
+                result.num_partitions = meta.partitions;
+                result.replication_factor = 1;
+                result.configs = Some(
+                    topic_config::resolve_all(&b.config, &meta.configs)
+                        .into_iter()
+                        .map(|r| CreatableTopicConfigs {
+                            name: r.def.name.to_string(),
+                            value: r.value,
+                            read_only: false,
+                            config_source: r.source as i8,
+                            is_sensitive: r.def.sensitive,
+                            ..Default::default()
+                        })
+                        .collect(),
+                );
+            }
+            Err(e) => {
+                result.error_code = match &e {
+                    CreateTopicError::Exists(_) => codes::TOPIC_ALREADY_EXISTS,
+                    CreateTopicError::InvalidName(_) => codes::INVALID_TOPIC_EXCEPTION,
+                    CreateTopicError::InvalidPartitions(_) => codes::INVALID_PARTITIONS,
+                    CreateTopicError::InvalidReplicationFactor(_) => {
+                        codes::INVALID_REPLICATION_FACTOR
+                    }
+                    CreateTopicError::InvalidConfig(_) => codes::INVALID_CONFIG,
+                    CreateTopicError::Internal(_) => codes::UNKNOWN_SERVER_ERROR,
+                };
+                result.error_message = Some(e.to_string());
+            }
+        }
+        results.push(result);
+    }
+    Reply::Body(ResponseBody::CreateTopics(CreateTopicsResponse {
+        throttle_time_ms: 0,
+        topics: results,
+        ..Default::default()
+    }))
+}

@@ -1,0 +1,67 @@
+//! DeleteTopics (by name, or by id in v6+).
+
+use weir_protocol::codec::Uuid;
+use weir_protocol::messages::delete_topics_response::DeletableTopicResult;
+use weir_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, ResponseBody};
+
+use super::{Reply, RequestContext};
+use crate::codes;
+
+pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> Reply {
+    let b = &ctx.broker;
+    let _guard = b.admin.lock().await;
+    // (name, id) pairs as requested
+    let wanted: Vec<(Option<String>, Uuid)> = if ctx.api_version >= 6 {
+        req.topics
+            .iter()
+            .map(|t| (t.name.clone(), t.topic_id))
+            .collect()
+    } else {
+        req.topic_names
+            .iter()
+            .map(|n| (Some(n.clone()), Uuid::ZERO))
+            .collect()
+    };
+    let mut responses = Vec::with_capacity(wanted.len());
+    for (name, id) in wanted {
+        let meta = match (&name, id) {
+            (Some(n), _) => b.topic(n),
+            (None, id) if id != Uuid::ZERO => b.topic_by_id(&id.0),
+            _ => None,
+        };
+        let mut r = DeletableTopicResult {
+            name: name.clone(),
+            topic_id: id,
+            error_code: codes::NONE,
+            error_message: None,
+            ..Default::default()
+        };
+        match meta {
+            None => {
+                r.error_code = if name.is_none() {
+                    codes::UNKNOWN_TOPIC_ID
+                } else {
+                    codes::UNKNOWN_TOPIC_OR_PARTITION
+                };
+                r.error_message = Some("This server does not host this topic.".into());
+            }
+            Some(t) => {
+                r.name = Some(t.name.clone());
+                r.topic_id = Uuid(t.id_bytes());
+                if let Err(e) = b.delete_topic(&t.name) {
+                    r.error_code = codes::UNKNOWN_SERVER_ERROR;
+                    r.error_message = Some(e.to_string());
+                }
+            }
+        }
+        if ctx.api_version < 6 {
+            r.topic_id = Uuid::ZERO;
+        }
+        responses.push(r);
+    }
+    Reply::Body(ResponseBody::DeleteTopics(DeleteTopicsResponse {
+        throttle_time_ms: 0,
+        responses,
+        ..Default::default()
+    }))
+}

@@ -1,0 +1,28 @@
+//! DescribeCluster.
+
+use weir_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use weir_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse, ResponseBody};
+
+use super::{Reply, RequestContext};
+use crate::codes;
+
+pub fn handle(ctx: &RequestContext, _req: DescribeClusterRequest) -> Reply {
+    let b = &ctx.broker;
+    let (host, port) = b.advertised();
+    Reply::Body(ResponseBody::DescribeCluster(DescribeClusterResponse {
+        error_code: codes::NONE,
+        error_message: None,
+        endpoint_type: 1,
+        cluster_id: b.meta.cluster_id.clone(),
+        controller_id: b.config.node_id,
+        brokers: vec![DescribeClusterBroker {
+            broker_id: b.config.node_id,
+            host,
+            port: port as i32,
+            rack: None,
+            ..Default::default()
+        }],
+        cluster_authorized_operations: i32::MIN,
+        ..Default::default()
+    }))
+}

@@ -1,0 +1,190 @@
+//! Fetch: reads below the high watermark, long-polls until `min_bytes` are
+//! available or `max_wait_ms` passes (woken by appends), and hands file
+//! regions to the connection, which sends them with sendfile.
+//!
+//! Fetch sessions (KIP-227) are not kept: every response carries session id
+//! 0, which tells clients to send full fetch requests.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use weir_protocol::codec::Uuid;
+use weir_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use weir_protocol::messages::{FetchRequest, FetchResponse, ResponseBody};
+use weir_storage::{FileRegion, StorageError};
+
+use super::{Reply, RequestContext};
+use crate::broker::Broker;
+use crate::codes;
+use crate::connection::Marker;
+
+/// `fetch.max.bytes`-style cap on one response, whatever the client asks.
+const BROKER_FETCH_MAX_BYTES: usize = 57_671_680;
+/// Cap on long-poll waits, whatever the client asks.
+const MAX_WAIT_CAP_MS: i64 = 30_000;
+
+struct Pass {
+    topics: Vec<FetchableTopicResponse>,
+    files: Vec<(Marker, Vec<FileRegion>)>,
+    bytes: usize,
+    errors: bool,
+}
+
+fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
+    let mut remaining = if version >= 3 {
+        (req.max_bytes.max(0) as usize).min(BROKER_FETCH_MAX_BYTES)
+    } else {
+        BROKER_FETCH_MAX_BYTES
+    };
+    let read_committed = req.isolation_level == 1;
+    let mut pass = Pass {
+        topics: Vec::with_capacity(req.topics.len()),
+        files: Vec::new(),
+        bytes: 0,
+        errors: false,
+    };
+    for ft in &req.topics {
+        let meta = if version >= 13 {
+            b.topic_by_id(&ft.topic_id.0)
+        } else {
+            b.topic(&ft.topic)
+        };
+        let mut parts = Vec::with_capacity(ft.partitions.len());
+        for fp in &ft.partitions {
+            let mut pd = PartitionData {
+                partition_index: fp.partition,
+                error_code: codes::NONE,
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                aborted_transactions: if read_committed { Some(vec![]) } else { None },
+                preferred_read_replica: -1,
+                records: Some(Bytes::new()),
+                ..Default::default()
+            };
+            let log = meta
+                .as_ref()
+                .filter(|t| fp.partition >= 0 && fp.partition < t.partitions)
+                .and_then(|t| b.log(&t.name, fp.partition));
+            let Some(log) = log else {
+                pd.error_code = if version >= 13 && meta.is_none() {
+                    codes::UNKNOWN_TOPIC_ID
+                } else {
+                    codes::UNKNOWN_TOPIC_OR_PARTITION
+                };
+                pass.errors = true;
+                parts.push(pd);
+                continue;
+            };
+            let hw = log.high_watermark();
+            pd.high_watermark = hw;
+            pd.last_stable_offset = hw;
+            pd.log_start_offset = log.log_start_offset();
+            let limit = (fp.partition_max_bytes.max(0) as usize).min(remaining);
+            let min_one = pass.bytes == 0;
+            if fp.fetch_offset == hw && fp.fetch_offset >= pd.log_start_offset {
+                parts.push(pd);
+                continue;
+            }
+            if fp.fetch_offset > hw && fp.fetch_offset <= log.log_end_offset() {
+                // between HW and LEO: nothing visible yet
+                parts.push(pd);
+                continue;
+            }
+            match log.read(fp.fetch_offset, limit, hw, min_one) {
+                Ok(r) => {
+                    pd.log_start_offset = r.log_start_offset;
+                    if r.total_bytes > 0 {
+                        remaining = remaining.saturating_sub(r.total_bytes);
+                        pass.bytes += r.total_bytes;
+                        if r.regions.iter().all(|rg| rg.raw_fd().is_some()) {
+                            let marker: Marker = rand::random();
+                            pd.records = Some(Bytes::copy_from_slice(&marker));
+                            pass.files.push((marker, r.regions));
+                        } else {
+                            let mut data = Vec::with_capacity(r.total_bytes);
+                            for rg in &r.regions {
+                                match rg.read_to_vec() {
+                                    Ok(v) => data.extend_from_slice(&v),
+                                    Err(e) => {
+                                        tracing::warn!("fetch read failed: {e}");
+                                        pd.error_code = codes::KAFKA_STORAGE_ERROR;
+                                        data.clear();
+                                        break;
+                                    }
+                                }
+                            }
+                            pd.records = Some(Bytes::from(data));
+                        }
+                    }
+                }
+                Err(e @ StorageError::OffsetOutOfRange { .. }) => {
+                    tracing::debug!("fetch: {e}");
+                    pd.error_code = codes::OFFSET_OUT_OF_RANGE;
+                    pass.errors = true;
+                }
+                Err(e) => {
+                    tracing::warn!("fetch failed: {e}");
+                    pd.error_code = codes::from_storage(&e);
+                    pass.errors = true;
+                }
+            }
+            parts.push(pd);
+        }
+        pass.topics.push(FetchableTopicResponse {
+            topic: ft.topic.clone(),
+            topic_id: if version >= 13 {
+                ft.topic_id
+            } else {
+                Uuid::ZERO
+            },
+            partitions: parts,
+            ..Default::default()
+        });
+    }
+    pass
+}
+
+pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
+    let b = &ctx.broker;
+    let version = ctx.api_version;
+    if req.session_id != 0 {
+        return Reply::Body(ResponseBody::Fetch(FetchResponse {
+            error_code: 70, // FETCH_SESSION_ID_NOT_FOUND
+            session_id: 0,
+            ..Default::default()
+        }));
+    }
+    let max_wait = (req.max_wait_ms as i64).clamp(0, MAX_WAIT_CAP_MS);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(max_wait as u64);
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let mut appends = b.subscribe_appends();
+    let pass = loop {
+        appends.borrow_and_update();
+        let pass = read_pass(b, &req, version);
+        if pass.bytes >= min_bytes || pass.errors || tokio::time::Instant::now() >= deadline {
+            break pass;
+        }
+        // release file handles while waiting
+        drop(pass);
+        match tokio::time::timeout_at(deadline, appends.changed()).await {
+            Ok(Ok(())) => continue,
+            _ => break read_pass(b, &req, version),
+        }
+    };
+    let body = ResponseBody::Fetch(FetchResponse {
+        throttle_time_ms: 0,
+        error_code: codes::NONE,
+        session_id: 0,
+        responses: pass.topics,
+        ..Default::default()
+    });
+    if pass.files.is_empty() {
+        Reply::Body(body)
+    } else {
+        Reply::WithFiles {
+            body,
+            files: pass.files,
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! InitProducerId: hands out producer ids for idempotent producers.
+//! Transactional ids need a transaction coordinator, which does not exist
+//! yet: those requests get COORDINATOR_NOT_AVAILABLE.
+
+use weir_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ResponseBody};
+
+use super::{Reply, RequestContext};
+use crate::codes;
+
+pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> Reply {
+    let b = &ctx.broker;
+    let resp = if req
+        .transactional_id
+        .as_deref()
+        .is_some_and(|t| !t.is_empty())
+    {
+        InitProducerIdResponse {
+            error_code: codes::COORDINATOR_NOT_AVAILABLE,
+            producer_id: -1,
+            producer_epoch: -1,
+            ..Default::default()
+        }
+    } else if req.producer_id >= 0 && req.producer_epoch >= 0 {
+        // KIP-360: an idempotent producer bumping its epoch keeps its id
+        if req.producer_epoch < i16::MAX - 1 {
+            InitProducerIdResponse {
+                error_code: codes::NONE,
+                producer_id: req.producer_id,
+                producer_epoch: req.producer_epoch + 1,
+                ..Default::default()
+            }
+        } else {
+            InitProducerIdResponse {
+                error_code: codes::NONE,
+                producer_id: b.allocate_producer_id(),
+                producer_epoch: 0,
+                ..Default::default()
+            }
+        }
+    } else {
+        InitProducerIdResponse {
+            error_code: codes::NONE,
+            producer_id: b.allocate_producer_id(),
+            producer_epoch: 0,
+            ..Default::default()
+        }
+    };
+    Reply::Body(ResponseBody::InitProducerId(resp))
+}

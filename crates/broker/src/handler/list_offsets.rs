@@ -1,0 +1,85 @@
+//! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), by time.
+
+use weir_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use weir_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseBody};
+
+use super::{Reply, RequestContext};
+use crate::broker::Broker;
+use crate::codes;
+
+pub const LATEST: i64 = -1;
+pub const EARLIEST: i64 = -2;
+pub const MAX_TIMESTAMP: i64 = -3;
+pub const EARLIEST_LOCAL: i64 = -4;
+pub const LATEST_TIERED: i64 = -5;
+
+/// (error code, timestamp, offset) for one partition.
+pub fn lookup(
+    b: &Broker,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+    read_committed: bool,
+) -> (i16, i64, i64) {
+    let Some(log) = b.log(topic, partition) else {
+        return (codes::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
+    };
+    // consumers see only below the HW (read_committed: the LSO, = HW here)
+    let _ = read_committed;
+    let hw = log.high_watermark();
+    match timestamp {
+        LATEST => (codes::NONE, -1, hw),
+        EARLIEST | EARLIEST_LOCAL => (codes::NONE, -1, log.log_start_offset()),
+        LATEST_TIERED => (codes::NONE, -1, -1),
+        MAX_TIMESTAMP => match log.max_timestamp_offset() {
+            Ok(Some((offset, ts))) if offset < hw => (codes::NONE, ts, offset),
+            Ok(_) => (codes::NONE, -1, -1),
+            Err(e) => (codes::from_storage(&e), -1, -1),
+        },
+        ts if ts < 0 => (codes::INVALID_REQUEST, -1, -1),
+        ts => match log.offset_for_timestamp(ts) {
+            Ok(Some((offset, found_ts))) if offset < hw => (codes::NONE, found_ts, offset),
+            Ok(_) => (codes::NONE, -1, -1),
+            Err(e) => (codes::from_storage(&e), -1, -1),
+        },
+    }
+}
+
+pub fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> Reply {
+    let b = &ctx.broker;
+    let read_committed = req.isolation_level == 1;
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let (error_code, timestamp, offset) =
+                        lookup(b, &t.name, p.partition_index, p.timestamp, read_committed);
+                    ListOffsetsPartitionResponse {
+                        partition_index: p.partition_index,
+                        error_code,
+                        timestamp,
+                        offset,
+                        leader_epoch: if error_code == codes::NONE { 0 } else { -1 },
+                        ..Default::default()
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse {
+                name: t.name,
+                partitions,
+                ..Default::default()
+            }
+        })
+        .collect();
+    Reply::Body(ResponseBody::ListOffsets(ListOffsetsResponse {
+        throttle_time_ms: 0,
+        topics,
+        ..Default::default()
+    }))
+}

@@ -1,0 +1,107 @@
+//! Request handlers, one file per API. Each takes the decoded request and
+//! returns the response body; the connection encodes it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use weir_protocol::messages::{ApiKey, RequestBody, ResponseBody};
+use weir_storage::FileRegion;
+
+use crate::broker::Broker;
+use crate::connection::Marker;
+
+pub mod api_versions;
+pub mod configs;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_log_dirs;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+/// What a handler gives back.
+pub enum Reply {
+    /// No response (Produce with acks=0).
+    None,
+    Body(ResponseBody),
+    /// A Fetch response whose `records` fields hold markers to be replaced
+    /// by file regions (sent with sendfile).
+    WithFiles {
+        body: ResponseBody,
+        files: Vec<(Marker, Vec<FileRegion>)>,
+    },
+    /// Close the connection (Kafka closes on requests it cannot parse).
+    Close(String),
+}
+
+/// Everything a handler may need about the request besides its body.
+pub struct RequestContext {
+    pub broker: Arc<Broker>,
+    pub api_key: ApiKey,
+    pub api_version: i16,
+    pub correlation_id: i32,
+    pub client_id: String,
+    pub peer: SocketAddr,
+    pub local: Option<SocketAddr>,
+}
+
+/// Supported versions: Kafka 4.0's minimums (KIP-896 removed older ones),
+/// up to the newest version in the message definitions.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 11),
+    (ApiKey::Fetch, 4, 17),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+pub fn supported_range(key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|(_, lo, hi)| {
+            // never claim more than the codec can encode
+            let (clo, chi) = key.valid_versions();
+            ((*lo).max(clo), (*hi).min(chi))
+        })
+}
+
+pub fn is_supported(key: ApiKey, version: i16) -> bool {
+    supported_range(key).is_some_and(|(lo, hi)| (lo..=hi).contains(&version))
+}
+
+pub async fn handle(ctx: &RequestContext, body: RequestBody) -> Reply {
+    match body {
+        RequestBody::ApiVersions(r) => api_versions::handle(ctx, r),
+        RequestBody::Metadata(r) => metadata::handle(ctx, r).await,
+        RequestBody::Produce(r) => produce::handle(ctx, r).await,
+        RequestBody::Fetch(r) => fetch::handle(ctx, r).await,
+        RequestBody::ListOffsets(r) => list_offsets::handle(ctx, r),
+        RequestBody::CreateTopics(r) => create_topics::handle(ctx, r).await,
+        RequestBody::DeleteTopics(r) => delete_topics::handle(ctx, r).await,
+        RequestBody::CreatePartitions(r) => create_partitions::handle(ctx, r).await,
+        RequestBody::DeleteRecords(r) => delete_records::handle(ctx, r),
+        RequestBody::InitProducerId(r) => init_producer_id::handle(ctx, r),
+        RequestBody::DescribeConfigs(r) => configs::describe(ctx, r),
+        RequestBody::AlterConfigs(r) => configs::alter(ctx, r).await,
+        RequestBody::IncrementalAlterConfigs(r) => configs::incremental_alter(ctx, r).await,
+        RequestBody::DescribeLogDirs(r) => describe_log_dirs::handle(ctx, r),
+        RequestBody::DescribeCluster(r) => describe_cluster::handle(ctx, r),
+        other => Reply::Close(format!("unsupported request {:?}", other.api_key())),
+    }
+}

@@ -1,0 +1,241 @@
+//! Produce: validation, idempotent sequence checks, append, acks.
+
+use bytes::Bytes;
+use weir_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use weir_protocol::messages::{ProduceRequest, ProduceResponse, ResponseBody};
+use weir_protocol::records::BatchHeader;
+
+use super::{Reply, RequestContext};
+use crate::broker::Broker;
+use crate::codes;
+use crate::producer_state::{BatchMeta, SeqCheck, last_seq};
+
+/// The outcome for one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionResult {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub base_offset: i64,
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+}
+
+impl PartitionResult {
+    fn error(code: i16, msg: impl Into<String>) -> Self {
+        PartitionResult {
+            error_code: code,
+            error_message: Some(msg.into()),
+            base_offset: -1,
+            log_append_time: -1,
+            log_start_offset: -1,
+        }
+    }
+}
+
+/// The idempotence fields of the only batch of an idempotent produce.
+struct IdempotentBatch {
+    producer_id: i64,
+    epoch: i16,
+    first_seq: i32,
+    last_seq: i32,
+}
+
+/// Reads batch headers: returns the idempotence info when the records are a
+/// single batch with a producer id, an error for malformed input.
+fn inspect(records: &[u8]) -> Result<Option<IdempotentBatch>, PartitionResult> {
+    let mut pos = 0;
+    let mut batches = 0;
+    let mut idem = None;
+    while pos < records.len() {
+        let h = BatchHeader::parse(&records[pos..]).map_err(|e| {
+            PartitionResult::error(codes::CORRUPT_MESSAGE, format!("invalid record batch: {e}"))
+        })?;
+        let size = h.total_size();
+        if records.len() - pos < size {
+            return Err(PartitionResult::error(
+                codes::CORRUPT_MESSAGE,
+                "record batch is truncated",
+            ));
+        }
+        batches += 1;
+        if h.producer_id >= 0 && h.base_sequence >= 0 {
+            idem = Some(IdempotentBatch {
+                producer_id: h.producer_id,
+                epoch: h.producer_epoch,
+                first_seq: h.base_sequence,
+                last_seq: last_seq(h.base_sequence, h.last_offset_delta.saturating_add(1)),
+            });
+        }
+        pos += size;
+    }
+    if batches == 0 {
+        return Err(PartitionResult::error(
+            codes::INVALID_RECORD,
+            "no record batch",
+        ));
+    }
+    if idem.is_some() && batches > 1 {
+        return Err(PartitionResult::error(
+            codes::INVALID_RECORD,
+            "an idempotent produce must contain exactly one record batch",
+        ));
+    }
+    Ok(idem)
+}
+
+/// Appends one partition's records. Pure of wire types so tests can call it.
+pub fn append_partition(
+    b: &Broker,
+    topic: &str,
+    partition: i32,
+    records: Option<&Bytes>,
+) -> PartitionResult {
+    let Some(log) = b.log(topic, partition) else {
+        return PartitionResult::error(
+            codes::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("unknown topic or partition {topic}-{partition}"),
+        );
+    };
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        return PartitionResult::error(codes::INVALID_RECORD, "no records");
+    };
+    let idem = match inspect(records) {
+        Ok(i) => i,
+        Err(e) => return e,
+    };
+    let mut buf = records.to_vec();
+    let now = b.now_ms();
+    let do_append = |buf: &mut Vec<u8>| match log.append(buf, now) {
+        Ok(info) => {
+            b.advance_high_watermark(&log);
+            Ok(info)
+        }
+        Err(e) => Err(PartitionResult::error(
+            codes::from_storage(&e),
+            e.to_string(),
+        )),
+    };
+    let result = match idem {
+        None => do_append(&mut buf).map(|i| (i.base_offset, i.log_append_time, i.log_start_offset)),
+        Some(ib) => b.with_producers(&log, |state| {
+            match state.check(ib.producer_id, ib.epoch, ib.first_seq, ib.last_seq) {
+                SeqCheck::Append => {
+                    let info = do_append(&mut buf)?;
+                    state.record(
+                        ib.producer_id,
+                        ib.epoch,
+                        BatchMeta {
+                            first_seq: ib.first_seq,
+                            last_seq: ib.last_seq,
+                            first_offset: info.base_offset,
+                            last_offset: info.last_offset,
+                        },
+                    );
+                    Ok((info.base_offset, info.log_append_time, info.log_start_offset))
+                }
+                SeqCheck::Duplicate(m) => Ok((m.first_offset, None, log.log_start_offset())),
+                SeqCheck::OutOfOrder { expected, got } => Err(PartitionResult::error(
+                    codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    format!(
+                        "out of order sequence number for producer {}: expected {expected}, got {got}",
+                        ib.producer_id
+                    ),
+                )),
+                SeqCheck::Fenced { current, got } => Err(PartitionResult::error(
+                    codes::INVALID_PRODUCER_EPOCH,
+                    format!("producer epoch {got} is older than the current epoch {current}"),
+                )),
+            }
+        }),
+    };
+    match result {
+        Ok((base_offset, append_time, log_start_offset)) => PartitionResult {
+            error_code: codes::NONE,
+            error_message: None,
+            base_offset,
+            log_append_time: append_time.unwrap_or(-1),
+            log_start_offset,
+        },
+        Err(e) => e,
+    }
+}
+
+pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
+    let b = &ctx.broker;
+    let acks = req.acks;
+    let global_error = if !matches!(acks, -1..=1) {
+        Some((
+            codes::INVALID_REQUIRED_ACKS,
+            "acks must be -1, 0 or 1".to_string(),
+        ))
+    } else if req.transactional_id.is_some() {
+        Some((
+            codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "transactions are not supported yet".to_string(),
+        ))
+    } else {
+        None
+    };
+    let min_isr_error = |topic: &str| -> Option<PartitionResult> {
+        if acks != -1 {
+            return None;
+        }
+        let t = b.topic(topic)?;
+        let r = crate::topic_config::resolve(
+            &b.config,
+            &t.configs,
+            crate::configdef::topic_def("min.insync.replicas")?,
+        );
+        let min_isr: i64 = r.value.as_deref().and_then(|v| v.parse().ok()).unwrap_or(1);
+        (min_isr > 1).then(|| {
+            PartitionResult::error(
+                codes::NOT_ENOUGH_REPLICAS,
+                format!("in-sync replicas (1) are fewer than min.insync.replicas ({min_isr})"),
+            )
+        })
+    };
+    let mut any_appended = false;
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    for topic in req.topic_data {
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for p in topic.partition_data {
+            let r = if let Some((code, msg)) = &global_error {
+                PartitionResult::error(*code, msg.clone())
+            } else if let Some(e) = min_isr_error(&topic.name) {
+                e
+            } else {
+                append_partition(b, &topic.name, p.index, p.records.as_ref())
+            };
+            if r.error_code == codes::NONE {
+                any_appended = true;
+            } else {
+                tracing::debug!(topic = %topic.name, partition = p.index, code = r.error_code, "produce failed: {:?}", r.error_message);
+            }
+            partitions.push(PartitionProduceResponse {
+                index: p.index,
+                error_code: r.error_code,
+                base_offset: r.base_offset,
+                log_append_time_ms: r.log_append_time,
+                log_start_offset: r.log_start_offset,
+                error_message: r.error_message,
+                ..Default::default()
+            });
+        }
+        responses.push(TopicProduceResponse {
+            name: topic.name,
+            partition_responses: partitions,
+            ..Default::default()
+        });
+    }
+    if any_appended {
+        b.notify_append();
+    }
+    if acks == 0 {
+        return Reply::None;
+    }
+    Reply::Body(ResponseBody::Produce(ProduceResponse {
+        responses,
+        throttle_time_ms: 0,
+        ..Default::default()
+    }))
+}

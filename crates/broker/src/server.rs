@@ -1,0 +1,237 @@
+//! The accept loop, connection limits and orderly shutdown.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::broker::{Broker, BrokerError, Clock, system_clock};
+use crate::config::BrokerConfig;
+use crate::connection::Connection;
+
+/// How often time-driven storage work (flush.ms, segment.ms) runs.
+const TICK_INTERVAL: Duration = Duration::from_millis(500);
+/// How often recovery points and log start offsets are checkpointed.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Counts open connections, in total and per client IP.
+#[derive(Debug, Default)]
+pub struct ConnectionLimits {
+    max_total: u32,
+    max_per_ip: u32,
+    state: Mutex<(u32, HashMap<IpAddr, u32>)>,
+}
+
+/// Releases a connection slot when dropped.
+pub struct ConnectionSlot {
+    limits: Arc<ConnectionLimits>,
+    ip: IpAddr,
+}
+
+impl ConnectionLimits {
+    pub fn new(max_total: u32, max_per_ip: u32) -> Arc<Self> {
+        Arc::new(ConnectionLimits {
+            max_total,
+            max_per_ip,
+            state: Mutex::new((0, HashMap::new())),
+        })
+    }
+
+    /// Takes a slot for a connection from `ip`, or None when a limit is hit.
+    pub fn acquire(self: &Arc<Self>, ip: IpAddr) -> Option<ConnectionSlot> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let per_ip = s.1.get(&ip).copied().unwrap_or(0);
+        if s.0 >= self.max_total || per_ip >= self.max_per_ip {
+            return None;
+        }
+        s.0 += 1;
+        s.1.insert(ip, per_ip + 1);
+        Some(ConnectionSlot {
+            limits: self.clone(),
+            ip,
+        })
+    }
+
+    pub fn open_connections(&self) -> u32 {
+        self.state.lock().map(|s| s.0).unwrap_or(0)
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut s = self.limits.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.0 = s.0.saturating_sub(1);
+        if let Some(n) = s.1.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                s.1.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A started broker.
+pub struct RunningBroker {
+    pub local_addr: SocketAddr,
+    pub broker: Arc<Broker>,
+    shutdown_tx: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    done_rx: mpsc::Receiver<()>,
+    ticker: JoinHandle<()>,
+}
+
+/// Opens the data dir, binds the listener and starts serving.
+pub async fn start(config: BrokerConfig) -> Result<RunningBroker, BrokerError> {
+    start_with_clock(config, system_clock()).await
+}
+
+pub async fn start_with_clock(
+    config: BrokerConfig,
+    clock: Clock,
+) -> Result<RunningBroker, BrokerError> {
+    let bind = config.listener.bind_addr().map_err(BrokerError::Config)?;
+    let cfg = config.clone();
+    let broker = tokio::task::spawn_blocking(move || Broker::open(cfg, clock))
+        .await
+        .map_err(|e| BrokerError::Config(format!("startup task failed: {e}")))??;
+    let broker = Arc::new(broker);
+    let listener = TcpListener::bind(bind)
+        .await
+        .map_err(|source| BrokerError::Bind {
+            addr: bind.to_string(),
+            source,
+        })?;
+    let local_addr = listener.local_addr()?;
+    broker.set_bound_addr(local_addr);
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    // every connection task holds a clone of `done_tx`; recv() returns None
+    // once all of them have finished
+    let (done_tx, done_rx) = mpsc::channel::<()>(1);
+    let limits = ConnectionLimits::new(config.max_connections, config.max_connections_per_ip);
+    let task = tokio::spawn(accept_loop(
+        listener,
+        broker.clone(),
+        limits,
+        shutdown_rx.clone(),
+        done_tx,
+    ));
+    let ticker = tokio::spawn(tick_loop(broker.clone(), shutdown_rx));
+    tracing::info!(%local_addr, "broker listening");
+    Ok(RunningBroker {
+        local_addr,
+        broker,
+        shutdown_tx,
+        task,
+        done_rx,
+        ticker,
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    limits: Arc<ConnectionLimits>,
+    mut shutdown: watch::Receiver<bool>,
+    done_tx: mpsc::Sender<()>,
+) {
+    let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
+    let max_request = broker.config.socket_request_max_bytes;
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.changed() => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // e.g. EMFILE: back off instead of spinning
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some(slot) = limits.acquire(peer.ip()) else {
+            tracing::warn!(%peer, "connection refused: max.connections or max.connections.per.ip reached");
+            drop(stream);
+            continue;
+        };
+        let conn = Connection::new(stream, peer, max_request, idle);
+        let broker = broker.clone();
+        let shutdown = shutdown.clone();
+        let done = done_tx.clone();
+        tokio::spawn(async move {
+            conn.run(broker, shutdown).await;
+            drop(slot);
+            drop(done);
+        });
+    }
+}
+
+async fn tick_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(TICK_INTERVAL);
+    let mut last_checkpoint = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        let b = broker.clone();
+        let checkpoint = last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL;
+        if checkpoint {
+            last_checkpoint = tokio::time::Instant::now();
+        }
+        let r = tokio::task::spawn_blocking(move || {
+            b.tick()?;
+            if checkpoint {
+                b.logs.checkpoint()?;
+            }
+            Ok::<_, weir_storage::StorageError>(())
+        })
+        .await;
+        if let Ok(Err(e)) = r {
+            tracing::warn!("periodic storage work failed: {e}");
+        }
+    }
+}
+
+impl RunningBroker {
+    /// Stops accepting, closes connections after their current request,
+    /// then flushes, checkpoints and writes the clean-shutdown marker.
+    pub async fn shutdown(mut self) -> Result<(), BrokerError> {
+        let _ = self.shutdown_tx.send(true);
+        let _ = self.task.await;
+        let _ = self.ticker.await;
+        // wait for connection tasks (each finishes its in-flight request)
+        while self.done_rx.recv().await.is_some() {}
+        let b = self.broker.clone();
+        tokio::task::spawn_blocking(move || b.shutdown())
+            .await
+            .map_err(|e| BrokerError::Config(format!("shutdown task failed: {e}")))??;
+        tracing::info!("broker stopped cleanly");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_count_total_and_per_ip_and_release_on_drop() {
+        let l = ConnectionLimits::new(3, 2);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let s1 = l.acquire(a).unwrap();
+        let _s2 = l.acquire(a).unwrap();
+        assert!(l.acquire(a).is_none(), "per-ip limit");
+        let _s3 = l.acquire(b).unwrap();
+        assert!(l.acquire(b).is_none(), "total limit");
+        drop(s1);
+        assert!(l.acquire(a).is_some());
+        assert_eq!(l.open_connections(), 2);
+    }
+}

@@ -1,0 +1,377 @@
+//! Topic metadata store: names, ids, partition counts and per-topic config
+//! overrides, persisted crash-safely in the first data dir.
+//!
+//! Files (in the first `log.dirs` entry):
+//! - `meta.properties`: Kafka-style `version`, `cluster.id`, `node.id`,
+//!   `directory.id`; written once, checked on every start.
+//! - `weir-topics.json`: every topic; rewritten as a whole through
+//!   `weir-topics.json.tmp` + fsync + rename + directory fsync, so a crash
+//!   leaves either the old or the new file, never a torn one.
+//!
+//! Invariant: names are unique, ids are unique and never zero, partition
+//! counts are ≥ 1 and only grow.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub const TOPICS_FILE: &str = "weir-topics.json";
+pub const META_FILE: &str = "meta.properties";
+
+#[derive(Debug, thiserror::Error)]
+pub enum TopicStoreError {
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("corrupt topics file {path}: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("{path}: node.id {found} does not match the configured node.id {configured}")]
+    NodeIdMismatch {
+        path: PathBuf,
+        found: i32,
+        configured: i32,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TopicStoreError + '_ {
+    move |source| TopicStoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One topic. `id` is never zero.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMeta {
+    pub name: String,
+    /// Topic id in Kafka's base64url form (as in `partition.metadata`).
+    pub id: String,
+    pub partitions: i32,
+    /// Topic-level config overrides (Kafka names).
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
+}
+
+impl TopicMeta {
+    pub fn id_bytes(&self) -> [u8; 16] {
+        uuid_from_base64(&self.id).unwrap_or([0; 16])
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct TopicsFile {
+    version: u32,
+    topics: Vec<TopicMeta>,
+}
+
+/// The persisted topic table.
+#[derive(Debug)]
+pub struct TopicStore {
+    dir: PathBuf,
+    topics: BTreeMap<String, TopicMeta>,
+}
+
+impl TopicStore {
+    /// Loads `weir-topics.json` from `dir` (an empty store if absent). A
+    /// leftover `.tmp` from a crash mid-write is discarded: the rename did
+    /// not happen, so the old file is the committed state.
+    pub fn open(dir: &Path) -> Result<TopicStore, TopicStoreError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let path = dir.join(TOPICS_FILE);
+        let tmp = dir.join(format!("{TOPICS_FILE}.tmp"));
+        if tmp.exists() {
+            std::fs::remove_file(&tmp).map_err(io_err(&tmp))?;
+        }
+        let mut topics = BTreeMap::new();
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let file: TopicsFile =
+                    serde_json::from_slice(&bytes).map_err(|e| TopicStoreError::Corrupt {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })?;
+                for t in file.topics {
+                    if t.partitions < 1 || uuid_from_base64(&t.id).is_none() {
+                        return Err(TopicStoreError::Corrupt {
+                            path: path.clone(),
+                            reason: format!("bad entry for topic {}", t.name),
+                        });
+                    }
+                    topics.insert(t.name.clone(), t);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&path)(e)),
+        }
+        Ok(TopicStore {
+            dir: dir.to_path_buf(),
+            topics,
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&TopicMeta> {
+        self.topics.get(name)
+    }
+
+    pub fn by_id(&self, id: &[u8; 16]) -> Option<&TopicMeta> {
+        self.topics.values().find(|t| &t.id_bytes() == id)
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &TopicMeta> {
+        self.topics.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.topics.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.topics.is_empty()
+    }
+
+    /// Inserts or replaces a topic and persists the table.
+    pub fn put(&mut self, topic: TopicMeta) -> Result<(), TopicStoreError> {
+        let old = self.topics.insert(topic.name.clone(), topic.clone());
+        if let Err(e) = self.persist() {
+            match old {
+                Some(o) => self.topics.insert(o.name.clone(), o),
+                None => self.topics.remove(&topic.name),
+            };
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Removes a topic and persists the table.
+    pub fn remove(&mut self, name: &str) -> Result<Option<TopicMeta>, TopicStoreError> {
+        let Some(old) = self.topics.remove(name) else {
+            return Ok(None);
+        };
+        if let Err(e) = self.persist() {
+            self.topics.insert(old.name.clone(), old);
+            return Err(e);
+        }
+        Ok(Some(old))
+    }
+
+    fn persist(&self) -> Result<(), TopicStoreError> {
+        let file = TopicsFile {
+            version: 1,
+            topics: self.topics.values().cloned().collect(),
+        };
+        let bytes = serde_json::to_vec_pretty(&file).map_err(|e| TopicStoreError::Corrupt {
+            path: self.dir.join(TOPICS_FILE),
+            reason: e.to_string(),
+        })?;
+        write_atomically(&self.dir, TOPICS_FILE, &bytes)
+    }
+}
+
+/// Writes `dir/name` via `name.tmp`, fsync, rename, directory fsync.
+pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), TopicStoreError> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let dst = dir.join(name);
+    {
+        let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(bytes).map_err(io_err(&tmp))?;
+        f.sync_all().map_err(io_err(&tmp))?;
+    }
+    std::fs::rename(&tmp, &dst).map_err(io_err(&dst))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir))?;
+    Ok(())
+}
+
+/// Contents of `meta.properties`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaProperties {
+    pub cluster_id: String,
+    pub node_id: i32,
+    pub directory_id: String,
+}
+
+/// Reads `meta.properties` from `dir`, or creates it with a fresh cluster
+/// id. A node id different from the configured one is an error (as in Kafka).
+pub fn load_or_create_meta(dir: &Path, node_id: i32) -> Result<MetaProperties, TopicStoreError> {
+    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let path = dir.join(META_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let mut kv = BTreeMap::new();
+            for line in text.lines() {
+                let line = line.trim();
+                if line.starts_with('#') || line.is_empty() {
+                    continue;
+                }
+                if let Some((k, v)) = line.split_once('=') {
+                    kv.insert(k.trim().to_string(), v.trim().to_string());
+                }
+            }
+            let corrupt = |reason: &str| TopicStoreError::Corrupt {
+                path: path.clone(),
+                reason: reason.to_string(),
+            };
+            let cluster_id = kv
+                .get("cluster.id")
+                .cloned()
+                .ok_or_else(|| corrupt("missing cluster.id"))?;
+            let found: i32 = kv
+                .get("node.id")
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| corrupt("missing or invalid node.id"))?;
+            if found != node_id {
+                return Err(TopicStoreError::NodeIdMismatch {
+                    path,
+                    found,
+                    configured: node_id,
+                });
+            }
+            let directory_id = kv
+                .get("directory.id")
+                .cloned()
+                .unwrap_or_else(|| uuid_to_base64(&random_uuid()));
+            Ok(MetaProperties {
+                cluster_id,
+                node_id,
+                directory_id,
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let meta = MetaProperties {
+                cluster_id: uuid_to_base64(&random_uuid()),
+                node_id,
+                directory_id: uuid_to_base64(&random_uuid()),
+            };
+            let text = format!(
+                "#\n#weir\ncluster.id={}\ndirectory.id={}\nnode.id={}\nversion=1\n",
+                meta.cluster_id, meta.directory_id, meta.node_id
+            );
+            write_atomically(dir, META_FILE, text.as_bytes())?;
+            Ok(meta)
+        }
+        Err(e) => Err(io_err(&path)(e)),
+    }
+}
+
+/// A random version-4 UUID that is never zero.
+pub fn random_uuid() -> [u8; 16] {
+    loop {
+        let mut b: [u8; 16] = rand::random();
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        // Kafka avoids ids whose base64 starts with '-' (command-line parsing).
+        if b != [0; 16] && uuid_to_base64(&b).as_bytes()[0] != b'-' {
+            return b;
+        }
+    }
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// Kafka's textual form of a UUID: base64url without padding (22 chars).
+pub fn uuid_to_base64(b: &[u8; 16]) -> String {
+    let mut out = String::with_capacity(22);
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for &byte in b {
+        acc = (acc << 8) | byte as u32;
+        bits += 8;
+        while bits >= 6 {
+            bits -= 6;
+            out.push(B64[((acc >> bits) & 63) as usize] as char);
+        }
+    }
+    if bits > 0 {
+        out.push(B64[((acc << (6 - bits)) & 63) as usize] as char);
+    }
+    out
+}
+
+pub fn uuid_from_base64(s: &str) -> Option<[u8; 16]> {
+    if s.len() != 22 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    let mut n = 0;
+    for c in s.bytes() {
+        let v = B64.iter().position(|&x| x == c)? as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            if n < 16 {
+                out[n] = (acc >> bits) as u8;
+            }
+            n += 1;
+        }
+        acc &= (1 << bits) - 1;
+    }
+    (n == 16 && acc == 0).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trip_and_known_value() {
+        // Kafka prints Uuid(0x0123456789abcdef, 0xfedcba9876543210) like this.
+        let b = [
+            0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54,
+            0x32, 0x10,
+        ];
+        assert_eq!(uuid_to_base64(&b), "ASNFZ4mrze_-3LqYdlQyEA");
+        assert_eq!(uuid_from_base64("ASNFZ4mrze_-3LqYdlQyEA"), Some(b));
+        for _ in 0..100 {
+            let u = random_uuid();
+            assert_eq!(uuid_from_base64(&uuid_to_base64(&u)), Some(u));
+        }
+        assert_eq!(uuid_from_base64("short"), None);
+        assert_eq!(uuid_from_base64("ASNFZ4mrze_-3LqYdlQyE!"), None);
+    }
+
+    #[test]
+    fn store_persists_and_survives_a_leftover_tmp() {
+        let d = tempfile::tempdir().unwrap();
+        let mut s = TopicStore::open(d.path()).unwrap();
+        let t = TopicMeta {
+            name: "a".into(),
+            id: uuid_to_base64(&random_uuid()),
+            partitions: 3,
+            configs: [("retention.ms".to_string(), "1000".to_string())].into(),
+        };
+        s.put(t.clone()).unwrap();
+        s.put(TopicMeta {
+            name: "b".into(),
+            id: uuid_to_base64(&random_uuid()),
+            partitions: 1,
+            configs: BTreeMap::new(),
+        })
+        .unwrap();
+        s.remove("b").unwrap();
+        std::fs::write(d.path().join("weir-topics.json.tmp"), b"{garbage").unwrap();
+        let s2 = TopicStore::open(d.path()).unwrap();
+        assert_eq!(s2.get("a"), Some(&t));
+        assert!(s2.get("b").is_none());
+        assert_eq!(s2.by_id(&t.id_bytes()).map(|t| t.name.as_str()), Some("a"));
+    }
+
+    #[test]
+    fn meta_properties_are_stable_and_node_id_checked() {
+        let d = tempfile::tempdir().unwrap();
+        let m1 = load_or_create_meta(d.path(), 1).unwrap();
+        let m2 = load_or_create_meta(d.path(), 1).unwrap();
+        assert_eq!(m1, m2);
+        assert!(matches!(
+            load_or_create_meta(d.path(), 2),
+            Err(TopicStoreError::NodeIdMismatch { .. })
+        ));
+    }
+}
