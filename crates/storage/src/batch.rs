@@ -4,11 +4,10 @@
 use crate::backend::StorageFile;
 use crate::config::{LogConfig, TimestampType};
 use crate::error::StorageError;
-use weir_protocol::records::BatchHeader;
 use weir_protocol::records::header::{
     self, ATTRIBUTES_OFFSET, BATCH_HEADER_LEN, MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK,
 };
-use weir_protocol::varint;
+use weir_protocol::records::{BatchHeader, DecompressLimits, RecordBatch};
 
 /// One batch of an accepted append, after offset assignment.
 #[derive(Debug, Clone, Copy)]
@@ -235,37 +234,22 @@ pub(crate) fn read_header(
     Ok(Some(h))
 }
 
-/// Offsets and timestamps of the records of an uncompressed batch, or `None`
-/// when the batch is compressed or its records cannot be parsed.
+/// (offset, timestamp) of every record of a batch (decompressing when
+/// needed), or `None` when the records cannot be decoded.
 pub fn record_timestamps(batch: &[u8]) -> Option<Vec<(i64, i64)>> {
-    let h = BatchHeader::parse(batch).ok()?;
-    if h.compression() != 0 || batch.len() < h.total_size() {
-        return None;
-    }
-    if h.is_log_append_time() {
-        return Some(
-            (0..=h.last_offset_delta as i64)
-                .map(|d| (h.base_offset + d, h.max_timestamp))
-                .collect(),
-        );
-    }
-    let mut rest = &batch[BATCH_HEADER_LEN..h.total_size()];
-    let mut out = Vec::new();
-    for _ in 0..h.records_count {
-        let (len, n) = varint::read_varint(rest).ok()?;
-        rest = &rest[n..];
-        let len = usize::try_from(len).ok()?;
-        if len > rest.len() || len < 1 {
-            return None;
-        }
-        let body = &rest[1..len]; // skip the attributes byte
-        let (ts_delta, n) = varint::read_varlong(body).ok()?;
-        let (off_delta, _) = varint::read_varint(&body[n..]).ok()?;
-        out.push((
-            h.base_offset + off_delta as i64,
-            h.base_timestamp.wrapping_add(ts_delta),
-        ));
-        rest = &rest[len..];
-    }
-    Some(out)
+    let rb = RecordBatch::from_bytes(bytes::Bytes::copy_from_slice(batch)).ok()?;
+    let h = *rb.header();
+    let recs = rb.collect_records(&DecompressLimits::default()).ok()?;
+    Some(
+        recs.iter()
+            .map(|r| {
+                let ts = if h.is_log_append_time() {
+                    h.max_timestamp
+                } else {
+                    r.timestamp(h.base_timestamp)
+                };
+                (r.offset(h.base_offset), ts)
+            })
+            .collect(),
+    )
 }

@@ -428,7 +428,7 @@ impl Segment {
                             return Ok(Some((o, t)));
                         }
                     }
-                    // Compressed: answer at batch granularity.
+                    // Undecodable records: answer at batch granularity.
                     None => return Ok(Some((h.base_offset.max(start_offset), h.max_timestamp))),
                 }
             }
