@@ -439,3 +439,34 @@ fn builder_rejects_bad_offsets() {
     let b = b.last_offset_delta(1);
     assert!(b.build().is_err());
 }
+
+#[test]
+fn leader_rewrites() {
+    let batch = sample_batch(Compression::Snappy, 0, 2);
+    let mut b = batch.as_bytes().to_vec();
+    header::set_base_offset(&mut b, 5000);
+    header::set_partition_leader_epoch(&mut b, 3);
+    header::set_log_append_time(&mut b, 1_800_000_000_000);
+    let rewritten = RecordBatch::from_bytes(Bytes::from(b)).unwrap();
+    rewritten.validate_crc().unwrap();
+    let h = rewritten.header();
+    assert_eq!(h.base_offset, 5000);
+    assert_eq!(h.partition_leader_epoch, 3);
+    assert!(h.is_log_append_time());
+    assert_eq!(h.max_timestamp, 1_800_000_000_000);
+    assert_eq!(h.compression(), Compression::Snappy.id());
+    let records = rewritten
+        .collect_records(&DecompressLimits::default())
+        .unwrap();
+    assert_eq!(records[1].offset(h.base_offset), 5001);
+    // A buffer with more than one batch is not "a batch".
+    let mut two = batch.as_bytes().to_vec();
+    two.extend_from_slice(batch.as_bytes());
+    assert_eq!(
+        RecordBatch::from_bytes(Bytes::from(two)),
+        Err(RecordsError::NotOneBatch {
+            batch_size: batch.size(),
+            buffer_len: 2 * batch.size()
+        })
+    );
+}

@@ -86,9 +86,9 @@ impl RecordBatch {
         let header = next_batch(&bytes, 0)?;
         let total = header.total_size();
         if bytes.len() != total {
-            return Err(RecordsError::TrailingBytes {
-                declared: header.records_count,
-                remaining: bytes.len() - total,
+            return Err(RecordsError::NotOneBatch {
+                batch_size: total,
+                buffer_len: bytes.len(),
             });
         }
         Ok(RecordBatch { header, bytes })

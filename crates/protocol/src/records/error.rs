@@ -47,6 +47,12 @@ pub enum RecordsError {
     /// Compression failed while building a batch.
     #[error("{codec:?} compression failed: {message}")]
     Compress { codec: Compression, message: String },
+    /// A buffer meant to hold exactly one batch holds more or less.
+    #[error("buffer of {buffer_len} bytes holds a batch of {batch_size} bytes")]
+    NotOneBatch {
+        batch_size: usize,
+        buffer_len: usize,
+    },
     /// The header's record count is negative.
     #[error("invalid record count {count}")]
     InvalidRecordCount { count: i32 },

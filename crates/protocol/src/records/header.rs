@@ -190,6 +190,17 @@ pub fn write_crc(batch: &mut [u8]) {
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// Marks a whole batch as LogAppendTime with `append_time_ms` as its max
+/// timestamp, as the leader does when `message.timestamp.type` is
+/// LogAppendTime, and rewrites the CRC. `batch` must hold exactly one batch.
+pub fn set_log_append_time(batch: &mut [u8], append_time_ms: i64) {
+    let attributes = be_i16(batch, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK;
+    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+        .copy_from_slice(&append_time_ms.to_be_bytes());
+    write_crc(batch);
+}
+
 /// Overwrites the base offset of a batch in place (not CRC-covered).
 pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
     batch[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].copy_from_slice(&base_offset.to_be_bytes());
