@@ -14,6 +14,7 @@
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -26,6 +27,10 @@ use weir_storage::FileRegion;
 
 use crate::broker::Broker;
 use crate::handler::{self, Reply, RequestContext};
+
+/// Bytes sent with sendfile(2) since start (all connections); a cheap
+/// observable that the zero-copy path is in use.
+pub static SENDFILE_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// Grow the frame buffer by at most this much ahead of received bytes.
 const READ_CHUNK: usize = 64 * 1024;
@@ -329,7 +334,10 @@ async fn send_file(
             sendfile_once(sock, fd, &mut offset, remaining)
         }) {
             Ok(0) => return Err(ConnectionError::ShortFile { missing: remaining }),
-            Ok(n) => remaining -= n.min(remaining),
+            Ok(n) => {
+                remaining -= n.min(remaining);
+                SENDFILE_BYTES.fetch_add(n as u64, Ordering::Relaxed);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e.into()),

@@ -473,6 +473,7 @@ async fn produce_fetch_round_trip_in_every_fetch_encoding() {
         (NONE, 5)
     );
     let id = metadata(&mut c, Some(vec!["rt"]), false).await.topics[0].topic_id;
+    let sent_before = weir_broker::connection::SENDFILE_BYTES.load(std::sync::atomic::Ordering::Relaxed);
     for version in [4, 11, 12, 13, 16, 17] {
         let (err, hw, got) = fetch(&mut c, version, "rt", id, 0, 0).await;
         assert_eq!((err, hw), (NONE, 10), "v{version}");
@@ -484,6 +485,9 @@ async fn produce_fetch_round_trip_in_every_fetch_encoding() {
             .collect();
         assert_eq!(got, expect, "v{version}");
     }
+    // record data went through sendfile (6 fetches of both batches at least)
+    let sent = weir_broker::connection::SENDFILE_BYTES.load(std::sync::atomic::Ordering::Relaxed) - sent_before;
+    assert!(sent >= 6 * (batch(&refs[..5], 1000).len() + batch(&refs[5..], 2000).len()) as u64);
     // a fetch in the middle of a batch gets the whole batch
     let (_, _, got) = fetch(&mut c, 12, "rt", id, 7, 0).await;
     assert_eq!(got.first().map(|x| x.0), Some(5));
@@ -1032,5 +1036,15 @@ async fn connection_limits_close_excess_connections() {
     }
     assert!(ok);
     drop(c2);
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[("connections.max.idle.ms", "100")]).await;
+    let mut idle = Client::connect(b.local_addr).await;
+    assert!(idle.is_closed().await);
+    api_versions_ok(b.local_addr).await;
     b.shutdown().await.unwrap();
 }
