@@ -473,7 +473,8 @@ async fn produce_fetch_round_trip_in_every_fetch_encoding() {
         (NONE, 5)
     );
     let id = metadata(&mut c, Some(vec!["rt"]), false).await.topics[0].topic_id;
-    let sent_before = weir_broker::connection::SENDFILE_BYTES.load(std::sync::atomic::Ordering::Relaxed);
+    let sent_before =
+        weir_broker::connection::SENDFILE_BYTES.load(std::sync::atomic::Ordering::Relaxed);
     for version in [4, 11, 12, 13, 16, 17] {
         let (err, hw, got) = fetch(&mut c, version, "rt", id, 0, 0).await;
         assert_eq!((err, hw), (NONE, 10), "v{version}");
@@ -486,7 +487,8 @@ async fn produce_fetch_round_trip_in_every_fetch_encoding() {
         assert_eq!(got, expect, "v{version}");
     }
     // record data went through sendfile (6 fetches of both batches at least)
-    let sent = weir_broker::connection::SENDFILE_BYTES.load(std::sync::atomic::Ordering::Relaxed) - sent_before;
+    let sent = weir_broker::connection::SENDFILE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+        - sent_before;
     assert!(sent >= 6 * (batch(&refs[..5], 1000).len() + batch(&refs[5..], 2000).len()) as u64);
     // a fetch in the middle of a batch gets the whole batch
     let (_, _, got) = fetch(&mut c, 12, "rt", id, 7, 0).await;
@@ -1046,5 +1048,205 @@ async fn idle_connections_are_closed() {
     let mut idle = Client::connect(b.local_addr).await;
     assert!(idle.is_closed().await);
     api_versions_ok(b.local_addr).await;
+    b.shutdown().await.unwrap();
+}
+
+/// A plausible request of `key` at `version` against topic `t`.
+fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> RequestBody {
+    match key {
+        ApiKey::Produce => RequestBody::Produce(ProduceRequest {
+            acks: 1,
+            timeout_ms: 1000,
+            topic_data: vec![produce_request::TopicProduceData {
+                name: t.into(),
+                partition_data: vec![produce_request::PartitionProduceData {
+                    index: 0,
+                    records: Some(batch(&["x"], 1)),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::Fetch => RequestBody::Fetch(FetchRequest {
+            max_wait_ms: 0,
+            min_bytes: 0,
+            max_bytes: 1 << 20,
+            topics: vec![fetch_request::FetchTopic {
+                topic: if version <= 12 {
+                    t.into()
+                } else {
+                    String::new()
+                },
+                topic_id: if version >= 13 { id } else { Uuid::ZERO },
+                partitions: vec![fetch_request::FetchPartition {
+                    partition: 0,
+                    fetch_offset: 0,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::ListOffsets => RequestBody::ListOffsets(ListOffsetsRequest {
+            replica_id: -1,
+            topics: vec![list_offsets_request::ListOffsetsTopic {
+                name: t.into(),
+                partitions: vec![list_offsets_request::ListOffsetsPartition {
+                    partition_index: 0,
+                    timestamp: -1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::Metadata => RequestBody::Metadata(MetadataRequest {
+            topics: Some(vec![metadata_request::MetadataRequestTopic {
+                name: Some(t.into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ApiKey::ApiVersions => RequestBody::ApiVersions(ApiVersionsRequest::default()),
+        ApiKey::CreateTopics => RequestBody::CreateTopics(CreateTopicsRequest {
+            topics: vec![create_topics_request::CreatableTopic {
+                name: format!("ct-{version}-{n}"),
+                num_partitions: 1,
+                replication_factor: 1,
+                ..Default::default()
+            }],
+            timeout_ms: 1000,
+            ..Default::default()
+        }),
+        ApiKey::DeleteTopics => {
+            let name = format!("ct-{}-{n}", 7);
+            if version >= 6 {
+                RequestBody::DeleteTopics(DeleteTopicsRequest {
+                    topics: vec![delete_topics_request::DeleteTopicState {
+                        name: Some(name),
+                        ..Default::default()
+                    }],
+                    timeout_ms: 1000,
+                    ..Default::default()
+                })
+            } else {
+                RequestBody::DeleteTopics(DeleteTopicsRequest {
+                    topic_names: vec![name],
+                    timeout_ms: 1000,
+                    ..Default::default()
+                })
+            }
+        }
+        ApiKey::DeleteRecords => RequestBody::DeleteRecords(DeleteRecordsRequest {
+            topics: vec![delete_records_request::DeleteRecordsTopic {
+                name: t.into(),
+                partitions: vec![delete_records_request::DeleteRecordsPartition {
+                    partition_index: 0,
+                    offset: 0,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            timeout_ms: 1000,
+            ..Default::default()
+        }),
+        ApiKey::InitProducerId => RequestBody::InitProducerId(InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: 1000,
+            ..Default::default()
+        }),
+        ApiKey::DescribeConfigs => RequestBody::DescribeConfigs(DescribeConfigsRequest {
+            resources: vec![describe_configs_request::DescribeConfigsResource {
+                resource_type: 2,
+                resource_name: t.into(),
+                configuration_keys: None,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::AlterConfigs => RequestBody::AlterConfigs(AlterConfigsRequest {
+            resources: vec![alter_configs_request::AlterConfigsResource {
+                resource_type: 2,
+                resource_name: t.into(),
+                configs: vec![],
+                ..Default::default()
+            }],
+            validate_only: true,
+            ..Default::default()
+        }),
+        ApiKey::IncrementalAlterConfigs => {
+            RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+                resources: vec![incremental_alter_configs_request::AlterConfigsResource {
+                    resource_type: 2,
+                    resource_name: t.into(),
+                    configs: vec![],
+                    ..Default::default()
+                }],
+                validate_only: true,
+                ..Default::default()
+            })
+        }
+        ApiKey::DescribeLogDirs => RequestBody::DescribeLogDirs(DescribeLogDirsRequest {
+            topics: None,
+            ..Default::default()
+        }),
+        ApiKey::CreatePartitions => RequestBody::CreatePartitions(CreatePartitionsRequest {
+            topics: vec![create_partitions_request::CreatePartitionsTopic {
+                name: t.into(),
+                count: 1 + n as i32,
+                assignments: None,
+                ..Default::default()
+            }],
+            timeout_ms: 1000,
+            validate_only: true,
+            ..Default::default()
+        }),
+        ApiKey::DescribeCluster => RequestBody::DescribeCluster(DescribeClusterRequest::default()),
+        other => panic!("no request for {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_supported_version_of_every_api_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "vv", 1, &[]).await, NONE);
+    produce(&mut c, "vv", 0, batch(&["seed"], 1), 1).await;
+    let id = metadata(&mut c, Some(vec!["vv"]), false).await.topics[0].topic_id;
+    let mut checked = 0;
+    for &(key, lo, hi) in weir_broker::handler::SUPPORTED {
+        for version in lo..=hi {
+            let body = request_for(key, version, "vv", id, checked);
+            let resp = c.call(body, version).await;
+            match &resp {
+                ResponseBody::Produce(r) => {
+                    assert_eq!(
+                        r.responses[0].partition_responses[0].error_code, NONE,
+                        "{key:?} v{version}"
+                    )
+                }
+                ResponseBody::Fetch(r) => {
+                    let p = &r.responses[0].partitions[0];
+                    assert_eq!(p.error_code, NONE, "{key:?} v{version}");
+                    assert!(p.records.as_ref().is_some_and(|r| !r.is_empty()));
+                }
+                ResponseBody::ListOffsets(r) => {
+                    assert_eq!(
+                        r.topics[0].partitions[0].error_code, NONE,
+                        "{key:?} v{version}"
+                    )
+                }
+                ResponseBody::Metadata(r) => assert_eq!(r.topics[0].error_code, NONE),
+                ResponseBody::CreateTopics(r) => assert_eq!(r.topics[0].error_code, NONE),
+                ResponseBody::DescribeConfigs(r) => assert_eq!(r.results[0].error_code, NONE),
+                _ => {}
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 60, "{checked}");
     b.shutdown().await.unwrap();
 }

@@ -50,6 +50,7 @@ pub fn lookup(
 pub fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> Reply {
     let b = &ctx.broker;
     let read_committed = req.isolation_level == 1;
+    let version = ctx.api_version;
     let topics = req
         .topics
         .into_iter()
@@ -65,7 +66,12 @@ pub fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> Reply {
                         error_code,
                         timestamp,
                         offset,
-                        leader_epoch: if error_code == codes::NONE { 0 } else { -1 },
+                        // a field of v4+ that older versions cannot carry
+                        leader_epoch: if error_code == codes::NONE && version >= 4 {
+                            0
+                        } else {
+                            -1
+                        },
                         ..Default::default()
                     }
                 })

@@ -1,11 +1,127 @@
-//! `weir serve`.
+//! `weir serve`: start a broker.
+//!
+//! Configuration precedence (later wins): embedded defaults, `--config`
+//! file, `WEIR_*` environment variables, `--set name=value`, then the
+//! shorthands `--listen`, `--advertised-listener`, `--data-dir`.
 
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use weir_broker::config::ConfigSources;
 
-pub fn run(_args: Args) -> ExitCode {
-    eprintln!("weir serve: not implemented yet");
-    ExitCode::from(1)
+#[derive(clap::Args)]
+pub struct Args {
+    /// A server.properties-style file with Kafka broker config names.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Override one config: --set name=value (repeatable).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    set: Vec<String>,
+    /// Shorthand for listeners (host:port; port 0 picks a free port).
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Shorthand for advertised.listeners (host:port announced to clients).
+    #[arg(long, value_name = "HOST:PORT")]
+    advertised_listener: Option<String>,
+    /// Shorthand for log.dirs.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+fn build_config(args: &Args) -> Result<weir_broker::BrokerConfig, weir_broker::ConfigError> {
+    let mut s = ConfigSources::default();
+    if let Some(path) = &args.config {
+        s.add_file(path)?;
+    }
+    s.add_env(std::env::vars());
+    for kv in &args.set {
+        s.add_override(kv)?;
+    }
+    if let Some(l) = &args.listen {
+        s.set("listeners", l);
+    }
+    if let Some(l) = &args.advertised_listener {
+        s.set("advertised.listeners", l);
+    }
+    if let Some(d) = &args.data_dir {
+        s.set("log.dirs", &d.display().to_string());
+    }
+    s.build()
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init();
+    let config = match build_config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("weir serve: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for k in &config.unused {
+        tracing::warn!("configuration {k} was supplied but is not used by weir");
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("weir serve: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    rt.block_on(serve(config))
+}
+
+async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
+    let data_dirs: Vec<String> = config.log_dirs.iter().map(|d| d.display().to_string()).collect();
+    let running = match weir_broker::start(config).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("weir serve: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    {
+        let (host, port) = running.broker.advertised();
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "weir: listening on {}", running.local_addr);
+        let _ = writeln!(out, "weir: advertised as {host}:{port}");
+        let _ = writeln!(out, "weir: data dir {}", data_dirs.join(","));
+        let _ = writeln!(
+            out,
+            "weir: cluster id {}, node id {}",
+            running.broker.meta.cluster_id, running.broker.config.node_id
+        );
+        let _ = out.flush();
+    }
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    match running.shutdown().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weir serve: shutdown failed: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot install SIGTERM handler: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }
