@@ -68,7 +68,10 @@ pub fn run(args: Args) -> ExitCode {
     for k in &config.unused {
         tracing::warn!("configuration {k} was supplied but is not used by weir");
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("weir serve: cannot start the runtime: {e}");
@@ -79,7 +82,11 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
-    let data_dirs: Vec<String> = config.log_dirs.iter().map(|d| d.display().to_string()).collect();
+    let data_dirs: Vec<String> = config
+        .log_dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
     let running = match weir_broker::start(config).await {
         Ok(r) => r,
         Err(e) => {
