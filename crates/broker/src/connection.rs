@@ -175,7 +175,7 @@ impl Connection {
                     break;
                 }
             };
-            match self.process(&broker, frame).await {
+            match self.process(&broker, frame, &shutdown).await {
                 Ok(()) => {}
                 Err(e) => {
                     tracing::debug!(%peer, "closing connection: {e}");
@@ -185,7 +185,12 @@ impl Connection {
         }
     }
 
-    async fn process(&mut self, broker: &Arc<Broker>, frame: Bytes) -> Result<(), ConnectionError> {
+    async fn process(
+        &mut self,
+        broker: &Arc<Broker>,
+        frame: Bytes,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<(), ConnectionError> {
         if frame.len() < 8 {
             return Err(ConnectionError::InvalidRequest(format!(
                 "frame of {} bytes has no request header",
@@ -224,6 +229,7 @@ impl Connection {
             client_id: header.client_id.clone().unwrap_or_default(),
             peer: self.peer,
             local: self.stream.local_addr().ok(),
+            shutdown: shutdown.clone(),
         };
         match handler::handle(&ctx, body).await {
             Reply::None => Ok(()),
@@ -365,4 +371,88 @@ fn sendfile_once(
     }
     *offset = off as i64;
     Ok(n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region_bytes(parts: &[ResponsePart]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for p in parts {
+            match p {
+                ResponsePart::Bytes(b) => out.extend_from_slice(b),
+                ResponsePart::File(f) => out.extend_from_slice(&f.read_to_vec().unwrap()),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn splice_rewrites_length_prefixes_and_frame_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = {
+            let mgr = weir_storage::LogManager::open(
+                weir_storage::LogManagerConfig::new(vec![dir.path().to_path_buf()]),
+                0,
+            )
+            .unwrap();
+            let log = mgr
+                .create_log(
+                    &weir_storage::TopicPartition::new("s", 0),
+                    [1; 16],
+                    weir_storage::LogConfig::default(),
+                )
+                .unwrap();
+            // a 300-byte batch: its compact length needs a 2-byte varint
+            let mut b = weir_protocol::records::RecordBatchBuilder::new(
+                weir_protocol::records::Compression::None,
+            );
+            b.push(1, None, Some(Bytes::from(vec![7u8; 240])), vec![])
+                .unwrap();
+            let mut batch = b.build().unwrap().into_bytes().to_vec();
+            log.append(&mut batch, 0).unwrap();
+            log.set_high_watermark(log.log_end_offset());
+            log
+        };
+        let read = log.read(0, 1 << 20, log.high_watermark(), true).unwrap();
+        let data: Vec<u8> = read
+            .regions
+            .iter()
+            .flat_map(|r| r.read_to_vec().unwrap())
+            .collect();
+        for compact in [false, true] {
+            let marker: Marker = [0xA5; 16];
+            // frame: size, "head", records(marker), "tail"
+            let mut body = BytesMut::new();
+            body.extend_from_slice(b"head");
+            if compact {
+                body.extend_from_slice(&[17]);
+            } else {
+                body.extend_from_slice(&16i32.to_be_bytes());
+            }
+            body.extend_from_slice(&marker);
+            body.extend_from_slice(b"tail");
+            let mut frame = BytesMut::new();
+            frame.extend_from_slice(&(body.len() as i32).to_be_bytes());
+            frame.extend_from_slice(&body);
+            let parts = splice_files(frame, vec![(marker, read.regions.clone())], compact).unwrap();
+            let out = region_bytes(&parts);
+            let mut expect = Vec::new();
+            expect.extend_from_slice(b"head");
+            if compact {
+                let mut v = BytesMut::new();
+                weir_protocol::varint::put_unsigned_varint(&mut v, data.len() as u32 + 1);
+                assert_eq!(v.len(), 2);
+                expect.extend_from_slice(&v);
+            } else {
+                expect.extend_from_slice(&(data.len() as i32).to_be_bytes());
+            }
+            expect.extend_from_slice(&data);
+            expect.extend_from_slice(b"tail");
+            let mut framed = (expect.len() as i32).to_be_bytes().to_vec();
+            framed.extend_from_slice(&expect);
+            assert_eq!(out, framed, "compact={compact}");
+        }
+    }
 }

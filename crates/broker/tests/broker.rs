@@ -1250,3 +1250,27 @@ async fn every_supported_version_of_every_api_is_answered() {
     assert!(checked > 60, "{checked}");
     b.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_long_polls_and_restart_is_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "sd", 1, &[]).await, NONE);
+    let addr = b.local_addr;
+    let waiter = tokio::spawn(async move {
+        let mut c = Client::connect(addr).await;
+        fetch(&mut c, 12, "sd", Uuid::ZERO, 0, 30_000).await
+    });
+    api_versions_ok(addr).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // well below the fetch's 30 s max wait
+    tokio::time::timeout(Duration::from_secs(20), b.shutdown())
+        .await
+        .expect("shutdown waited for the long poll")
+        .unwrap();
+    let (err, _, got) = waiter.await.unwrap();
+    assert_eq!(err, NONE);
+    assert!(got.is_empty());
+    assert!(dir.path().join(".kafka_cleanshutdown").exists());
+}

@@ -167,9 +167,13 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
         }
         // release file handles while waiting
         drop(pass);
-        match tokio::time::timeout_at(deadline, appends.changed()).await {
-            Ok(Ok(())) => continue,
-            _ => break read_pass(b, &req, version),
+        let mut shutdown = ctx.shutdown.clone();
+        let woken = tokio::select! {
+            r = tokio::time::timeout_at(deadline, appends.changed()) => matches!(r, Ok(Ok(()))),
+            _ = shutdown.wait_for(|stop| *stop) => false,
+        };
+        if !woken {
+            break read_pass(b, &req, version);
         }
     };
     let body = ResponseBody::Fetch(FetchResponse {

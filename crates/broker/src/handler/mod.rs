@@ -48,6 +48,8 @@ pub struct RequestContext {
     pub client_id: String,
     pub peer: SocketAddr,
     pub local: Option<SocketAddr>,
+    /// Becomes true when the broker shuts down (ends long polls early).
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Supported versions: Kafka 4.0's minimums (KIP-896 removed older ones),
