@@ -8,8 +8,17 @@
 //! - [`records`]: record batches (magic 2), their CRC-32C and compression.
 //! - [`partitioner`]: the Java client's murmur2 key partitioner.
 //! - [`varint`]: Kafka's variable-length integers.
+//! - [`codec`]: the `Encodable`/`Decodable` traits and errors of the messages.
+//! - [`frame`]: whole request/response frames (header + body).
 
+pub mod codec;
 pub mod error_code;
+pub mod frame;
+pub mod messages;
 pub mod partitioner;
 pub mod records;
 pub mod varint;
+
+pub use codec::{Decodable, DecodeError, Encodable, EncodeError, Message, RawTaggedField, Request, Uuid};
+pub use frame::FrameError;
+pub use messages::ApiKey;
