@@ -426,8 +426,34 @@ impl Broker {
         self.logs.tick(self.now_ms())
     }
 
-    /// Flushes, checkpoints and writes the clean-shutdown marker.
+    /// Writes a producer-state snapshot for every partition whose state is
+    /// in memory, at its current log end offset.
+    pub fn snapshot_producers(&self) {
+        let map = match self.producers.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        for (tp, state) in map.iter() {
+            let Some(log) = self.logs.get(tp) else {
+                continue;
+            };
+            let leo = log.log_end_offset();
+            if let Err(e) = crate::producer_state_io::write_snapshot(&log.dir(), leo, state) {
+                tracing::warn!(partition = %tp, "cannot write producer snapshot: {e}");
+            }
+        }
+    }
+
+    /// Checkpoints recovery points, log starts and producer state.
+    pub fn checkpoint(&self) -> Result<(), StorageError> {
+        self.snapshot_producers();
+        self.logs.checkpoint()
+    }
+
+    /// Snapshots producer state, then flushes, checkpoints and writes the
+    /// clean-shutdown marker.
     pub fn shutdown(&self) -> Result<(), StorageError> {
+        self.snapshot_producers();
         self.logs.shutdown()
     }
 }

@@ -25,6 +25,8 @@ pub struct BatchMeta {
     pub last_seq: i32,
     pub first_offset: i64,
     pub last_offset: i64,
+    /// Max timestamp of the batch (Kafka expires idle producers by it).
+    pub timestamp: i64,
 }
 
 /// What to do with an incoming batch.
@@ -114,6 +116,13 @@ impl PartitionProducers {
         }
     }
 
+    /// Every producer with its state, in producer id order.
+    pub fn entries(&self) -> Vec<(i64, &ProducerEntry)> {
+        let mut v: Vec<_> = self.producers.iter().map(|(k, e)| (*k, e)).collect();
+        v.sort_by_key(|(k, _)| *k);
+        v
+    }
+
     pub fn get(&self, producer_id: i64) -> Option<&ProducerEntry> {
         self.producers.get(&producer_id)
     }
@@ -145,6 +154,7 @@ mod tests {
             last_seq,
             first_offset,
             last_offset: first_offset + (last_seq - first_seq) as i64,
+            timestamp: 0,
         }
     }
 

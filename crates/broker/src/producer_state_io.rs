@@ -1,11 +1,34 @@
-//! Rebuilding idempotent-producer state from a partition's log.
+//! Persisting and rebuilding idempotent-producer state.
 //!
-//! The state is rebuilt lazily, the first time a partition sees an
-//! idempotent produce after start, by scanning the headers of the batches in
-//! the log's tail (at most [`REBUILD_SCAN_OFFSETS`] offsets and
-//! [`REBUILD_SCAN_BYTES`] bytes), so startup itself reads no record data.
-//! Producers whose last batch is older than that window are treated like
-//! expired producers in Kafka: their next sequence is accepted as is.
+//! Snapshots use Kafka's producer snapshot format (version 1), in the
+//! partition directory as `<20-digit offset>.snapshot`, where the offset is
+//! the log end offset the state covers:
+//!
+//! ```text
+//! version  int16   = 1
+//! crc      uint32  CRC-32C of everything after this field
+//! count    int32   number of entries
+//! entry × count:
+//!   producer_id int64, epoch int16, last_sequence int32, last_offset int64,
+//!   offset_delta int32 (last - first sequence of the batch), timestamp int64,
+//!   coordinator_epoch int32 (-1), current_txn_first_offset int64 (-1)
+//! ```
+//!
+//! Kafka writes one entry per producer (its last batch). weir writes up to
+//! the last five batches of each producer, oldest first, so a reader that
+//! keeps the last entry per producer id (as Kafka does) gets Kafka's state,
+//! and weir gets back its whole de-duplication window.
+//!
+//! Snapshots are written at clean shutdown and at every periodic checkpoint
+//! for partitions whose state is in memory. The state of a partition is
+//! loaded lazily, the first time it sees an idempotent produce after start:
+//! from the newest snapshot at or below the log end offset, then the batch
+//! headers after it; without a snapshot, from the headers of the log's tail
+//! (at most [`REBUILD_SCAN_OFFSETS`] offsets / [`REBUILD_SCAN_BYTES`]).
+//! Producers older than that window are treated like expired producers in
+//! Kafka: their next sequence is accepted as is.
+
+use std::path::{Path, PathBuf};
 
 use weir_protocol::records::BatchHeader;
 use weir_storage::Log;
@@ -14,11 +37,161 @@ use crate::producer_state::{BatchMeta, PartitionProducers, last_seq};
 
 pub const REBUILD_SCAN_OFFSETS: i64 = 100_000;
 pub const REBUILD_SCAN_BYTES: usize = 64 << 20;
+pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
+const SNAPSHOT_VERSION: i16 = 1;
+const ENTRY_LEN: usize = 46;
 
-pub fn rebuild(log: &Log) -> PartitionProducers {
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("snapshot too short or truncated")]
+    Truncated,
+    #[error("unsupported snapshot version {0}")]
+    Version(i16),
+    #[error("snapshot CRC mismatch")]
+    Crc,
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub fn encode_snapshot(state: &PartitionProducers) -> Vec<u8> {
+    let mut entries = Vec::new();
+    let mut count: i32 = 0;
+    for (pid, e) in state.entries() {
+        for b in &e.batches {
+            entries.extend_from_slice(&pid.to_be_bytes());
+            entries.extend_from_slice(&e.epoch.to_be_bytes());
+            entries.extend_from_slice(&b.last_seq.to_be_bytes());
+            entries.extend_from_slice(&b.last_offset.to_be_bytes());
+            let delta = (b.last_offset - b.first_offset).clamp(0, i32::MAX as i64) as i32;
+            entries.extend_from_slice(&delta.to_be_bytes());
+            entries.extend_from_slice(&b.timestamp.to_be_bytes());
+            entries.extend_from_slice(&(-1i32).to_be_bytes());
+            entries.extend_from_slice(&(-1i64).to_be_bytes());
+            count += 1;
+        }
+    }
+    let mut body = Vec::with_capacity(4 + entries.len());
+    body.extend_from_slice(&count.to_be_bytes());
+    body.extend_from_slice(&entries);
+    let mut out = Vec::with_capacity(6 + body.len());
+    out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+fn be<const N: usize>(b: &[u8], at: usize) -> Result<[u8; N], SnapshotError> {
+    b.get(at..at + N)
+        .and_then(|s| s.try_into().ok())
+        .ok_or(SnapshotError::Truncated)
+}
+
+pub fn decode_snapshot(bytes: &[u8]) -> Result<PartitionProducers, SnapshotError> {
+    let version = i16::from_be_bytes(be(bytes, 0)?);
+    if version != SNAPSHOT_VERSION {
+        return Err(SnapshotError::Version(version));
+    }
+    let crc = u32::from_be_bytes(be(bytes, 2)?);
+    let body = bytes.get(6..).ok_or(SnapshotError::Truncated)?;
+    if crc32c::crc32c(body) != crc {
+        return Err(SnapshotError::Crc);
+    }
+    let count = i32::from_be_bytes(be(body, 0)?);
+    // the count is checked against the bytes present before iterating
+    if count < 0 || (count as usize).saturating_mul(ENTRY_LEN) != body.len() - 4 {
+        return Err(SnapshotError::Truncated);
+    }
     let mut state = PartitionProducers::default();
-    let end = log.log_end_offset();
-    let mut offset = (end - REBUILD_SCAN_OFFSETS).max(log.log_start_offset());
+    for i in 0..count as usize {
+        let at = 4 + i * ENTRY_LEN;
+        let pid = i64::from_be_bytes(be(body, at)?);
+        let epoch = i16::from_be_bytes(be(body, at + 8)?);
+        let last_seq = i32::from_be_bytes(be(body, at + 10)?);
+        let last_offset = i64::from_be_bytes(be(body, at + 14)?);
+        let delta = i32::from_be_bytes(be(body, at + 22)?);
+        let timestamp = i64::from_be_bytes(be(body, at + 26)?);
+        if last_seq < 0 || delta < 0 {
+            // a producer known only by a transaction marker: nothing to check
+            continue;
+        }
+        let first_seq = if last_seq >= delta {
+            last_seq - delta
+        } else {
+            // wrapped past i32::MAX
+            (i32::MAX as i64 + 1 + last_seq as i64 - delta as i64) as i32
+        };
+        state.record(
+            pid,
+            epoch,
+            BatchMeta {
+                first_seq,
+                last_seq,
+                first_offset: last_offset - delta as i64,
+                last_offset,
+                timestamp,
+            },
+        );
+    }
+    Ok(state)
+}
+
+fn snapshot_offset(name: &str) -> Option<i64> {
+    let stem = name.strip_suffix(SNAPSHOT_SUFFIX)?;
+    (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| stem.parse().ok())
+        .flatten()
+}
+
+fn list_snapshots(dir: &Path) -> Vec<(i64, PathBuf)> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<(i64, PathBuf)> = rd
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            snapshot_offset(&name).map(|o| (o, e.path()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Writes `<offset>.snapshot` (tmp + fsync + rename) and removes older
+/// snapshots of the partition.
+pub fn write_snapshot(
+    dir: &Path,
+    offset: i64,
+    state: &PartitionProducers,
+) -> Result<(), SnapshotError> {
+    use std::io::Write;
+    let name = format!("{offset:020}{SNAPSHOT_SUFFIX}");
+    let path = dir.join(&name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| SnapshotError::Io { path: p, source }
+    };
+    {
+        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        f.write_all(&encode_snapshot(state)).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+    }
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    for (o, p) in list_snapshots(dir) {
+        if o != offset {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    Ok(())
+}
+
+/// Scans batch headers in `[from, end)` into `state`.
+fn scan(log: &Log, state: &mut PartitionProducers, from: i64, end: i64) {
+    let mut offset = from.max(log.log_start_offset());
     let mut scanned = 0usize;
     while offset < end && scanned < REBUILD_SCAN_BYTES {
         let Ok(read) = log.read(offset, 1 << 20, end, true) else {
@@ -27,7 +200,7 @@ pub fn rebuild(log: &Log) -> PartitionProducers {
         let before = offset;
         for region in read.regions {
             let Ok(data) = region.read_to_vec() else {
-                return state;
+                return;
             };
             scanned += data.len();
             let mut pos = 0;
@@ -35,7 +208,11 @@ pub fn rebuild(log: &Log) -> PartitionProducers {
                 if pos + h.total_size() > data.len() {
                     break;
                 }
-                if h.producer_id >= 0 && h.base_sequence >= 0 && !h.is_control() {
+                if h.producer_id >= 0
+                    && h.base_sequence >= 0
+                    && !h.is_control()
+                    && h.last_offset() >= from
+                {
                     state.record(
                         h.producer_id,
                         h.producer_epoch,
@@ -44,6 +221,7 @@ pub fn rebuild(log: &Log) -> PartitionProducers {
                             last_seq: last_seq(h.base_sequence, h.last_offset_delta + 1),
                             first_offset: h.base_offset,
                             last_offset: h.last_offset(),
+                            timestamp: h.max_timestamp,
                         },
                     );
                 }
@@ -55,5 +233,95 @@ pub fn rebuild(log: &Log) -> PartitionProducers {
             break;
         }
     }
+}
+
+/// Loads a partition's producer state: newest usable snapshot, then the log
+/// after it; or the log's tail.
+pub fn rebuild(log: &Log) -> PartitionProducers {
+    let end = log.log_end_offset();
+    for (offset, path) in list_snapshots(&log.dir()).into_iter().rev() {
+        if offset > end {
+            continue; // the log was truncated below it
+        }
+        match std::fs::read(&path)
+            .map_err(|source| SnapshotError::Io {
+                path: path.clone(),
+                source,
+            })
+            .and_then(|b| decode_snapshot(&b))
+        {
+            Ok(mut state) => {
+                scan(log, &mut state, offset, end);
+                return state;
+            }
+            Err(e) => tracing::warn!(path = %path.display(), "ignoring producer snapshot: {e}"),
+        }
+    }
+    let mut state = PartitionProducers::default();
+    scan(log, &mut state, end - REBUILD_SCAN_OFFSETS, end);
     state
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(first_seq: i32, last_seq: i32, first_offset: i64) -> BatchMeta {
+        BatchMeta {
+            first_seq,
+            last_seq,
+            first_offset,
+            last_offset: first_offset + (last_seq - first_seq) as i64,
+            timestamp: 1234,
+        }
+    }
+
+    #[test]
+    fn snapshot_round_trip_keeps_the_dedup_window() {
+        let mut s = PartitionProducers::default();
+        for i in 0..7 {
+            s.record(42, 3, meta(i * 2, i * 2 + 1, 100 + i as i64 * 2));
+        }
+        s.record(7, 0, meta(0, 0, 500));
+        let bytes = encode_snapshot(&s);
+        assert_eq!(bytes.len(), 2 + 4 + 4 + 6 * ENTRY_LEN);
+        let back = decode_snapshot(&bytes).unwrap();
+        assert_eq!(back.get(42), s.get(42));
+        assert_eq!(back.get(7), s.get(7));
+    }
+
+    #[test]
+    fn corrupt_or_truncated_snapshots_are_rejected() {
+        let mut s = PartitionProducers::default();
+        s.record(1, 0, meta(0, 4, 0));
+        let bytes = encode_snapshot(&s);
+        for cut in 0..bytes.len() {
+            assert!(decode_snapshot(&bytes[..cut]).is_err(), "cut {cut}");
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x10;
+            assert!(decode_snapshot(&b).is_err(), "flip {i}");
+        }
+        // a huge declared count is refused without allocating
+        let mut b = vec![0, 1, 0, 0, 0, 0];
+        let body = i32::MAX.to_be_bytes();
+        b[2..6].copy_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+        b.extend_from_slice(&body);
+        assert!(matches!(decode_snapshot(&b), Err(SnapshotError::Truncated)));
+    }
+
+    #[test]
+    fn snapshot_files_replace_older_ones() {
+        let d = tempfile::tempdir().unwrap();
+        let mut s = PartitionProducers::default();
+        s.record(1, 0, meta(0, 0, 0));
+        write_snapshot(d.path(), 1, &s).unwrap();
+        s.record(1, 0, meta(1, 1, 1));
+        write_snapshot(d.path(), 2, &s).unwrap();
+        let files = list_snapshots(d.path());
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].0, 2);
+        assert!(files[0].1.ends_with("00000000000000000002.snapshot"));
+    }
 }

@@ -187,7 +187,7 @@ async fn tick_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
         let r = tokio::task::spawn_blocking(move || {
             b.tick()?;
             if checkpoint {
-                b.logs.checkpoint()?;
+                b.checkpoint()?;
             }
             Ok::<_, weir_storage::StorageError>(())
         })

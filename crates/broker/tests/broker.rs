@@ -1274,3 +1274,84 @@ async fn shutdown_ends_long_polls_and_restart_is_clean() {
     assert!(got.is_empty());
     assert!(dir.path().join(".kafka_cleanshutdown").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_state_is_snapshotted_in_kafka_format_and_reloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "snap", 1, &[]).await, NONE);
+    let (pid, epoch) = init_pid(&mut c).await;
+    for i in 0..3 {
+        let r = produce(
+            &mut c,
+            "snap",
+            0,
+            idempotent_batch(pid, epoch, i * 2, 2),
+            -1,
+        )
+        .await;
+        assert_eq!(r, (NONE, i as i64 * 2));
+    }
+    // move the log start past those batches, so a log scan cannot see them
+    assert_eq!(
+        produce(&mut c, "snap", 0, batch(&["plain"], 1), 1).await,
+        (NONE, 6)
+    );
+    let req = DeleteRecordsRequest {
+        topics: vec![delete_records_request::DeleteRecordsTopic {
+            name: "snap".into(),
+            partitions: vec![delete_records_request::DeleteRecordsPartition {
+                partition_index: 0,
+                offset: 6,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        timeout_ms: 1000,
+        ..Default::default()
+    };
+    match c.call(RequestBody::DeleteRecords(req), 2).await {
+        ResponseBody::DeleteRecords(r) => {
+            assert_eq!(r.topics[0].partitions[0].low_watermark, 6)
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(c);
+    b.shutdown().await.unwrap();
+    let snap = dir
+        .path()
+        .join("snap-0")
+        .join("00000000000000000007.snapshot");
+    let bytes = std::fs::read(&snap).expect("snapshot written at shutdown");
+    // version 1, 3 entries of 46 bytes (the last batches of one producer)
+    assert_eq!(&bytes[..2], &[0, 1]);
+    assert_eq!(i32::from_be_bytes(bytes[6..10].try_into().unwrap()), 3);
+    assert_eq!(bytes.len(), 10 + 3 * 46);
+    // the newest entry: pid, epoch, last sequence 5, last offset 5, delta 1
+    let last = &bytes[10 + 2 * 46..];
+    assert_eq!(i64::from_be_bytes(last[0..8].try_into().unwrap()), pid);
+    assert_eq!(i16::from_be_bytes(last[8..10].try_into().unwrap()), epoch);
+    assert_eq!(i32::from_be_bytes(last[10..14].try_into().unwrap()), 5);
+    assert_eq!(i64::from_be_bytes(last[14..22].try_into().unwrap()), 5);
+    assert_eq!(i32::from_be_bytes(last[22..26].try_into().unwrap()), 1);
+    // restart: the snapshot (not a log scan) answers a retry of the first batch
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(list_offset(&mut c, "snap", -2).await.1, 6);
+    assert_eq!(
+        produce(&mut c, "snap", 0, idempotent_batch(pid, epoch, 0, 2), -1).await,
+        (NONE, 0)
+    );
+    assert_eq!(
+        produce(&mut c, "snap", 0, idempotent_batch(pid, epoch, 7, 1), -1)
+            .await
+            .0,
+        45
+    );
+    assert_eq!(
+        produce(&mut c, "snap", 0, idempotent_batch(pid, epoch, 6, 1), -1).await,
+        (NONE, 7)
+    );
+    b.shutdown().await.unwrap();
+}

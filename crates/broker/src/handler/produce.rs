@@ -38,6 +38,7 @@ struct IdempotentBatch {
     epoch: i16,
     first_seq: i32,
     last_seq: i32,
+    max_timestamp: i64,
 }
 
 /// Reads batch headers: returns the idempotence info when the records are a
@@ -64,6 +65,7 @@ fn inspect(records: &[u8]) -> Result<Option<IdempotentBatch>, PartitionResult> {
                 epoch: h.producer_epoch,
                 first_seq: h.base_sequence,
                 last_seq: last_seq(h.base_sequence, h.last_offset_delta.saturating_add(1)),
+                max_timestamp: h.max_timestamp,
             });
         }
         pos += size;
@@ -129,6 +131,7 @@ pub fn append_partition(
                             last_seq: ib.last_seq,
                             first_offset: info.base_offset,
                             last_offset: info.last_offset,
+                            timestamp: info.log_append_time.unwrap_or(ib.max_timestamp),
                         },
                     );
                     Ok((info.base_offset, info.log_append_time, info.log_start_offset))
