@@ -235,6 +235,13 @@ impl WeirProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr_file));
+        // WEIR_* variables are broker configuration; the test knobs
+        // (WEIR_BIN, WEIR_COMPAT_*, ...) must not leak into it.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("WEIR_") {
+                command.env_remove(&key);
+            }
+        }
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "info");
         }

@@ -1,6 +1,6 @@
 //! kcat (Debian's build on librdkafka 2.0.2) against a real `weir serve`.
 //!
-//! Record count per codec: `WEIR_COMPAT_KCAT_RECORDS` (default 2000).
+//! Record count per codec: `WEIR_COMPAT_KCAT_RECORDS` (default 10000).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -176,7 +176,7 @@ fn round_trip(codec: &str, code: i16) {
         return;
     };
     let broker = start_broker();
-    let n = env_count("WEIR_COMPAT_KCAT_RECORDS", 2000);
+    let n = env_count("WEIR_COMPAT_KCAT_RECORDS", 10_000);
     let topic = format!("kcat-{codec}");
     produce_keyed(&kcat_bin, &broker, &topic, codec, n);
     let msgs = consume_all(&kcat_bin, &broker, &topic);
@@ -224,15 +224,19 @@ fn round_trip(codec: &str, code: i16) {
     }
 
     // What the broker stored: batches exactly as the client compressed them.
+    // librdkafka 2.0.2 enables LZ4 only when the broker lists Fetch v2; Kafka
+    // 4 (KIP-896) and weir start Fetch at v4, so this kcat sends its "lz4"
+    // batches uncompressed, as it does against Kafka 4 (librdkafka issue
+    // 4956, fixed in later librdkafka; rdkafka.rs checks real lz4 batches).
     let mut stored_records = 0i64;
     for p in 0..PARTITIONS as i32 {
         let batches = stored_batches(broker.data_dir(), &topic, p)
             .unwrap_or_else(|e| panic!("reading {topic}-{p} segments: {e}"));
         for b in &batches {
             assert_eq!(b.magic, 2, "{b:?}");
-            assert_eq!(
-                b.compression, code,
-                "{topic}-{p}: batch stored with codec {}: {b:?}",
+            assert!(
+                b.compression == code || (codec == "lz4" && b.compression == 0),
+                "{topic}-{p}: batch stored with codec {}, sent with {codec}: {b:?}",
                 b.compression
             );
             stored_records += i64::from(b.record_count);
