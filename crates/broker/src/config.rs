@@ -41,23 +41,25 @@ pub struct Listener {
 
 impl Listener {
     /// Parses `PLAINTEXT://host:port`, `host:port` or a comma-separated list
-    /// of those (the first PLAINTEXT entry is used).
+    /// of those: the first PLAINTEXT (or scheme-less) entry is used, other
+    /// listeners (e.g. `CONTROLLER://:9093` in a Kafka server.properties) are
+    /// ignored.
     pub fn parse(s: &str) -> Result<Listener, String> {
-        let first = s
+        let entries: Vec<&str> = s
             .split(',')
             .map(str::trim)
-            .find(|l| !l.is_empty())
-            .ok_or_else(|| "empty listener".to_string())?;
-        let rest = match first.split_once("://") {
-            Some((proto, rest)) => {
-                if !proto.eq_ignore_ascii_case("PLAINTEXT") {
-                    return Err(format!(
-                        "unsupported listener protocol {proto} (only PLAINTEXT)"
-                    ));
-                }
-                rest
-            }
-            None => first,
+            .filter(|l| !l.is_empty())
+            .collect();
+        if entries.is_empty() {
+            return Err("empty listener".to_string());
+        }
+        let chosen = entries.iter().find_map(|e| match e.split_once("://") {
+            Some((proto, rest)) if proto.eq_ignore_ascii_case("PLAINTEXT") => Some(rest),
+            Some(_) => None,
+            None => Some(*e),
+        });
+        let Some(rest) = chosen else {
+            return Err("no PLAINTEXT listener (only PLAINTEXT is supported)".to_string());
         };
         let (host, port) = rest
             .rsplit_once(':')
@@ -428,6 +430,13 @@ mod tests {
 
     #[test]
     fn listener_forms() {
+        assert_eq!(
+            Listener::parse("CONTROLLER://:9093,PLAINTEXT://h:1").unwrap(),
+            Listener {
+                host: "h".into(),
+                port: 1
+            }
+        );
         assert_eq!(
             Listener::parse("PLAINTEXT://:9093").unwrap(),
             Listener {

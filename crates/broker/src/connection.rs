@@ -115,7 +115,12 @@ impl Connection {
         }
         let total = 4 + size as usize;
         while self.read_buf.len() < total {
-            if self.fill(total).await? == 0 {
+            // a frame that stops making progress is idle too
+            let n = match tokio::time::timeout(self.idle, self.fill(total)).await {
+                Ok(r) => r?,
+                Err(_) => return Err(ConnectionError::Idle),
+            };
+            if n == 0 {
                 return Err(ConnectionError::TruncatedFrame);
             }
         }

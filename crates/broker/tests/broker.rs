@@ -1047,6 +1047,10 @@ async fn idle_connections_are_closed() {
     let b = start_broker(dir.path(), &[("connections.max.idle.ms", "100")]).await;
     let mut idle = Client::connect(b.local_addr).await;
     assert!(idle.is_closed().await);
+    // a frame that starts but never completes is closed the same way
+    let mut slow = Client::connect(b.local_addr).await;
+    slow.stream.write_all(&[0, 0, 1, 0, 0, 18]).await.unwrap();
+    assert!(slow.is_closed().await);
     api_versions_ok(b.local_addr).await;
     b.shutdown().await.unwrap();
 }
