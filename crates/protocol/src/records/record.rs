@@ -5,7 +5,7 @@
 //! attributes      int8     unused, 0
 //! timestampDelta  varlong  timestamp − batch baseTimestamp
 //! offsetDelta     varint   offset − batch baseOffset
-//! keyLength       varint   −1 = null key
+//! keyLength       varint   −1 = null key (any negative reads as null)
 //! key             bytes
 //! valueLength     varint   −1 = null value (tombstone)
 //! value           bytes
@@ -244,7 +244,8 @@ impl Reader<'_> {
         Ok(b)
     }
 
-    /// A length-prefixed byte string where −1 means null.
+    /// A length-prefixed byte string where a negative length means null
+    /// (writers use −1; Kafka's reader treats any negative length as null).
     fn nullable(&mut self, field: RecordField) -> Result<Option<Bytes>, RecordError> {
         let name = match field {
             RecordField::Key => "keyLength",
@@ -252,7 +253,7 @@ impl Reader<'_> {
             _ => "headerValueLength",
         };
         let len = self.varint(name)?;
-        if len == -1 {
+        if len < 0 {
             return Ok(None);
         }
         self.take(field, len).map(Some)
@@ -309,11 +310,16 @@ mod tests {
             decode(&[20, 0]),
             Err(RecordError::LengthExceedsRemaining { .. })
         ));
-        // key length -2
+        // key length -2 reads as a null key, as in Kafka's reader
+        assert_eq!(
+            decode(&[12, 0, 0, 0, 3, 1, 0]).map(|r| (r.key, r.value)),
+            Ok((None, None))
+        );
+        // negative header key length
         assert!(matches!(
-            decode(&[10, 0, 0, 0, 3, 1, 0]),
+            decode(&[16, 0, 0, 0, 1, 1, 2, 1, 0]),
             Err(RecordError::NegativeLength {
-                field: RecordField::Key,
+                field: RecordField::HeaderKey,
                 ..
             })
         ));
