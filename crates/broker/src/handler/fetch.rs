@@ -150,7 +150,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
     let version = ctx.api_version;
     if req.session_id != 0 {
         return Reply::Body(ResponseBody::Fetch(FetchResponse {
-            error_code: 70, // FETCH_SESSION_ID_NOT_FOUND
+            error_code: codes::FETCH_SESSION_ID_NOT_FOUND,
             session_id: 0,
             ..Default::default()
         }));
