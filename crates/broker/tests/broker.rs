@@ -525,6 +525,26 @@ async fn produce_fetch_round_trip_in_every_fetch_encoding() {
     assert!(c.correlation_id > corr);
     assert_eq!((err, hw), (NONE, 11));
     assert_eq!(got, vec![(10, "fire-and-forget".to_string())]);
+    // acks=0 to an unknown partition: no response, the connection is closed
+    c.send_only(
+        RequestBody::Produce(ProduceRequest {
+            acks: 0,
+            timeout_ms: 1000,
+            topic_data: vec![produce_request::TopicProduceData {
+                name: "rt".into(),
+                partition_data: vec![produce_request::PartitionProduceData {
+                    index: 9,
+                    records: Some(batch(&["lost"], 3000)),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        9,
+    )
+    .await;
+    assert!(c.is_closed().await);
     b.shutdown().await.unwrap();
 }
 

@@ -198,6 +198,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
         })
     };
     let mut any_appended = false;
+    let mut any_error = false;
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
@@ -212,6 +213,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
             if r.error_code == codes::NONE {
                 any_appended = true;
             } else {
+                any_error = true;
                 tracing::debug!(topic = %topic.name, partition = p.index, code = r.error_code, "produce failed: {:?}", r.error_message);
             }
             partitions.push(PartitionProduceResponse {
@@ -234,7 +236,13 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
         b.notify_append();
     }
     if acks == 0 {
-        return Reply::None;
+        // no response to carry the error: close the connection so the
+        // producer notices and refreshes its metadata (as Kafka does)
+        return if any_error {
+            Reply::Close("produce with acks=0 failed".to_string())
+        } else {
+            Reply::None
+        };
     }
     Reply::Body(ResponseBody::Produce(ProduceResponse {
         responses,
