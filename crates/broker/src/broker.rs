@@ -69,7 +69,8 @@ pub struct Broker {
     /// Host and port announced in Metadata.
     advertised: RwLock<(String, u16)>,
     appended: watch::Sender<u64>,
-    producers: Mutex<HashMap<TopicPartition, PartitionProducers>>,
+    /// Per-partition producer state; `None` until first used after start.
+    producers: Mutex<HashMap<TopicPartition, Arc<Mutex<Option<PartitionProducers>>>>>,
     /// Serialises high-watermark updates so the HW never moves backwards.
     hw_lock: Mutex<()>,
     next_producer_id: AtomicI64,
@@ -407,18 +408,18 @@ impl Broker {
         self.next_producer_id.fetch_add(1, Ordering::SeqCst)
     }
 
-    /// Runs `f` on the producer state of a partition, rebuilding it from the
-    /// log's recent batches the first time the partition is touched.
+    /// Runs `f` on the producer state of a partition, loading it (snapshot
+    /// and log tail) the first time the partition is touched. Holds only that
+    /// partition's lock while `f` runs.
     pub fn with_producers<R>(&self, log: &Log, f: impl FnOnce(&mut PartitionProducers) -> R) -> R {
-        let tp = log.topic_partition().clone();
-        let mut map = match self.producers.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
+        let slot = {
+            let mut map = self.producers.lock().unwrap_or_else(|p| p.into_inner());
+            map.entry(log.topic_partition().clone())
+                .or_default()
+                .clone()
         };
-        let state = map
-            .entry(tp)
-            .or_insert_with(|| crate::producer_state_io::rebuild(log));
-        f(state)
+        let mut state = slot.lock().unwrap_or_else(|p| p.into_inner());
+        f(state.get_or_insert_with(|| crate::producer_state_io::rebuild(log)))
     }
 
     /// Periodic time-driven work.
@@ -429,14 +430,20 @@ impl Broker {
     /// Writes a producer-state snapshot for every partition whose state is
     /// in memory, at its current log end offset.
     pub fn snapshot_producers(&self) {
-        let map = match self.producers.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
+        let slots: Vec<_> = {
+            let map = self.producers.lock().unwrap_or_else(|p| p.into_inner());
+            map.iter().map(|(tp, s)| (tp.clone(), s.clone())).collect()
         };
-        for (tp, state) in map.iter() {
-            let Some(log) = self.logs.get(tp) else {
+        for (tp, slot) in slots {
+            let Some(log) = self.logs.get(&tp) else {
                 continue;
             };
+            let state = slot.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(state) = state.as_ref() else {
+                continue;
+            };
+            // appends of idempotent batches hold this lock, so the state
+            // covers every batch below this log end offset
             let leo = log.log_end_offset();
             if let Err(e) = crate::producer_state_io::write_snapshot(&log.dir(), leo, state) {
                 tracing::warn!(partition = %tp, "cannot write producer snapshot: {e}");
