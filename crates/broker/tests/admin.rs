@@ -1,0 +1,265 @@
+//! Topic administration: Metadata auto-creation, create/delete, configs, DeleteRecords.
+
+mod common;
+
+use common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_auto_creates_and_advertises_the_bound_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[("num.partitions", "2")]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    let m = metadata(&mut c, Some(vec!["auto-one"]), true).await;
+    assert_eq!(m.brokers[0].port, b.local_addr.port() as i32);
+    assert_eq!(m.brokers[0].host, "127.0.0.1");
+    assert_eq!(m.controller_id, 1);
+    assert!(m.cluster_id.as_deref().is_some_and(|c| c.len() == 22));
+    let t = &m.topics[0];
+    assert_eq!(t.error_code, NONE);
+    assert_ne!(t.topic_id, Uuid::ZERO);
+    assert_eq!(t.partitions.len(), 2);
+    assert_eq!(t.partitions[1].leader_id, 1);
+    let m = metadata(&mut c, Some(vec!["not-auto"]), false).await;
+    assert_eq!(m.topics[0].error_code, 3);
+    let m = metadata(&mut c, Some(vec!["bad name!"]), true).await;
+    assert_eq!(m.topics[0].error_code, 17);
+    let m = metadata(&mut c, None, false).await;
+    let names: Vec<_> = m.topics.iter().map(|t| t.name.clone().unwrap()).collect();
+    assert_eq!(names, vec!["auto-one".to_string()]);
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_and_delete_topics() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(
+        create_topic(&mut c, "t1", 3, &[("retention.ms", "1000")]).await,
+        NONE
+    );
+    assert_eq!(create_topic(&mut c, "t1", 3, &[]).await, 36);
+    assert_eq!(create_topic(&mut c, "t2", 0, &[]).await, 37);
+    assert_eq!(
+        create_topic(&mut c, "t3", 1, &[("no.such.config", "1")]).await,
+        40
+    );
+    // replication factor 3 is refused with a message
+    let req = CreateTopicsRequest {
+        topics: vec![create_topics_request::CreatableTopic {
+            name: "rf3".into(),
+            num_partitions: 1,
+            replication_factor: 3,
+            ..Default::default()
+        }],
+        validate_only: false,
+        ..Default::default()
+    };
+    match c.call(RequestBody::CreateTopics(req), 7).await {
+        ResponseBody::CreateTopics(r) => {
+            assert_eq!(r.topics[0].error_code, 38);
+            assert!(
+                r.topics[0]
+                    .error_message
+                    .as_deref()
+                    .unwrap()
+                    .contains("replication")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // validate_only creates nothing
+    let req = CreateTopicsRequest {
+        topics: vec![create_topics_request::CreatableTopic {
+            name: "dry".into(),
+            num_partitions: 1,
+            replication_factor: -1,
+            ..Default::default()
+        }],
+        validate_only: true,
+        ..Default::default()
+    };
+    match c.call(RequestBody::CreateTopics(req), 7).await {
+        ResponseBody::CreateTopics(r) => assert_eq!(r.topics[0].error_code, NONE),
+        other => panic!("{other:?}"),
+    }
+    let m = metadata(&mut c, None, false).await;
+    let names: Vec<_> = m.topics.iter().map(|t| t.name.clone().unwrap()).collect();
+    assert_eq!(names, vec!["t1".to_string()]);
+    assert_eq!(m.topics[0].partitions.len(), 3);
+    // delete (v6, by name) then it is gone
+    let req = DeleteTopicsRequest {
+        topics: vec![delete_topics_request::DeleteTopicState {
+            name: Some("t1".into()),
+            topic_id: Uuid::ZERO,
+            ..Default::default()
+        }],
+        timeout_ms: 5000,
+        ..Default::default()
+    };
+    match c.call(RequestBody::DeleteTopics(req.clone()), 6).await {
+        ResponseBody::DeleteTopics(r) => assert_eq!(r.responses[0].error_code, NONE),
+        other => panic!("{other:?}"),
+    }
+    match c.call(RequestBody::DeleteTopics(req), 6).await {
+        ResponseBody::DeleteTopics(r) => assert_eq!(r.responses[0].error_code, 3),
+        other => panic!("{other:?}"),
+    }
+    let m = metadata(&mut c, None, false).await;
+    assert!(m.topics.is_empty());
+    assert!(!dir.path().join("t1-0").exists());
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_and_alter_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[("log.segment.bytes", "4096")]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(
+        create_topic(&mut c, "cfg", 1, &[("retention.ms", "1234")]).await,
+        NONE
+    );
+    let m = topic_config(&mut c, "cfg").await;
+    assert_eq!(m["retention.ms"], (Some("1234".into()), 1));
+    assert_eq!(m["segment.bytes"], (Some("4096".into()), 4));
+    assert_eq!(m["cleanup.policy"], (Some("delete".into()), 5));
+    assert!(m.len() >= 20);
+    // incremental: SET, APPEND, DELETE
+    let inc = |name: &str, op: i8, value: Option<&str>| {
+        incremental_alter_configs_request::AlterableConfig {
+            name: name.to_string(),
+            config_operation: op,
+            value: value.map(String::from),
+            ..Default::default()
+        }
+    };
+    let req = IncrementalAlterConfigsRequest {
+        resources: vec![incremental_alter_configs_request::AlterConfigsResource {
+            resource_type: 2,
+            resource_name: "cfg".into(),
+            configs: vec![
+                inc("max.message.bytes", 0, Some("2000")),
+                inc("cleanup.policy", 2, Some("compact")),
+                inc("retention.ms", 1, None),
+            ],
+            ..Default::default()
+        }],
+        validate_only: false,
+        ..Default::default()
+    };
+    match c.call(RequestBody::IncrementalAlterConfigs(req), 1).await {
+        ResponseBody::IncrementalAlterConfigs(r) => assert_eq!(r.responses[0].error_code, NONE),
+        other => panic!("{other:?}"),
+    }
+    let m = topic_config(&mut c, "cfg").await;
+    assert_eq!(m["max.message.bytes"], (Some("2000".into()), 1));
+    assert_eq!(m["cleanup.policy"], (Some("delete,compact".into()), 1));
+    assert_eq!(m["retention.ms"].1, 5);
+    // the new max.message.bytes is enforced
+    let big = "x".repeat(3000);
+    assert_eq!(produce(&mut c, "cfg", 0, batch(&[&big], 1), 1).await.0, 10);
+    // AlterConfigs replaces the whole set
+    let req = AlterConfigsRequest {
+        resources: vec![alter_configs_request::AlterConfigsResource {
+            resource_type: 2,
+            resource_name: "cfg".into(),
+            configs: vec![alter_configs_request::AlterableConfig {
+                name: "retention.bytes".into(),
+                value: Some("99".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        validate_only: false,
+        ..Default::default()
+    };
+    match c.call(RequestBody::AlterConfigs(req), 2).await {
+        ResponseBody::AlterConfigs(r) => assert_eq!(r.responses[0].error_code, NONE),
+        other => panic!("{other:?}"),
+    }
+    let m = topic_config(&mut c, "cfg").await;
+    assert_eq!(m["retention.bytes"], (Some("99".into()), 1));
+    assert_eq!(m["max.message.bytes"].1, 5);
+    // a bad value is refused
+    let req = IncrementalAlterConfigsRequest {
+        resources: vec![incremental_alter_configs_request::AlterConfigsResource {
+            resource_type: 2,
+            resource_name: "cfg".into(),
+            configs: vec![inc("retention.ms", 0, Some("soon"))],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::IncrementalAlterConfigs(req), 1).await {
+        ResponseBody::IncrementalAlterConfigs(r) => assert_eq!(r.responses[0].error_code, 40),
+        other => panic!("{other:?}"),
+    }
+    // broker configs
+    let req = RequestBody::DescribeConfigs(DescribeConfigsRequest {
+        resources: vec![describe_configs_request::DescribeConfigsResource {
+            resource_type: 4,
+            resource_name: "1".into(),
+            configuration_keys: Some(vec!["log.segment.bytes".into(), "num.partitions".into()]),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    match c.call(req, 4).await {
+        ResponseBody::DescribeConfigs(r) => {
+            let cfgs: BTreeMap<_, _> = r.results[0]
+                .configs
+                .iter()
+                .map(|c| (c.name.clone(), (c.value.clone(), c.config_source)))
+                .collect();
+            assert_eq!(cfgs["log.segment.bytes"], (Some("4096".into()), 4));
+            assert_eq!(cfgs["num.partitions"], (Some("1".into()), 5));
+        }
+        other => panic!("{other:?}"),
+    }
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_moves_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(
+        create_topic(&mut c, "dr", 1, &[("segment.bytes", "1024")]).await,
+        NONE
+    );
+    let v = "y".repeat(300);
+    for _ in 0..10 {
+        assert_eq!(
+            produce(&mut c, "dr", 0, batch(&[&v, &v], 1), 1).await.0,
+            NONE
+        );
+    }
+    let req = DeleteRecordsRequest {
+        topics: vec![delete_records_request::DeleteRecordsTopic {
+            name: "dr".into(),
+            partitions: vec![delete_records_request::DeleteRecordsPartition {
+                partition_index: 0,
+                offset: 8,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        timeout_ms: 1000,
+        ..Default::default()
+    };
+    match c.call(RequestBody::DeleteRecords(req), 2).await {
+        ResponseBody::DeleteRecords(r) => {
+            let p = &r.topics[0].partitions[0];
+            assert_eq!((p.error_code, p.low_watermark), (NONE, 8));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(list_offset(&mut c, "dr", -2).await.1, 8);
+    assert_eq!(fetch(&mut c, 12, "dr", Uuid::ZERO, 2, 0).await.0, 1);
+    let (err, _, got) = fetch(&mut c, 12, "dr", Uuid::ZERO, 8, 0).await;
+    assert_eq!(err, NONE);
+    assert!(got.iter().any(|x| x.0 == 8));
+    b.shutdown().await.unwrap();
+}

@@ -1,0 +1,495 @@
+//! Shared test client and helpers: an in-process broker on 127.0.0.1:0 with
+//! a temporary data dir, driven by a small client built on `weir_protocol`.
+#![allow(dead_code)]
+
+pub use std::collections::BTreeMap;
+pub use std::net::SocketAddr;
+pub use std::time::Duration;
+
+pub use bytes::{Bytes, BytesMut};
+pub use tokio::io::{AsyncReadExt, AsyncWriteExt};
+pub use tokio::net::TcpStream;
+pub use weir_broker::config::ConfigSources;
+pub use weir_broker::{RunningBroker, start};
+pub use weir_protocol::codec::Uuid;
+pub use weir_protocol::frame::{decode_response, encode_request};
+pub use weir_protocol::messages::*;
+pub use weir_protocol::records::{BatchIter, Compression, RecordBatchBuilder};
+
+pub const NONE: i16 = 0;
+
+pub struct Client {
+    pub stream: TcpStream,
+    pub correlation_id: i32,
+}
+
+impl Client {
+    pub async fn connect(addr: SocketAddr) -> Client {
+        Client {
+            stream: TcpStream::connect(addr).await.unwrap(),
+            correlation_id: 0,
+        }
+    }
+
+    pub async fn send_only(&mut self, body: RequestBody, version: i16) -> i32 {
+        self.correlation_id += 1;
+        let header = RequestHeader {
+            request_api_key: body.api_key() as i16,
+            request_api_version: version,
+            correlation_id: self.correlation_id,
+            client_id: Some("weir-test".to_string()),
+            ..Default::default()
+        };
+        let mut buf = BytesMut::new();
+        encode_request(&mut buf, &header, &body).unwrap();
+        self.stream.write_all(&buf).await.unwrap();
+        self.correlation_id
+    }
+
+    pub async fn read_frame(&mut self) -> Option<Bytes> {
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).await.ok()?;
+        let n = i32::from_be_bytes(len);
+        assert!((0..64 << 20).contains(&n), "response size {n}");
+        let mut buf = vec![0u8; n as usize];
+        self.stream.read_exact(&mut buf).await.ok()?;
+        Some(Bytes::from(buf))
+    }
+
+    pub async fn call(&mut self, body: RequestBody, version: i16) -> ResponseBody {
+        let key = body.api_key();
+        let corr = self.send_only(body, version).await;
+        let frame = self.read_frame().await.expect("response");
+        let (header, body) = decode_response(frame, key, version).unwrap();
+        assert_eq!(header.correlation_id, corr);
+        body
+    }
+
+    /// True once the broker has closed the connection.
+    pub async fn is_closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(20), self.stream.read(&mut b)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    }
+}
+
+pub async fn start_broker(dir: &std::path::Path, extra: &[(&str, &str)]) -> RunningBroker {
+    let mut s = ConfigSources::default();
+    s.set("listeners", "127.0.0.1:0");
+    s.set("log.dirs", &dir.display().to_string());
+    for (k, v) in extra {
+        s.set(k, v);
+    }
+    start(s.build().unwrap()).await.unwrap()
+}
+
+pub fn batch(values: &[&str], timestamp: i64) -> Bytes {
+    let mut b = RecordBatchBuilder::new(Compression::None);
+    for (i, v) in values.iter().enumerate() {
+        b.push(
+            timestamp + i as i64,
+            Some(Bytes::from(format!("k{i}"))),
+            Some(Bytes::copy_from_slice(v.as_bytes())),
+            vec![],
+        )
+        .unwrap();
+    }
+    b.build().unwrap().into_bytes()
+}
+
+pub fn idempotent_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
+    let mut b = RecordBatchBuilder::new(Compression::None).producer(pid, epoch, seq);
+    for i in 0..n {
+        b.push(
+            1_700_000_000_000,
+            None,
+            Some(Bytes::from(format!("v{}", seq as usize + i))),
+            vec![],
+        )
+        .unwrap();
+    }
+    b.build().unwrap().into_bytes()
+}
+
+pub async fn create_topic(
+    c: &mut Client,
+    name: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> i16 {
+    let req = CreateTopicsRequest {
+        topics: vec![create_topics_request::CreatableTopic {
+            name: name.to_string(),
+            num_partitions: partitions,
+            replication_factor: 1,
+            configs: configs
+                .iter()
+                .map(|(k, v)| create_topics_request::CreatableTopicConfig {
+                    name: k.to_string(),
+                    value: Some(v.to_string()),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        timeout_ms: 5000,
+        ..Default::default()
+    };
+    match c.call(RequestBody::CreateTopics(req), 7).await {
+        ResponseBody::CreateTopics(r) => r.topics[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+pub async fn produce(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    acks: i16,
+) -> (i16, i64) {
+    let req = ProduceRequest {
+        transactional_id: None,
+        acks,
+        timeout_ms: 5000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: topic.to_string(),
+            partition_data: vec![produce_request::PartitionProduceData {
+                index: partition,
+                records: Some(records),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::Produce(req), 9).await {
+        ResponseBody::Produce(r) => {
+            let p = &r.responses[0].partition_responses[0];
+            (p.error_code, p.base_offset)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Fetches one partition; returns (error, high watermark, values with offsets).
+pub async fn fetch(
+    c: &mut Client,
+    version: i16,
+    topic: &str,
+    topic_id: Uuid,
+    offset: i64,
+    max_wait_ms: i32,
+) -> (i16, i64, Vec<(i64, String)>) {
+    let req = FetchRequest {
+        replica_id: -1,
+        max_wait_ms,
+        min_bytes: 1,
+        max_bytes: 1 << 20,
+        isolation_level: 0,
+        session_id: 0,
+        session_epoch: -1,
+        topics: vec![fetch_request::FetchTopic {
+            topic: if version < 13 {
+                topic.to_string()
+            } else {
+                String::new()
+            },
+            topic_id: if version >= 13 { topic_id } else { Uuid::ZERO },
+            partitions: vec![fetch_request::FetchPartition {
+                partition: 0,
+                current_leader_epoch: -1,
+                fetch_offset: offset,
+                last_fetched_epoch: -1,
+                log_start_offset: -1,
+                partition_max_bytes: 1 << 20,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let resp = match c.call(RequestBody::Fetch(req), version).await {
+        ResponseBody::Fetch(r) => r,
+        other => panic!("{other:?}"),
+    };
+    let p = &resp.responses[0].partitions[0];
+    let mut values = Vec::new();
+    if let Some(records) = &p.records {
+        for b in BatchIter::new(records.clone()) {
+            let b = b.unwrap();
+            b.validate_crc().unwrap();
+            for r in b.collect_records(&Default::default()).unwrap() {
+                let off = b.base_offset() + r.offset_delta as i64;
+                let v = r
+                    .value
+                    .map(|v| String::from_utf8_lossy(&v).into_owned())
+                    .unwrap_or_default();
+                values.push((off, v));
+            }
+        }
+    }
+    (p.error_code, p.high_watermark, values)
+}
+
+pub async fn metadata(c: &mut Client, topics: Option<Vec<&str>>, auto: bool) -> MetadataResponse {
+    let req = MetadataRequest {
+        topics: topics.map(|t| {
+            t.into_iter()
+                .map(|n| metadata_request::MetadataRequestTopic {
+                    name: Some(n.to_string()),
+                    ..Default::default()
+                })
+                .collect()
+        }),
+        allow_auto_topic_creation: auto,
+        ..Default::default()
+    };
+    match c.call(RequestBody::Metadata(req), 12).await {
+        ResponseBody::Metadata(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+pub async fn list_offset(c: &mut Client, topic: &str, ts: i64) -> (i16, i64, i64) {
+    let req = ListOffsetsRequest {
+        replica_id: -1,
+        topics: vec![list_offsets_request::ListOffsetsTopic {
+            name: topic.to_string(),
+            partitions: vec![list_offsets_request::ListOffsetsPartition {
+                partition_index: 0,
+                current_leader_epoch: -1,
+                timestamp: ts,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::ListOffsets(req), 8).await {
+        ResponseBody::ListOffsets(r) => {
+            let p = &r.topics[0].partitions[0];
+            (p.error_code, p.offset, p.timestamp)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+pub async fn api_versions_ok(addr: SocketAddr) {
+    let mut c = Client::connect(addr).await;
+    match c
+        .call(RequestBody::ApiVersions(ApiVersionsRequest::default()), 3)
+        .await
+    {
+        ResponseBody::ApiVersions(r) => assert_eq!(r.error_code, NONE),
+        other => panic!("{other:?}"),
+    }
+}
+
+pub fn describe_topic_req(topic: &str) -> RequestBody {
+    RequestBody::DescribeConfigs(DescribeConfigsRequest {
+        resources: vec![describe_configs_request::DescribeConfigsResource {
+            resource_type: 2,
+            resource_name: topic.to_string(),
+            configuration_keys: None,
+            ..Default::default()
+        }],
+        include_synonyms: true,
+        ..Default::default()
+    })
+}
+
+pub async fn topic_config(c: &mut Client, topic: &str) -> BTreeMap<String, (Option<String>, i8)> {
+    match c.call(describe_topic_req(topic), 4).await {
+        ResponseBody::DescribeConfigs(r) => {
+            assert_eq!(r.results[0].error_code, NONE);
+            r.results[0]
+                .configs
+                .iter()
+                .map(|c| (c.name.clone(), (c.value.clone(), c.config_source)))
+                .collect()
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+pub async fn init_pid(c: &mut Client) -> (i64, i16) {
+    match c
+        .call(
+            RequestBody::InitProducerId(InitProducerIdRequest {
+                transactional_id: None,
+                transaction_timeout_ms: 60_000,
+                producer_id: -1,
+                producer_epoch: -1,
+                ..Default::default()
+            }),
+            4,
+        )
+        .await
+    {
+        ResponseBody::InitProducerId(r) => {
+            assert_eq!(r.error_code, NONE);
+            (r.producer_id, r.producer_epoch)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A plausible request of `key` at `version` against topic `t`.
+pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> RequestBody {
+    match key {
+        ApiKey::Produce => RequestBody::Produce(ProduceRequest {
+            acks: 1,
+            timeout_ms: 1000,
+            topic_data: vec![produce_request::TopicProduceData {
+                name: t.into(),
+                partition_data: vec![produce_request::PartitionProduceData {
+                    index: 0,
+                    records: Some(batch(&["x"], 1)),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::Fetch => RequestBody::Fetch(FetchRequest {
+            max_wait_ms: 0,
+            min_bytes: 0,
+            max_bytes: 1 << 20,
+            topics: vec![fetch_request::FetchTopic {
+                topic: if version <= 12 {
+                    t.into()
+                } else {
+                    String::new()
+                },
+                topic_id: if version >= 13 { id } else { Uuid::ZERO },
+                partitions: vec![fetch_request::FetchPartition {
+                    partition: 0,
+                    fetch_offset: 0,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::ListOffsets => RequestBody::ListOffsets(ListOffsetsRequest {
+            replica_id: -1,
+            topics: vec![list_offsets_request::ListOffsetsTopic {
+                name: t.into(),
+                partitions: vec![list_offsets_request::ListOffsetsPartition {
+                    partition_index: 0,
+                    timestamp: -1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::Metadata => RequestBody::Metadata(MetadataRequest {
+            topics: Some(vec![metadata_request::MetadataRequestTopic {
+                name: Some(t.into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ApiKey::ApiVersions => RequestBody::ApiVersions(ApiVersionsRequest::default()),
+        ApiKey::CreateTopics => RequestBody::CreateTopics(CreateTopicsRequest {
+            topics: vec![create_topics_request::CreatableTopic {
+                name: format!("ct-{version}-{n}"),
+                num_partitions: 1,
+                replication_factor: 1,
+                ..Default::default()
+            }],
+            timeout_ms: 1000,
+            ..Default::default()
+        }),
+        ApiKey::DeleteTopics => {
+            let name = format!("ct-{}-{n}", 7);
+            if version >= 6 {
+                RequestBody::DeleteTopics(DeleteTopicsRequest {
+                    topics: vec![delete_topics_request::DeleteTopicState {
+                        name: Some(name),
+                        ..Default::default()
+                    }],
+                    timeout_ms: 1000,
+                    ..Default::default()
+                })
+            } else {
+                RequestBody::DeleteTopics(DeleteTopicsRequest {
+                    topic_names: vec![name],
+                    timeout_ms: 1000,
+                    ..Default::default()
+                })
+            }
+        }
+        ApiKey::DeleteRecords => RequestBody::DeleteRecords(DeleteRecordsRequest {
+            topics: vec![delete_records_request::DeleteRecordsTopic {
+                name: t.into(),
+                partitions: vec![delete_records_request::DeleteRecordsPartition {
+                    partition_index: 0,
+                    offset: 0,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            timeout_ms: 1000,
+            ..Default::default()
+        }),
+        ApiKey::InitProducerId => RequestBody::InitProducerId(InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: 1000,
+            ..Default::default()
+        }),
+        ApiKey::DescribeConfigs => RequestBody::DescribeConfigs(DescribeConfigsRequest {
+            resources: vec![describe_configs_request::DescribeConfigsResource {
+                resource_type: 2,
+                resource_name: t.into(),
+                configuration_keys: None,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::AlterConfigs => RequestBody::AlterConfigs(AlterConfigsRequest {
+            resources: vec![alter_configs_request::AlterConfigsResource {
+                resource_type: 2,
+                resource_name: t.into(),
+                configs: vec![],
+                ..Default::default()
+            }],
+            validate_only: true,
+            ..Default::default()
+        }),
+        ApiKey::IncrementalAlterConfigs => {
+            RequestBody::IncrementalAlterConfigs(IncrementalAlterConfigsRequest {
+                resources: vec![incremental_alter_configs_request::AlterConfigsResource {
+                    resource_type: 2,
+                    resource_name: t.into(),
+                    configs: vec![],
+                    ..Default::default()
+                }],
+                validate_only: true,
+                ..Default::default()
+            })
+        }
+        ApiKey::DescribeLogDirs => RequestBody::DescribeLogDirs(DescribeLogDirsRequest {
+            topics: None,
+            ..Default::default()
+        }),
+        ApiKey::CreatePartitions => RequestBody::CreatePartitions(CreatePartitionsRequest {
+            topics: vec![create_partitions_request::CreatePartitionsTopic {
+                name: t.into(),
+                count: 1 + n as i32,
+                assignments: None,
+                ..Default::default()
+            }],
+            timeout_ms: 1000,
+            validate_only: true,
+            ..Default::default()
+        }),
+        ApiKey::DescribeCluster => RequestBody::DescribeCluster(DescribeClusterRequest::default()),
+        other => panic!("no request for {other:?}"),
+    }
+}
