@@ -318,3 +318,74 @@ async fn producer_state_is_snapshotted_in_kafka_format_and_reloaded() {
     );
     b.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timestamps_and_acks_follow_topic_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // CreateTime with the default message.timestamp.after.max.ms (1 h)
+    assert_eq!(create_topic(&mut c, "ct", 1, &[]).await, NONE);
+    assert_eq!(
+        produce(&mut c, "ct", 0, batch(&["future"], now + 86_400_000), 1)
+            .await
+            .0,
+        32
+    );
+    assert_eq!(
+        produce(&mut c, "ct", 0, batch(&["now"], now), 1).await,
+        (NONE, 0)
+    );
+    // LogAppendTime: the broker stamps the batch and reports the time
+    assert_eq!(
+        create_topic(
+            &mut c,
+            "lat",
+            1,
+            &[("message.timestamp.type", "LogAppendTime")]
+        )
+        .await,
+        NONE
+    );
+    let req = ProduceRequest {
+        acks: -1,
+        timeout_ms: 1000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: "lat".into(),
+            partition_data: vec![produce_request::PartitionProduceData {
+                index: 0,
+                records: Some(batch(&["stamped"], 5)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let append_time = match c.call(RequestBody::Produce(req), 9).await {
+        ResponseBody::Produce(r) => r.responses[0].partition_responses[0].log_append_time_ms,
+        other => panic!("{other:?}"),
+    };
+    assert!(append_time >= now, "{append_time} < {now}");
+    let (err, _, _) = fetch(&mut c, 12, "lat", Uuid::ZERO, 0, 0).await;
+    assert_eq!(err, NONE);
+    let (_, _, ts) = list_offset(&mut c, "lat", -3).await;
+    assert_eq!(ts, append_time);
+    // acks=all with min.insync.replicas above the single replica
+    assert_eq!(
+        create_topic(&mut c, "isr", 1, &[("min.insync.replicas", "2")]).await,
+        NONE
+    );
+    assert_eq!(
+        produce(&mut c, "isr", 0, batch(&["x"], now), -1).await.0,
+        19
+    );
+    assert_eq!(
+        produce(&mut c, "isr", 0, batch(&["x"], now), 1).await,
+        (NONE, 0)
+    );
+    b.shutdown().await.unwrap();
+}
