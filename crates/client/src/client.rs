@@ -1,0 +1,433 @@
+//! A cluster client: bootstrap, metadata, admin and data operations.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use weir_protocol::Uuid;
+use weir_protocol::codec::{Message, Request};
+use weir_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use weir_protocol::messages::delete_topics_request::DeleteTopicState;
+use weir_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use weir_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use weir_protocol::messages::metadata_request::MetadataRequestTopic;
+use weir_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use weir_protocol::messages::{
+    CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
+    MetadataResponse, ProduceRequest,
+};
+
+use crate::connection::Connection;
+use crate::error::ClientError;
+
+/// What the client knows of one partition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionInfo {
+    pub partition: i32,
+    pub leader: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub error_code: i16,
+}
+
+/// What the client knows of one topic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicInfo {
+    pub name: String,
+    pub topic_id: Uuid,
+    pub is_internal: bool,
+    pub error_code: i16,
+    pub partitions: Vec<PartitionInfo>,
+}
+
+/// Records fetched from one partition.
+#[derive(Debug, Clone)]
+pub struct FetchedPartition {
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub last_stable_offset: i64,
+    /// Raw record batches, as sent by the broker (may end with a partial
+    /// batch, which readers skip).
+    pub records: Bytes,
+}
+
+/// A client for a Kafka-compatible cluster.
+pub struct Client {
+    client_id: String,
+    bootstrap: Vec<String>,
+    /// Node id → host:port, from the last metadata response.
+    brokers: HashMap<i32, String>,
+    /// Open connections by address.
+    connections: HashMap<String, Connection>,
+    controller: i32,
+    cluster_id: Option<String>,
+    request_timeout: Duration,
+}
+
+impl Client {
+    /// Connects to the first reachable bootstrap server
+    /// (`host:port[,host:port…]`).
+    pub async fn connect(bootstrap: &str, client_id: &str) -> Result<Client, ClientError> {
+        let mut client = Client {
+            client_id: client_id.to_string(),
+            bootstrap: bootstrap
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            brokers: HashMap::new(),
+            connections: HashMap::new(),
+            controller: -1,
+            cluster_id: None,
+            request_timeout: Duration::from_secs(30),
+        };
+        client.metadata(Some(&[]), false).await?;
+        Ok(client)
+    }
+
+    /// The cluster id of the last metadata response.
+    pub fn cluster_id(&self) -> Option<&str> {
+        self.cluster_id.as_deref()
+    }
+
+    /// Known brokers, node id → address.
+    pub fn brokers(&self) -> &HashMap<i32, String> {
+        &self.brokers
+    }
+
+    async fn connection(&mut self, addr: &str) -> Result<&mut Connection, ClientError> {
+        if !self.connections.contains_key(addr) {
+            let mut conn = Connection::connect(addr, &self.client_id).await?;
+            conn.set_request_timeout(self.request_timeout);
+            self.connections.insert(addr.to_string(), conn);
+        }
+        Ok(self.connections.get_mut(addr).expect("inserted above"))
+    }
+
+    /// A connection to any broker (the bootstrap list, then known brokers).
+    pub async fn any_connection(&mut self) -> Result<&mut Connection, ClientError> {
+        let mut candidates: Vec<String> = self.connections.keys().cloned().collect();
+        candidates.extend(self.bootstrap.iter().cloned());
+        candidates.extend(self.brokers.values().cloned());
+        let mut last_err = None;
+        for addr in candidates {
+            match self.connection(&addr).await {
+                Ok(_) => return self.connection(&addr).await,
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| ClientError::Connect {
+            addr: "<none>".into(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no bootstrap servers"),
+        }))
+    }
+
+    /// A connection to broker `node_id`.
+    pub async fn node_connection(&mut self, node_id: i32) -> Result<&mut Connection, ClientError> {
+        match self.brokers.get(&node_id).cloned() {
+            Some(addr) => self.connection(&addr).await,
+            None => self.any_connection().await,
+        }
+    }
+
+    /// A connection to the controller (for admin requests).
+    pub async fn controller_connection(&mut self) -> Result<&mut Connection, ClientError> {
+        let controller = self.controller;
+        self.node_connection(controller).await
+    }
+
+    /// Fetches metadata for `topics` (`None` = all topics, `Some(&[])` = no
+    /// topics, brokers only).
+    pub async fn metadata(
+        &mut self,
+        topics: Option<&[String]>,
+        auto_create: bool,
+    ) -> Result<Vec<TopicInfo>, ClientError> {
+        let req = MetadataRequest {
+            topics: topics.map(|ts| {
+                ts.iter()
+                    .map(|t| MetadataRequestTopic {
+                        name: Some(t.clone()),
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            allow_auto_topic_creation: auto_create,
+            ..Default::default()
+        };
+        let resp: MetadataResponse = self.any_connection().await?.send(&req).await?;
+        self.brokers = resp
+            .brokers
+            .iter()
+            .map(|b| (b.node_id, format!("{}:{}", b.host, b.port)))
+            .collect();
+        self.controller = resp.controller_id;
+        self.cluster_id = resp.cluster_id.clone();
+        Ok(resp
+            .topics
+            .into_iter()
+            .map(|t| TopicInfo {
+                name: t.name.unwrap_or_default(),
+                topic_id: t.topic_id,
+                is_internal: t.is_internal,
+                error_code: t.error_code,
+                partitions: {
+                    let mut ps: Vec<_> = t
+                        .partitions
+                        .into_iter()
+                        .map(|p| PartitionInfo {
+                            partition: p.partition_index,
+                            leader: p.leader_id,
+                            replicas: p.replica_nodes,
+                            isr: p.isr_nodes,
+                            error_code: p.error_code,
+                        })
+                        .collect();
+                    ps.sort_by_key(|p| p.partition);
+                    ps
+                },
+            })
+            .collect())
+    }
+
+    /// Metadata of one topic; an error if it does not exist.
+    pub async fn topic(&mut self, topic: &str) -> Result<TopicInfo, ClientError> {
+        let mut topics = self.metadata(Some(&[topic.to_string()]), false).await?;
+        let t = topics
+            .pop()
+            .ok_or_else(|| ClientError::UnknownTopic(topic.to_string()))?;
+        if t.error_code == 3 {
+            return Err(ClientError::UnknownTopic(topic.to_string()));
+        }
+        ClientError::check(t.error_code, || format!("metadata for {topic}"), None)?;
+        Ok(t)
+    }
+
+    /// Creates a topic.
+    pub async fn create_topic(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: &[(String, String)],
+    ) -> Result<(), ClientError> {
+        let req = CreateTopicsRequest {
+            topics: vec![CreatableTopic {
+                name: name.to_string(),
+                num_partitions: partitions,
+                replication_factor,
+                configs: configs
+                    .iter()
+                    .map(|(k, v)| CreatableTopicConfig {
+                        name: k.clone(),
+                        value: Some(v.clone()),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            timeout_ms: self.request_timeout.as_millis() as i32,
+            ..Default::default()
+        };
+        let resp = self.controller_connection().await?.send(&req).await?;
+        for t in resp.topics {
+            ClientError::check(
+                t.error_code,
+                || format!("create topic {name}"),
+                t.error_message,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Deletes a topic by name.
+    pub async fn delete_topic(&mut self, name: &str) -> Result<(), ClientError> {
+        let timeout_ms = self.request_timeout.as_millis() as i32;
+        let conn = self.controller_connection().await?;
+        let version = conn.version_for(
+            DeleteTopicsRequest::API_KEY,
+            DeleteTopicsRequest::VALID_VERSIONS,
+        )?;
+        // Version 6 names topics in `topics`; older versions in `topic_names`.
+        let req = if version >= 6 {
+            DeleteTopicsRequest {
+                topics: vec![DeleteTopicState {
+                    name: Some(name.to_string()),
+                    ..Default::default()
+                }],
+                timeout_ms,
+                ..Default::default()
+            }
+        } else {
+            DeleteTopicsRequest {
+                topic_names: vec![name.to_string()],
+                timeout_ms,
+                ..Default::default()
+            }
+        };
+        let resp = conn.send_version(&req, version).await?;
+        for r in resp.responses {
+            ClientError::check(
+                r.error_code,
+                || format!("delete topic {name}"),
+                r.error_message,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Leader node of a partition, refreshing metadata once if unknown.
+    pub async fn leader(&mut self, topic: &str, partition: i32) -> Result<i32, ClientError> {
+        let t = self.topic(topic).await?;
+        t.partitions
+            .iter()
+            .find(|p| p.partition == partition && p.leader >= 0)
+            .map(|p| p.leader)
+            .ok_or_else(|| ClientError::NoLeader {
+                topic: topic.to_string(),
+                partition,
+            })
+    }
+
+    /// Produces one buffer of record batches to a partition and returns its
+    /// base offset (or -1 with acks=0).
+    pub async fn produce(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+        acks: i16,
+        leader: i32,
+    ) -> Result<i64, ClientError> {
+        let req = ProduceRequest {
+            acks,
+            timeout_ms: self.request_timeout.as_millis() as i32,
+            topic_data: vec![TopicProduceData {
+                name: topic.to_string(),
+                partition_data: vec![PartitionProduceData {
+                    index: partition,
+                    records: Some(records),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let conn = self.node_connection(leader).await?;
+        if acks == 0 {
+            conn.send_no_response(&req).await?;
+            return Ok(-1);
+        }
+        let resp = conn.send(&req).await?;
+        let p = resp
+            .responses
+            .into_iter()
+            .flat_map(|t| t.partition_responses)
+            .find(|p| p.index == partition)
+            .ok_or_else(|| {
+                ClientError::Records(format!("no produce response for {topic}-{partition}"))
+            })?;
+        ClientError::check(
+            p.error_code,
+            || format!("produce to {topic}-{partition}"),
+            p.error_message,
+        )?;
+        Ok(p.base_offset)
+    }
+
+    /// Fetches from one partition starting at `offset`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn fetch(
+        &mut self,
+        topic: &str,
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+        max_bytes: i32,
+        max_wait_ms: i32,
+        leader: i32,
+    ) -> Result<FetchedPartition, ClientError> {
+        let req = FetchRequest {
+            max_wait_ms,
+            min_bytes: 1,
+            max_bytes,
+            isolation_level: 0,
+            session_epoch: -1,
+            topics: vec![FetchTopic {
+                topic: topic.to_string(),
+                topic_id,
+                partitions: vec![FetchPartition {
+                    partition,
+                    fetch_offset: offset,
+                    partition_max_bytes: max_bytes,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let timeout = self.request_timeout + Duration::from_millis(max_wait_ms.max(0) as u64);
+        let conn = self.node_connection(leader).await?;
+        conn.set_request_timeout(timeout);
+        let resp = conn.send(&req).await?;
+        ClientError::check(
+            resp.error_code,
+            || format!("fetch from {topic}-{partition}"),
+            None,
+        )?;
+        let p = resp
+            .responses
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .find(|p| p.partition_index == partition)
+            .ok_or_else(|| {
+                ClientError::Records(format!("no fetch response for {topic}-{partition}"))
+            })?;
+        Ok(FetchedPartition {
+            error_code: p.error_code,
+            high_watermark: p.high_watermark,
+            log_start_offset: p.log_start_offset,
+            last_stable_offset: p.last_stable_offset,
+            records: p.records.unwrap_or_default(),
+        })
+    }
+
+    /// ListOffsets for one partition: `timestamp` -2 = earliest, -1 =
+    /// latest, -3 = max timestamp, otherwise the first offset whose
+    /// timestamp is ≥ it. Returns (offset, timestamp).
+    pub async fn list_offset(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+        leader: i32,
+    ) -> Result<(i64, i64), ClientError> {
+        let req = ListOffsetsRequest {
+            replica_id: -1,
+            topics: vec![ListOffsetsTopic {
+                name: topic.to_string(),
+                partitions: vec![ListOffsetsPartition {
+                    partition_index: partition,
+                    timestamp,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let resp = self.node_connection(leader).await?.send(&req).await?;
+        let p = resp
+            .topics
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .find(|p| p.partition_index == partition)
+            .ok_or_else(|| ClientError::Records(format!("no offsets for {topic}-{partition}")))?;
+        ClientError::check(
+            p.error_code,
+            || format!("list offsets of {topic}-{partition}"),
+            None,
+        )?;
+        Ok((p.offset, p.timestamp))
+    }
+}

@@ -1,0 +1,229 @@
+//! One connection to one broker.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use weir_protocol::codec::{Decodable, Encodable, Message, Request};
+use weir_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+};
+
+use crate::error::ClientError;
+
+/// Largest response frame the client accepts.
+pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+
+/// A TCP connection to one broker, with the API versions both sides support.
+///
+/// Requests are sent one at a time: each call writes a request and waits for
+/// its response, so correlation ids always match in order.
+pub struct Connection {
+    addr: String,
+    stream: TcpStream,
+    client_id: String,
+    next_correlation_id: i32,
+    /// Broker-supported version ranges, by api key.
+    versions: HashMap<i16, (i16, i16)>,
+    request_timeout: Duration,
+    buf: BytesMut,
+}
+
+impl Connection {
+    /// Connects to `addr` and negotiates API versions.
+    pub async fn connect(addr: &str, client_id: &str) -> Result<Connection, ClientError> {
+        let request_timeout = Duration::from_secs(30);
+        let stream = tokio::time::timeout(request_timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError::Timeout {
+                addr: addr.to_string(),
+                what: "connection",
+            })?
+            .map_err(|source| ClientError::Connect {
+                addr: addr.to_string(),
+                source,
+            })?;
+        stream.set_nodelay(true).ok();
+        let mut conn = Connection {
+            addr: addr.to_string(),
+            stream,
+            client_id: client_id.to_string(),
+            next_correlation_id: 0,
+            versions: HashMap::new(),
+            request_timeout,
+            buf: BytesMut::with_capacity(64 * 1024),
+        };
+        conn.negotiate().await?;
+        Ok(conn)
+    }
+
+    /// The address this connection was opened to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Sets how long a request may wait for its response.
+    pub fn set_request_timeout(&mut self, timeout: Duration) {
+        self.request_timeout = timeout;
+    }
+
+    async fn negotiate(&mut self) -> Result<(), ClientError> {
+        let (_, max) = ApiVersionsRequest::VALID_VERSIONS;
+        let req = ApiVersionsRequest {
+            client_software_name: "weir".into(),
+            client_software_version: env!("CARGO_PKG_VERSION").into(),
+            ..Default::default()
+        };
+        let mut version = max;
+        loop {
+            let resp: ApiVersionsResponse =
+                self.round_trip(ApiKey::ApiVersions, version, &req).await?;
+            // UNSUPPORTED_VERSION: the broker answers in v0 with its own range.
+            if resp.error_code == 35 {
+                let theirs = resp
+                    .api_keys
+                    .iter()
+                    .find(|k| k.api_key == ApiKey::ApiVersions as i16)
+                    .map(|k| k.max_version)
+                    .unwrap_or(0);
+                if theirs >= version || theirs < 0 {
+                    return Err(ClientError::UnsupportedApi {
+                        addr: self.addr.clone(),
+                        api: "ApiVersions",
+                        min: 0,
+                        max,
+                    });
+                }
+                version = theirs;
+                continue;
+            }
+            ClientError::check(resp.error_code, || "ApiVersions".into(), None)?;
+            self.versions = resp
+                .api_keys
+                .iter()
+                .map(|k| (k.api_key, (k.min_version, k.max_version)))
+                .collect();
+            return Ok(());
+        }
+    }
+
+    /// The highest version of `api` that both the client and the broker
+    /// support.
+    pub fn version_for(&self, api: ApiKey, ours: (i16, i16)) -> Result<i16, ClientError> {
+        let unsupported = || ClientError::UnsupportedApi {
+            addr: self.addr.clone(),
+            api: api.name(),
+            min: ours.0,
+            max: ours.1,
+        };
+        let &(min, max) = self.versions.get(&(api as i16)).ok_or_else(unsupported)?;
+        let v = max.min(ours.1);
+        if v < min.max(ours.0) {
+            return Err(unsupported());
+        }
+        Ok(v)
+    }
+
+    /// Sends `req` at the highest common version and waits for its response.
+    pub async fn send<R: Request>(&mut self, req: &R) -> Result<R::Response, ClientError> {
+        let version = self.version_for(R::API_KEY, R::VALID_VERSIONS)?;
+        self.send_version(req, version).await
+    }
+
+    /// Sends `req` at `version` and waits for its response.
+    pub async fn send_version<R: Request>(
+        &mut self,
+        req: &R,
+        version: i16,
+    ) -> Result<R::Response, ClientError> {
+        self.round_trip(R::API_KEY, version, req).await
+    }
+
+    /// Sends a request that gets no response (Produce with acks=0).
+    pub async fn send_no_response<R: Request>(&mut self, req: &R) -> Result<(), ClientError> {
+        let version = self.version_for(R::API_KEY, R::VALID_VERSIONS)?;
+        self.write_request(R::API_KEY, version, req).await?;
+        Ok(())
+    }
+
+    async fn write_request<B: Encodable>(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        body: &B,
+    ) -> Result<i32, ClientError> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let header = RequestHeader {
+            request_api_key: api as i16,
+            request_api_version: version,
+            correlation_id,
+            client_id: Some(self.client_id.clone()),
+            ..Default::default()
+        };
+        let header_version = api.request_header_version(version);
+        self.buf.clear();
+        self.buf.put_i32(0);
+        header.encode(&mut self.buf, header_version)?;
+        body.encode(&mut self.buf, version)?;
+        let len = (self.buf.len() - 4) as i32;
+        self.buf[..4].copy_from_slice(&len.to_be_bytes());
+        let io = |source| ClientError::Io {
+            addr: self.addr.clone(),
+            source,
+        };
+        self.stream.write_all(&self.buf).await.map_err(io)?;
+        Ok(correlation_id)
+    }
+
+    async fn round_trip<B: Encodable, Resp: Decodable>(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        body: &B,
+    ) -> Result<Resp, ClientError> {
+        let correlation_id = self.write_request(api, version, body).await?;
+        let timeout = self.request_timeout;
+        let mut frame = tokio::time::timeout(timeout, self.read_frame())
+            .await
+            .map_err(|_| ClientError::Timeout {
+                addr: self.addr.clone(),
+                what: api.name(),
+            })??;
+        let decode = |source| ClientError::Decode {
+            addr: self.addr.clone(),
+            source,
+        };
+        let header = ResponseHeader::decode(&mut frame, api.response_header_version(version))
+            .map_err(decode)?;
+        if header.correlation_id != correlation_id {
+            return Err(ClientError::CorrelationMismatch {
+                expected: correlation_id,
+                got: header.correlation_id,
+            });
+        }
+        Resp::decode(&mut frame, version).map_err(decode)
+    }
+
+    async fn read_frame(&mut self) -> Result<Bytes, ClientError> {
+        let io = |source| ClientError::Io {
+            addr: self.addr.clone(),
+            source,
+        };
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).await.map_err(io)?;
+        let size = i32::from_be_bytes(len);
+        if size < 0 || size as usize > MAX_RESPONSE_BYTES {
+            return Err(ClientError::FrameTooLarge {
+                addr: self.addr.clone(),
+                size: size.max(0) as usize,
+                limit: MAX_RESPONSE_BYTES,
+            });
+        }
+        let mut frame = BytesMut::zeroed(size as usize);
+        self.stream.read_exact(&mut frame).await.map_err(io)?;
+        Ok(frame.freeze())
+    }
+}

@@ -1,0 +1,68 @@
+use weir_protocol::codec::{DecodeError, EncodeError};
+use weir_protocol::error_code::ErrorCode;
+
+/// Errors of the client.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("i/o error talking to {addr}: {source}")]
+    Io {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("timed out waiting for {what} from {addr}")]
+    Timeout { addr: String, what: &'static str },
+    #[error("broker {addr} does not support {api} (client supports versions {min}-{max})")]
+    UnsupportedApi {
+        addr: String,
+        api: &'static str,
+        min: i16,
+        max: i16,
+    },
+    #[error("could not encode request: {0}")]
+    Encode(#[from] EncodeError),
+    #[error("could not decode response from {addr}: {source}")]
+    Decode { addr: String, source: DecodeError },
+    #[error("response frame of {size} bytes from {addr} exceeds the limit of {limit}")]
+    FrameTooLarge {
+        addr: String,
+        size: usize,
+        limit: usize,
+    },
+    #[error("response correlation id {got} does not match request {expected}")]
+    CorrelationMismatch { expected: i32, got: i32 },
+    #[error("{context}: {code}{}", message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default())]
+    Broker {
+        context: String,
+        code: ErrorCode,
+        message: Option<String>,
+    },
+    #[error("unknown topic {0}")]
+    UnknownTopic(String),
+    #[error("partition {topic}-{partition} has no leader")]
+    NoLeader { topic: String, partition: i32 },
+    #[error("invalid records from broker: {0}")]
+    Records(String),
+}
+
+impl ClientError {
+    /// Turns a non-zero Kafka error code into an error.
+    pub fn check(
+        code: i16,
+        context: impl FnOnce() -> String,
+        message: Option<String>,
+    ) -> Result<(), ClientError> {
+        if code == 0 {
+            return Ok(());
+        }
+        Err(ClientError::Broker {
+            context: context(),
+            code: ErrorCode::from_code_lossy(code),
+            message,
+        })
+    }
+}
