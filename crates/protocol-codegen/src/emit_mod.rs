@@ -231,6 +231,13 @@ fn emit_body_enum<'a>(
     for a in apis {
         let _ = writeln!(out, "{name}::{v}(_) => ApiKey::{v},", v = var(a.1));
     }
+    out.push_str("}\n}\n\n");
+    out.push_str(
+        "    /// A random body of `api_key` valid in `version` (property tests).\n    #[cfg(any(test, feature = \"arbitrary\"))]\n    pub fn random(api_key: ApiKey, rng: &mut crate::codec::arbitrary::Rng, version: i16) -> Self {\n        use crate::codec::arbitrary::Random;\n        match api_key {\n",
+    );
+    for a in apis {
+        let _ = writeln!(out, "ApiKey::{v} => {name}::{v}({}::random(rng, version)),", pick(a).name, v = var(a.1));
+    }
     out.push_str("}\n}\n}\n\n");
     for a in apis {
         let _ = writeln!(

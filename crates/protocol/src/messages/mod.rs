@@ -1712,6 +1712,250 @@ impl RequestBody {
             RequestBody::ReadShareGroupStateSummary(_) => ApiKey::ReadShareGroupStateSummary,
         }
     }
+
+    /// A random body of `api_key` valid in `version` (property tests).
+    #[cfg(any(test, feature = "arbitrary"))]
+    pub fn random(api_key: ApiKey, rng: &mut crate::codec::arbitrary::Rng, version: i16) -> Self {
+        use crate::codec::arbitrary::Random;
+        match api_key {
+            ApiKey::Produce => RequestBody::Produce(ProduceRequest::random(rng, version)),
+            ApiKey::Fetch => RequestBody::Fetch(FetchRequest::random(rng, version)),
+            ApiKey::ListOffsets => {
+                RequestBody::ListOffsets(ListOffsetsRequest::random(rng, version))
+            }
+            ApiKey::Metadata => RequestBody::Metadata(MetadataRequest::random(rng, version)),
+            ApiKey::LeaderAndIsr => {
+                RequestBody::LeaderAndIsr(LeaderAndIsrRequest::random(rng, version))
+            }
+            ApiKey::StopReplica => {
+                RequestBody::StopReplica(StopReplicaRequest::random(rng, version))
+            }
+            ApiKey::UpdateMetadata => {
+                RequestBody::UpdateMetadata(UpdateMetadataRequest::random(rng, version))
+            }
+            ApiKey::ControlledShutdown => {
+                RequestBody::ControlledShutdown(ControlledShutdownRequest::random(rng, version))
+            }
+            ApiKey::OffsetCommit => {
+                RequestBody::OffsetCommit(OffsetCommitRequest::random(rng, version))
+            }
+            ApiKey::OffsetFetch => {
+                RequestBody::OffsetFetch(OffsetFetchRequest::random(rng, version))
+            }
+            ApiKey::FindCoordinator => {
+                RequestBody::FindCoordinator(FindCoordinatorRequest::random(rng, version))
+            }
+            ApiKey::JoinGroup => RequestBody::JoinGroup(JoinGroupRequest::random(rng, version)),
+            ApiKey::Heartbeat => RequestBody::Heartbeat(HeartbeatRequest::random(rng, version)),
+            ApiKey::LeaveGroup => RequestBody::LeaveGroup(LeaveGroupRequest::random(rng, version)),
+            ApiKey::SyncGroup => RequestBody::SyncGroup(SyncGroupRequest::random(rng, version)),
+            ApiKey::DescribeGroups => {
+                RequestBody::DescribeGroups(DescribeGroupsRequest::random(rng, version))
+            }
+            ApiKey::ListGroups => RequestBody::ListGroups(ListGroupsRequest::random(rng, version)),
+            ApiKey::SaslHandshake => {
+                RequestBody::SaslHandshake(SaslHandshakeRequest::random(rng, version))
+            }
+            ApiKey::ApiVersions => {
+                RequestBody::ApiVersions(ApiVersionsRequest::random(rng, version))
+            }
+            ApiKey::CreateTopics => {
+                RequestBody::CreateTopics(CreateTopicsRequest::random(rng, version))
+            }
+            ApiKey::DeleteTopics => {
+                RequestBody::DeleteTopics(DeleteTopicsRequest::random(rng, version))
+            }
+            ApiKey::DeleteRecords => {
+                RequestBody::DeleteRecords(DeleteRecordsRequest::random(rng, version))
+            }
+            ApiKey::InitProducerId => {
+                RequestBody::InitProducerId(InitProducerIdRequest::random(rng, version))
+            }
+            ApiKey::OffsetForLeaderEpoch => {
+                RequestBody::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::random(rng, version))
+            }
+            ApiKey::AddPartitionsToTxn => {
+                RequestBody::AddPartitionsToTxn(AddPartitionsToTxnRequest::random(rng, version))
+            }
+            ApiKey::AddOffsetsToTxn => {
+                RequestBody::AddOffsetsToTxn(AddOffsetsToTxnRequest::random(rng, version))
+            }
+            ApiKey::EndTxn => RequestBody::EndTxn(EndTxnRequest::random(rng, version)),
+            ApiKey::WriteTxnMarkers => {
+                RequestBody::WriteTxnMarkers(WriteTxnMarkersRequest::random(rng, version))
+            }
+            ApiKey::TxnOffsetCommit => {
+                RequestBody::TxnOffsetCommit(TxnOffsetCommitRequest::random(rng, version))
+            }
+            ApiKey::DescribeAcls => {
+                RequestBody::DescribeAcls(DescribeAclsRequest::random(rng, version))
+            }
+            ApiKey::CreateAcls => RequestBody::CreateAcls(CreateAclsRequest::random(rng, version)),
+            ApiKey::DeleteAcls => RequestBody::DeleteAcls(DeleteAclsRequest::random(rng, version)),
+            ApiKey::DescribeConfigs => {
+                RequestBody::DescribeConfigs(DescribeConfigsRequest::random(rng, version))
+            }
+            ApiKey::AlterConfigs => {
+                RequestBody::AlterConfigs(AlterConfigsRequest::random(rng, version))
+            }
+            ApiKey::AlterReplicaLogDirs => {
+                RequestBody::AlterReplicaLogDirs(AlterReplicaLogDirsRequest::random(rng, version))
+            }
+            ApiKey::DescribeLogDirs => {
+                RequestBody::DescribeLogDirs(DescribeLogDirsRequest::random(rng, version))
+            }
+            ApiKey::SaslAuthenticate => {
+                RequestBody::SaslAuthenticate(SaslAuthenticateRequest::random(rng, version))
+            }
+            ApiKey::CreatePartitions => {
+                RequestBody::CreatePartitions(CreatePartitionsRequest::random(rng, version))
+            }
+            ApiKey::CreateDelegationToken => RequestBody::CreateDelegationToken(
+                CreateDelegationTokenRequest::random(rng, version),
+            ),
+            ApiKey::RenewDelegationToken => {
+                RequestBody::RenewDelegationToken(RenewDelegationTokenRequest::random(rng, version))
+            }
+            ApiKey::ExpireDelegationToken => RequestBody::ExpireDelegationToken(
+                ExpireDelegationTokenRequest::random(rng, version),
+            ),
+            ApiKey::DescribeDelegationToken => RequestBody::DescribeDelegationToken(
+                DescribeDelegationTokenRequest::random(rng, version),
+            ),
+            ApiKey::DeleteGroups => {
+                RequestBody::DeleteGroups(DeleteGroupsRequest::random(rng, version))
+            }
+            ApiKey::ElectLeaders => {
+                RequestBody::ElectLeaders(ElectLeadersRequest::random(rng, version))
+            }
+            ApiKey::IncrementalAlterConfigs => RequestBody::IncrementalAlterConfigs(
+                IncrementalAlterConfigsRequest::random(rng, version),
+            ),
+            ApiKey::AlterPartitionReassignments => RequestBody::AlterPartitionReassignments(
+                AlterPartitionReassignmentsRequest::random(rng, version),
+            ),
+            ApiKey::ListPartitionReassignments => RequestBody::ListPartitionReassignments(
+                ListPartitionReassignmentsRequest::random(rng, version),
+            ),
+            ApiKey::OffsetDelete => {
+                RequestBody::OffsetDelete(OffsetDeleteRequest::random(rng, version))
+            }
+            ApiKey::DescribeClientQuotas => {
+                RequestBody::DescribeClientQuotas(DescribeClientQuotasRequest::random(rng, version))
+            }
+            ApiKey::AlterClientQuotas => {
+                RequestBody::AlterClientQuotas(AlterClientQuotasRequest::random(rng, version))
+            }
+            ApiKey::DescribeUserScramCredentials => RequestBody::DescribeUserScramCredentials(
+                DescribeUserScramCredentialsRequest::random(rng, version),
+            ),
+            ApiKey::AlterUserScramCredentials => RequestBody::AlterUserScramCredentials(
+                AlterUserScramCredentialsRequest::random(rng, version),
+            ),
+            ApiKey::Vote => RequestBody::Vote(VoteRequest::random(rng, version)),
+            ApiKey::BeginQuorumEpoch => {
+                RequestBody::BeginQuorumEpoch(BeginQuorumEpochRequest::random(rng, version))
+            }
+            ApiKey::EndQuorumEpoch => {
+                RequestBody::EndQuorumEpoch(EndQuorumEpochRequest::random(rng, version))
+            }
+            ApiKey::DescribeQuorum => {
+                RequestBody::DescribeQuorum(DescribeQuorumRequest::random(rng, version))
+            }
+            ApiKey::AlterPartition => {
+                RequestBody::AlterPartition(AlterPartitionRequest::random(rng, version))
+            }
+            ApiKey::UpdateFeatures => {
+                RequestBody::UpdateFeatures(UpdateFeaturesRequest::random(rng, version))
+            }
+            ApiKey::Envelope => RequestBody::Envelope(EnvelopeRequest::random(rng, version)),
+            ApiKey::FetchSnapshot => {
+                RequestBody::FetchSnapshot(FetchSnapshotRequest::random(rng, version))
+            }
+            ApiKey::DescribeCluster => {
+                RequestBody::DescribeCluster(DescribeClusterRequest::random(rng, version))
+            }
+            ApiKey::DescribeProducers => {
+                RequestBody::DescribeProducers(DescribeProducersRequest::random(rng, version))
+            }
+            ApiKey::BrokerRegistration => {
+                RequestBody::BrokerRegistration(BrokerRegistrationRequest::random(rng, version))
+            }
+            ApiKey::BrokerHeartbeat => {
+                RequestBody::BrokerHeartbeat(BrokerHeartbeatRequest::random(rng, version))
+            }
+            ApiKey::UnregisterBroker => {
+                RequestBody::UnregisterBroker(UnregisterBrokerRequest::random(rng, version))
+            }
+            ApiKey::DescribeTransactions => {
+                RequestBody::DescribeTransactions(DescribeTransactionsRequest::random(rng, version))
+            }
+            ApiKey::ListTransactions => {
+                RequestBody::ListTransactions(ListTransactionsRequest::random(rng, version))
+            }
+            ApiKey::AllocateProducerIds => {
+                RequestBody::AllocateProducerIds(AllocateProducerIdsRequest::random(rng, version))
+            }
+            ApiKey::ConsumerGroupHeartbeat => RequestBody::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatRequest::random(rng, version),
+            ),
+            ApiKey::ConsumerGroupDescribe => RequestBody::ConsumerGroupDescribe(
+                ConsumerGroupDescribeRequest::random(rng, version),
+            ),
+            ApiKey::ControllerRegistration => RequestBody::ControllerRegistration(
+                ControllerRegistrationRequest::random(rng, version),
+            ),
+            ApiKey::GetTelemetrySubscriptions => RequestBody::GetTelemetrySubscriptions(
+                GetTelemetrySubscriptionsRequest::random(rng, version),
+            ),
+            ApiKey::PushTelemetry => {
+                RequestBody::PushTelemetry(PushTelemetryRequest::random(rng, version))
+            }
+            ApiKey::AssignReplicasToDirs => {
+                RequestBody::AssignReplicasToDirs(AssignReplicasToDirsRequest::random(rng, version))
+            }
+            ApiKey::ListClientMetricsResources => RequestBody::ListClientMetricsResources(
+                ListClientMetricsResourcesRequest::random(rng, version),
+            ),
+            ApiKey::DescribeTopicPartitions => RequestBody::DescribeTopicPartitions(
+                DescribeTopicPartitionsRequest::random(rng, version),
+            ),
+            ApiKey::ShareGroupHeartbeat => {
+                RequestBody::ShareGroupHeartbeat(ShareGroupHeartbeatRequest::random(rng, version))
+            }
+            ApiKey::ShareGroupDescribe => {
+                RequestBody::ShareGroupDescribe(ShareGroupDescribeRequest::random(rng, version))
+            }
+            ApiKey::ShareFetch => RequestBody::ShareFetch(ShareFetchRequest::random(rng, version)),
+            ApiKey::ShareAcknowledge => {
+                RequestBody::ShareAcknowledge(ShareAcknowledgeRequest::random(rng, version))
+            }
+            ApiKey::AddRaftVoter => {
+                RequestBody::AddRaftVoter(AddRaftVoterRequest::random(rng, version))
+            }
+            ApiKey::RemoveRaftVoter => {
+                RequestBody::RemoveRaftVoter(RemoveRaftVoterRequest::random(rng, version))
+            }
+            ApiKey::UpdateRaftVoter => {
+                RequestBody::UpdateRaftVoter(UpdateRaftVoterRequest::random(rng, version))
+            }
+            ApiKey::InitializeShareGroupState => RequestBody::InitializeShareGroupState(
+                InitializeShareGroupStateRequest::random(rng, version),
+            ),
+            ApiKey::ReadShareGroupState => {
+                RequestBody::ReadShareGroupState(ReadShareGroupStateRequest::random(rng, version))
+            }
+            ApiKey::WriteShareGroupState => {
+                RequestBody::WriteShareGroupState(WriteShareGroupStateRequest::random(rng, version))
+            }
+            ApiKey::DeleteShareGroupState => RequestBody::DeleteShareGroupState(
+                DeleteShareGroupStateRequest::random(rng, version),
+            ),
+            ApiKey::ReadShareGroupStateSummary => RequestBody::ReadShareGroupStateSummary(
+                ReadShareGroupStateSummaryRequest::random(rng, version),
+            ),
+        }
+    }
 }
 
 impl From<ProduceRequest> for RequestBody {
@@ -2867,6 +3111,260 @@ impl ResponseBody {
             ResponseBody::WriteShareGroupState(_) => ApiKey::WriteShareGroupState,
             ResponseBody::DeleteShareGroupState(_) => ApiKey::DeleteShareGroupState,
             ResponseBody::ReadShareGroupStateSummary(_) => ApiKey::ReadShareGroupStateSummary,
+        }
+    }
+
+    /// A random body of `api_key` valid in `version` (property tests).
+    #[cfg(any(test, feature = "arbitrary"))]
+    pub fn random(api_key: ApiKey, rng: &mut crate::codec::arbitrary::Rng, version: i16) -> Self {
+        use crate::codec::arbitrary::Random;
+        match api_key {
+            ApiKey::Produce => ResponseBody::Produce(ProduceResponse::random(rng, version)),
+            ApiKey::Fetch => ResponseBody::Fetch(FetchResponse::random(rng, version)),
+            ApiKey::ListOffsets => {
+                ResponseBody::ListOffsets(ListOffsetsResponse::random(rng, version))
+            }
+            ApiKey::Metadata => ResponseBody::Metadata(MetadataResponse::random(rng, version)),
+            ApiKey::LeaderAndIsr => {
+                ResponseBody::LeaderAndIsr(LeaderAndIsrResponse::random(rng, version))
+            }
+            ApiKey::StopReplica => {
+                ResponseBody::StopReplica(StopReplicaResponse::random(rng, version))
+            }
+            ApiKey::UpdateMetadata => {
+                ResponseBody::UpdateMetadata(UpdateMetadataResponse::random(rng, version))
+            }
+            ApiKey::ControlledShutdown => {
+                ResponseBody::ControlledShutdown(ControlledShutdownResponse::random(rng, version))
+            }
+            ApiKey::OffsetCommit => {
+                ResponseBody::OffsetCommit(OffsetCommitResponse::random(rng, version))
+            }
+            ApiKey::OffsetFetch => {
+                ResponseBody::OffsetFetch(OffsetFetchResponse::random(rng, version))
+            }
+            ApiKey::FindCoordinator => {
+                ResponseBody::FindCoordinator(FindCoordinatorResponse::random(rng, version))
+            }
+            ApiKey::JoinGroup => ResponseBody::JoinGroup(JoinGroupResponse::random(rng, version)),
+            ApiKey::Heartbeat => ResponseBody::Heartbeat(HeartbeatResponse::random(rng, version)),
+            ApiKey::LeaveGroup => {
+                ResponseBody::LeaveGroup(LeaveGroupResponse::random(rng, version))
+            }
+            ApiKey::SyncGroup => ResponseBody::SyncGroup(SyncGroupResponse::random(rng, version)),
+            ApiKey::DescribeGroups => {
+                ResponseBody::DescribeGroups(DescribeGroupsResponse::random(rng, version))
+            }
+            ApiKey::ListGroups => {
+                ResponseBody::ListGroups(ListGroupsResponse::random(rng, version))
+            }
+            ApiKey::SaslHandshake => {
+                ResponseBody::SaslHandshake(SaslHandshakeResponse::random(rng, version))
+            }
+            ApiKey::ApiVersions => {
+                ResponseBody::ApiVersions(ApiVersionsResponse::random(rng, version))
+            }
+            ApiKey::CreateTopics => {
+                ResponseBody::CreateTopics(CreateTopicsResponse::random(rng, version))
+            }
+            ApiKey::DeleteTopics => {
+                ResponseBody::DeleteTopics(DeleteTopicsResponse::random(rng, version))
+            }
+            ApiKey::DeleteRecords => {
+                ResponseBody::DeleteRecords(DeleteRecordsResponse::random(rng, version))
+            }
+            ApiKey::InitProducerId => {
+                ResponseBody::InitProducerId(InitProducerIdResponse::random(rng, version))
+            }
+            ApiKey::OffsetForLeaderEpoch => ResponseBody::OffsetForLeaderEpoch(
+                OffsetForLeaderEpochResponse::random(rng, version),
+            ),
+            ApiKey::AddPartitionsToTxn => {
+                ResponseBody::AddPartitionsToTxn(AddPartitionsToTxnResponse::random(rng, version))
+            }
+            ApiKey::AddOffsetsToTxn => {
+                ResponseBody::AddOffsetsToTxn(AddOffsetsToTxnResponse::random(rng, version))
+            }
+            ApiKey::EndTxn => ResponseBody::EndTxn(EndTxnResponse::random(rng, version)),
+            ApiKey::WriteTxnMarkers => {
+                ResponseBody::WriteTxnMarkers(WriteTxnMarkersResponse::random(rng, version))
+            }
+            ApiKey::TxnOffsetCommit => {
+                ResponseBody::TxnOffsetCommit(TxnOffsetCommitResponse::random(rng, version))
+            }
+            ApiKey::DescribeAcls => {
+                ResponseBody::DescribeAcls(DescribeAclsResponse::random(rng, version))
+            }
+            ApiKey::CreateAcls => {
+                ResponseBody::CreateAcls(CreateAclsResponse::random(rng, version))
+            }
+            ApiKey::DeleteAcls => {
+                ResponseBody::DeleteAcls(DeleteAclsResponse::random(rng, version))
+            }
+            ApiKey::DescribeConfigs => {
+                ResponseBody::DescribeConfigs(DescribeConfigsResponse::random(rng, version))
+            }
+            ApiKey::AlterConfigs => {
+                ResponseBody::AlterConfigs(AlterConfigsResponse::random(rng, version))
+            }
+            ApiKey::AlterReplicaLogDirs => {
+                ResponseBody::AlterReplicaLogDirs(AlterReplicaLogDirsResponse::random(rng, version))
+            }
+            ApiKey::DescribeLogDirs => {
+                ResponseBody::DescribeLogDirs(DescribeLogDirsResponse::random(rng, version))
+            }
+            ApiKey::SaslAuthenticate => {
+                ResponseBody::SaslAuthenticate(SaslAuthenticateResponse::random(rng, version))
+            }
+            ApiKey::CreatePartitions => {
+                ResponseBody::CreatePartitions(CreatePartitionsResponse::random(rng, version))
+            }
+            ApiKey::CreateDelegationToken => ResponseBody::CreateDelegationToken(
+                CreateDelegationTokenResponse::random(rng, version),
+            ),
+            ApiKey::RenewDelegationToken => ResponseBody::RenewDelegationToken(
+                RenewDelegationTokenResponse::random(rng, version),
+            ),
+            ApiKey::ExpireDelegationToken => ResponseBody::ExpireDelegationToken(
+                ExpireDelegationTokenResponse::random(rng, version),
+            ),
+            ApiKey::DescribeDelegationToken => ResponseBody::DescribeDelegationToken(
+                DescribeDelegationTokenResponse::random(rng, version),
+            ),
+            ApiKey::DeleteGroups => {
+                ResponseBody::DeleteGroups(DeleteGroupsResponse::random(rng, version))
+            }
+            ApiKey::ElectLeaders => {
+                ResponseBody::ElectLeaders(ElectLeadersResponse::random(rng, version))
+            }
+            ApiKey::IncrementalAlterConfigs => ResponseBody::IncrementalAlterConfigs(
+                IncrementalAlterConfigsResponse::random(rng, version),
+            ),
+            ApiKey::AlterPartitionReassignments => ResponseBody::AlterPartitionReassignments(
+                AlterPartitionReassignmentsResponse::random(rng, version),
+            ),
+            ApiKey::ListPartitionReassignments => ResponseBody::ListPartitionReassignments(
+                ListPartitionReassignmentsResponse::random(rng, version),
+            ),
+            ApiKey::OffsetDelete => {
+                ResponseBody::OffsetDelete(OffsetDeleteResponse::random(rng, version))
+            }
+            ApiKey::DescribeClientQuotas => ResponseBody::DescribeClientQuotas(
+                DescribeClientQuotasResponse::random(rng, version),
+            ),
+            ApiKey::AlterClientQuotas => {
+                ResponseBody::AlterClientQuotas(AlterClientQuotasResponse::random(rng, version))
+            }
+            ApiKey::DescribeUserScramCredentials => ResponseBody::DescribeUserScramCredentials(
+                DescribeUserScramCredentialsResponse::random(rng, version),
+            ),
+            ApiKey::AlterUserScramCredentials => ResponseBody::AlterUserScramCredentials(
+                AlterUserScramCredentialsResponse::random(rng, version),
+            ),
+            ApiKey::Vote => ResponseBody::Vote(VoteResponse::random(rng, version)),
+            ApiKey::BeginQuorumEpoch => {
+                ResponseBody::BeginQuorumEpoch(BeginQuorumEpochResponse::random(rng, version))
+            }
+            ApiKey::EndQuorumEpoch => {
+                ResponseBody::EndQuorumEpoch(EndQuorumEpochResponse::random(rng, version))
+            }
+            ApiKey::DescribeQuorum => {
+                ResponseBody::DescribeQuorum(DescribeQuorumResponse::random(rng, version))
+            }
+            ApiKey::AlterPartition => {
+                ResponseBody::AlterPartition(AlterPartitionResponse::random(rng, version))
+            }
+            ApiKey::UpdateFeatures => {
+                ResponseBody::UpdateFeatures(UpdateFeaturesResponse::random(rng, version))
+            }
+            ApiKey::Envelope => ResponseBody::Envelope(EnvelopeResponse::random(rng, version)),
+            ApiKey::FetchSnapshot => {
+                ResponseBody::FetchSnapshot(FetchSnapshotResponse::random(rng, version))
+            }
+            ApiKey::DescribeCluster => {
+                ResponseBody::DescribeCluster(DescribeClusterResponse::random(rng, version))
+            }
+            ApiKey::DescribeProducers => {
+                ResponseBody::DescribeProducers(DescribeProducersResponse::random(rng, version))
+            }
+            ApiKey::BrokerRegistration => {
+                ResponseBody::BrokerRegistration(BrokerRegistrationResponse::random(rng, version))
+            }
+            ApiKey::BrokerHeartbeat => {
+                ResponseBody::BrokerHeartbeat(BrokerHeartbeatResponse::random(rng, version))
+            }
+            ApiKey::UnregisterBroker => {
+                ResponseBody::UnregisterBroker(UnregisterBrokerResponse::random(rng, version))
+            }
+            ApiKey::DescribeTransactions => ResponseBody::DescribeTransactions(
+                DescribeTransactionsResponse::random(rng, version),
+            ),
+            ApiKey::ListTransactions => {
+                ResponseBody::ListTransactions(ListTransactionsResponse::random(rng, version))
+            }
+            ApiKey::AllocateProducerIds => {
+                ResponseBody::AllocateProducerIds(AllocateProducerIdsResponse::random(rng, version))
+            }
+            ApiKey::ConsumerGroupHeartbeat => ResponseBody::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatResponse::random(rng, version),
+            ),
+            ApiKey::ConsumerGroupDescribe => ResponseBody::ConsumerGroupDescribe(
+                ConsumerGroupDescribeResponse::random(rng, version),
+            ),
+            ApiKey::ControllerRegistration => ResponseBody::ControllerRegistration(
+                ControllerRegistrationResponse::random(rng, version),
+            ),
+            ApiKey::GetTelemetrySubscriptions => ResponseBody::GetTelemetrySubscriptions(
+                GetTelemetrySubscriptionsResponse::random(rng, version),
+            ),
+            ApiKey::PushTelemetry => {
+                ResponseBody::PushTelemetry(PushTelemetryResponse::random(rng, version))
+            }
+            ApiKey::AssignReplicasToDirs => ResponseBody::AssignReplicasToDirs(
+                AssignReplicasToDirsResponse::random(rng, version),
+            ),
+            ApiKey::ListClientMetricsResources => ResponseBody::ListClientMetricsResources(
+                ListClientMetricsResourcesResponse::random(rng, version),
+            ),
+            ApiKey::DescribeTopicPartitions => ResponseBody::DescribeTopicPartitions(
+                DescribeTopicPartitionsResponse::random(rng, version),
+            ),
+            ApiKey::ShareGroupHeartbeat => {
+                ResponseBody::ShareGroupHeartbeat(ShareGroupHeartbeatResponse::random(rng, version))
+            }
+            ApiKey::ShareGroupDescribe => {
+                ResponseBody::ShareGroupDescribe(ShareGroupDescribeResponse::random(rng, version))
+            }
+            ApiKey::ShareFetch => {
+                ResponseBody::ShareFetch(ShareFetchResponse::random(rng, version))
+            }
+            ApiKey::ShareAcknowledge => {
+                ResponseBody::ShareAcknowledge(ShareAcknowledgeResponse::random(rng, version))
+            }
+            ApiKey::AddRaftVoter => {
+                ResponseBody::AddRaftVoter(AddRaftVoterResponse::random(rng, version))
+            }
+            ApiKey::RemoveRaftVoter => {
+                ResponseBody::RemoveRaftVoter(RemoveRaftVoterResponse::random(rng, version))
+            }
+            ApiKey::UpdateRaftVoter => {
+                ResponseBody::UpdateRaftVoter(UpdateRaftVoterResponse::random(rng, version))
+            }
+            ApiKey::InitializeShareGroupState => ResponseBody::InitializeShareGroupState(
+                InitializeShareGroupStateResponse::random(rng, version),
+            ),
+            ApiKey::ReadShareGroupState => {
+                ResponseBody::ReadShareGroupState(ReadShareGroupStateResponse::random(rng, version))
+            }
+            ApiKey::WriteShareGroupState => ResponseBody::WriteShareGroupState(
+                WriteShareGroupStateResponse::random(rng, version),
+            ),
+            ApiKey::DeleteShareGroupState => ResponseBody::DeleteShareGroupState(
+                DeleteShareGroupStateResponse::random(rng, version),
+            ),
+            ApiKey::ReadShareGroupStateSummary => ResponseBody::ReadShareGroupStateSummary(
+                ReadShareGroupStateSummaryResponse::random(rng, version),
+            ),
         }
     }
 }
