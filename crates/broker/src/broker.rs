@@ -154,13 +154,19 @@ impl Broker {
                 }
             }
         }
-        // apply configs; create missing partition logs
+        // apply configs; create missing partition logs (but never over a
+        // partition that exists on disk and failed to open)
+        let failed = logs.failed_logs();
+        for (tp, reason) in &failed {
+            tracing::error!(partition = %tp, "partition is offline: {reason}");
+        }
         for t in store.all() {
             let cfg = topic_config::log_config(&config, &t.configs);
             for p in 0..t.partitions {
                 let tp = TopicPartition::new(t.name.clone(), p);
                 match logs.get(&tp) {
                     Some(log) => log.set_config(cfg.clone()),
+                    None if failed.contains_key(&tp) => {}
                     None => {
                         logs.create_log(&tp, t.id_bytes(), cfg.clone())?;
                     }
@@ -230,6 +236,25 @@ impl Broker {
 
     pub fn log(&self, topic: &str, partition: i32) -> Option<Arc<Log>> {
         self.logs.get(&TopicPartition::new(topic, partition))
+    }
+
+    /// The error code for a partition without an open log: a partition of a
+    /// known topic whose log failed to open is a storage error, anything
+    /// else is unknown.
+    pub fn missing_log_error(&self, topic: &str, partition: i32) -> i16 {
+        let known = self
+            .topic(topic)
+            .is_some_and(|t| (0..t.partitions).contains(&partition));
+        if known
+            && self
+                .logs
+                .failed_logs()
+                .contains_key(&TopicPartition::new(topic, partition))
+        {
+            crate::codes::KAFKA_STORAGE_ERROR
+        } else {
+            crate::codes::UNKNOWN_TOPIC_OR_PARTITION
+        }
     }
 
     /// Creates a topic (callers hold `admin`). With `validate_only`, checks

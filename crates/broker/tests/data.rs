@@ -389,3 +389,40 @@ async fn timestamps_and_acks_follow_topic_configs() {
     );
     b.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_that_fails_to_open_is_offline_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "good", 1, &[]).await, NONE);
+    assert_eq!(create_topic(&mut c, "bad", 1, &[]).await, NONE);
+    assert_eq!(
+        produce(&mut c, "good", 0, batch(&["g"], 1), 1).await,
+        (NONE, 0)
+    );
+    drop(c);
+    b.shutdown().await.unwrap();
+    std::fs::write(
+        dir.path().join("bad-0").join("partition.metadata"),
+        b"garbage",
+    )
+    .unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(produce(&mut c, "bad", 0, batch(&["b"], 1), 1).await.0, 56);
+    assert_eq!(fetch(&mut c, 12, "bad", Uuid::ZERO, 0, 0).await.0, 56);
+    assert_eq!(
+        produce(&mut c, "good", 0, batch(&["g2"], 1), 1).await,
+        (NONE, 1)
+    );
+    let (err, _, got) = fetch(&mut c, 12, "good", Uuid::ZERO, 0, 0).await;
+    assert_eq!(err, NONE);
+    assert_eq!(got.len(), 2);
+    // the damaged directory was left alone
+    assert_eq!(
+        std::fs::read(dir.path().join("bad-0").join("partition.metadata")).unwrap(),
+        b"garbage"
+    );
+    b.shutdown().await.unwrap();
+}

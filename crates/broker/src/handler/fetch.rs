@@ -67,10 +67,10 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
                 .filter(|t| fp.partition >= 0 && fp.partition < t.partitions)
                 .and_then(|t| b.log(&t.name, fp.partition));
             let Some(log) = log else {
-                pd.error_code = if version >= 13 && meta.is_none() {
-                    codes::UNKNOWN_TOPIC_ID
-                } else {
-                    codes::UNKNOWN_TOPIC_OR_PARTITION
+                pd.error_code = match &meta {
+                    None if version >= 13 => codes::UNKNOWN_TOPIC_ID,
+                    None => codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    Some(t) => b.missing_log_error(&t.name, fp.partition),
                 };
                 pass.errors = true;
                 parts.push(pd);

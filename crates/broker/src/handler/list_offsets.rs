@@ -24,7 +24,7 @@ pub fn lookup(
     read_committed: bool,
 ) -> (i16, i64, i64) {
     let Some(log) = b.log(topic, partition) else {
-        return (codes::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
+        return (b.missing_log_error(topic, partition), -1, -1);
     };
     // consumers see only below the HW (read_committed: the LSO, = HW here)
     let _ = read_committed;

@@ -94,7 +94,7 @@ pub fn append_partition(
 ) -> PartitionResult {
     let Some(log) = b.log(topic, partition) else {
         return PartitionResult::error(
-            codes::UNKNOWN_TOPIC_OR_PARTITION,
+            b.missing_log_error(topic, partition),
             format!("unknown topic or partition {topic}-{partition}"),
         );
     };
