@@ -176,16 +176,21 @@ impl Connection {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::debug!(%peer, "closing connection: {e}");
+                    match e {
+                        ConnectionError::FrameTooLarge { .. } => {
+                            tracing::info!(%peer, "closing connection: {e}")
+                        }
+                        _ => tracing::debug!(%peer, "closing connection: {e}"),
+                    }
                     break;
                 }
             };
-            match self.process(&broker, frame, &shutdown).await {
-                Ok(()) => {}
-                Err(e) => {
-                    tracing::debug!(%peer, "closing connection: {e}");
-                    break;
+            if let Err(e) = self.process(&broker, frame, &shutdown).await {
+                match e {
+                    ConnectionError::Io(_) => tracing::debug!(%peer, "closing connection: {e}"),
+                    _ => tracing::info!(%peer, "closing connection: {e}"),
                 }
+                break;
             }
         }
     }
