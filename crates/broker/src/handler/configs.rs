@@ -165,7 +165,7 @@ async fn apply_topic(
             Some(format!("Topic {name} does not exist")),
         );
     }
-    match b.set_topic_configs(name, configs, validate_only) {
+    match super::blocking(|| b.set_topic_configs(name, configs, validate_only)) {
         Ok(()) => (codes::NONE, None),
         Err(msg) => (codes::INVALID_CONFIG, Some(msg)),
     }

@@ -27,7 +27,7 @@ pub async fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> Reply
                     Some("Assignments may only name this broker".into()),
                 )
             } else {
-                match b.add_partitions(&t.name, t.count, req.validate_only) {
+                match super::blocking(|| b.add_partitions(&t.name, t.count, req.validate_only)) {
                     Ok(()) => (codes::NONE, None),
                     Err(msg) => (codes::INVALID_PARTITIONS, Some(msg)),
                 }

@@ -54,22 +54,26 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
                     "Replica assignments must name only this broker, with numPartitions and replicationFactor -1".into(),
                 ))
             } else {
+                super::blocking(|| {
+                    b.create_topic(
+                        &t.name,
+                        t.assignments.len() as i32,
+                        1,
+                        configs,
+                        req.validate_only,
+                    )
+                })
+            }
+        } else {
+            super::blocking(|| {
                 b.create_topic(
                     &t.name,
-                    t.assignments.len() as i32,
-                    1,
+                    t.num_partitions,
+                    t.replication_factor,
                     configs,
                     req.validate_only,
                 )
-            }
-        } else {
-            b.create_topic(
-                &t.name,
-                t.num_partitions,
-                t.replication_factor,
-                configs,
-                req.validate_only,
-            )
+            })
         };
         match outcome {
             Ok(meta) => {

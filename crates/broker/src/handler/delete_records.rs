@@ -27,7 +27,7 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> Reply {
                             if target < 0 || target > hw {
                                 (codes::OFFSET_OUT_OF_RANGE, -1)
                             } else {
-                                match log.delete_records_before(target) {
+                                match super::blocking(|| log.delete_records_before(target)) {
                                     Ok(start) => (codes::NONE, start),
                                     Err(e) => (codes::from_storage(&e), -1),
                                 }

@@ -48,7 +48,7 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> Reply {
             Some(t) => {
                 r.name = Some(t.name.clone());
                 r.topic_id = Uuid(t.id_bytes());
-                if let Err(e) = b.delete_topic(&t.name) {
+                if let Err(e) = super::blocking(|| b.delete_topic(&t.name)) {
                     r.error_code = codes::UNKNOWN_SERVER_ERROR;
                     r.error_message = Some(e.to_string());
                 }

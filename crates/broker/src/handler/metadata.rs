@@ -86,7 +86,9 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                             let _guard = b.admin.lock().await;
                             let created = match b.topic(name) {
                                 Some(t) => Ok(t),
-                                None => b.create_topic(name, -1, -1, BTreeMap::new(), false),
+                                None => super::blocking(|| {
+                                    b.create_topic(name, -1, -1, BTreeMap::new(), false)
+                                }),
                             };
                             match created {
                                 Ok(t) => out.push(topic_response(node_id, &t)),

@@ -87,6 +87,17 @@ pub fn is_supported(key: ApiKey, version: i16) -> bool {
     supported_range(key).is_some_and(|(lo, hi)| (lo..=hi).contains(&version))
 }
 
+/// Runs synchronous file work (creating or deleting partition directories,
+/// fsyncs) without stalling the other tasks of this runtime worker: on a
+/// multi-threaded runtime via `block_in_place`, otherwise inline.
+pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 pub async fn handle(ctx: &RequestContext, body: RequestBody) -> Reply {
     match body {
         RequestBody::ApiVersions(r) => api_versions::handle(ctx, r),
