@@ -26,4 +26,10 @@
 //! assert_eq!(p.next_commit(), 13);
 //! ```
 
+pub mod driver;
+pub mod engine;
+pub mod metadata;
+pub mod metrics;
+pub mod record;
+pub mod scheduler;
 pub mod tracker;

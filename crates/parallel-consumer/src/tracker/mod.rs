@@ -53,6 +53,9 @@ pub struct PartitionTracker {
     last_delivered: Option<i64>,
     in_flight: usize,
     failed: usize,
+    /// False until the first delivery when the start offset was unknown
+    /// (no committed offset: the consumer's reset policy picks the start).
+    started: bool,
 }
 
 impl PartitionTracker {
@@ -65,11 +68,32 @@ impl PartitionTracker {
             last_delivered: None,
             in_flight: 0,
             failed: 0,
+            started: true,
         }
+    }
+
+    /// A tracker for a partition without a committed offset: the first
+    /// delivered offset becomes the start. Until then there is nothing to
+    /// commit ([`PartitionTracker::started`] is false).
+    pub fn unstarted() -> Self {
+        PartitionTracker {
+            started: false,
+            ..Self::new(0)
+        }
+    }
+
+    /// Whether the start offset is known (always, unless built with
+    /// [`PartitionTracker::unstarted`] and nothing was delivered yet).
+    pub fn started(&self) -> bool {
+        self.started
     }
 
     /// Records that `offset` was handed to the application at `now_ms`.
     pub fn deliver(&mut self, offset: i64, now_ms: i64) -> Result<(), TrackerError> {
+        if !self.started {
+            self.started = true;
+            self.next_commit = offset;
+        }
         if offset < self.next_commit {
             return Err(TrackerError::BelowWatermark {
                 offset,
@@ -177,6 +201,12 @@ impl PartitionTracker {
         self.failed
     }
 
+    /// Delivered offsets not yet below the watermark (unfinished plus
+    /// completed above the watermark): the memory this partition holds.
+    pub fn tracked(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Age of the oldest unfinished record at `now_ms`.
     pub fn oldest_unfinished_age_ms(&self, now_ms: i64) -> Option<i64> {
         self.pending
@@ -243,13 +273,27 @@ impl AssignmentTracker {
         generation
     }
 
+    /// Takes ownership of `tp` when the group has no committed offset for
+    /// it: tracking starts at the first delivered offset.
+    pub fn assign_unstarted(&mut self, tp: TopicPartition) -> u64 {
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        self.committed.remove(&tp);
+        self.partitions
+            .insert(tp, (generation, PartitionTracker::unstarted()));
+        generation
+    }
+
     /// A normal revoke: the caller stops submitting work for `tp`, and gets
     /// back the offset to commit (the completed prefix) if it moved past
     /// the last confirmed commit. The partition's state is dropped.
     pub fn revoke(&mut self, tp: &TopicPartition) -> Option<i64> {
         let (_, tracker) = self.partitions.remove(tp)?;
-        let candidate = tracker.next_commit();
         let last = self.committed.remove(tp);
+        if !tracker.started() {
+            return None;
+        }
+        let candidate = tracker.next_commit();
         (last != Some(candidate)).then_some(candidate)
     }
 
@@ -262,6 +306,11 @@ impl AssignmentTracker {
 
     pub fn partition(&self, tp: &TopicPartition) -> Option<&PartitionTracker> {
         self.partitions.get(tp).map(|(_, t)| t)
+    }
+
+    /// Owned partitions with their generation, in no particular order.
+    pub fn partitions(&self) -> impl Iterator<Item = (&TopicPartition, u64, &PartitionTracker)> {
+        self.partitions.iter().map(|(tp, (g, t))| (tp, *g, t))
     }
 
     /// The generation `tp` is currently owned under.
@@ -316,6 +365,7 @@ impl AssignmentTracker {
         let mut out: Vec<_> = self
             .partitions
             .iter()
+            .filter(|(_, (_, t))| t.started())
             .filter(|(tp, (_, t))| self.committed.get(*tp) != Some(&t.next_commit()))
             .map(|(tp, (_, t))| (tp.clone(), t.next_commit()))
             .collect();

@@ -1,0 +1,631 @@
+//! The driver: one thread owns an rdkafka `BaseConsumer` and alone polls,
+//! commits, pauses and resumes; handlers run as tokio tasks and report
+//! through a queue.
+//!
+//! ```no_run
+//! use rdkafka::ClientConfig;
+//! use weir_parallel_consumer::driver::{DriverConfig, ParallelConsumer};
+//! use weir_parallel_consumer::record::Record;
+//! use weir_parallel_consumer::scheduler::Ordering;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = tokio::runtime::Runtime::new()?;
+//! let mut client = ClientConfig::new();
+//! client
+//!     .set("bootstrap.servers", "127.0.0.1:9092")
+//!     .set("group.id", "billing");
+//! let mut config = DriverConfig::default();
+//! config.engine.scheduler.ordering = Ordering::Key;
+//! let consumer = ParallelConsumer::start(
+//!     client,
+//!     &["payments"],
+//!     config,
+//!     runtime.handle().clone(),
+//!     |record: Record| async move {
+//!         println!("{} {}", record.event_id(), record.offset);
+//!         Ok::<(), std::io::Error>(())
+//!     },
+//! )?;
+//! // ... later
+//! for p in consumer.stats() {
+//!     println!("{}-{}: committed {:?}", p.topic, p.partition, p.committed);
+//! }
+//! consumer.shutdown()?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod rebalance;
+mod worker;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU8, Ordering as AtomicOrdering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::producer::FutureProducer;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+use crate::engine::{CommitRequest, Delivered, Engine, EngineConfig, PartitionStats};
+use crate::record::{FailurePolicy, Record, RetryPolicy};
+use crate::scheduler::{ConfigError, Decision};
+use rebalance::PcContext;
+use worker::{BoxHandler, Report, WorkerEnv};
+
+/// Settings of the driver (the Kafka client's own settings are the
+/// `ClientConfig` passed to [`ParallelConsumer::start`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverConfig {
+    pub engine: EngineConfig,
+    pub retry: RetryPolicy,
+    pub on_failure: FailurePolicy,
+    /// How often completed work is committed.
+    pub commit_interval: Duration,
+    /// How long a revoke waits for in-flight work before committing the
+    /// completed prefix (keep well below `max.poll.interval.ms`).
+    pub revoke_timeout: Duration,
+    /// How long shutdown waits for in-flight work.
+    pub shutdown_timeout: Duration,
+    /// Longest block in one `poll`; also the delay before a worker's result
+    /// is seen when no records arrive.
+    pub poll_timeout: Duration,
+    /// Records taken from the consumer per loop turn.
+    pub max_poll_records: usize,
+    /// Timeout of the committed-offset lookup on assignment.
+    pub committed_fetch_timeout: Duration,
+    /// Timeout of a dead-letter write.
+    pub dead_letter_timeout: Duration,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            engine: EngineConfig::default(),
+            retry: RetryPolicy::default(),
+            on_failure: FailurePolicy::default(),
+            commit_interval: Duration::from_secs(1),
+            revoke_timeout: Duration::from_secs(10),
+            shutdown_timeout: Duration::from_secs(30),
+            poll_timeout: Duration::from_millis(20),
+            max_poll_records: 500,
+            committed_fetch_timeout: Duration::from_secs(10),
+            dead_letter_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl DriverConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.engine.scheduler.validate()?;
+        if self.max_poll_records == 0 {
+            return Err(ConfigError::Zero {
+                name: "max_poll_records",
+            });
+        }
+        if self.retry.max_attempts == 0 {
+            return Err(ConfigError::Zero {
+                name: "retry.max_attempts",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Errors of the driver.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("the client configuration has no group.id")]
+    NoGroupId,
+    #[error("{setting} must not be set: the driver commits explicit offsets itself")]
+    ForbiddenSetting { setting: &'static str },
+    #[error("kafka client error: {0}")]
+    Kafka(#[from] KafkaError),
+    #[error("cannot spawn the consumer thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("the consumer thread panicked")]
+    ThreadPanicked,
+}
+
+/// Whether a commit error means the partitions belong to someone else now
+/// (stop committing for this assignment) rather than a transient failure
+/// (retry with the next commit).
+pub fn is_ownership_error(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::IllegalGeneration
+            | RDKafkaErrorCode::UnknownMemberId
+            | RDKafkaErrorCode::FencedInstanceId
+            | RDKafkaErrorCode::StaleMemberEpoch
+            | RDKafkaErrorCode::AssignmentLost
+            | RDKafkaErrorCode::Fenced
+    )
+}
+
+const RUN: u8 = 0;
+const SHUTDOWN: u8 = 1;
+const ABORT: u8 = 2;
+
+/// State shared by the poll loop and the rebalance callbacks. Both run on
+/// the owner thread; the mutexes are never contended (they make the context
+/// `Sync`, as rdkafka requires), except `stats`, read by other threads.
+pub(crate) struct Shared {
+    engine: Mutex<Engine<Record>>,
+    results: Mutex<Receiver<Report>>,
+    config: DriverConfig,
+    stats: Mutex<Vec<PartitionStats>>,
+    started: Instant,
+    state: AtomicU8,
+}
+
+impl Shared {
+    fn lock_engine(&self) -> MutexGuard<'_, Engine<Record>> {
+        // A poisoned lock means the owner thread panicked while holding it;
+        // the engine's invariants hold between calls, so keep going.
+        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now_ms(&self) -> i64 {
+        i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    fn apply(&self, report: Report) {
+        let applied = self
+            .lock_engine()
+            .finished(report.id, &report.task, report.outcome);
+        if !applied {
+            tracing::debug!(task = ?report.task, "stale result discarded");
+        }
+    }
+
+    /// Waits up to `timeout` for one worker result and applies it. False when
+    /// none came.
+    fn apply_one_result(&self, timeout: Duration) -> bool {
+        let r = self
+            .results
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .recv_timeout(timeout);
+        match r {
+            Ok(report) => {
+                self.apply(report);
+                true
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => false,
+        }
+    }
+
+    fn apply_ready_results(&self) {
+        let rx = self.results.lock().unwrap_or_else(|p| p.into_inner());
+        let mut engine = self.lock_engine();
+        while let Ok(report) = rx.try_recv() {
+            if !engine.finished(report.id, &report.task, report.outcome) {
+                tracing::debug!(task = ?report.task, "stale result discarded");
+            }
+        }
+    }
+
+    fn publish_stats(&self) {
+        let stats = self.lock_engine().stats(self.now_ms());
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner()) = stats;
+    }
+}
+
+/// Commits explicit offsets (with their completed-set metadata), waiting for
+/// the broker's answer.
+pub(crate) fn commit<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    requests: &[CommitRequest],
+) -> Result<(), KafkaError> {
+    let mut tpl = TopicPartitionList::with_capacity(requests.len());
+    for r in requests {
+        tpl.add_partition_offset(&r.tp.topic, r.tp.partition, Offset::Offset(r.offset))?;
+        if let Some(mut e) = tpl.find_partition(&r.tp.topic, r.tp.partition) {
+            e.set_metadata(&r.metadata);
+        }
+    }
+    consumer.commit(&tpl, CommitMode::Sync)
+}
+
+/// What the consumer thread did when it stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShutdownReport {
+    /// The final commits made (empty after [`ParallelConsumer::abort`]).
+    pub final_commits: Vec<CommitRequest>,
+    /// Whether the final commit failed.
+    pub final_commit_error: Option<String>,
+    /// Tasks still running when the wait ended (their records run again on
+    /// the next owner).
+    pub abandoned: usize,
+}
+
+/// A running parallel consumer. Dropping it shuts it down like
+/// [`ParallelConsumer::shutdown`].
+pub struct ParallelConsumer {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<ShutdownReport>>,
+}
+
+impl ParallelConsumer {
+    /// Subscribes to `topics` and starts the owner thread. `client` must set
+    /// `bootstrap.servers` and `group.id`; the driver sets
+    /// `enable.auto.commit=false` and `enable.auto.offset.store=false` (it
+    /// commits explicit offsets). Handlers run on `runtime`, which needs the
+    /// time driver enabled (retries sleep).
+    pub fn start<H, F, E>(
+        mut client: ClientConfig,
+        topics: &[&str],
+        config: DriverConfig,
+        runtime: tokio::runtime::Handle,
+        handler: H,
+    ) -> Result<ParallelConsumer, DriverError>
+    where
+        H: Fn(Record) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<(), E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        config.validate()?;
+        if client.get("group.id").is_none() {
+            return Err(DriverError::NoGroupId);
+        }
+        if client.get("enable.auto.commit") == Some("true") {
+            return Err(DriverError::ForbiddenSetting {
+                setting: "enable.auto.commit=true",
+            });
+        }
+        client.set("enable.auto.commit", "false");
+        client.set("enable.auto.offset.store", "false");
+        let dead_letter = match &config.on_failure {
+            FailurePolicy::DeadLetter { .. } => {
+                let mut p = ClientConfig::new();
+                for key in ["bootstrap.servers", "client.id", "security.protocol"] {
+                    if let Some(v) = client.get(key) {
+                        p.set(key, v);
+                    }
+                }
+                p.set("acks", "all");
+                Some(p.create::<FutureProducer>()?)
+            }
+            FailurePolicy::StopPartition => None,
+        };
+        let (results_tx, results_rx) = channel();
+        let shared = Arc::new(Shared {
+            engine: Mutex::new(Engine::new(config.engine.clone())?),
+            results: Mutex::new(results_rx),
+            stats: Mutex::new(Vec::new()),
+            started: Instant::now(),
+            state: AtomicU8::new(RUN),
+            config: config.clone(),
+        });
+        let consumer: BaseConsumer<PcContext> = client.create_with_context(PcContext {
+            shared: shared.clone(),
+        })?;
+        consumer.subscribe(topics)?;
+        let handler: BoxHandler = Arc::new(move |r| {
+            let fut = handler(r);
+            Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
+        });
+        let env = WorkerEnv {
+            handler,
+            retry: config.retry.clone(),
+            on_failure: config.on_failure.clone(),
+            dead_letter,
+            dead_letter_timeout: config.dead_letter_timeout,
+            results: results_tx,
+        };
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("weir-pc-owner".into())
+            .spawn(move || owner_loop(consumer, thread_shared, env, runtime))
+            .map_err(DriverError::Spawn)?;
+        Ok(ParallelConsumer {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// The latest per-partition observations (refreshed every loop turn).
+    pub fn stats(&self) -> Vec<PartitionStats> {
+        self.shared
+            .stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// [`ParallelConsumer::stats`] in the Prometheus text format.
+    pub fn metrics(&self) -> String {
+        crate::metrics::render_prometheus(&self.stats())
+    }
+
+    /// Whether the owner thread is still running.
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops fetching, waits (bounded) for in-flight work, commits the
+    /// completed prefix and leaves the group.
+    pub fn shutdown(mut self) -> Result<ShutdownReport, DriverError> {
+        self.stop(SHUTDOWN)
+    }
+
+    /// Stops at once without committing anything more, as if the process
+    /// died after its last periodic commit (in-flight work is abandoned).
+    pub fn abort(mut self) -> Result<ShutdownReport, DriverError> {
+        self.stop(ABORT)
+    }
+
+    fn stop(&mut self, how: u8) -> Result<ShutdownReport, DriverError> {
+        let _ = self.shared.state.compare_exchange(
+            RUN,
+            how,
+            AtomicOrdering::SeqCst,
+            AtomicOrdering::SeqCst,
+        );
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| DriverError::ThreadPanicked),
+            None => Ok(ShutdownReport::default()),
+        }
+    }
+}
+
+impl Drop for ParallelConsumer {
+    fn drop(&mut self) {
+        let _ = self.stop(SHUTDOWN);
+    }
+}
+
+fn to_record(m: &BorrowedMessage<'_>) -> Record {
+    Record {
+        topic: m.topic().to_string(),
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key().map(<[u8]>::to_vec),
+        payload: m.payload().map(<[u8]>::to_vec),
+        headers: m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        timestamp_ms: m.timestamp().to_millis(),
+    }
+}
+
+fn execute(
+    consumer: &BaseConsumer<PcContext>,
+    decisions: Vec<Decision<crate::engine::Task<Record>>>,
+    env: &WorkerEnv,
+    runtime: &tokio::runtime::Handle,
+) {
+    let mut pause = TopicPartitionList::new();
+    let mut resume = TopicPartitionList::new();
+    for d in decisions {
+        match d {
+            Decision::Submit { id, payload, .. } => {
+                let task = payload.task_ref();
+                runtime.spawn(worker::run(env.clone(), id, task, payload.payload));
+            }
+            Decision::Pause(tp) => {
+                tracing::debug!(topic = %tp.topic, partition = tp.partition, "pause");
+                pause.add_partition(&tp.topic, tp.partition);
+            }
+            Decision::Resume(tp) => {
+                tracing::debug!(topic = %tp.topic, partition = tp.partition, "resume");
+                resume.add_partition(&tp.topic, tp.partition);
+            }
+        }
+    }
+    if pause.count() > 0
+        && let Err(e) = consumer.pause(&pause)
+    {
+        tracing::warn!(error = %e, "pause failed");
+    }
+    if resume.count() > 0
+        && let Err(e) = consumer.resume(&resume)
+    {
+        tracing::warn!(error = %e, "resume failed");
+    }
+}
+
+fn periodic_commit(consumer: &BaseConsumer<PcContext>, shared: &Shared) {
+    let requests = shared.lock_engine().commits();
+    if requests.is_empty() {
+        return;
+    }
+    match commit(consumer, &requests) {
+        Ok(()) => shared.lock_engine().commit_succeeded(&requests),
+        Err(e) => {
+            let ownership =
+                matches!(e, KafkaError::ConsumerCommit(code) if is_ownership_error(code));
+            tracing::warn!(error = %e, ownership, "commit failed; not recorded as a checkpoint");
+            shared.lock_engine().commit_failed(&requests, ownership);
+        }
+    }
+}
+
+fn owner_loop(
+    consumer: BaseConsumer<PcContext>,
+    shared: Arc<Shared>,
+    env: WorkerEnv,
+    runtime: tokio::runtime::Handle,
+) -> ShutdownReport {
+    let config = shared.config.clone();
+    let mut next_commit = Instant::now() + config.commit_interval;
+    while shared.state.load(AtomicOrdering::SeqCst) == RUN {
+        shared.apply_ready_results();
+        let decisions = shared.lock_engine().actions();
+        execute(&consumer, decisions, &env, &runtime);
+        if Instant::now() >= next_commit {
+            periodic_commit(&consumer, &shared);
+            next_commit = Instant::now() + config.commit_interval;
+        }
+        let mut timeout = config.poll_timeout;
+        for _ in 0..config.max_poll_records {
+            // Rebalance callbacks run inside this call, on this thread.
+            let Some(polled) = consumer.poll(timeout) else {
+                break;
+            };
+            timeout = Duration::ZERO;
+            let m = match polled {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "poll error");
+                    break;
+                }
+            };
+            let record = to_record(&m);
+            drop(m);
+            let tp = crate::tracker::TopicPartition {
+                topic: record.topic.clone(),
+                partition: record.partition,
+            };
+            let (offset, key) = (record.offset, record.key.clone());
+            let now = shared.now_ms();
+            match shared.lock_engine().deliver(&tp, offset, key, record, now) {
+                Delivered::Queued | Delivered::Skipped => {}
+                Delivered::NotOwned => {
+                    tracing::debug!(topic = %tp.topic, partition = tp.partition, offset, "record of an unowned partition dropped");
+                }
+                Delivered::Rejected(e) => {
+                    tracing::warn!(topic = %tp.topic, partition = tp.partition, offset, error = %e, "record not tracked");
+                }
+            }
+        }
+        shared.publish_stats();
+    }
+    let report = if shared.state.load(AtomicOrdering::SeqCst) == ABORT {
+        let mut engine = shared.lock_engine();
+        let owned = engine.owned();
+        let abandoned = engine.running();
+        for tp in &owned {
+            engine.lost(tp);
+        }
+        ShutdownReport {
+            abandoned,
+            ..ShutdownReport::default()
+        }
+    } else {
+        finish(&consumer, &shared)
+    };
+    shared.publish_stats();
+    // Leaving the group runs the revoke callback, which finds nothing left.
+    drop(consumer);
+    report
+}
+
+/// Shutdown: stop submitting, wait for in-flight work, commit the prefix.
+fn finish(consumer: &BaseConsumer<PcContext>, shared: &Shared) -> ShutdownReport {
+    let owned = {
+        let mut engine = shared.lock_engine();
+        let owned = engine.owned();
+        for tp in &owned {
+            engine.revoking(tp);
+        }
+        owned
+    };
+    let deadline = Instant::now() + shared.config.shutdown_timeout;
+    while shared.lock_engine().running_for(&owned) > 0 {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() || !shared.apply_one_result(remaining) {
+            break;
+        }
+    }
+    let (final_commits, abandoned) = {
+        let mut engine = shared.lock_engine();
+        let abandoned = engine.running_for(&owned);
+        let requests: Vec<_> = owned
+            .iter()
+            .filter_map(|tp| engine.revoke_finish(tp))
+            .collect();
+        (requests, abandoned)
+    };
+    let final_commit_error = if final_commits.is_empty() {
+        None
+    } else {
+        commit(consumer, &final_commits)
+            .err()
+            .map(|e| e.to_string())
+    };
+    ShutdownReport {
+        final_commits,
+        final_commit_error,
+        abandoned,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ownership_errors_are_told_apart_from_transient_ones() {
+        for code in [
+            RDKafkaErrorCode::IllegalGeneration,
+            RDKafkaErrorCode::UnknownMemberId,
+            RDKafkaErrorCode::FencedInstanceId,
+            RDKafkaErrorCode::AssignmentLost,
+        ] {
+            assert!(is_ownership_error(code), "{code:?}");
+        }
+        for code in [
+            RDKafkaErrorCode::RequestTimedOut,
+            RDKafkaErrorCode::CoordinatorNotAvailable,
+            RDKafkaErrorCode::NotCoordinator,
+            RDKafkaErrorCode::RebalanceInProgress,
+            RDKafkaErrorCode::BrokerTransportFailure,
+        ] {
+            assert!(!is_ownership_error(code), "{code:?}");
+        }
+    }
+
+    #[test]
+    fn config_is_checked_before_connecting() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let handler = |_r: Record| async { Ok::<(), String>(()) };
+        let mut client = ClientConfig::new();
+        client.set("bootstrap.servers", "127.0.0.1:1");
+        let err = ParallelConsumer::start(
+            client.clone(),
+            &["t"],
+            DriverConfig::default(),
+            rt.handle().clone(),
+            handler,
+        )
+        .err();
+        assert!(matches!(err, Some(DriverError::NoGroupId)), "{err:?}");
+        client
+            .set("group.id", "g")
+            .set("enable.auto.commit", "true");
+        let err = ParallelConsumer::start(
+            client.clone(),
+            &["t"],
+            DriverConfig::default(),
+            rt.handle().clone(),
+            handler,
+        )
+        .err();
+        assert!(
+            matches!(err, Some(DriverError::ForbiddenSetting { .. })),
+            "{err:?}"
+        );
+        let mut config = DriverConfig::default();
+        config.retry.max_attempts = 0;
+        client.set("enable.auto.commit", "false");
+        let err =
+            ParallelConsumer::start(client, &["t"], config, rt.handle().clone(), handler).err();
+        assert!(matches!(err, Some(DriverError::Config(_))), "{err:?}");
+    }
+}

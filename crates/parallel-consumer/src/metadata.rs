@@ -1,0 +1,287 @@
+//! Commit metadata: the completed offsets above the commit watermark.
+//!
+//! A commit stores `next_commit` (everything below is done). Records above
+//! it may already be done too; without more information a new owner re-runs
+//! them. The committed offset's metadata string carries that set so that a
+//! new owner (after a restart or a rebalance) can skip them.
+//!
+//! Text format (all of it must fit the broker's `offset.metadata.max.bytes`,
+//! 4096 by default):
+//!
+//! ```text
+//! "wpc1:" base64url-without-padding(body)
+//! body = uvarint(base) { uvarint(gap) uvarint(len - 1) }*
+//! ```
+//!
+//! `base` is the committed offset the set belongs to; each run is
+//! `[start, start + len)` with `start = cursor + gap`, where the cursor starts
+//! at `base` and moves to the end of each run. Runs are ascending and do not
+//! overlap. A set whose base differs from the committed offset it was read
+//! with is ignored (someone else committed since).
+//!
+//! Dropping runs from the end is always safe: a new owner only re-runs more
+//! records. So when the set does not fit the size bound the encoder keeps
+//! the lowest runs and reports that it is incomplete; the driver then stops
+//! fetching that partition (back-pressure) until the watermark catches up.
+
+use std::ops::Range;
+
+/// Prefix (and version) of the metadata string.
+pub const PREFIX: &str = "wpc1:";
+
+/// Kafka's default `offset.metadata.max.bytes`.
+pub const DEFAULT_MAX_METADATA_BYTES: usize = 4096;
+
+/// Why a metadata string could not be read. Metadata comes from the broker
+/// and may have been written by any client, so none of this is fatal: the
+/// caller treats it as "no completed set" and re-runs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetadataError {
+    #[error("metadata does not start with {PREFIX:?}")]
+    NotOurs,
+    #[error("invalid base64 character at byte {position}")]
+    BadBase64 { position: usize },
+    #[error("truncated varint at byte {position}")]
+    TruncatedVarint { position: usize },
+    #[error("varint too long at byte {position}")]
+    VarintOverflow { position: usize },
+    #[error("offset out of range in run {run}")]
+    OffsetOverflow { run: usize },
+    #[error("the set belongs to committed offset {found}, not {expected}")]
+    WrongBase { expected: i64, found: i64 },
+}
+
+/// A decoded set of completed offsets above `base`, as ascending disjoint
+/// half-open ranges, all at or above `base`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CompletedSet {
+    pub base: i64,
+    pub runs: Vec<Range<i64>>,
+}
+
+impl CompletedSet {
+    /// Whether `offset` is in the set.
+    pub fn contains(&self, offset: i64) -> bool {
+        let i = self.runs.partition_point(|r| r.end <= offset);
+        self.runs.get(i).is_some_and(|r| r.start <= offset)
+    }
+
+    /// Drops runs that end at or below `offset` (no longer needed once the
+    /// consumer is past them).
+    pub fn forget_below(&mut self, offset: i64) {
+        let i = self.runs.partition_point(|r| r.end <= offset);
+        self.runs.drain(..i);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+}
+
+/// The result of encoding: the metadata text and whether it holds the whole
+/// set (false: only a prefix of the runs fit the size bound).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Encoded {
+    pub text: String,
+    pub complete: bool,
+}
+
+/// Groups ascending offsets into runs of consecutive integers. Offsets below
+/// `base` and duplicates are ignored.
+pub fn runs_of(base: i64, completed: &[i64]) -> Vec<Range<i64>> {
+    let mut runs: Vec<Range<i64>> = Vec::new();
+    for &o in completed {
+        if o < base || o == i64::MAX {
+            continue;
+        }
+        match runs.last_mut() {
+            Some(r) if o < r.end => {}
+            Some(r) if o == r.end => r.end = o + 1,
+            _ => runs.push(o..o + 1),
+        }
+    }
+    runs
+}
+
+/// Encodes the completed offsets above `base` (ascending) into at most
+/// `max_bytes` bytes of metadata text. An empty set encodes as the empty
+/// string (no metadata), which is complete.
+pub fn encode(base: i64, completed: &[i64], max_bytes: usize) -> Encoded {
+    let runs = runs_of(base, completed);
+    if runs.is_empty() || base < 0 {
+        return Encoded {
+            text: String::new(),
+            complete: runs.is_empty(),
+        };
+    }
+    let mut body = Vec::new();
+    put_uvarint(&mut body, base as u64);
+    if text_len(body.len()) > max_bytes {
+        return Encoded {
+            text: String::new(),
+            complete: false,
+        };
+    }
+    let mut cursor = base;
+    let mut complete = true;
+    for r in &runs {
+        let mut next = Vec::with_capacity(20);
+        put_uvarint(&mut next, (r.start - cursor) as u64);
+        put_uvarint(&mut next, (r.end - r.start - 1) as u64);
+        if text_len(body.len() + next.len()) > max_bytes {
+            complete = false;
+            break;
+        }
+        body.extend_from_slice(&next);
+        cursor = r.end;
+    }
+    if body.len() == varint_len(base as u64) {
+        // Not even one run fit: no metadata at all.
+        return Encoded {
+            text: String::new(),
+            complete,
+        };
+    }
+    let mut text = String::with_capacity(text_len(body.len()));
+    text.push_str(PREFIX);
+    base64url_encode(&body, &mut text);
+    Encoded { text, complete }
+}
+
+/// Decodes metadata written by [`encode`] for the committed offset
+/// `committed`. The empty string is the empty set.
+pub fn decode(text: &str, committed: i64) -> Result<CompletedSet, MetadataError> {
+    if text.is_empty() {
+        return Ok(CompletedSet {
+            base: committed,
+            runs: Vec::new(),
+        });
+    }
+    let encoded = text.strip_prefix(PREFIX).ok_or(MetadataError::NotOurs)?;
+    let body = base64url_decode(encoded.as_bytes())?;
+    let mut pos = 0;
+    let base = get_uvarint(&body, &mut pos)?;
+    let base = i64::try_from(base).map_err(|_| MetadataError::OffsetOverflow { run: 0 })?;
+    if base != committed {
+        return Err(MetadataError::WrongBase {
+            expected: committed,
+            found: base,
+        });
+    }
+    // Each run takes at least two bytes, so this never over-allocates.
+    let mut runs = Vec::with_capacity((body.len() - pos) / 2);
+    let mut cursor = base;
+    while pos < body.len() {
+        let run = runs.len();
+        let gap = get_uvarint(&body, &mut pos)?;
+        let len_minus_one = get_uvarint(&body, &mut pos)?;
+        let start = i64::try_from(gap)
+            .ok()
+            .and_then(|g| cursor.checked_add(g))
+            .ok_or(MetadataError::OffsetOverflow { run })?;
+        let end = i64::try_from(len_minus_one)
+            .ok()
+            .and_then(|l| start.checked_add(l))
+            .and_then(|e| e.checked_add(1))
+            .ok_or(MetadataError::OffsetOverflow { run })?;
+        runs.push(start..end);
+        cursor = end;
+    }
+    Ok(CompletedSet { base, runs })
+}
+
+fn text_len(body_len: usize) -> usize {
+    PREFIX.len() + (body_len * 4).div_ceil(3)
+}
+
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_uvarint(buf: &[u8], pos: &mut usize) -> Result<u64, MetadataError> {
+    let start = *pos;
+    let mut v: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let Some(&b) = buf.get(*pos) else {
+            return Err(MetadataError::TruncatedVarint { position: start });
+        };
+        *pos += 1;
+        let bits = u64::from(b & 0x7f);
+        if shift == 63 && bits > 1 {
+            return Err(MetadataError::VarintOverflow { position: start });
+        }
+        v |= bits << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(MetadataError::VarintOverflow { position: start })
+}
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+fn base64url_encode(data: &[u8], out: &mut String) {
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            let idx = (n >> (18 - 6 * i)) & 0x3f;
+            out.push(ALPHABET[idx as usize] as char);
+        }
+    }
+}
+
+fn base64url_value(c: u8) -> Option<u32> {
+    let v = match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'-' => 62,
+        b'_' => 63,
+        _ => return None,
+    };
+    Some(u32::from(v))
+}
+
+fn base64url_decode(text: &[u8]) -> Result<Vec<u8>, MetadataError> {
+    // A lone trailing character carries fewer than 8 bits: not valid.
+    if text.len() % 4 == 1 {
+        return Err(MetadataError::BadBase64 {
+            position: PREFIX.len() + text.len() - 1,
+        });
+    }
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    for (ci, chunk) in text.chunks(4).enumerate() {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            let v = base64url_value(c).ok_or(MetadataError::BadBase64 {
+                position: PREFIX.len() + ci * 4 + i,
+            })?;
+            n |= v << (18 - 6 * i);
+        }
+        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&bytes[..chunk.len() - 1]);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;
