@@ -470,3 +470,21 @@ fn leader_rewrites() {
         })
     );
 }
+
+#[test]
+fn sequences_wrap_like_kafka() {
+    assert_eq!(header::increment_sequence(5, 3), 8);
+    assert_eq!(header::increment_sequence(i32::MAX, 1), 0);
+    assert_eq!(header::increment_sequence(i32::MAX - 1, 3), 1);
+    let mut b = RecordBatchBuilder::new(Compression::None).producer(9, 0, i32::MAX - 1);
+    for _ in 0..3 {
+        b.push(0, None, None, vec![]).unwrap();
+    }
+    let batch = b.build().unwrap();
+    assert!(batch.header().has_producer_id());
+    // i32::MAX - 1, i32::MAX, 0
+    assert_eq!(batch.header().last_sequence(), 0);
+    let plain = sample_batch(Compression::None, 0, 3);
+    assert!(!plain.header().has_producer_id());
+    assert_eq!(plain.header().last_sequence(), -1);
+}

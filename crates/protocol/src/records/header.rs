@@ -140,6 +140,21 @@ impl BatchHeader {
         self.base_offset.wrapping_add(self.last_offset_delta as i64)
     }
 
+    /// Sequence number of the last record, or −1 when the batch has no
+    /// sequence. Wraps from `i32::MAX` to 0 as Kafka's producer does.
+    pub fn last_sequence(&self) -> i32 {
+        if self.base_sequence < 0 {
+            return -1;
+        }
+        increment_sequence(self.base_sequence, self.last_offset_delta)
+    }
+
+    /// True when the batch comes from an idempotent or transactional
+    /// producer.
+    pub fn has_producer_id(&self) -> bool {
+        self.producer_id >= 0
+    }
+
     /// Compression codec id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
     pub fn compression(&self) -> u8 {
         (self.attributes & COMPRESSION_CODEC_MASK) as u8
@@ -180,6 +195,16 @@ impl BatchHeader {
             });
         }
         Ok(())
+    }
+}
+
+/// Kafka's `DefaultRecordBatch.incrementSequence`: producer sequence
+/// numbers wrap from `i32::MAX` to 0.
+pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
+    if sequence > i32::MAX - increment {
+        increment - (i32::MAX - sequence) - 1
+    } else {
+        sequence + increment
     }
 }
 
