@@ -426,3 +426,79 @@ async fn a_partition_that_fails_to_open_is_offline_not_fatal() {
     );
     b.shutdown().await.unwrap();
 }
+
+/// Fetches partitions 0 and 1 of `topic` from offset 0 with the given
+/// limits; returns the record data size of each partition.
+async fn fetch_sizes(
+    c: &mut Client,
+    topic: &str,
+    max_bytes: i32,
+    partition_max: i32,
+) -> Vec<usize> {
+    let req = FetchRequest {
+        replica_id: -1,
+        max_wait_ms: 0,
+        min_bytes: 0,
+        max_bytes,
+        isolation_level: 1,
+        topics: vec![fetch_request::FetchTopic {
+            topic: topic.to_string(),
+            partitions: (0..2)
+                .map(|p| fetch_request::FetchPartition {
+                    partition: p,
+                    fetch_offset: 0,
+                    partition_max_bytes: partition_max,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::Fetch(req), 11).await {
+        ResponseBody::Fetch(r) => r.responses[0]
+            .partitions
+            .iter()
+            .map(|p| {
+                assert_eq!(p.error_code, NONE);
+                // read_committed answers carry an (empty) aborted list
+                assert_eq!(p.aborted_transactions, Some(vec![]));
+                p.records.as_ref().map_or(0, |r| r.len())
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_respects_request_and_partition_byte_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "lim", 2, &[]).await, NONE);
+    let v = "z".repeat(1000);
+    let one = batch(&[&v], 1).len();
+    for p in 0..2 {
+        for _ in 0..10 {
+            assert_eq!(produce(&mut c, "lim", p, batch(&[&v], 1), 1).await.0, NONE);
+        }
+    }
+    // no limits hit: everything
+    assert_eq!(
+        fetch_sizes(&mut c, "lim", 1 << 20, 1 << 20).await,
+        vec![10 * one, 10 * one]
+    );
+    // per-partition limit: whole batches that fit
+    assert_eq!(
+        fetch_sizes(&mut c, "lim", 1 << 20, (3 * one + 10) as i32).await,
+        vec![3 * one, 3 * one]
+    );
+    // request limit: shared, first partition first
+    assert_eq!(
+        fetch_sizes(&mut c, "lim", (4 * one + 10) as i32, 1 << 20).await,
+        vec![4 * one, 0]
+    );
+    // a limit below one batch still returns the first batch (progress)
+    assert_eq!(fetch_sizes(&mut c, "lim", 10, 10).await, vec![one, 0]);
+    b.shutdown().await.unwrap();
+}
