@@ -54,9 +54,7 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(
             BenchmarkId::new("decode", codec.name()),
             &batch,
-            |bench, batch| {
-                bench.iter(|| batch.collect_records(&limits).expect("decodes").len())
-            },
+            |bench, batch| bench.iter(|| batch.collect_records(&limits).expect("decodes").len()),
         );
         g.finish();
     }
