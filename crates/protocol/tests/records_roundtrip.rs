@@ -305,6 +305,8 @@ fn record_count_must_match() {
             set_count(2).collect_records(&limits),
             Err(RecordsError::TrailingBytes { declared: 2, .. })
         ));
+        // Kafka never reads the section of a batch declaring no records.
+        assert_eq!(set_count(0).collect_records(&limits), Ok(vec![]));
         assert_eq!(
             set_count(-1).collect_records(&limits),
             Err(RecordsError::InvalidRecordCount { count: -1 })

@@ -161,13 +161,20 @@ impl RecordBatch {
     }
 
     /// Iterates the records, decompressing first when needed. Yields exactly
-    /// `records_count` records, then an error if bytes are left over.
+    /// `records_count` records, then an error if bytes are left over. A batch
+    /// declaring no records yields nothing, whatever its section holds.
     pub fn records(&self, limits: &DecompressLimits) -> Result<Records, RecordsError> {
         let count = self.header.records_count;
         if count < 0 {
             return Err(RecordsError::InvalidRecordCount { count });
         }
-        let data = self.decompressed_records(limits)?;
+        // Like Kafka, an empty batch's section is never looked at (an empty
+        // batch left by compaction may carry a compressed empty stream).
+        let data = if count == 0 {
+            Bytes::new()
+        } else {
+            self.decompressed_records(limits)?
+        };
         Ok(Records {
             data,
             pos: 0,
