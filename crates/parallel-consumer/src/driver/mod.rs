@@ -219,19 +219,24 @@ impl Shared {
 }
 
 /// Commits explicit offsets (with their completed-set metadata), waiting for
-/// the broker's answer.
+/// the broker's answer. One request per partition: librdkafka reports a
+/// failure of some partitions of a multi-partition commit as success, and a
+/// checkpoint must never be recorded for a partition whose commit failed.
 pub(crate) fn commit<C: rdkafka::consumer::ConsumerContext>(
     consumer: &BaseConsumer<C>,
     requests: &[CommitRequest],
-) -> Result<(), KafkaError> {
-    let mut tpl = TopicPartitionList::with_capacity(requests.len());
-    for r in requests {
-        tpl.add_partition_offset(&r.tp.topic, r.tp.partition, Offset::Offset(r.offset))?;
-        if let Some(mut e) = tpl.find_partition(&r.tp.topic, r.tp.partition) {
-            e.set_metadata(&r.metadata);
-        }
-    }
-    consumer.commit(&tpl, CommitMode::Sync)
+) -> Vec<Result<(), KafkaError>> {
+    requests
+        .iter()
+        .map(|r| {
+            let mut tpl = TopicPartitionList::with_capacity(1);
+            tpl.add_partition_offset(&r.tp.topic, r.tp.partition, Offset::Offset(r.offset))?;
+            if let Some(mut e) = tpl.find_partition(&r.tp.topic, r.tp.partition) {
+                e.set_metadata(&r.metadata);
+            }
+            consumer.commit(&tpl, CommitMode::Sync)
+        })
+        .collect()
 }
 
 /// What the consumer thread did when it stopped.
@@ -442,13 +447,21 @@ fn periodic_commit(consumer: &BaseConsumer<PcContext>, shared: &Shared) {
     if requests.is_empty() {
         return;
     }
-    match commit(consumer, &requests) {
-        Ok(()) => shared.lock_engine().commit_succeeded(&requests),
-        Err(e) => {
-            let ownership =
-                matches!(e, KafkaError::ConsumerCommit(code) if is_ownership_error(code));
-            tracing::warn!(error = %e, ownership, "commit failed; not recorded as a checkpoint");
-            shared.lock_engine().commit_failed(&requests, ownership);
+    let results = commit(consumer, &requests);
+    let mut engine = shared.lock_engine();
+    for (request, result) in requests.iter().zip(results) {
+        match result {
+            Ok(()) => engine.commit_succeeded(std::slice::from_ref(request)),
+            Err(e) => {
+                let ownership =
+                    matches!(e, KafkaError::ConsumerCommit(code) if is_ownership_error(code));
+                tracing::warn!(
+                    topic = %request.tp.topic, partition = request.tp.partition,
+                    offset = request.offset, error = %e, ownership,
+                    "commit failed; not recorded as a checkpoint"
+                );
+                engine.commit_failed(std::slice::from_ref(request), ownership);
+            }
         }
     }
 }
@@ -549,13 +562,15 @@ fn finish(consumer: &BaseConsumer<PcContext>, shared: &Shared) -> ShutdownReport
             .collect();
         (requests, abandoned)
     };
-    let final_commit_error = if final_commits.is_empty() {
-        None
-    } else {
-        commit(consumer, &final_commits)
-            .err()
-            .map(|e| e.to_string())
-    };
+    let errors: Vec<String> = commit(consumer, &final_commits)
+        .into_iter()
+        .zip(&final_commits)
+        .filter_map(|(r, c)| {
+            r.err()
+                .map(|e| format!("{}-{}: {e}", c.tp.topic, c.tp.partition))
+        })
+        .collect();
+    let final_commit_error = (!errors.is_empty()).then(|| errors.join("; "));
     ShutdownReport {
         final_commits,
         final_commit_error,

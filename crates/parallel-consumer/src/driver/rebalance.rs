@@ -86,9 +86,15 @@ impl PcContext {
             );
         }
         if !requests.is_empty() {
-            match commit(consumer, &requests) {
-                Ok(()) => tracing::info!(commits = ?requests, "revoke: committed completed prefix"),
-                Err(e) => tracing::warn!(error = %e, "revoke: commit failed"),
+            for (request, result) in requests.iter().zip(commit(consumer, &requests)) {
+                match result {
+                    Ok(()) => {
+                        tracing::info!(commit = ?request, "revoke: committed completed prefix")
+                    }
+                    Err(e) => {
+                        tracing::warn!(commit = ?request, error = %e, "revoke: commit failed")
+                    }
+                }
             }
         }
     }

@@ -1,0 +1,577 @@
+//! The scenario table at the end of seed 004 as functions over a broker;
+//! `tests/scenarios.rs` runs them against weir (or `WEIR_PC_BOOTSTRAP`),
+//! `tests/mock_cluster.rs` against librdkafka's mock cluster.
+//!
+//! Offsets here start at 0 where the seed's table starts at 10 (row 1's
+//! records 10, 11, 12 are 0, 1, 2).
+
+// Each test binary uses a different part of these helpers.
+#![allow(dead_code)]
+// Completed sets are compared as lists of ranges.
+#![allow(clippy::single_range_in_vec_init)]
+
+#[path = "../../examples/sqlite_effects/effects.rs"]
+#[allow(dead_code)]
+mod effects;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use effects::{Applied, Change, EffectStore};
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, Headers, Message};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use tokio::sync::watch;
+use weir_compat_tests::WeirProcess;
+use weir_parallel_consumer::driver::{DriverConfig, ParallelConsumer};
+use weir_parallel_consumer::engine::PartitionStats;
+use weir_parallel_consumer::metadata;
+use weir_parallel_consumer::record::{self, FailurePolicy, Record, RetryPolicy};
+use weir_parallel_consumer::scheduler::Ordering;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Where the scenarios run.
+pub enum TestBroker {
+    /// Any Kafka-compatible broker (`WEIR_PC_BOOTSTRAP`).
+    External(String),
+    /// A `weir serve` started by the compat-tests harness.
+    Weir(WeirProcess),
+    /// librdkafka's built-in mock cluster (groups, commits, fetch; error
+    /// injection).
+    Mock(MockCluster<'static, DefaultProducerContext>),
+}
+
+impl TestBroker {
+    /// `WEIR_PC_BOOTSTRAP` if set, else a fresh `weir serve`.
+    pub fn from_env() -> TestBroker {
+        match std::env::var("WEIR_PC_BOOTSTRAP") {
+            Ok(b) if !b.is_empty() => TestBroker::External(b),
+            _ => TestBroker::Weir(WeirProcess::start().unwrap_or_else(|e| panic!("weir: {e}"))),
+        }
+    }
+
+    pub fn mock() -> TestBroker {
+        TestBroker::Mock(MockCluster::new(1).expect("mock cluster"))
+    }
+
+    pub fn bootstrap(&self) -> String {
+        match self {
+            TestBroker::External(b) => b.clone(),
+            TestBroker::Weir(w) => w.bootstrap().to_string(),
+            TestBroker::Mock(m) => m.bootstrap_servers(),
+        }
+    }
+
+    pub fn create_topic(&self, rt: &tokio::runtime::Runtime, topic: &str, partitions: i32) {
+        match self {
+            // The mock cluster does not implement CreateTopics.
+            TestBroker::Mock(m) => m.create_topic(topic, partitions, 1).expect("mock topic"),
+            _ => create_topic(rt, &self.bootstrap(), topic, partitions),
+        }
+    }
+}
+
+pub fn unique(name: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("pc-{name}-{}-{nanos}", std::process::id())
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn create_topic(rt: &tokio::runtime::Runtime, bootstrap: &str, topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let results = rt
+        .block_on(admin.create_topics(
+            [&NewTopic::new(
+                topic,
+                partitions,
+                TopicReplication::Fixed(1),
+            )],
+            &opts,
+        ))
+        .expect("create_topics");
+    for r in results {
+        r.unwrap_or_else(|(name, code)| panic!("creating {name}: {code:?}"));
+    }
+}
+
+/// Produces `(key, payload)` records to one partition, in order.
+pub fn produce(bootstrap: &str, topic: &str, partition: i32, records: &[(Option<&str>, &str)]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .create()
+        .expect("producer");
+    for (key, payload) in records {
+        let mut r = BaseRecord::<str, str>::to(topic)
+            .partition(partition)
+            .payload(payload);
+        if let Some(k) = key {
+            r = r.key(k);
+        }
+        producer.send(r).map_err(|(e, _)| e).expect("send");
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+}
+
+/// The group's committed offset and metadata for a partition (OffsetFetch,
+/// without joining the group).
+pub fn committed(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    partition: i32,
+) -> Option<(i64, String)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .expect("offset reader");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(topic, partition);
+    let list = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .expect("OffsetFetch");
+    let e = list.find_partition(topic, partition)?;
+    match e.offset() {
+        Offset::Offset(o) => Some((o, e.metadata().to_string())),
+        _ => None,
+    }
+}
+
+pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !f() {
+        assert!(Instant::now() < deadline, "gave up waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn client(bootstrap: &str, group: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "500");
+    c
+}
+
+pub fn config(ordering: Ordering, max_concurrency: usize) -> DriverConfig {
+    let mut c = DriverConfig::default();
+    c.engine.scheduler.ordering = ordering;
+    c.engine.scheduler.max_concurrency = max_concurrency;
+    c.commit_interval = Duration::from_millis(100);
+    c.revoke_timeout = Duration::from_millis(500);
+    c.shutdown_timeout = Duration::from_millis(500);
+    c.retry = RetryPolicy {
+        max_attempts: 2,
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(10),
+    };
+    c
+}
+
+pub fn stats_of(pc: &ParallelConsumer, topic: &str, partition: i32) -> Option<PartitionStats> {
+    pc.stats()
+        .into_iter()
+        .find(|s| s.topic == topic && s.partition == partition)
+}
+
+/// What handlers saw: ("start" | "end", partition, offset).
+pub type Log = Arc<Mutex<Vec<(&'static str, i32, i64)>>>;
+
+pub type BoxFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
+
+/// A handler that logs, and blocks the offsets in `blocked` until `gate`
+/// turns true.
+pub fn gated_handler(
+    log: Log,
+    blocked: HashSet<(i32, i64)>,
+    gate: watch::Receiver<bool>,
+) -> impl Fn(Record) -> BoxFuture + Send + Sync + 'static {
+    move |r: Record| {
+        let log = log.clone();
+        let mut gate = gate.clone();
+        let blocked = blocked.contains(&(r.partition, r.offset));
+        Box::pin(async move {
+            log.lock().unwrap().push(("start", r.partition, r.offset));
+            if blocked {
+                gate.wait_for(|open| *open)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            log.lock().unwrap().push(("end", r.partition, r.offset));
+            Ok(())
+        })
+    }
+}
+
+pub fn row1_unfinished_first_record_holds_the_commit(broker: &TestBroker) {
+    let b = &broker.bootstrap();
+    let rt = runtime();
+    let (topic, group) = (unique("row1"), unique("g1"));
+    broker.create_topic(&rt, &topic, 1);
+    produce(b, &topic, 0, &[(None, "10"), (None, "11"), (None, "12")]);
+    let log = Log::default();
+    let (open, gate) = watch::channel(false);
+    let pc = ParallelConsumer::start(
+        client(b, &group),
+        &[topic.as_str()],
+        config(Ordering::Unordered, 8),
+        rt.handle().clone(),
+        gated_handler(log.clone(), [(0, 0)].into(), gate),
+    )
+    .expect("start");
+    // 11 and 12 done, 10 running: position 3, committed stays 0, with the
+    // completed set {1, 2} in the metadata.
+    wait_until("0 committed with {1,2} in metadata", || {
+        committed(b, &group, &topic, 0).is_some_and(|(o, m)| {
+            o == 0 && metadata::decode(&m, 0).is_ok_and(|s| s.runs == vec![1..3])
+        })
+    });
+    let s = stats_of(&pc, &topic, 0).expect("stats");
+    assert_eq!((s.position, s.effect_watermark, s.in_flight), (3, 0, 1));
+    open.send(true).expect("open gate");
+    wait_until("3 committed", || {
+        committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 3)
+    });
+    pc.shutdown().expect("shutdown");
+}
+
+pub fn row2_unsubmitted_record_holds_the_commit(broker: &TestBroker) {
+    let b = &broker.bootstrap();
+    let rt = runtime();
+    let (topic, group) = (unique("row2"), unique("g2"));
+    broker.create_topic(&rt, &topic, 1);
+    produce(b, &topic, 0, &[(None, "10"), (None, "11"), (None, "12")]);
+    let log = Log::default();
+    let (open, gate) = watch::channel(false);
+    // Partition order, one worker: while 1 runs, 2 is delivered and waits.
+    let pc = ParallelConsumer::start(
+        client(b, &group),
+        &[topic.as_str()],
+        config(Ordering::Partition, 1),
+        rt.handle().clone(),
+        gated_handler(log.clone(), [(0, 1)].into(), gate),
+    )
+    .expect("start");
+    wait_until("record 2 delivered and waiting", || {
+        stats_of(&pc, &topic, 0).is_some_and(|s| s.position == 3 && s.waiting == 1)
+    });
+    wait_until("1 committed", || {
+        committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 1)
+    });
+    assert!(!log.lock().unwrap().contains(&("start", 0, 2)));
+    open.send(true).expect("open gate");
+    wait_until("3 committed", || {
+        committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 3)
+    });
+    pc.shutdown().expect("shutdown");
+}
+
+pub fn row3_crash_after_effect_before_commit_has_no_second_effect(broker: &TestBroker) {
+    let b = &broker.bootstrap();
+    let rt = runtime();
+    let (topic, group) = (unique("row3"), unique("g3"));
+    broker.create_topic(&rt, &topic, 1);
+    produce(
+        b,
+        &topic,
+        0,
+        &[(None, "alice:-30"), (None, "bob:10"), (None, "alice:5")],
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("effects.db");
+    let db = db.to_str().expect("utf-8 path").to_string();
+    let outcomes: Arc<Mutex<Vec<Applied>>> = Arc::default();
+    let handler = {
+        let (db, outcomes) = (db.clone(), outcomes.clone());
+        move |r: Record| {
+            let (db, outcomes) = (db.clone(), outcomes.clone());
+            async move {
+                let change = Change::parse(r.payload.as_deref().unwrap_or_default())
+                    .map_err(|e| e.to_string())?;
+                let mut store = EffectStore::open(&db).map_err(|e| e.to_string())?;
+                let applied = store
+                    .apply(&r.event_id(), &change)
+                    .map_err(|e| e.to_string())?;
+                outcomes.lock().unwrap().push(applied);
+                Ok::<(), String>(())
+            }
+        }
+    };
+    // First run: effects written, no commit (the interval is never reached),
+    // then the process "dies".
+    let mut no_commit = config(Ordering::Key, 4);
+    no_commit.commit_interval = Duration::from_secs(3600);
+    let pc = ParallelConsumer::start(
+        client(b, &group),
+        &[topic.as_str()],
+        no_commit,
+        rt.handle().clone(),
+        handler.clone(),
+    )
+    .expect("start");
+    wait_until("three effects", || outcomes.lock().unwrap().len() == 3);
+    let report = pc.abort().expect("abort");
+    assert!(report.final_commits.is_empty());
+    assert_eq!(committed(b, &group, &topic, 0), None);
+    // Second run: everything comes again; the event ids absorb it.
+    let pc = ParallelConsumer::start(
+        client(b, &group),
+        &[topic.as_str()],
+        config(Ordering::Key, 4),
+        rt.handle().clone(),
+        handler,
+    )
+    .expect("restart");
+    wait_until("3 committed", || {
+        committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 3)
+    });
+    pc.shutdown().expect("shutdown");
+    let outcomes = outcomes.lock().unwrap().clone();
+    assert_eq!(&outcomes[..3], &[Applied::Done; 3]);
+    assert_eq!(&outcomes[3..], &[Applied::Duplicate; 3]);
+    let store = EffectStore::open(&db).expect("db");
+    assert_eq!(store.balance("alice").expect("balance"), Some(-25));
+}
+
+pub fn row5_key_order_is_kept_while_other_keys_run(broker: &TestBroker) {
+    let b = &broker.bootstrap();
+    let rt = runtime();
+    let (topic, group) = (unique("row5"), unique("g5"));
+    broker.create_topic(&rt, &topic, 1);
+    produce(
+        b,
+        &topic,
+        0,
+        &[
+            (Some("acct-1"), "debit"),
+            (Some("acct-1"), "refund"),
+            (Some("acct-2"), "x"),
+        ],
+    );
+    let log = Log::default();
+    let (open, gate) = watch::channel(false);
+    let pc = ParallelConsumer::start(
+        client(b, &group),
+        &[topic.as_str()],
+        config(Ordering::Key, 8),
+        rt.handle().clone(),
+        gated_handler(log.clone(), [(0, 0)].into(), gate),
+    )
+    .expect("start");
+    wait_until("acct-2 done while acct-1's first record runs", || {
+        log.lock().unwrap().contains(&("end", 0, 2))
+    });
+    assert!(
+        !log.lock().unwrap().contains(&("start", 0, 1)),
+        "the refund started before the debit finished"
+    );
+    open.send(true).expect("open gate");
+    wait_until("3 committed", || {
+        committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 3)
+    });
+    let log = log.lock().unwrap().clone();
+    let end0 = log.iter().position(|e| *e == ("end", 0, 0));
+    let start1 = log.iter().position(|e| *e == ("start", 0, 1));
+    assert!(end0 < start1, "{log:?}");
+    pc.shutdown().expect("shutdown");
+}
+
+/// Row 6: a second member joins while record 0 runs and 1 is done on every
+/// partition. The first member's revoke commits 0 with {1} in the metadata;
+/// the new owner runs 0 and 2 again but not 1.
+pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str) {
+    let b = &broker.bootstrap();
+    let rt = runtime();
+    let (topic, group) = (unique("row6"), unique("g6"));
+    let partitions = 2;
+    broker.create_topic(&rt, &topic, partitions);
+    for p in 0..partitions {
+        produce(b, &topic, p, &[(None, "a"), (None, "b"), (None, "c")]);
+    }
+    let mut c = client(b, &group);
+    c.set("partition.assignment.strategy", strategy);
+    let first_log = Log::default();
+    let (_first_open, first_gate) = watch::channel(false);
+    let blocked: HashSet<(i32, i64)> = (0..partitions).flat_map(|p| [(p, 0), (p, 2)]).collect();
+    let first = ParallelConsumer::start(
+        c.clone(),
+        &[topic.as_str()],
+        config(Ordering::Unordered, 8),
+        rt.handle().clone(),
+        gated_handler(first_log.clone(), blocked, first_gate),
+    )
+    .expect("first member");
+    wait_until("offset 1 done on every partition", || {
+        let log = first_log.lock().unwrap();
+        (0..partitions).all(|p| log.contains(&("end", p, 1)))
+    });
+    let second_log = Log::default();
+    let (_second_open, second_gate) = watch::channel(true);
+    let second = ParallelConsumer::start(
+        c,
+        &[topic.as_str()],
+        config(Ordering::Unordered, 8),
+        rt.handle().clone(),
+        gated_handler(second_log.clone(), HashSet::new(), second_gate),
+    )
+    .expect("second member");
+    wait_until("the second member owns a partition and finished it", || {
+        second
+            .stats()
+            .iter()
+            .any(|s| s.effect_watermark == 3 && s.skipped == 1)
+    });
+    let moved: Vec<i32> = second
+        .stats()
+        .iter()
+        .filter(|s| s.skipped == 1)
+        .map(|s| s.partition)
+        .collect();
+    let log = second_log.lock().unwrap().clone();
+    for p in moved {
+        assert!(log.contains(&("end", p, 0)), "{log:?}");
+        assert!(log.contains(&("end", p, 2)), "{log:?}");
+        assert!(
+            !log.contains(&("start", p, 1)),
+            "record 1 ran again although the commit metadata said it was done: {log:?}"
+        );
+    }
+    second.shutdown().expect("shutdown second");
+    first.shutdown().expect("shutdown first");
+}
+
+pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker) {
+    let b = &broker.bootstrap();
+    let rt = runtime();
+    let (topic, group) = (unique("row8"), unique("g8"));
+    broker.create_topic(&rt, &topic, 1);
+    let records: Vec<(Option<&str>, &str)> = (0..20).map(|_| (None, "x")).collect();
+    produce(b, &topic, 0, &records);
+    let log = Log::default();
+    let (open, gate) = watch::channel(false);
+    let mut cfg = config(Ordering::Partition, 1);
+    cfg.engine.scheduler.max_buffered_per_partition = 4;
+    cfg.engine.scheduler.resume_at_buffered = 1;
+    let pc = ParallelConsumer::start(
+        client(b, &group),
+        &[topic.as_str()],
+        cfg,
+        rt.handle().clone(),
+        gated_handler(log.clone(), [(0, 0)].into(), gate),
+    )
+    .expect("start");
+    wait_until("paused", || {
+        stats_of(&pc, &topic, 0).is_some_and(|s| s.paused)
+    });
+    let generation = stats_of(&pc, &topic, 0).expect("stats").generation;
+    // Stay paused for longer than the session timeout: polling goes on, so
+    // the member is not dropped and no rebalance happens.
+    std::thread::sleep(Duration::from_secs(12));
+    let s = stats_of(&pc, &topic, 0).expect("still owned");
+    assert!(s.paused);
+    assert_eq!(
+        s.generation, generation,
+        "a rebalance happened while paused"
+    );
+    open.send(true).expect("open gate");
+    wait_until("20 committed", || {
+        committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 20)
+    });
+    pc.shutdown().expect("shutdown");
+}
+
+pub fn failing_record_goes_to_the_dead_letter_topic_with_its_reason(broker: &TestBroker) {
+    let b = &broker.bootstrap();
+    let rt = runtime();
+    let (topic, dlt, group) = (unique("dlq"), unique("dlq-dead"), unique("gd"));
+    broker.create_topic(&rt, &topic, 1);
+    broker.create_topic(&rt, &dlt, 1);
+    produce(
+        b,
+        &topic,
+        0,
+        &[(Some("k"), "ok"), (Some("k"), "poison"), (Some("k"), "ok")],
+    );
+    let mut cfg = config(Ordering::Partition, 1);
+    cfg.on_failure = FailurePolicy::DeadLetter { topic: dlt.clone() };
+    let pc = ParallelConsumer::start(
+        client(b, &group),
+        &[topic.as_str()],
+        cfg,
+        rt.handle().clone(),
+        |r: Record| async move {
+            if r.payload.as_deref() == Some(b"poison".as_slice()) {
+                Err("cannot parse poison".to_string())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .expect("start");
+    wait_until("3 committed", || {
+        committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 3)
+    });
+    pc.shutdown().expect("shutdown");
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", b)
+        .set("group.id", unique("dlq-reader"))
+        .create()
+        .expect("reader");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&dlt, 0, Offset::Beginning)
+        .expect("tpl");
+    reader.assign(&tpl).expect("assign");
+    let deadline = Instant::now() + WAIT;
+    let m = loop {
+        assert!(
+            Instant::now() < deadline,
+            "nothing in the dead-letter topic"
+        );
+        if let Some(m) = reader.poll(Duration::from_millis(200)) {
+            break m.expect("dead-letter record");
+        }
+    };
+    assert_eq!(m.payload(), Some(b"poison".as_slice()));
+    assert_eq!(m.key(), Some(b"k".as_slice()));
+    let headers = m.headers().expect("headers");
+    let get = |name: &str| {
+        headers
+            .iter()
+            .find(|h: &Header<'_, &[u8]>| h.key == name)
+            .and_then(|h| h.value)
+            .map(|v| String::from_utf8_lossy(v).to_string())
+    };
+    assert_eq!(get(record::DLT_TOPIC).as_deref(), Some(topic.as_str()));
+    assert_eq!(get(record::DLT_OFFSET).as_deref(), Some("1"));
+    assert_eq!(get(record::DLT_ATTEMPTS).as_deref(), Some("2"));
+    assert_eq!(
+        get(record::DLT_ERROR).as_deref(),
+        Some("cannot parse poison")
+    );
+}
