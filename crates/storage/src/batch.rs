@@ -25,6 +25,7 @@ pub(crate) fn validate_and_assign(
     next_offset: i64,
     config: &LogConfig,
     now_ms: i64,
+    leader_epoch: Option<i32>,
 ) -> Result<Vec<AppendedBatch>, StorageError> {
     let mut spans = Vec::new();
     let mut pos = 0usize;
@@ -94,6 +95,9 @@ pub(crate) fn validate_and_assign(
     for (pos, size, h) in spans {
         let batch = &mut records[pos..pos + size];
         header::set_base_offset(batch, next);
+        if let Some(epoch) = leader_epoch {
+            header::set_partition_leader_epoch(batch, epoch);
+        }
         let mut max_ts = h.max_timestamp;
         if config.message_timestamp_type == TimestampType::LogAppendTime {
             let attrs = h.attributes | TIMESTAMP_TYPE_MASK;

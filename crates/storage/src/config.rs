@@ -105,6 +105,13 @@ impl LogConfig {
         if self.segment_bytes < 14 {
             return Err(format!("segment.bytes {} is below 14", self.segment_bytes));
         }
+        if self.segment_bytes > i32::MAX as u64 {
+            return Err(format!(
+                "segment.bytes {} exceeds {} (positions are int32)",
+                self.segment_bytes,
+                i32::MAX
+            ));
+        }
         if self.segment_index_bytes < 12 {
             return Err(format!(
                 "segment.index.bytes {} is below 12",

@@ -224,6 +224,26 @@ impl Log {
     /// in place, sets LogAppendTime (+CRC) when configured, appends, indexes,
     /// and flushes per policy. All or nothing.
     pub fn append(&self, records: &mut [u8], now_ms: i64) -> Result<AppendInfo, StorageError> {
+        self.append_inner(records, now_ms, None)
+    }
+
+    /// [`Log::append`] as the leader in `leader_epoch`: also stamps each
+    /// batch's partitionLeaderEpoch (not CRC-covered), as Kafka's leader does.
+    pub fn append_as_leader(
+        &self,
+        records: &mut [u8],
+        now_ms: i64,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, StorageError> {
+        self.append_inner(records, now_ms, Some(leader_epoch))
+    }
+
+    fn append_inner(
+        &self,
+        records: &mut [u8],
+        now_ms: i64,
+        leader_epoch: Option<i32>,
+    ) -> Result<AppendInfo, StorageError> {
         let mut g = self.lock();
         if g.closed {
             return Err(StorageError::Closed(self.tp.to_string()));
@@ -237,7 +257,7 @@ impl Log {
             });
         }
         let base = g.leo;
-        let batches = validate_and_assign(records, base, &config, now_ms)?;
+        let batches = validate_and_assign(records, base, &config, now_ms, leader_epoch)?;
         let last = batches.last().map_or(base, |b| b.last_offset);
         self.maybe_roll(&mut g, records.len() as u64, last, batches.len(), now_ms)?;
         let seg = g.active();

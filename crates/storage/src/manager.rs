@@ -29,6 +29,13 @@ pub struct LogManagerConfig {
     pub storage: Arc<dyn Storage>,
 }
 
+impl Default for LogManagerConfig {
+    /// No log dirs, real files, one recovery thread per dir, Kafka defaults.
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
+}
+
 impl LogManagerConfig {
     /// Real files, one recovery thread per dir, Kafka defaults.
     pub fn new(log_dirs: Vec<PathBuf>) -> Self {
