@@ -171,16 +171,18 @@ impl Segment {
             created_ms: now_ms,
             roll_jitter_ms,
         };
-        if size > 0 && seg.time_index.is_empty() && !needs_rebuild {
-            // No time index entry: the segment is small; get the max timestamp
-            // from the batch headers.
+        if size > 0 && !needs_rebuild {
+            // The time index covers the batches up to its last offset index
+            // entry (the closing entry written on roll may not have reached
+            // the disk): take the rest from the batch headers after it.
             seg.scan_max_timestamp()?;
         }
         Ok((seg, needs_rebuild))
     }
 
     fn scan_max_timestamp(&mut self) -> Result<(), StorageError> {
-        let mut sc = BatchScanner::new(&*self.log, 0, self.size, false);
+        let (_, from) = self.index.lookup(i64::MAX);
+        let mut sc = BatchScanner::new(&*self.log, from as u64, self.size, false);
         while let Some(Scanned::Batch { header, .. }) = sc.next_batch().at(&self.path(LOG_SUFFIX))?
         {
             if header.max_timestamp > self.max_timestamp {
