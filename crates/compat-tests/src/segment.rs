@@ -127,6 +127,56 @@ pub fn parse_batches(
     Ok(())
 }
 
+/// Kafka's compression attribute for a codec name (`none`, `gzip`, ...).
+pub fn codec_id(name: &str) -> Option<i16> {
+    match name {
+        "none" => Some(0),
+        "gzip" => Some(1),
+        "snappy" => Some(2),
+        "lz4" => Some(3),
+        "zstd" => Some(4),
+        _ => None,
+    }
+}
+
+/// For every `TOPIC <codec> <topic> <partitions>` line a client script
+/// printed, check that each batch stored for that topic carries the codec
+/// the client was told to use. Returns how many topics were checked.
+pub fn verify_reported_topics(data_dir: &Path, script_output: &str) -> Result<usize, String> {
+    let mut checked = 0;
+    for line in script_output.lines() {
+        let Some(rest) = line.strip_prefix("TOPIC ") else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let [codec, topic, partitions] = fields[..] else {
+            return Err(format!("malformed line {line:?}"));
+        };
+        let code = codec_id(codec).ok_or_else(|| format!("unknown codec in {line:?}"))?;
+        let partitions: i32 = partitions
+            .parse()
+            .map_err(|_| format!("bad partition count in {line:?}"))?;
+        let mut batches = 0;
+        for p in 0..partitions {
+            let stored = stored_batches(data_dir, topic, p).map_err(|e| e.to_string())?;
+            for b in &stored {
+                if b.magic != 2 || b.compression != code {
+                    return Err(format!(
+                        "{topic}-{p}: the client sent {codec} (attribute {code}) but the stored batch has magic {} codec {}: {b:?}",
+                        b.magic, b.compression
+                    ));
+                }
+            }
+            batches += stored.len();
+        }
+        if batches == 0 {
+            return Err(format!("{topic}: no batches stored"));
+        }
+        checked += 1;
+    }
+    Ok(checked)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +227,19 @@ mod tests {
             parse_batches(&bytes, "t", &mut out),
             Err(SegmentError::Truncated { .. })
         ));
+    }
+
+    #[test]
+    fn reported_topics_are_checked_against_the_stored_codec() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let part = dir.path().join("t-0");
+        std::fs::create_dir(&part).expect("mkdir");
+        std::fs::write(part.join("00000000000000000000.log"), batch(0, 1, 3, 10)).expect("write");
+        let ok = verify_reported_topics(dir.path(), "PASS x\nTOPIC gzip t 1\n");
+        assert_eq!(ok, Ok(1));
+        assert!(verify_reported_topics(dir.path(), "TOPIC zstd t 1").is_err());
+        assert!(verify_reported_topics(dir.path(), "TOPIC gzip missing 1").is_err());
+        assert!(verify_reported_topics(dir.path(), "TOPIC gzip t").is_err());
+        assert_eq!(verify_reported_topics(dir.path(), "no topics here"), Ok(0));
     }
 }

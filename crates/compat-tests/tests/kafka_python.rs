@@ -5,6 +5,7 @@
 
 use std::process::Command;
 
+use weir_compat_tests::segment::verify_reported_topics;
 use weir_compat_tests::{
     WeirProcess, client_timeout, env_count, run_with_timeout, skip_or_fail, tools,
 };
@@ -21,7 +22,13 @@ fn kafka_python_admin_produce_consume_offsets_configs() {
     let out = run_with_timeout(
         Command::new(&python)
             .arg(&script)
-            .args(["--bootstrap", broker.bootstrap(), "--records", &records])
+            .args([
+                "--bootstrap",
+                broker.bootstrap(),
+                "--records",
+                &records,
+                "--keep-topics",
+            ])
             .env("PYTHONUNBUFFERED", "1"),
         None,
         client_timeout(),
@@ -46,4 +53,9 @@ fn kafka_python_admin_produce_consume_offsets_configs() {
         out.describe("compat_check.py"),
         broker.stderr_tail()
     );
+    // The broker stored each batch exactly as the client compressed it.
+    match verify_reported_topics(broker.data_dir(), &out.stdout) {
+        Ok(n) => assert!(n > 0, "the script reported no topics to inspect"),
+        Err(e) => panic!("kafka-python: {e}"),
+    }
 }

@@ -5,6 +5,7 @@
 
 use std::process::Command;
 
+use weir_compat_tests::segment::verify_reported_topics;
 use weir_compat_tests::{
     WeirProcess, client_timeout, env_count, run_with_timeout, skip_or_fail, tools,
 };
@@ -30,6 +31,7 @@ fn run_script(mode: &str) {
                 broker.bootstrap(),
                 "--records",
                 &records,
+                "--keep-topics",
                 "--mode",
                 mode,
             ]),
@@ -55,6 +57,11 @@ fn run_script(mode: &str) {
         out.describe("compat_check.js"),
         broker.stderr_tail()
     );
+    // The broker stored each batch exactly as the client compressed it.
+    match verify_reported_topics(broker.data_dir(), &out.stdout) {
+        Ok(n) => assert!(n > 0, "the script reported no topics to inspect"),
+        Err(e) => panic!("kafkajs: {e}"),
+    }
 }
 
 #[test]

@@ -230,6 +230,12 @@ def main():
     ap.add_argument("--records", type=int, default=2000, help="records per codec")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--codecs", default=",".join(CODECS))
+    ap.add_argument(
+        "--keep-topics",
+        action="store_true",
+        help="keep the per-codec topics (the caller inspects the stored batches); "
+        "the delete check then uses a topic of its own",
+    )
     args = ap.parse_args()
     codecs = [c for c in args.codecs.split(",") if c]
 
@@ -257,14 +263,21 @@ def main():
                     check_round_trip, args.bootstrap, topic, codec, args.partitions, args.records, base_ts,
                 )
                 if ok:
+                    # For the caller: which topic holds which client codec.
+                    print(f"TOPIC {codec} {topic} {args.partitions}", flush=True)
                     run_check(
                         f"offsets_for_times / beginning_offsets / end_offsets [{codec}]",
                         check_offsets, args.bootstrap, topic, args.partitions, args.records, base_ts,
                     )
             if created:
                 run_check("admin: describe_configs / alter_configs", check_configs, admin, created[0])
-                for topic in created:
-                    run_check(f"admin: delete topic {topic}", check_delete, admin, topic)
+                if args.keep_topics:
+                    doomed = f"py-delete-{run_id}"
+                    if run_check("admin: create topic [delete]", check_create_topic, admin, doomed, 1):
+                        run_check(f"admin: delete topic {doomed}", check_delete, admin, doomed)
+                else:
+                    for topic in created:
+                        run_check(f"admin: delete topic {topic}", check_delete, admin, topic)
         finally:
             admin.close()
 
