@@ -26,6 +26,9 @@ pub struct LogManagerConfig {
     pub topic_configs: HashMap<String, LogConfig>,
     /// CRC-check already-flushed segments too when recovering (slow).
     pub verify_flushed_on_recovery: bool,
+    /// `log.flush.offset.checkpoint.interval.ms`: `tick` writes the
+    /// checkpoint files this often.
+    pub checkpoint_interval_ms: i64,
     pub storage: Arc<dyn Storage>,
 }
 
@@ -48,6 +51,7 @@ impl LogManagerConfig {
             default_log_config: LogConfig::default(),
             topic_configs: HashMap::new(),
             verify_flushed_on_recovery: false,
+            checkpoint_interval_ms: 60_000,
             storage,
         }
     }
@@ -66,6 +70,7 @@ pub struct LogManager {
     logs: RwLock<BTreeMap<TopicPartition, Arc<Log>>>,
     failed: Mutex<BTreeMap<TopicPartition, String>>,
     now_ms: Mutex<i64>,
+    last_checkpoint_ms: Mutex<i64>,
 }
 
 struct Job {
@@ -177,6 +182,7 @@ impl LogManager {
             logs: RwLock::new(logs),
             failed: Mutex::new(failed),
             now_ms: Mutex::new(now_ms),
+            last_checkpoint_ms: Mutex::new(now_ms),
         })
     }
 
@@ -280,8 +286,8 @@ impl LogManager {
         Ok(())
     }
 
-    /// Time-driven work of every log (segment.ms rolls, flushes). Returns the
-    /// first error after trying every log.
+    /// Time-driven work of every log (segment.ms rolls, flushes), then the
+    /// periodic checkpoint. Returns the first error after trying every log.
     pub fn tick(&self, now_ms: i64) -> Result<(), StorageError> {
         *self.now_ms.lock().unwrap_or_else(|e| e.into_inner()) = now_ms;
         let mut first_err = None;
@@ -290,6 +296,20 @@ impl LogManager {
                 tracing::error!(tp = %log.tp, error = %e, "log tick failed");
                 first_err.get_or_insert(e);
             }
+        }
+        let due = {
+            let mut last = self
+                .last_checkpoint_ms
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let due = now_ms.saturating_sub(*last) >= self.cfg.checkpoint_interval_ms;
+            if due {
+                *last = now_ms;
+            }
+            due
+        };
+        if due && let Err(e) = self.checkpoint() {
+            first_err.get_or_insert(e);
         }
         first_err.map_or(Ok(()), Err)
     }

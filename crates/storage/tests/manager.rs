@@ -172,4 +172,16 @@ fn tick_flushes_per_flush_ms() {
     assert_eq!(log.recovery_point(), 1);
     log.append(&mut make_batch(1, 10, 0, 0), 0).unwrap();
     assert_eq!(log.recovery_point(), 4);
+    // The periodic checkpoint (every 60 s by default) records it.
+    let ckpt = PathBuf::from("/d1").join(RECOVERY_POINT_CHECKPOINT);
+    let ckpt2 = PathBuf::from("/d2").join(RECOVERY_POINT_CHECKPOINT);
+    let read = || {
+        let mut all = read_checkpoint(&m, &ckpt).unwrap();
+        all.extend(read_checkpoint(&m, &ckpt2).unwrap());
+        all.get(&tp).copied()
+    };
+    mgr.tick(59_000).unwrap();
+    assert_eq!(read(), None);
+    mgr.tick(60_000).unwrap();
+    assert_eq!(read(), Some(4));
 }
