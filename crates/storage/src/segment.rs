@@ -143,6 +143,18 @@ impl Segment {
                 Vec::new()
             }
         };
+        // Spot check: the last entry must name the batch at its position.
+        if let Some(&(rel, pos)) = ientries.last() {
+            let ok = matches!(
+                read_header(&*log, pos as u64, size),
+                Ok(Some(h)) if h.last_offset() == base_offset + rel as i64
+            );
+            if !ok {
+                tracing::warn!(path = %ip.display(), "last index entry does not match the log; rebuilding");
+                needs_rebuild = true;
+            }
+        }
+        let ientries = if needs_rebuild { Vec::new() } else { ientries };
         let index = OffsetIndex::from_entries(ifile, base_offset, ientries, index_bytes);
 
         let tfile = storage.open(&tp, true).at(&tp)?;
@@ -268,9 +280,19 @@ impl Segment {
         let (_, pos) = self.index.lookup(target);
         let mut p = pos as u64;
         let path = self.path(LOG_SUFFIX);
+        let mut first = p > 0;
         loop {
             match read_header(&*self.log, p, self.size) {
                 Ok(Some(h)) => {
+                    if first && h.base_offset > target {
+                        // The index disagrees with the log: never skip
+                        // batches because of it; scan from the start.
+                        tracing::warn!(path = %path.display(), target, "index entry past its offset");
+                        first = false;
+                        p = 0;
+                        continue;
+                    }
+                    first = false;
                     if h.last_offset() >= target {
                         return Ok(Some((p, h)));
                     }

@@ -305,3 +305,46 @@ fn torn_crashes_keep_every_flushed_batch() {
         check(&c, &rec, &got);
     }
 }
+
+#[test]
+fn a_misleading_index_entry_never_skips_batches() {
+    let (m, batches, _) = build(3, 12, 12);
+    let s: Arc<dyn Storage> = Arc::new(m.clone());
+    let log = reopen(s, small_config(), i64::MAX, true).unwrap();
+    log.close().unwrap();
+    let first_seg: Vec<&(i64, Vec<u8>)> = {
+        let next = log
+            .segment_base_offsets()
+            .get(1)
+            .copied()
+            .unwrap_or(i64::MAX);
+        batches.iter().filter(|(b, _)| *b < next).collect()
+    };
+    assert!(first_seg.len() >= 4);
+    drop(log);
+    // Entry 1 claims offset 1 is at the start of the third batch.
+    let pos2: usize = first_seg[..2].iter().map(|(_, b)| b.len()).sum();
+    let last_pos: usize = first_seg[..first_seg.len() - 1]
+        .iter()
+        .map(|(_, b)| b.len())
+        .sum();
+    let last = first_seg.last().unwrap();
+    let last_off = BatchHeader::parse(&last.1).unwrap().last_offset();
+    let mut idx = Vec::new();
+    for (rel, pos) in [(1i32, pos2 as i32), (last_off as i32, last_pos as i32)] {
+        idx.extend_from_slice(&rel.to_be_bytes());
+        idx.extend_from_slice(&pos.to_be_bytes());
+    }
+    m.write_all(&seg_file(0, ".index"), &idx).unwrap();
+    let s: Arc<dyn Storage> = Arc::new(m.clone());
+    let log = reopen(s, small_config(), i64::MAX, true).unwrap();
+    assert_eq!(read_all_batches(&log, 0), batches);
+    for off in 0..log.log_end_offset() {
+        let r = log.read(off, 1, i64::MAX, true).unwrap();
+        let h = BatchHeader::parse(&r.regions[0].read_to_vec().unwrap()).unwrap();
+        assert!(
+            h.base_offset <= off && off <= h.last_offset(),
+            "offset {off}"
+        );
+    }
+}
