@@ -1,7 +1,8 @@
 //! The `mod.rs` files: module list, `ApiKey`, `RequestBody`, `ResponseBody`.
 
-use crate::emit::{HEADER, VSet};
+use crate::emit::HEADER;
 use crate::spec::{Kind, Message, Versions, snake_case};
+use crate::vset::VSet;
 use anyhow::{Result, bail};
 use std::fmt::Write;
 
@@ -236,7 +237,12 @@ fn emit_body_enum<'a>(
         "    /// A random body of `api_key` valid in `version` (property tests).\n    #[cfg(any(test, feature = \"arbitrary\"))]\n    pub fn random(api_key: ApiKey, rng: &mut crate::codec::arbitrary::Rng, version: i16) -> Self {\n        use crate::codec::arbitrary::Random;\n        match api_key {\n",
     );
     for a in apis {
-        let _ = writeln!(out, "ApiKey::{v} => {name}::{v}({}::random(rng, version)),", pick(a).name, v = var(a.1));
+        let _ = writeln!(
+            out,
+            "ApiKey::{v} => {name}::{v}({}::random(rng, version)),",
+            pick(a).name,
+            v = var(a.1)
+        );
     }
     out.push_str("}\n}\n}\n\n");
     for a in apis {

@@ -224,9 +224,11 @@ pub mod rt {
         }
         #[inline]
         fn put_uvarint(&mut self, v: u32) {
-            let mut tmp = Vec::with_capacity(5);
-            crate::varint::put_unsigned_varint(&mut tmp, v);
-            self.put_slice(&tmp);
+            let mut tmp = [0u8; 5];
+            let mut out = &mut tmp[..];
+            crate::varint::put_unsigned_varint(&mut out, v);
+            let n = 5 - out.len();
+            self.put_slice(&tmp[..n]);
         }
     }
 
@@ -234,6 +236,10 @@ pub mod rt {
         #[inline]
         fn put_slice(&mut self, s: &[u8]) {
             self.extend_from_slice(s);
+        }
+        #[inline]
+        fn put_uvarint(&mut self, v: u32) {
+            crate::varint::put_unsigned_varint(self, v);
         }
     }
 
@@ -258,8 +264,7 @@ pub mod rt {
     }
 
     pub fn encode<T: WriteTo>(v: &T, buf: &mut BytesMut, version: i16) -> Result<(), EncodeError> {
-        // Encode into a scratch area first so a failed encode leaves `buf`
-        // as it was.
+        // A failed encode leaves `buf` as it was.
         let start = buf.len();
         let r = v.write_to(buf, version);
         if r.is_err() {
