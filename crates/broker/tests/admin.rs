@@ -263,3 +263,81 @@ async fn delete_records_moves_the_log_start() {
     assert!(got.iter().any(|x| x.0 == 8));
     b.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_partitions_and_describe_log_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "grow", 2, &[]).await, NONE);
+    let grow = |count: i32, validate_only: bool| {
+        RequestBody::CreatePartitions(CreatePartitionsRequest {
+            topics: vec![create_partitions_request::CreatePartitionsTopic {
+                name: "grow".into(),
+                count,
+                assignments: None,
+                ..Default::default()
+            }],
+            timeout_ms: 1000,
+            validate_only,
+            ..Default::default()
+        })
+    };
+    let code = |r: ResponseBody| match r {
+        ResponseBody::CreatePartitions(r) => r.results[0].error_code,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(code(c.call(grow(5, true), 3).await), NONE);
+    assert_eq!(
+        metadata(&mut c, Some(vec!["grow"]), false).await.topics[0]
+            .partitions
+            .len(),
+        2
+    );
+    assert_eq!(code(c.call(grow(5, false), 3).await), NONE);
+    assert_eq!(
+        metadata(&mut c, Some(vec!["grow"]), false).await.topics[0]
+            .partitions
+            .len(),
+        5
+    );
+    assert_eq!(code(c.call(grow(3, false), 3).await), 37);
+    assert_eq!(
+        produce(&mut c, "grow", 4, batch(&["new"], 1), 1).await,
+        (NONE, 0)
+    );
+    // log dirs: one dir, five partitions, sizes from the logs
+    let req = DescribeLogDirsRequest {
+        topics: None,
+        ..Default::default()
+    };
+    match c.call(RequestBody::DescribeLogDirs(req), 4).await {
+        ResponseBody::DescribeLogDirs(r) => {
+            assert_eq!(r.results.len(), 1);
+            let t = &r.results[0].topics;
+            assert_eq!(t.len(), 1);
+            assert_eq!(t[0].name, "grow");
+            let sizes: Vec<(i32, i64)> = t[0]
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.partition_size))
+                .collect();
+            assert_eq!(sizes.len(), 5);
+            assert_eq!(sizes[4].1, batch(&["new"], 1).len() as i64);
+            assert!(sizes[..4].iter().all(|(_, s)| *s == 0));
+        }
+        other => panic!("{other:?}"),
+    }
+    // still 5 partitions after a restart
+    drop(c);
+    b.shutdown().await.unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(
+        metadata(&mut c, Some(vec!["grow"]), false).await.topics[0]
+            .partitions
+            .len(),
+        5
+    );
+    b.shutdown().await.unwrap();
+}
