@@ -16,7 +16,9 @@
 //! - [`Engine::commits`]: explicit offsets (+ metadata) that moved since the
 //!   last confirmed commit; [`Engine::commit_succeeded`] /
 //!   [`Engine::commit_failed`] record the outcome. Only a confirmed commit is
-//!   a checkpoint; an ownership error stops commits for that assignment.
+//!   a checkpoint; an ownership error stops commits for that assignment
+//!   until a rebalance confirms it is still ours ([`Engine::revoking`],
+//!   [`Engine::ownership_confirmed`]).
 //! - [`Engine::revoking`] / [`Engine::revoke_finish`]: stop submitting, let
 //!   in-flight work finish within the caller's bound, commit the completed
 //!   prefix. [`Engine::lost`]: drop everything, commit nothing.
@@ -390,11 +392,28 @@ impl<T> Engine<T> {
         }
     }
 
+    /// A rebalance completed and these partitions are still ours (a
+    /// cooperative rebalance keeps partitions across group generations):
+    /// commits stopped by an ownership error from the old generation resume.
+    pub fn ownership_confirmed(&mut self, tps: &[TopicPartition]) {
+        for tp in tps {
+            if let Some(part) = self.parts.get_mut(tp) {
+                part.commits_stopped = false;
+            }
+        }
+    }
+
     /// Start of a normal revoke: nothing more is submitted for `tp`; records
     /// that never started stay unfinished (they hold the watermark).
+    ///
+    /// A normal revoke means the partition is still ours until the callback
+    /// returns, so commits stopped by an ownership error (a commit sent with
+    /// a group generation that a rebalance had just replaced) are allowed
+    /// again for the revoke commit.
     pub fn revoking(&mut self, tp: &TopicPartition) {
         if let Some(part) = self.parts.get_mut(tp) {
             part.revoking = true;
+            part.commits_stopped = false;
             self.scheduler.remove_partition(tp);
         }
     }

@@ -166,6 +166,11 @@ impl ConsumerContext for PcContext {
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(tpl) = rebalance {
             self.assign(consumer, tpl);
+            // The group generation is new and whatever is still owned
+            // (cooperative) is confirmed ours under it.
+            let mut engine = self.shared.lock_engine();
+            let owned = engine.owned();
+            engine.ownership_confirmed(&owned);
         }
     }
 

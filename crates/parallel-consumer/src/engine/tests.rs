@@ -358,7 +358,7 @@ fn dead_lettered_record_lets_the_watermark_pass() {
 }
 
 #[test]
-fn ownership_error_stops_commits_until_reassigned() {
+fn ownership_error_stops_commits_until_ownership_is_confirmed() {
     let mut e = engine(Ordering::Unordered, 8);
     e.assign(tp(0), Some((0, "")));
     deliver_all(&mut e, 0, 0..1);
@@ -369,8 +369,15 @@ fn ownership_error_stops_commits_until_reassigned() {
     e.commit_failed(&commits, true);
     assert!(e.commits().is_empty());
     assert!(e.stats(0)[0].commits_stopped);
+    // A later rebalance confirms the partition is still ours (cooperative).
+    e.ownership_confirmed(&[tp(0)]);
+    assert_eq!(offsets_of(&e.commits()), vec![(0, 1)]);
+    e.commit_failed(&e.commits(), true);
+    assert!(e.commits().is_empty());
+    // A normal revoke: still ours until the callback returns, so the
+    // completed prefix is committed.
     e.revoking(&tp(0));
-    assert_eq!(e.revoke_finish(&tp(0)), None, "no commit on revoke either");
+    assert_eq!(e.revoke_finish(&tp(0)).map(|c| c.offset), Some(1));
     e.assign(tp(0), Some((0, "")));
     deliver_all(&mut e, 0, 0..1);
     for (id, t) in submitted(e.actions()) {

@@ -87,7 +87,20 @@ pub fn unique(name: &str) -> String {
     format!("pc-{name}-{}-{nanos}", std::process::id())
 }
 
+/// Logs of the driver on the test's output (`RUST_LOG` filters, default
+/// `info`); shown for failing tests.
+pub fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
 pub fn runtime() -> tokio::runtime::Runtime {
+    init_logs();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
@@ -160,10 +173,19 @@ pub fn committed(
     }
 }
 
-pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, f: impl FnMut() -> bool) {
+    wait_until_or(what, f, String::new);
+}
+
+/// [`wait_until`], with `diagnose()` in the failure message.
+pub fn wait_until_or(what: &str, mut f: impl FnMut() -> bool, diagnose: impl Fn() -> String) {
     let deadline = Instant::now() + WAIT;
     while !f() {
-        assert!(Instant::now() < deadline, "gave up waiting for: {what}");
+        assert!(
+            Instant::now() < deadline,
+            "gave up waiting for: {what}\n{}",
+            diagnose()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -431,6 +453,15 @@ pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str) {
         let log = first_log.lock().unwrap();
         (0..partitions).all(|p| log.contains(&("end", p, 1)))
     });
+    // The completed prefix and set are committed before the second member
+    // joins (a commit racing the rebalance may be refused by the broker).
+    wait_until("0 committed with {1} on every partition", || {
+        (0..partitions).all(|p| {
+            committed(b, &group, &topic, p).is_some_and(|(o, m)| {
+                o == 0 && metadata::decode(&m, 0).is_ok_and(|s| s.runs == vec![1..2])
+            })
+        })
+    });
     let second_log = Log::default();
     let (_second_open, second_gate) = watch::channel(true);
     let second = ParallelConsumer::start(
@@ -441,12 +472,26 @@ pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str) {
         gated_handler(second_log.clone(), HashSet::new(), second_gate),
     )
     .expect("second member");
-    wait_until("the second member owns a partition and finished it", || {
-        second
-            .stats()
-            .iter()
-            .any(|s| s.effect_watermark == 3 && s.skipped == 1)
-    });
+    wait_until_or(
+        "the second member owns a partition and finished it",
+        || {
+            second
+                .stats()
+                .iter()
+                .any(|s| s.effect_watermark == 3 && s.skipped == 1)
+        },
+        || {
+            format!(
+                "first: {:#?}\nsecond: {:#?}\ncommitted: {:?}\nsecond log: {:?}",
+                first.stats(),
+                second.stats(),
+                (0..partitions)
+                    .map(|p| committed(b, &group, &topic, p))
+                    .collect::<Vec<_>>(),
+                second_log.lock().unwrap()
+            )
+        },
+    );
     let moved: Vec<i32> = second
         .stats()
         .iter()
