@@ -140,7 +140,7 @@ pub(crate) struct BatchScanner<'a> {
 
 const SCAN_CHUNK: usize = 1 << 20;
 /// Header-only scans read less ahead: batch bodies are skipped.
-const HEADER_CHUNK: usize = 64 << 10;
+const HEADER_CHUNK: usize = 4 << 10;
 
 impl<'a> BatchScanner<'a> {
     pub fn new(file: &'a dyn StorageFile, start: u64, end: u64, verify_crc: bool) -> Self {

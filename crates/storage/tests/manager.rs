@@ -185,3 +185,29 @@ fn tick_flushes_per_flush_ms() {
     mgr.tick(60_000).unwrap();
     assert_eq!(read(), Some(4));
 }
+
+#[test]
+fn kafka_side_files_are_left_alone() {
+    let m = MemStorage::new();
+    let mgr = LogManager::open(cfg(&m), 0).unwrap();
+    fill(&mgr, 2);
+    let dir = mgr.get(&TopicPartition::new("topic-x", 1)).unwrap().dir();
+    mgr.shutdown().unwrap();
+    let extra = [
+        PathBuf::from("/d1/meta.properties"),
+        PathBuf::from("/d1/replication-offset-checkpoint"),
+        PathBuf::from("/d1/cleaner-offset-checkpoint"),
+        dir.join("leader-epoch-checkpoint"),
+        dir.join("00000000000000000000.snapshot"),
+        dir.join("00000000000000000000.txnindex"),
+    ];
+    for p in &extra {
+        m.write_all(p, b"kafka").unwrap();
+    }
+    let mgr2 = LogManager::open(cfg(&m), 0).unwrap();
+    assert!(mgr2.failed_logs().is_empty());
+    assert_eq!(mgr2.logs().len(), 2);
+    for p in &extra {
+        assert_eq!(m.read_all(p).unwrap(), b"kafka", "{}", p.display());
+    }
+}
