@@ -132,3 +132,107 @@ async fn dead_letter(
         .map(|_| ())
         .map_err(|(e, _)| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::mpsc::channel;
+
+    use super::*;
+    use crate::tracker::TopicPartition;
+
+    fn env(
+        handler: BoxHandler,
+        on_failure: FailurePolicy,
+    ) -> (WorkerEnv, std::sync::mpsc::Receiver<Report>) {
+        let (results, rx) = channel();
+        let env = WorkerEnv {
+            handler,
+            retry: RetryPolicy {
+                max_attempts: 3,
+                initial_backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(1),
+            },
+            on_failure,
+            dead_letter: None,
+            dead_letter_timeout: Duration::from_secs(1),
+            results,
+        };
+        (env, rx)
+    }
+
+    /// Runs one task and returns the report it sent.
+    fn report(env: WorkerEnv, rx: std::sync::mpsc::Receiver<Report>) -> Report {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let task = TaskRef {
+            tp: TopicPartition {
+                topic: "t".into(),
+                partition: 0,
+            },
+            generation: 7,
+            offset: 42,
+        };
+        rt.block_on(run(env, TaskId(1), task, Record::default()));
+        rx.recv().unwrap()
+    }
+
+    /// A handler failing (or panicking) on its first `failures` calls.
+    fn flaky(failures: u32, panic: bool) -> (BoxHandler, Arc<AtomicU32>) {
+        let calls = Arc::new(AtomicU32::new(0));
+        let c = calls.clone();
+        let h: BoxHandler = Arc::new(move |_r| {
+            let n = c.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                if n < failures {
+                    if panic {
+                        panic!("boom");
+                    }
+                    return Err(format!("failure {n}"));
+                }
+                Ok(())
+            })
+        });
+        (h, calls)
+    }
+
+    #[test]
+    fn retries_until_success_and_reports_the_task() {
+        let (h, calls) = flaky(2, false);
+        let (env, rx) = env(h, FailurePolicy::StopPartition);
+        let r = report(env, rx);
+        assert_eq!(r.outcome, Outcome::Success);
+        assert_eq!((r.id, r.task.generation, r.task.offset), (TaskId(1), 7, 42));
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn a_panicking_handler_is_a_failed_attempt() {
+        let (h, calls) = flaky(1, true);
+        let (env, rx) = env(h, FailurePolicy::StopPartition);
+        assert_eq!(report(env, rx).outcome, Outcome::Success);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn exhausted_retries_stop_the_partition() {
+        let (h, calls) = flaky(u32::MAX, false);
+        let (env, rx) = env(h, FailurePolicy::StopPartition);
+        assert_eq!(report(env, rx).outcome, Outcome::Failed { attempts: 3 });
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn a_dead_letter_write_that_cannot_happen_stops_the_partition() {
+        let (h, _) = flaky(u32::MAX, false);
+        let (env, rx) = env(
+            h,
+            FailurePolicy::DeadLetter {
+                topic: "dead".into(),
+            },
+        );
+        assert_eq!(report(env, rx).outcome, Outcome::Failed { attempts: 3 });
+    }
+}

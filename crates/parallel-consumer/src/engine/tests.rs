@@ -435,3 +435,189 @@ fn oldest_unfinished_age_is_reported() {
     e.deliver(&tp(0), 1, None, (), 1_500);
     assert_eq!(e.stats(4_000)[0].oldest_unfinished_age_ms, Some(3_000));
 }
+
+mod model {
+    use std::collections::{HashMap, HashSet};
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Deliver { p: i32, gap: i64 },
+        Actions,
+        Finish { i: usize, success: bool },
+        Commit { ok: bool },
+        Revoke(i32),
+        Lost(i32),
+        Assign(i32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0i32..2, 0i64..3).prop_map(|(p, gap)| Op::Deliver { p, gap }),
+            4 => Just(Op::Actions),
+            5 => (any::<usize>(), prop::bool::weighted(0.9))
+                .prop_map(|(i, success)| Op::Finish { i, success }),
+            2 => any::<bool>().prop_map(|ok| Op::Commit { ok }),
+            1 => (0i32..2).prop_map(Op::Revoke),
+            1 => (0i32..2).prop_map(Op::Lost),
+            2 => (0i32..2).prop_map(Op::Assign),
+        ]
+    }
+
+    #[derive(Debug, Default)]
+    struct Part {
+        owned: bool,
+        generation: u64,
+        start: i64,
+        next_offset: i64,
+        delivered: Vec<i64>,
+        done: HashSet<i64>,
+        confirmed: i64,
+    }
+
+    impl Part {
+        fn prefix(&self) -> i64 {
+            let mut w = self.start;
+            for o in &self.delivered {
+                if !self.done.contains(o) {
+                    break;
+                }
+                w = o + 1;
+            }
+            w
+        }
+    }
+
+    fn check_request(parts: &HashMap<i32, Part>, c: &CommitRequest) -> Result<(), TestCaseError> {
+        let m = &parts[&c.tp.partition];
+        prop_assert_eq!(c.offset, m.prefix(), "commit is not the completed prefix");
+        let set = metadata::decode(&c.metadata, c.offset).unwrap();
+        for r in &set.runs {
+            for o in r.clone() {
+                prop_assert!(
+                    o > c.offset && m.done.contains(&o),
+                    "metadata claims {} done",
+                    o
+                );
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        /// Random deliveries, results (including late ones from older
+        /// generations), commits, revokes, losses and reassignments against a
+        /// model: commits are always the completed prefix of the current
+        /// generation, metadata only names completed records, stale results
+        /// never apply, generations are never reused.
+        #[test]
+        fn engine_matches_model(
+            ordering in prop_oneof![Just(Ordering::Partition), Just(Ordering::Key), Just(Ordering::Unordered)],
+            ops in proptest::collection::vec(op(), 0..250),
+        ) {
+            let mut e = engine(ordering, 3);
+            let mut parts: HashMap<i32, Part> = HashMap::new();
+            let mut generations = HashSet::new();
+            for p in 0..2 {
+                let g = e.assign(tp(p), Some((0, "")));
+                generations.insert(g);
+                parts.insert(p, Part { owned: true, generation: g, ..Part::default() });
+            }
+            let mut running: Vec<(TaskId, TaskRef)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Deliver { p, gap } => {
+                        let m = parts.get_mut(&p).unwrap();
+                        if !m.owned {
+                            prop_assert_eq!(e.deliver(&tp(p), m.next_offset, None, (), 0), Delivered::NotOwned);
+                            continue;
+                        }
+                        let o = m.next_offset + gap;
+                        let key = Some(vec![(o % 3) as u8]);
+                        prop_assert_eq!(e.deliver(&tp(p), o, key, (), 0), Delivered::Queued);
+                        m.delivered.push(o);
+                        m.next_offset = o + 1;
+                    }
+                    Op::Actions => {
+                        running.extend(submitted(e.actions()));
+                    }
+                    Op::Finish { i, success } => {
+                        if running.is_empty() {
+                            continue;
+                        }
+                        let (id, t) = running.remove(i % running.len());
+                        let m = parts.get_mut(&t.tp.partition).unwrap();
+                        let current = m.owned && m.generation == t.generation;
+                        let outcome = if success { Outcome::Success } else { Outcome::Failed { attempts: 1 } };
+                        let applied = e.finished(id, &t, outcome);
+                        prop_assert_eq!(applied, current, "stale result applied or current one dropped");
+                        if applied && success {
+                            m.done.insert(t.offset);
+                        }
+                    }
+                    Op::Commit { ok } => {
+                        let requests = e.commits();
+                        for c in &requests {
+                            check_request(&parts, c)?;
+                        }
+                        if ok {
+                            e.commit_succeeded(&requests);
+                            for c in &requests {
+                                parts.get_mut(&c.tp.partition).unwrap().confirmed = c.offset;
+                            }
+                        } else {
+                            e.commit_failed(&requests, false);
+                        }
+                    }
+                    Op::Revoke(p) => {
+                        if !parts[&p].owned {
+                            continue;
+                        }
+                        e.revoking(&tp(p));
+                        let c = e.revoke_finish(&tp(p));
+                        if let Some(c) = &c {
+                            check_request(&parts, c)?;
+                        }
+                        let m = parts.get_mut(&p).unwrap();
+                        if let Some(c) = c {
+                            m.confirmed = c.offset;
+                        }
+                        m.owned = false;
+                    }
+                    Op::Lost(p) => {
+                        e.lost(&tp(p));
+                        parts.get_mut(&p).unwrap().owned = false;
+                    }
+                    Op::Assign(p) => {
+                        if parts[&p].owned {
+                            continue;
+                        }
+                        let m = parts.get_mut(&p).unwrap();
+                        let g = e.assign(tp(p), Some((m.confirmed, "")));
+                        prop_assert!(generations.insert(g), "generation {} reused", g);
+                        *m = Part {
+                            owned: true,
+                            generation: g,
+                            start: m.confirmed,
+                            next_offset: m.confirmed,
+                            confirmed: m.confirmed,
+                            ..Part::default()
+                        };
+                    }
+                }
+                for s in e.stats(0) {
+                    let m = &parts[&s.partition];
+                    prop_assert!(m.owned);
+                    prop_assert_eq!(s.effect_watermark, m.prefix());
+                    prop_assert_eq!(s.committed, Some(m.confirmed));
+                    prop_assert!(s.committed.unwrap() <= s.effect_watermark);
+                    prop_assert!(s.effect_watermark <= s.position);
+                }
+                prop_assert!(e.running() <= 3);
+            }
+        }
+    }
+}
