@@ -143,11 +143,13 @@ impl Segment {
                 Vec::new()
             }
         };
-        // Spot check: the last entry must name the batch at its position.
+        // Spot check: the last entry must point at a batch start holding or
+        // preceding its offset (Kafka before 3.8 indexed a whole append's
+        // last offset at its first batch, so "holding" is not required).
         if let Some(&(rel, pos)) = ientries.last() {
             let ok = matches!(
                 read_header(&*log, pos as u64, size),
-                Ok(Some(h)) if h.last_offset() == base_offset + rel as i64
+                Ok(Some(h)) if h.base_offset <= base_offset + rel as i64
             );
             if !ok {
                 tracing::warn!(path = %ip.display(), "last index entry does not match the log; rebuilding");
