@@ -9,8 +9,24 @@
 //! delivered offsets in delivery order and which of them completed, and only
 //! ever proposes a commit one past the longest completed prefix.
 //!
-//! The [`tracker`] module is pure (no I/O, time passed in); a driver that owns
-//! a Kafka consumer builds on it.
+//! Pure parts (no I/O, time passed in) and one I/O layer:
+//!
+//! - [`tracker`]: delivered order, completed/failed records, the watermark,
+//!   assignment generations.
+//! - [`scheduler`]: ordering modes (partition, key, unordered), the global
+//!   concurrency limit, bounded per-partition buffers → submit / pause /
+//!   resume decisions.
+//! - [`metadata`]: the completed set above the watermark as compact commit
+//!   metadata with a size bound.
+//! - [`engine`]: the consumer owner's state machine over the three above,
+//!   plus commit bookkeeping and per-partition [`engine::PartitionStats`].
+//! - [`record`], [`metrics`]: the handler's record, retry backoff,
+//!   dead-letter headers; Prometheus text.
+//! - [`driver`]: [`driver::ParallelConsumer`], one thread owning an rdkafka
+//!   consumer (poll, commit, pause, resume, rebalance callbacks) and tokio
+//!   worker tasks running the handler.
+//!
+//! `docs/parallel-consumer.md` describes the design and the metadata format.
 //!
 //! ```
 //! use weir_parallel_consumer::tracker::PartitionTracker;
