@@ -21,8 +21,9 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use weir_protocol::frame::{FrameError, decode_request, encode_response};
-use weir_protocol::messages::{ApiKey, ResponseBody};
+use weir_protocol::codec::{Decodable, DecodeError};
+use weir_protocol::frame::encode_response;
+use weir_protocol::messages::{ApiKey, RequestBody, RequestHeader, ResponseBody};
 use weir_storage::FileRegion;
 
 use crate::broker::Broker;
@@ -223,13 +224,16 @@ impl Connection {
                 key.name()
             )));
         }
-        let (header, body) = match decode_request(frame) {
+        let (header, body) = match decode_frame(key, version, frame.clone()) {
             Ok(x) => x,
-            Err(FrameError::UnsupportedVersion { .. }) if key == ApiKey::ApiVersions => {
-                let body = handler::api_versions::unsupported_version_response();
-                return self.send_body(correlation_id, key, 0, &body).await;
+            Err(e) => {
+                tracing::debug!(
+                    peer = %self.peer,
+                    frame = %hex_prefix(&frame, 256),
+                    "undecodable request: {e}"
+                );
+                return Err(ConnectionError::InvalidRequest(e.to_string()));
             }
-            Err(e) => return Err(ConnectionError::InvalidRequest(e.to_string())),
         };
         let ctx = RequestContext {
             broker: broker.clone(),
@@ -268,6 +272,38 @@ impl Connection {
         self.write_parts(vec![ResponsePart::Bytes(buf.freeze())])
             .await
     }
+}
+
+/// Decodes a request frame whose api key and (supported) version were
+/// already read. Bytes after the body are ignored, as Kafka's request parser
+/// does: some clients send a few (librdkafka 2.12 appends 3 zero bytes to an
+/// all-topics Metadata v12 request).
+pub fn decode_frame(
+    key: ApiKey,
+    version: i16,
+    frame: Bytes,
+) -> Result<(RequestHeader, RequestBody), DecodeError> {
+    let mut buf = frame;
+    let header = RequestHeader::decode(&mut buf, key.request_header_version(version))?;
+    let body = RequestBody::decode(key, version, &mut buf)?;
+    if !buf.is_empty() {
+        tracing::debug!(
+            api = key.name(),
+            version,
+            extra = buf.len(),
+            "ignoring bytes after the request body"
+        );
+    }
+    Ok((header, body))
+}
+
+/// The first `max` bytes of `b` in hex, for diagnostics.
+fn hex_prefix(b: &[u8], max: usize) -> String {
+    let mut s: String = b.iter().take(max).map(|x| format!("{x:02x}")).collect();
+    if b.len() > max {
+        s.push('…');
+    }
+    s
 }
 
 /// A placeholder written into a `records` field in place of file data.

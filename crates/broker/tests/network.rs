@@ -315,3 +315,31 @@ async fn shutdown_ends_long_polls_and_restart_is_clean() {
     assert!(got.is_empty());
     assert!(dir.path().join(".kafka_cleanshutdown").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_after_a_request_body_are_ignored_like_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    // librdkafka 2.12's all-topics Metadata v12: 3 zero bytes after the body
+    let frame: Vec<u8> = [
+        &[0x00, 0x03, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x0b, 0x00, 0x07][..],
+        b"rdkafka",
+        &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
+    ]
+    .concat();
+    let mut framed = (frame.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&frame);
+    c.stream.write_all(&framed).await.unwrap();
+    let resp = c
+        .read_frame()
+        .await
+        .expect("a response, not a closed connection");
+    let (h, body) = decode_response(resp, ApiKey::Metadata, 12).unwrap();
+    assert_eq!(h.correlation_id, 11);
+    match body {
+        ResponseBody::Metadata(m) => assert_eq!(m.brokers.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    b.shutdown().await.unwrap();
+}
