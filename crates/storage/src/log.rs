@@ -259,7 +259,15 @@ impl Log {
         let base = g.leo;
         let batches = validate_and_assign(records, base, &config, now_ms, leader_epoch)?;
         let last = batches.last().map_or(base, |b| b.last_offset);
-        self.maybe_roll(&mut g, records.len() as u64, last, batches.len(), now_ms)?;
+        let max_ts = batches.iter().map(|b| b.max_timestamp).max().unwrap_or(-1);
+        self.maybe_roll(
+            &mut g,
+            records.len() as u64,
+            last,
+            batches.len(),
+            max_ts,
+            now_ms,
+        )?;
         let seg = g.active();
         let old_size = seg.size;
         if let Err(e) = seg.append(records, &batches, config.index_interval_bytes) {
@@ -294,6 +302,7 @@ impl Log {
         incoming: u64,
         last_offset: i64,
         batches: usize,
+        max_timestamp: i64,
         now_ms: i64,
     ) -> Result<(), StorageError> {
         let config = g.config.clone();
@@ -302,7 +311,8 @@ impl Log {
             return Ok(());
         }
         let roll = seg.size + incoming > config.segment_bytes
-            || now_ms.saturating_sub(seg.created_ms) > config.segment_ms - seg.roll_jitter_ms
+            || seg.time_waited_for_roll(now_ms, max_timestamp)
+                > config.segment_ms - seg.roll_jitter_ms
             || seg.index.len() + batches > seg.index.max_entries()
             || seg.time_index.len() + batches > seg.time_index.max_entries()
             || last_offset - seg.base_offset > i32::MAX as i64;
@@ -630,7 +640,7 @@ impl Log {
             let config = g.config.clone();
             let seg = g.active();
             if seg.size > 0
-                && now_ms.saturating_sub(seg.created_ms) > config.segment_ms - seg.roll_jitter_ms
+                && seg.time_waited_for_roll(now_ms, now_ms) > config.segment_ms - seg.roll_jitter_ms
             {
                 self.roll(&mut g, now_ms)?;
             }

@@ -57,6 +57,9 @@ pub(crate) struct Segment {
     /// Offset after the last batch (base offset when empty).
     pub next_offset: i64,
     pub created_ms: i64,
+    /// Max timestamp of the first batch (Kafka's "rolling based timestamp"):
+    /// `segment.ms` counts from it when records carry timestamps.
+    pub first_batch_timestamp: Option<i64>,
     pub roll_jitter_ms: i64,
 }
 
@@ -98,6 +101,7 @@ impl Segment {
             bytes_since_index: 0,
             next_offset: base_offset,
             created_ms: now_ms,
+            first_batch_timestamp: None,
             roll_jitter_ms,
         })
     }
@@ -183,8 +187,12 @@ impl Segment {
             bytes_since_index: 0,
             next_offset: base_offset,
             created_ms: now_ms,
+            first_batch_timestamp: None,
             roll_jitter_ms,
         };
+        if let Ok(Some(h)) = read_header(&*seg.log, 0, size) {
+            seg.first_batch_timestamp = Some(h.max_timestamp);
+        }
         if size > 0 && !needs_rebuild {
             // The time index covers the batches up to its last offset index
             // entry (the closing entry written on roll may not have reached
@@ -230,6 +238,9 @@ impl Segment {
     ) -> Result<(), StorageError> {
         let log_path = self.path(LOG_SUFFIX);
         self.log.write_all_at(bytes, self.size).at(&log_path)?;
+        if self.size == 0 {
+            self.first_batch_timestamp = batches.first().map(|b| b.max_timestamp);
+        }
         let mut pos = self.size;
         for b in batches {
             self.index_batch(
@@ -314,6 +325,9 @@ impl Segment {
 
     /// Cuts the log file after its valid prefix found by `recover`.
     pub fn cut_log(&mut self, valid_bytes: u64) -> Result<(), StorageError> {
+        if valid_bytes == 0 {
+            self.first_batch_timestamp = None;
+        }
         if valid_bytes < self.size {
             self.log.set_len(valid_bytes).at(&self.path(LOG_SUFFIX))?;
             self.size = valid_bytes;
@@ -331,6 +345,7 @@ impl Segment {
         self.max_timestamp = -1;
         self.offset_of_max_timestamp = self.base_offset;
         self.bytes_since_index = 0;
+        self.first_batch_timestamp = None;
         let mut next = self.base_offset;
         let mut valid = 0u64;
         let mut invalid = None;
@@ -356,6 +371,8 @@ impl Segment {
                         invalid = Some((position, reason, next));
                         break;
                     }
+                    self.first_batch_timestamp
+                        .get_or_insert(header.max_timestamp);
                     self.index_batch(
                         position,
                         last,
@@ -459,6 +476,16 @@ impl Segment {
                 }
             }
             p += h.total_size() as u64;
+        }
+    }
+
+    /// Kafka's `timeWaitedForRoll`: time since the first batch's timestamp,
+    /// measured with the incoming records' timestamp, or wall time since
+    /// creation when records carry no timestamp.
+    pub fn time_waited_for_roll(&self, now_ms: i64, incoming_max_timestamp: i64) -> i64 {
+        match self.first_batch_timestamp {
+            Some(t) if t >= 0 => incoming_max_timestamp.saturating_sub(t),
+            _ => now_ms.saturating_sub(self.created_ms),
         }
     }
 

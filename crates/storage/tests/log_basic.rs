@@ -163,10 +163,12 @@ fn segment_ms_rolls_on_append_and_tick() {
         ..small_config()
     };
     let log = new_log(s, cfg);
-    log.append(&mut make_batch(1, 10, 0, 1), 10).unwrap();
-    log.append(&mut make_batch(1, 10, 0, 1), 500).unwrap();
+    // As in Kafka, the age is measured from the first batch's timestamp to
+    // the incoming records' timestamp, not by the wall clock.
+    log.append(&mut make_batch(1, 10, 10, 1), 10).unwrap();
+    log.append(&mut make_batch(1, 10, 500, 1), 99_999).unwrap();
     assert_eq!(log.segment_count(), 1);
-    log.append(&mut make_batch(1, 10, 0, 1), 1500).unwrap();
+    log.append(&mut make_batch(1, 10, 1500, 1), 1500).unwrap();
     assert_eq!(log.segment_base_offsets(), vec![0, 2]);
     log.tick(5000).unwrap();
     assert_eq!(log.segment_base_offsets(), vec![0, 2, 3]);
