@@ -35,6 +35,7 @@
 //! # }
 //! ```
 
+mod owner;
 mod rebalance;
 mod worker;
 
@@ -48,13 +49,12 @@ use std::time::{Duration, Instant};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::FutureProducer;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use crate::engine::{CommitRequest, Delivered, Engine, EngineConfig, PartitionStats};
+use crate::engine::{CommitRequest, Engine, EngineConfig, PartitionStats};
 use crate::record::{FailurePolicy, Record, RetryPolicy};
-use crate::scheduler::{ConfigError, Decision};
+use crate::scheduler::ConfigError;
 use rebalance::PcContext;
 use worker::{BoxHandler, Report, WorkerEnv};
 
@@ -328,7 +328,7 @@ impl ParallelConsumer {
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("weir-pc-owner".into())
-            .spawn(move || owner_loop(consumer, thread_shared, env, runtime))
+            .spawn(move || owner::run(consumer, thread_shared, env, runtime))
             .map_err(DriverError::Spawn)?;
         Ok(ParallelConsumer {
             shared,
@@ -384,197 +384,6 @@ impl ParallelConsumer {
 impl Drop for ParallelConsumer {
     fn drop(&mut self) {
         let _ = self.stop(SHUTDOWN);
-    }
-}
-
-fn to_record(m: &BorrowedMessage<'_>) -> Record {
-    Record {
-        topic: m.topic().to_string(),
-        partition: m.partition(),
-        offset: m.offset(),
-        key: m.key().map(<[u8]>::to_vec),
-        payload: m.payload().map(<[u8]>::to_vec),
-        headers: m
-            .headers()
-            .map(|h| {
-                h.iter()
-                    .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        timestamp_ms: m.timestamp().to_millis(),
-    }
-}
-
-fn execute(
-    consumer: &BaseConsumer<PcContext>,
-    decisions: Vec<Decision<crate::engine::Task<Record>>>,
-    env: &WorkerEnv,
-    runtime: &tokio::runtime::Handle,
-) {
-    let mut pause = TopicPartitionList::new();
-    let mut resume = TopicPartitionList::new();
-    for d in decisions {
-        match d {
-            Decision::Submit { id, payload, .. } => {
-                let task = payload.task_ref();
-                runtime.spawn(worker::run(env.clone(), id, task, payload.payload));
-            }
-            Decision::Pause(tp) => {
-                tracing::debug!(topic = %tp.topic, partition = tp.partition, "pause");
-                pause.add_partition(&tp.topic, tp.partition);
-            }
-            Decision::Resume(tp) => {
-                tracing::debug!(topic = %tp.topic, partition = tp.partition, "resume");
-                resume.add_partition(&tp.topic, tp.partition);
-            }
-        }
-    }
-    if pause.count() > 0
-        && let Err(e) = consumer.pause(&pause)
-    {
-        tracing::warn!(error = %e, "pause failed");
-    }
-    if resume.count() > 0
-        && let Err(e) = consumer.resume(&resume)
-    {
-        tracing::warn!(error = %e, "resume failed");
-    }
-}
-
-fn periodic_commit(consumer: &BaseConsumer<PcContext>, shared: &Shared) {
-    let requests = shared.lock_engine().commits();
-    if requests.is_empty() {
-        return;
-    }
-    let results = commit(consumer, &requests);
-    let mut engine = shared.lock_engine();
-    for (request, result) in requests.iter().zip(results) {
-        match result {
-            Ok(()) => engine.commit_succeeded(std::slice::from_ref(request)),
-            Err(e) => {
-                let ownership =
-                    matches!(e, KafkaError::ConsumerCommit(code) if is_ownership_error(code));
-                tracing::warn!(
-                    topic = %request.tp.topic, partition = request.tp.partition,
-                    offset = request.offset, error = %e, ownership,
-                    "commit failed; not recorded as a checkpoint"
-                );
-                engine.commit_failed(std::slice::from_ref(request), ownership);
-            }
-        }
-    }
-}
-
-fn owner_loop(
-    consumer: BaseConsumer<PcContext>,
-    shared: Arc<Shared>,
-    env: WorkerEnv,
-    runtime: tokio::runtime::Handle,
-) -> ShutdownReport {
-    let config = shared.config.clone();
-    let mut next_commit = Instant::now() + config.commit_interval;
-    while shared.state.load(AtomicOrdering::SeqCst) == RUN {
-        shared.apply_ready_results();
-        let decisions = shared.lock_engine().actions();
-        execute(&consumer, decisions, &env, &runtime);
-        if Instant::now() >= next_commit {
-            periodic_commit(&consumer, &shared);
-            next_commit = Instant::now() + config.commit_interval;
-        }
-        let mut timeout = config.poll_timeout;
-        for _ in 0..config.max_poll_records {
-            // Rebalance callbacks run inside this call, on this thread.
-            let Some(polled) = consumer.poll(timeout) else {
-                break;
-            };
-            timeout = Duration::ZERO;
-            let m = match polled {
-                Ok(m) => m,
-                Err(e) => {
-                    tracing::warn!(error = %e, "poll error");
-                    break;
-                }
-            };
-            let record = to_record(&m);
-            drop(m);
-            let tp = crate::tracker::TopicPartition {
-                topic: record.topic.clone(),
-                partition: record.partition,
-            };
-            let (offset, key) = (record.offset, record.key.clone());
-            let now = shared.now_ms();
-            match shared.lock_engine().deliver(&tp, offset, key, record, now) {
-                Delivered::Queued | Delivered::Skipped => {}
-                Delivered::NotOwned => {
-                    tracing::debug!(topic = %tp.topic, partition = tp.partition, offset, "record of an unowned partition dropped");
-                }
-                Delivered::Rejected(e) => {
-                    tracing::warn!(topic = %tp.topic, partition = tp.partition, offset, error = %e, "record not tracked");
-                }
-            }
-        }
-        shared.publish_stats();
-    }
-    let report = if shared.state.load(AtomicOrdering::SeqCst) == ABORT {
-        let mut engine = shared.lock_engine();
-        let owned = engine.owned();
-        let abandoned = engine.running();
-        for tp in &owned {
-            engine.lost(tp);
-        }
-        ShutdownReport {
-            abandoned,
-            ..ShutdownReport::default()
-        }
-    } else {
-        finish(&consumer, &shared)
-    };
-    shared.publish_stats();
-    // Leaving the group runs the revoke callback, which finds nothing left.
-    drop(consumer);
-    report
-}
-
-/// Shutdown: stop submitting, wait for in-flight work, commit the prefix.
-fn finish(consumer: &BaseConsumer<PcContext>, shared: &Shared) -> ShutdownReport {
-    let owned = {
-        let mut engine = shared.lock_engine();
-        let owned = engine.owned();
-        for tp in &owned {
-            engine.revoking(tp);
-        }
-        owned
-    };
-    let deadline = Instant::now() + shared.config.shutdown_timeout;
-    while shared.lock_engine().running_for(&owned) > 0 {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() || !shared.apply_one_result(remaining) {
-            break;
-        }
-    }
-    let (final_commits, abandoned) = {
-        let mut engine = shared.lock_engine();
-        let abandoned = engine.running_for(&owned);
-        let requests: Vec<_> = owned
-            .iter()
-            .filter_map(|tp| engine.revoke_finish(tp))
-            .collect();
-        (requests, abandoned)
-    };
-    let errors: Vec<String> = commit(consumer, &final_commits)
-        .into_iter()
-        .zip(&final_commits)
-        .filter_map(|(r, c)| {
-            r.err()
-                .map(|e| format!("{}-{}: {e}", c.tp.topic, c.tp.partition))
-        })
-        .collect();
-    let final_commit_error = (!errors.is_empty()).then(|| errors.join("; "));
-    ShutdownReport {
-        final_commits,
-        final_commit_error,
-        abandoned,
     }
 }
 
