@@ -133,6 +133,24 @@ pub fn emit_message(msg: &Message) -> Result<String> {
     for (i, s) in msg.structs.iter().enumerate() {
         emit_struct(&ctx, s, i == 0, &mut out)?;
     }
+    out.push_str(
+        "/// Every struct of this module: name, versions in which it can occur,\n\
+         /// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.\n\
+         #[doc(hidden)]\n\
+         #[allow(clippy::type_complexity)]\n\
+         pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[\n",
+    );
+    let reach = reachable(&ctx);
+    for (s, r) in msg.structs.iter().zip(&reach) {
+        let (lo, hi) = r.bounds().unwrap_or((0, -1));
+        let _ = writeln!(
+            out,
+            "({:?}, ({lo}, {hi}), ::core::mem::size_of::<{n}>(), {n}::min_len),",
+            s.name,
+            n = s.name
+        );
+    }
+    out.push_str("];\n\n");
     if i_am_request(msg) {
         let key = msg.name.trim_end_matches("Request");
         let resp = format!("{key}Response");
@@ -533,4 +551,38 @@ fn emit_struct(ctx: &Ctx<'_>, s: &StructDef, top: bool, out: &mut String) -> Res
         s.name
     );
     Ok(())
+}
+
+/// The versions in which each struct of the message can occur: the
+/// message's versions for the top-level struct, and for a nested struct
+/// those of the fields that hold it.
+fn reachable(ctx: &Ctx<'_>) -> Vec<VSet> {
+    let msg = ctx.msg;
+    let none = VSet::of(Versions::NONE, msg.valid);
+    let mut reach: Vec<VSet> = msg.structs.iter().map(|_| none.clone()).collect();
+    if let Some(top) = reach.first_mut() {
+        *top = VSet::of(msg.valid, msg.valid);
+    }
+    loop {
+        let mut changed = false;
+        for (i, s) in msg.structs.iter().enumerate() {
+            for f in &s.fields {
+                let Some(name) = crate::spec::struct_name(&f.ty) else {
+                    continue;
+                };
+                let Some(j) = msg.structs.iter().position(|t| t.name == name) else {
+                    continue;
+                };
+                let add = reach[i].and(&ctx.present(f));
+                let merged = reach[j].or(&add);
+                if merged != reach[j] {
+                    reach[j] = merged;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return reach;
+        }
+    }
 }

@@ -186,6 +186,16 @@ fn emit_module_list(out: &mut String, msgs: &[Message]) {
     for m in msgs {
         let _ = writeln!(out, "pub use {}::{};", snake_case(&m.name), m.name);
     }
+    out.push_str(
+        "\n/// Per module: top-level name and the `__LAYOUT` of its structs.\n\
+         #[doc(hidden)]\n\
+         #[allow(clippy::type_complexity)]\n\
+         pub const __ALL_LAYOUTS: &[(&str, &[(&str, (i16, i16), usize, fn(i16) -> usize)])] = &[\n",
+    );
+    for m in msgs {
+        let _ = writeln!(out, "({:?}, {}::__LAYOUT),", m.name, snake_case(&m.name));
+    }
+    out.push_str("];\n");
 }
 
 fn emit_body_enum<'a>(

@@ -36,6 +36,22 @@ impl VSet {
                 .collect(),
         }
     }
+    pub fn or(&self, o: &VSet) -> VSet {
+        VSet {
+            lo: self.lo,
+            bits: self
+                .bits
+                .iter()
+                .zip(&o.bits)
+                .map(|(a, b)| *a || *b)
+                .collect(),
+        }
+    }
+    /// Lowest and highest member, if any.
+    pub fn bounds(&self) -> Option<(i16, i16)> {
+        let runs = self.runs();
+        Some((runs.first()?.0, runs.last()?.1))
+    }
     pub fn not(&self) -> VSet {
         VSet {
             lo: self.lo,

@@ -201,3 +201,46 @@ fn allocation_per_input_byte_is_bounded() {
         assert!(w.ratio < 200.0, "ratio {}", w.ratio);
     }
 }
+
+/// The worst case over *all* inputs, not just random ones: an array item
+/// costs `size_of::<T>()` bytes of memory and at least `T::min_len(version)`
+/// bytes of input, and nothing else is allocated per input byte that is
+/// larger (strings: one byte per byte; bytes/records: none, they are
+/// slices). So decoding allocates at most this ratio times the frame size,
+/// plus a constant.
+#[test]
+fn worst_case_allocation_ratio_is_bounded() {
+    let mut worst = (0.0f64, String::new());
+    let mut checked = 0;
+    let layouts = [
+        weir_protocol::messages::__ALL_LAYOUTS,
+        weir_protocol::messages::group_coordinator::__ALL_LAYOUTS,
+        weir_protocol::messages::transaction_coordinator::__ALL_LAYOUTS,
+    ];
+    for (message, structs) in layouts.iter().flat_map(|l| l.iter()) {
+        // The top-level struct (first) is allocated once per frame, not
+        // per input byte. Only the versions in which a struct can occur.
+        for (name, (lo, hi), size, min_len) in structs.iter().skip(1) {
+            for version in *lo..=*hi {
+                let min = min_len(version);
+                assert!(min >= 1, "{name} v{version}");
+                let ratio = *size as f64 / min as f64;
+                checked += 1;
+                if ratio > worst.0 {
+                    worst = (
+                        ratio,
+                        format!("{message}: {name} v{version} ({size} bytes per {min})"),
+                    );
+                }
+            }
+        }
+    }
+    // Unknown tagged fields: a RawTaggedField per two bytes at least.
+    let tagged = std::mem::size_of::<weir_protocol::RawTaggedField>() as f64 / 2.0;
+    eprintln!(
+        "worst-case allocated/input ratio over {checked} (struct, version) pairs: {:.1} at {}; \
+         unknown tagged fields: {tagged:.1}",
+        worst.0, worst.1
+    );
+    assert!(worst.0 < 64.0 && tagged < 64.0);
+}

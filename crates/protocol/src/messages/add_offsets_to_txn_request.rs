@@ -139,6 +139,17 @@ impl Random for AddOffsetsToTxnRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "AddOffsetsToTxnRequest",
+    (0, 4),
+    ::core::mem::size_of::<AddOffsetsToTxnRequest>(),
+    AddOffsetsToTxnRequest::min_len,
+)];
+
 impl crate::codec::Request for AddOffsetsToTxnRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::AddOffsetsToTxn;
     type Response = crate::messages::AddOffsetsToTxnResponse;

@@ -104,3 +104,14 @@ impl Random for AddOffsetsToTxnResponse {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "AddOffsetsToTxnResponse",
+    (0, 4),
+    ::core::mem::size_of::<AddOffsetsToTxnResponse>(),
+    AddOffsetsToTxnResponse::min_len,
+)];

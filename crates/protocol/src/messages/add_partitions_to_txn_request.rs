@@ -545,6 +545,31 @@ impl Random for AddPartitionsToTxnTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AddPartitionsToTxnRequest",
+        (0, 5),
+        ::core::mem::size_of::<AddPartitionsToTxnRequest>(),
+        AddPartitionsToTxnRequest::min_len,
+    ),
+    (
+        "AddPartitionsToTxnTransaction",
+        (4, 5),
+        ::core::mem::size_of::<AddPartitionsToTxnTransaction>(),
+        AddPartitionsToTxnTransaction::min_len,
+    ),
+    (
+        "AddPartitionsToTxnTopic",
+        (0, 5),
+        ::core::mem::size_of::<AddPartitionsToTxnTopic>(),
+        AddPartitionsToTxnTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for AddPartitionsToTxnRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::AddPartitionsToTxn;
     type Response = crate::messages::AddPartitionsToTxnResponse;

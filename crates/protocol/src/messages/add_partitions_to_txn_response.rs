@@ -523,3 +523,34 @@ impl Random for AddPartitionsToTxnPartitionResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AddPartitionsToTxnResponse",
+        (0, 5),
+        ::core::mem::size_of::<AddPartitionsToTxnResponse>(),
+        AddPartitionsToTxnResponse::min_len,
+    ),
+    (
+        "AddPartitionsToTxnResult",
+        (4, 5),
+        ::core::mem::size_of::<AddPartitionsToTxnResult>(),
+        AddPartitionsToTxnResult::min_len,
+    ),
+    (
+        "AddPartitionsToTxnTopicResult",
+        (0, 5),
+        ::core::mem::size_of::<AddPartitionsToTxnTopicResult>(),
+        AddPartitionsToTxnTopicResult::min_len,
+    ),
+    (
+        "AddPartitionsToTxnPartitionResult",
+        (0, 5),
+        ::core::mem::size_of::<AddPartitionsToTxnPartitionResult>(),
+        AddPartitionsToTxnPartitionResult::min_len,
+    ),
+];

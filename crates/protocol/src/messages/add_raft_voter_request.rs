@@ -240,6 +240,25 @@ impl Random for Listener {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AddRaftVoterRequest",
+        (0, 0),
+        ::core::mem::size_of::<AddRaftVoterRequest>(),
+        AddRaftVoterRequest::min_len,
+    ),
+    (
+        "Listener",
+        (0, 0),
+        ::core::mem::size_of::<Listener>(),
+        Listener::min_len,
+    ),
+];
+
 impl crate::codec::Request for AddRaftVoterRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::AddRaftVoter;
     type Response = crate::messages::AddRaftVoterResponse;

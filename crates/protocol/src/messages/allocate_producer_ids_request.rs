@@ -102,6 +102,17 @@ impl Random for AllocateProducerIdsRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "AllocateProducerIdsRequest",
+    (0, 0),
+    ::core::mem::size_of::<AllocateProducerIdsRequest>(),
+    AllocateProducerIdsRequest::min_len,
+)];
+
 impl crate::codec::Request for AllocateProducerIdsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::AllocateProducerIds;
     type Response = crate::messages::AllocateProducerIdsResponse;

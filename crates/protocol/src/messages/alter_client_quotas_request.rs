@@ -441,6 +441,37 @@ impl Random for EntryData {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AlterClientQuotasRequest",
+        (0, 1),
+        ::core::mem::size_of::<AlterClientQuotasRequest>(),
+        AlterClientQuotasRequest::min_len,
+    ),
+    (
+        "EntityData",
+        (0, 1),
+        ::core::mem::size_of::<EntityData>(),
+        EntityData::min_len,
+    ),
+    (
+        "OpData",
+        (0, 1),
+        ::core::mem::size_of::<OpData>(),
+        OpData::min_len,
+    ),
+    (
+        "EntryData",
+        (0, 1),
+        ::core::mem::size_of::<EntryData>(),
+        EntryData::min_len,
+    ),
+];
+
 impl crate::codec::Request for AlterClientQuotasRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::AlterClientQuotas;
     type Response = crate::messages::AlterClientQuotasResponse;

@@ -359,3 +359,28 @@ impl Random for EntryData {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AlterClientQuotasResponse",
+        (0, 1),
+        ::core::mem::size_of::<AlterClientQuotasResponse>(),
+        AlterClientQuotasResponse::min_len,
+    ),
+    (
+        "EntityData",
+        (0, 1),
+        ::core::mem::size_of::<EntityData>(),
+        EntityData::min_len,
+    ),
+    (
+        "EntryData",
+        (0, 1),
+        ::core::mem::size_of::<EntryData>(),
+        EntryData::min_len,
+    ),
+];

@@ -354,6 +354,31 @@ impl Random for AlterConfigsResource {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AlterConfigsRequest",
+        (0, 2),
+        ::core::mem::size_of::<AlterConfigsRequest>(),
+        AlterConfigsRequest::min_len,
+    ),
+    (
+        "AlterableConfig",
+        (0, 2),
+        ::core::mem::size_of::<AlterableConfig>(),
+        AlterableConfig::min_len,
+    ),
+    (
+        "AlterConfigsResource",
+        (0, 2),
+        ::core::mem::size_of::<AlterConfigsResource>(),
+        AlterConfigsResource::min_len,
+    ),
+];
+
 impl crate::codec::Request for AlterConfigsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::AlterConfigs;
     type Response = crate::messages::AlterConfigsResponse;

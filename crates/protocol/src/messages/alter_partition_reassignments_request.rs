@@ -297,6 +297,31 @@ impl Random for ReassignableTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AlterPartitionReassignmentsRequest",
+        (0, 0),
+        ::core::mem::size_of::<AlterPartitionReassignmentsRequest>(),
+        AlterPartitionReassignmentsRequest::min_len,
+    ),
+    (
+        "ReassignablePartition",
+        (0, 0),
+        ::core::mem::size_of::<ReassignablePartition>(),
+        ReassignablePartition::min_len,
+    ),
+    (
+        "ReassignableTopic",
+        (0, 0),
+        ::core::mem::size_of::<ReassignableTopic>(),
+        ReassignableTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for AlterPartitionReassignmentsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::AlterPartitionReassignments;
     type Response = crate::messages::AlterPartitionReassignmentsResponse;

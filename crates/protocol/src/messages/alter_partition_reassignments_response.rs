@@ -342,3 +342,28 @@ impl Random for ReassignableTopicResponse {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AlterPartitionReassignmentsResponse",
+        (0, 0),
+        ::core::mem::size_of::<AlterPartitionReassignmentsResponse>(),
+        AlterPartitionReassignmentsResponse::min_len,
+    ),
+    (
+        "ReassignablePartitionResponse",
+        (0, 0),
+        ::core::mem::size_of::<ReassignablePartitionResponse>(),
+        ReassignablePartitionResponse::min_len,
+    ),
+    (
+        "ReassignableTopicResponse",
+        (0, 0),
+        ::core::mem::size_of::<ReassignableTopicResponse>(),
+        ReassignableTopicResponse::min_len,
+    ),
+];

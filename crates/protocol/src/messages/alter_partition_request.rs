@@ -513,6 +513,37 @@ impl Random for TopicData {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AlterPartitionRequest",
+        (0, 3),
+        ::core::mem::size_of::<AlterPartitionRequest>(),
+        AlterPartitionRequest::min_len,
+    ),
+    (
+        "BrokerState",
+        (3, 3),
+        ::core::mem::size_of::<BrokerState>(),
+        BrokerState::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 3),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "TopicData",
+        (0, 3),
+        ::core::mem::size_of::<TopicData>(),
+        TopicData::min_len,
+    ),
+];
+
 impl crate::codec::Request for AlterPartitionRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::AlterPartition;
     type Response = crate::messages::AlterPartitionResponse;

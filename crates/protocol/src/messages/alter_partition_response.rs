@@ -352,3 +352,28 @@ impl Random for TopicData {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AlterPartitionResponse",
+        (0, 3),
+        ::core::mem::size_of::<AlterPartitionResponse>(),
+        AlterPartitionResponse::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 3),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "TopicData",
+        (0, 3),
+        ::core::mem::size_of::<TopicData>(),
+        TopicData::min_len,
+    ),
+];

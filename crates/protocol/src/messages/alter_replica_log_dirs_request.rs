@@ -332,6 +332,31 @@ impl Random for AlterReplicaLogDir {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AlterReplicaLogDirsRequest",
+        (0, 2),
+        ::core::mem::size_of::<AlterReplicaLogDirsRequest>(),
+        AlterReplicaLogDirsRequest::min_len,
+    ),
+    (
+        "AlterReplicaLogDirTopic",
+        (0, 2),
+        ::core::mem::size_of::<AlterReplicaLogDirTopic>(),
+        AlterReplicaLogDirTopic::min_len,
+    ),
+    (
+        "AlterReplicaLogDir",
+        (0, 2),
+        ::core::mem::size_of::<AlterReplicaLogDir>(),
+        AlterReplicaLogDir::min_len,
+    ),
+];
+
 impl crate::codec::Request for AlterReplicaLogDirsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::AlterReplicaLogDirs;
     type Response = crate::messages::AlterReplicaLogDirsResponse;

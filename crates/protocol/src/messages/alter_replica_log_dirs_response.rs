@@ -318,3 +318,28 @@ impl Random for AlterReplicaLogDirTopicResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AlterReplicaLogDirsResponse",
+        (0, 2),
+        ::core::mem::size_of::<AlterReplicaLogDirsResponse>(),
+        AlterReplicaLogDirsResponse::min_len,
+    ),
+    (
+        "AlterReplicaLogDirPartitionResult",
+        (0, 2),
+        ::core::mem::size_of::<AlterReplicaLogDirPartitionResult>(),
+        AlterReplicaLogDirPartitionResult::min_len,
+    ),
+    (
+        "AlterReplicaLogDirTopicResult",
+        (0, 2),
+        ::core::mem::size_of::<AlterReplicaLogDirTopicResult>(),
+        AlterReplicaLogDirTopicResult::min_len,
+    ),
+];

@@ -324,6 +324,31 @@ impl Random for ScramCredentialUpsertion {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AlterUserScramCredentialsRequest",
+        (0, 0),
+        ::core::mem::size_of::<AlterUserScramCredentialsRequest>(),
+        AlterUserScramCredentialsRequest::min_len,
+    ),
+    (
+        "ScramCredentialDeletion",
+        (0, 0),
+        ::core::mem::size_of::<ScramCredentialDeletion>(),
+        ScramCredentialDeletion::min_len,
+    ),
+    (
+        "ScramCredentialUpsertion",
+        (0, 0),
+        ::core::mem::size_of::<ScramCredentialUpsertion>(),
+        ScramCredentialUpsertion::min_len,
+    ),
+];
+
 impl crate::codec::Request for AlterUserScramCredentialsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::AlterUserScramCredentials;
     type Response = crate::messages::AlterUserScramCredentialsResponse;

@@ -219,3 +219,22 @@ impl Random for AlterUserScramCredentialsResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AlterUserScramCredentialsResponse",
+        (0, 0),
+        ::core::mem::size_of::<AlterUserScramCredentialsResponse>(),
+        AlterUserScramCredentialsResponse::min_len,
+    ),
+    (
+        "AlterUserScramCredentialsResult",
+        (0, 0),
+        ::core::mem::size_of::<AlterUserScramCredentialsResult>(),
+        AlterUserScramCredentialsResult::min_len,
+    ),
+];

@@ -137,6 +137,17 @@ impl Random for ApiVersionsRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "ApiVersionsRequest",
+    (0, 4),
+    ::core::mem::size_of::<ApiVersionsRequest>(),
+    ApiVersionsRequest::min_len,
+)];
+
 impl crate::codec::Request for ApiVersionsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ApiVersions;
     type Response = crate::messages::ApiVersionsResponse;

@@ -682,3 +682,34 @@ impl Random for FinalizedFeatureKey {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ApiVersionsResponse",
+        (0, 4),
+        ::core::mem::size_of::<ApiVersionsResponse>(),
+        ApiVersionsResponse::min_len,
+    ),
+    (
+        "ApiVersion",
+        (0, 4),
+        ::core::mem::size_of::<ApiVersion>(),
+        ApiVersion::min_len,
+    ),
+    (
+        "SupportedFeatureKey",
+        (3, 4),
+        ::core::mem::size_of::<SupportedFeatureKey>(),
+        SupportedFeatureKey::min_len,
+    ),
+    (
+        "FinalizedFeatureKey",
+        (3, 4),
+        ::core::mem::size_of::<FinalizedFeatureKey>(),
+        FinalizedFeatureKey::min_len,
+    ),
+];

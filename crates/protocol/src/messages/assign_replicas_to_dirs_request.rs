@@ -355,6 +355,37 @@ impl Random for DirectoryData {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AssignReplicasToDirsRequest",
+        (0, 0),
+        ::core::mem::size_of::<AssignReplicasToDirsRequest>(),
+        AssignReplicasToDirsRequest::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 0),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "TopicData",
+        (0, 0),
+        ::core::mem::size_of::<TopicData>(),
+        TopicData::min_len,
+    ),
+    (
+        "DirectoryData",
+        (0, 0),
+        ::core::mem::size_of::<DirectoryData>(),
+        DirectoryData::min_len,
+    ),
+];
+
 impl crate::codec::Request for AssignReplicasToDirsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::AssignReplicasToDirs;
     type Response = crate::messages::AssignReplicasToDirsResponse;

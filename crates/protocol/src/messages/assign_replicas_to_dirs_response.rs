@@ -350,3 +350,34 @@ impl Random for DirectoryData {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "AssignReplicasToDirsResponse",
+        (0, 0),
+        ::core::mem::size_of::<AssignReplicasToDirsResponse>(),
+        AssignReplicasToDirsResponse::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 0),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "TopicData",
+        (0, 0),
+        ::core::mem::size_of::<TopicData>(),
+        TopicData::min_len,
+    ),
+    (
+        "DirectoryData",
+        (0, 0),
+        ::core::mem::size_of::<DirectoryData>(),
+        DirectoryData::min_len,
+    ),
+];

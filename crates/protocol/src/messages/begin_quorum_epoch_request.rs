@@ -532,6 +532,37 @@ impl Random for LeaderEndpoint {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "BeginQuorumEpochRequest",
+        (0, 1),
+        ::core::mem::size_of::<BeginQuorumEpochRequest>(),
+        BeginQuorumEpochRequest::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 1),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "TopicData",
+        (0, 1),
+        ::core::mem::size_of::<TopicData>(),
+        TopicData::min_len,
+    ),
+    (
+        "LeaderEndpoint",
+        (1, 1),
+        ::core::mem::size_of::<LeaderEndpoint>(),
+        LeaderEndpoint::min_len,
+    ),
+];
+
 impl crate::codec::Request for BeginQuorumEpochRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::BeginQuorumEpoch;
     type Response = crate::messages::BeginQuorumEpochResponse;

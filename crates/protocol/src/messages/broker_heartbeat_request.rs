@@ -191,6 +191,17 @@ impl Random for BrokerHeartbeatRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "BrokerHeartbeatRequest",
+    (0, 1),
+    ::core::mem::size_of::<BrokerHeartbeatRequest>(),
+    BrokerHeartbeatRequest::min_len,
+)];
+
 impl crate::codec::Request for BrokerHeartbeatRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::BrokerHeartbeat;
     type Response = crate::messages::BrokerHeartbeatResponse;

@@ -436,6 +436,31 @@ impl Random for Feature {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "BrokerRegistrationRequest",
+        (0, 4),
+        ::core::mem::size_of::<BrokerRegistrationRequest>(),
+        BrokerRegistrationRequest::min_len,
+    ),
+    (
+        "Listener",
+        (0, 4),
+        ::core::mem::size_of::<Listener>(),
+        Listener::min_len,
+    ),
+    (
+        "Feature",
+        (0, 4),
+        ::core::mem::size_of::<Feature>(),
+        Feature::min_len,
+    ),
+];
+
 impl crate::codec::Request for BrokerRegistrationRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::BrokerRegistration;
     type Response = crate::messages::BrokerRegistrationResponse;

@@ -119,6 +119,17 @@ impl Random for ConsumerGroupDescribeRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "ConsumerGroupDescribeRequest",
+    (0, 0),
+    ::core::mem::size_of::<ConsumerGroupDescribeRequest>(),
+    ConsumerGroupDescribeRequest::min_len,
+)];
+
 impl crate::codec::Request for ConsumerGroupDescribeRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ConsumerGroupDescribe;
     type Response = crate::messages::ConsumerGroupDescribeResponse;

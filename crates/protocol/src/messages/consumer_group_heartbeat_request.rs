@@ -393,6 +393,25 @@ impl Random for TopicPartitions {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ConsumerGroupHeartbeatRequest",
+        (0, 1),
+        ::core::mem::size_of::<ConsumerGroupHeartbeatRequest>(),
+        ConsumerGroupHeartbeatRequest::min_len,
+    ),
+    (
+        "TopicPartitions",
+        (0, 1),
+        ::core::mem::size_of::<TopicPartitions>(),
+        TopicPartitions::min_len,
+    ),
+];
+
 impl crate::codec::Request for ConsumerGroupHeartbeatRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ConsumerGroupHeartbeat;
     type Response = crate::messages::ConsumerGroupHeartbeatResponse;

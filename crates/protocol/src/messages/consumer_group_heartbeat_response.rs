@@ -323,3 +323,28 @@ impl Random for TopicPartitions {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ConsumerGroupHeartbeatResponse",
+        (0, 1),
+        ::core::mem::size_of::<ConsumerGroupHeartbeatResponse>(),
+        ConsumerGroupHeartbeatResponse::min_len,
+    ),
+    (
+        "Assignment",
+        (0, 1),
+        ::core::mem::size_of::<Assignment>(),
+        Assignment::min_len,
+    ),
+    (
+        "TopicPartitions",
+        (0, 1),
+        ::core::mem::size_of::<TopicPartitions>(),
+        TopicPartitions::min_len,
+    ),
+];

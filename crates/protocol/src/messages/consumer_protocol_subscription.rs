@@ -312,3 +312,22 @@ impl Random for TopicPartition {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ConsumerProtocolSubscription",
+        (0, 3),
+        ::core::mem::size_of::<ConsumerProtocolSubscription>(),
+        ConsumerProtocolSubscription::min_len,
+    ),
+    (
+        "TopicPartition",
+        (1, 3),
+        ::core::mem::size_of::<TopicPartition>(),
+        TopicPartition::min_len,
+    ),
+];

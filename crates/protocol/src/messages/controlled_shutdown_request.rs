@@ -122,6 +122,17 @@ impl Random for ControlledShutdownRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "ControlledShutdownRequest",
+    (0, 3),
+    ::core::mem::size_of::<ControlledShutdownRequest>(),
+    ControlledShutdownRequest::min_len,
+)];
+
 impl crate::codec::Request for ControlledShutdownRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ControlledShutdown;
     type Response = crate::messages::ControlledShutdownResponse;

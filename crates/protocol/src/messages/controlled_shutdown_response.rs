@@ -213,3 +213,22 @@ impl Random for RemainingPartition {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ControlledShutdownResponse",
+        (0, 3),
+        ::core::mem::size_of::<ControlledShutdownResponse>(),
+        ControlledShutdownResponse::min_len,
+    ),
+    (
+        "RemainingPartition",
+        (0, 3),
+        ::core::mem::size_of::<RemainingPartition>(),
+        RemainingPartition::min_len,
+    ),
+];

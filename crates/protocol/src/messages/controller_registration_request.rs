@@ -327,6 +327,31 @@ impl Random for Feature {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ControllerRegistrationRequest",
+        (0, 0),
+        ::core::mem::size_of::<ControllerRegistrationRequest>(),
+        ControllerRegistrationRequest::min_len,
+    ),
+    (
+        "Listener",
+        (0, 0),
+        ::core::mem::size_of::<Listener>(),
+        Listener::min_len,
+    ),
+    (
+        "Feature",
+        (0, 0),
+        ::core::mem::size_of::<Feature>(),
+        Feature::min_len,
+    ),
+];
+
 impl crate::codec::Request for ControllerRegistrationRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ControllerRegistration;
     type Response = crate::messages::ControllerRegistrationResponse;

@@ -283,6 +283,25 @@ impl Random for AclCreation {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "CreateAclsRequest",
+        (0, 3),
+        ::core::mem::size_of::<CreateAclsRequest>(),
+        CreateAclsRequest::min_len,
+    ),
+    (
+        "AclCreation",
+        (0, 3),
+        ::core::mem::size_of::<AclCreation>(),
+        AclCreation::min_len,
+    ),
+];
+
 impl crate::codec::Request for CreateAclsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::CreateAcls;
     type Response = crate::messages::CreateAclsResponse;

@@ -224,3 +224,22 @@ impl Random for AclCreationResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "CreateAclsResponse",
+        (0, 3),
+        ::core::mem::size_of::<CreateAclsResponse>(),
+        CreateAclsResponse::min_len,
+    ),
+    (
+        "AclCreationResult",
+        (0, 3),
+        ::core::mem::size_of::<AclCreationResult>(),
+        AclCreationResult::min_len,
+    ),
+];

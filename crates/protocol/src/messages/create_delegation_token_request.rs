@@ -322,6 +322,25 @@ impl Random for CreatableRenewers {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "CreateDelegationTokenRequest",
+        (0, 3),
+        ::core::mem::size_of::<CreateDelegationTokenRequest>(),
+        CreateDelegationTokenRequest::min_len,
+    ),
+    (
+        "CreatableRenewers",
+        (0, 3),
+        ::core::mem::size_of::<CreatableRenewers>(),
+        CreatableRenewers::min_len,
+    ),
+];
+
 impl crate::codec::Request for CreateDelegationTokenRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::CreateDelegationToken;
     type Response = crate::messages::CreateDelegationTokenResponse;

@@ -355,6 +355,31 @@ impl Random for CreatePartitionsTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "CreatePartitionsRequest",
+        (0, 3),
+        ::core::mem::size_of::<CreatePartitionsRequest>(),
+        CreatePartitionsRequest::min_len,
+    ),
+    (
+        "CreatePartitionsAssignment",
+        (0, 3),
+        ::core::mem::size_of::<CreatePartitionsAssignment>(),
+        CreatePartitionsAssignment::min_len,
+    ),
+    (
+        "CreatePartitionsTopic",
+        (0, 3),
+        ::core::mem::size_of::<CreatePartitionsTopic>(),
+        CreatePartitionsTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for CreatePartitionsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::CreatePartitions;
     type Response = crate::messages::CreatePartitionsResponse;

@@ -234,3 +234,22 @@ impl Random for CreatePartitionsTopicResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "CreatePartitionsResponse",
+        (0, 3),
+        ::core::mem::size_of::<CreatePartitionsResponse>(),
+        CreatePartitionsResponse::min_len,
+    ),
+    (
+        "CreatePartitionsTopicResult",
+        (0, 3),
+        ::core::mem::size_of::<CreatePartitionsTopicResult>(),
+        CreatePartitionsTopicResult::min_len,
+    ),
+];

@@ -509,6 +509,37 @@ impl Random for CreatableTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "CreateTopicsRequest",
+        (0, 7),
+        ::core::mem::size_of::<CreateTopicsRequest>(),
+        CreateTopicsRequest::min_len,
+    ),
+    (
+        "CreatableReplicaAssignment",
+        (0, 7),
+        ::core::mem::size_of::<CreatableReplicaAssignment>(),
+        CreatableReplicaAssignment::min_len,
+    ),
+    (
+        "CreatableTopicConfig",
+        (0, 7),
+        ::core::mem::size_of::<CreatableTopicConfig>(),
+        CreatableTopicConfig::min_len,
+    ),
+    (
+        "CreatableTopic",
+        (0, 7),
+        ::core::mem::size_of::<CreatableTopic>(),
+        CreatableTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for CreateTopicsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::CreateTopics;
     type Response = crate::messages::CreateTopicsResponse;

@@ -587,3 +587,28 @@ impl Random for CreatableTopicResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "CreateTopicsResponse",
+        (0, 7),
+        ::core::mem::size_of::<CreateTopicsResponse>(),
+        CreateTopicsResponse::min_len,
+    ),
+    (
+        "CreatableTopicConfigs",
+        (5, 7),
+        ::core::mem::size_of::<CreatableTopicConfigs>(),
+        CreatableTopicConfigs::min_len,
+    ),
+    (
+        "CreatableTopicResult",
+        (0, 7),
+        ::core::mem::size_of::<CreatableTopicResult>(),
+        CreatableTopicResult::min_len,
+    ),
+];

@@ -297,6 +297,25 @@ impl Random for DeleteAclsFilter {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DeleteAclsRequest",
+        (0, 3),
+        ::core::mem::size_of::<DeleteAclsRequest>(),
+        DeleteAclsRequest::min_len,
+    ),
+    (
+        "DeleteAclsFilter",
+        (0, 3),
+        ::core::mem::size_of::<DeleteAclsFilter>(),
+        DeleteAclsFilter::min_len,
+    ),
+];
+
 impl crate::codec::Request for DeleteAclsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DeleteAcls;
     type Response = crate::messages::DeleteAclsResponse;

@@ -458,3 +458,28 @@ impl Random for DeleteAclsFilterResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DeleteAclsResponse",
+        (0, 3),
+        ::core::mem::size_of::<DeleteAclsResponse>(),
+        DeleteAclsResponse::min_len,
+    ),
+    (
+        "DeleteAclsMatchingAcl",
+        (0, 3),
+        ::core::mem::size_of::<DeleteAclsMatchingAcl>(),
+        DeleteAclsMatchingAcl::min_len,
+    ),
+    (
+        "DeleteAclsFilterResult",
+        (0, 3),
+        ::core::mem::size_of::<DeleteAclsFilterResult>(),
+        DeleteAclsFilterResult::min_len,
+    ),
+];

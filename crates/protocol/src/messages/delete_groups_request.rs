@@ -125,6 +125,17 @@ impl Random for DeleteGroupsRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "DeleteGroupsRequest",
+    (0, 2),
+    ::core::mem::size_of::<DeleteGroupsRequest>(),
+    DeleteGroupsRequest::min_len,
+)];
+
 impl crate::codec::Request for DeleteGroupsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DeleteGroups;
     type Response = crate::messages::DeleteGroupsResponse;

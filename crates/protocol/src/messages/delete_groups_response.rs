@@ -213,3 +213,22 @@ impl Random for DeletableGroupResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DeleteGroupsResponse",
+        (0, 2),
+        ::core::mem::size_of::<DeleteGroupsResponse>(),
+        DeleteGroupsResponse::min_len,
+    ),
+    (
+        "DeletableGroupResult",
+        (0, 2),
+        ::core::mem::size_of::<DeletableGroupResult>(),
+        DeletableGroupResult::min_len,
+    ),
+];

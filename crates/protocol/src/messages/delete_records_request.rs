@@ -316,6 +316,31 @@ impl Random for DeleteRecordsTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DeleteRecordsRequest",
+        (0, 2),
+        ::core::mem::size_of::<DeleteRecordsRequest>(),
+        DeleteRecordsRequest::min_len,
+    ),
+    (
+        "DeleteRecordsPartition",
+        (0, 2),
+        ::core::mem::size_of::<DeleteRecordsPartition>(),
+        DeleteRecordsPartition::min_len,
+    ),
+    (
+        "DeleteRecordsTopic",
+        (0, 2),
+        ::core::mem::size_of::<DeleteRecordsTopic>(),
+        DeleteRecordsTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for DeleteRecordsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DeleteRecords;
     type Response = crate::messages::DeleteRecordsResponse;

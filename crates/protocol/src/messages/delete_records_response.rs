@@ -325,3 +325,28 @@ impl Random for DeleteRecordsTopicResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DeleteRecordsResponse",
+        (0, 2),
+        ::core::mem::size_of::<DeleteRecordsResponse>(),
+        DeleteRecordsResponse::min_len,
+    ),
+    (
+        "DeleteRecordsPartitionResult",
+        (0, 2),
+        ::core::mem::size_of::<DeleteRecordsPartitionResult>(),
+        DeleteRecordsPartitionResult::min_len,
+    ),
+    (
+        "DeleteRecordsTopicResult",
+        (0, 2),
+        ::core::mem::size_of::<DeleteRecordsTopicResult>(),
+        DeleteRecordsTopicResult::min_len,
+    ),
+];

@@ -267,6 +267,31 @@ impl Random for DeleteStateData {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DeleteShareGroupStateRequest",
+        (0, 0),
+        ::core::mem::size_of::<DeleteShareGroupStateRequest>(),
+        DeleteShareGroupStateRequest::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 0),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "DeleteStateData",
+        (0, 0),
+        ::core::mem::size_of::<DeleteStateData>(),
+        DeleteStateData::min_len,
+    ),
+];
+
 impl crate::codec::Request for DeleteShareGroupStateRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DeleteShareGroupState;
     type Response = crate::messages::DeleteShareGroupStateResponse;

@@ -274,3 +274,28 @@ impl Random for DeleteStateResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DeleteShareGroupStateResponse",
+        (0, 0),
+        ::core::mem::size_of::<DeleteShareGroupStateResponse>(),
+        DeleteShareGroupStateResponse::min_len,
+    ),
+    (
+        "PartitionResult",
+        (0, 0),
+        ::core::mem::size_of::<PartitionResult>(),
+        PartitionResult::min_len,
+    ),
+    (
+        "DeleteStateResult",
+        (0, 0),
+        ::core::mem::size_of::<DeleteStateResult>(),
+        DeleteStateResult::min_len,
+    ),
+];

@@ -304,6 +304,25 @@ impl Random for DeleteTopicState {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DeleteTopicsRequest",
+        (0, 6),
+        ::core::mem::size_of::<DeleteTopicsRequest>(),
+        DeleteTopicsRequest::min_len,
+    ),
+    (
+        "DeleteTopicState",
+        (6, 6),
+        ::core::mem::size_of::<DeleteTopicState>(),
+        DeleteTopicState::min_len,
+    ),
+];
+
 impl crate::codec::Request for DeleteTopicsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DeleteTopics;
     type Response = crate::messages::DeleteTopicsResponse;

@@ -288,3 +288,22 @@ impl Random for DeletableTopicResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DeleteTopicsResponse",
+        (0, 6),
+        ::core::mem::size_of::<DeleteTopicsResponse>(),
+        DeleteTopicsResponse::min_len,
+    ),
+    (
+        "DeletableTopicResult",
+        (0, 6),
+        ::core::mem::size_of::<DeletableTopicResult>(),
+        DeletableTopicResult::min_len,
+    ),
+];

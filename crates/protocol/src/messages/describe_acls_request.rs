@@ -202,6 +202,17 @@ impl Random for DescribeAclsRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "DescribeAclsRequest",
+    (0, 3),
+    ::core::mem::size_of::<DescribeAclsRequest>(),
+    DescribeAclsRequest::min_len,
+)];
+
 impl crate::codec::Request for DescribeAclsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DescribeAcls;
     type Response = crate::messages::DescribeAclsResponse;

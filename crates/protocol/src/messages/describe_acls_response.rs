@@ -420,3 +420,28 @@ impl Random for DescribeAclsResource {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeAclsResponse",
+        (0, 3),
+        ::core::mem::size_of::<DescribeAclsResponse>(),
+        DescribeAclsResponse::min_len,
+    ),
+    (
+        "AclDescription",
+        (0, 3),
+        ::core::mem::size_of::<AclDescription>(),
+        AclDescription::min_len,
+    ),
+    (
+        "DescribeAclsResource",
+        (0, 3),
+        ::core::mem::size_of::<DescribeAclsResource>(),
+        DescribeAclsResource::min_len,
+    ),
+];

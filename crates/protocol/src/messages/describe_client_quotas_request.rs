@@ -241,6 +241,25 @@ impl Random for ComponentData {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeClientQuotasRequest",
+        (0, 1),
+        ::core::mem::size_of::<DescribeClientQuotasRequest>(),
+        DescribeClientQuotasRequest::min_len,
+    ),
+    (
+        "ComponentData",
+        (0, 1),
+        ::core::mem::size_of::<ComponentData>(),
+        ComponentData::min_len,
+    ),
+];
+
 impl crate::codec::Request for DescribeClientQuotasRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DescribeClientQuotas;
     type Response = crate::messages::DescribeClientQuotasResponse;

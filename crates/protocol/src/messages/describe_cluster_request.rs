@@ -118,6 +118,17 @@ impl Random for DescribeClusterRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "DescribeClusterRequest",
+    (0, 1),
+    ::core::mem::size_of::<DescribeClusterRequest>(),
+    DescribeClusterRequest::min_len,
+)];
+
 impl crate::codec::Request for DescribeClusterRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DescribeCluster;
     type Response = crate::messages::DescribeClusterResponse;

@@ -304,3 +304,22 @@ impl Random for DescribeClusterBroker {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeClusterResponse",
+        (0, 1),
+        ::core::mem::size_of::<DescribeClusterResponse>(),
+        DescribeClusterResponse::min_len,
+    ),
+    (
+        "DescribeClusterBroker",
+        (0, 1),
+        ::core::mem::size_of::<DescribeClusterBroker>(),
+        DescribeClusterBroker::min_len,
+    ),
+];

@@ -303,6 +303,25 @@ impl Random for DescribeConfigsResource {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeConfigsRequest",
+        (0, 4),
+        ::core::mem::size_of::<DescribeConfigsRequest>(),
+        DescribeConfigsRequest::min_len,
+    ),
+    (
+        "DescribeConfigsResource",
+        (0, 4),
+        ::core::mem::size_of::<DescribeConfigsResource>(),
+        DescribeConfigsResource::min_len,
+    ),
+];
+
 impl crate::codec::Request for DescribeConfigsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DescribeConfigs;
     type Response = crate::messages::DescribeConfigsResponse;

@@ -698,3 +698,34 @@ impl Random for DescribeConfigsResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeConfigsResponse",
+        (0, 4),
+        ::core::mem::size_of::<DescribeConfigsResponse>(),
+        DescribeConfigsResponse::min_len,
+    ),
+    (
+        "DescribeConfigsSynonym",
+        (1, 4),
+        ::core::mem::size_of::<DescribeConfigsSynonym>(),
+        DescribeConfigsSynonym::min_len,
+    ),
+    (
+        "DescribeConfigsResourceResult",
+        (0, 4),
+        ::core::mem::size_of::<DescribeConfigsResourceResult>(),
+        DescribeConfigsResourceResult::min_len,
+    ),
+    (
+        "DescribeConfigsResult",
+        (0, 4),
+        ::core::mem::size_of::<DescribeConfigsResult>(),
+        DescribeConfigsResult::min_len,
+    ),
+];

@@ -234,6 +234,25 @@ impl Random for DescribeDelegationTokenOwner {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeDelegationTokenRequest",
+        (0, 3),
+        ::core::mem::size_of::<DescribeDelegationTokenRequest>(),
+        DescribeDelegationTokenRequest::min_len,
+    ),
+    (
+        "DescribeDelegationTokenOwner",
+        (0, 3),
+        ::core::mem::size_of::<DescribeDelegationTokenOwner>(),
+        DescribeDelegationTokenOwner::min_len,
+    ),
+];
+
 impl crate::codec::Request for DescribeDelegationTokenRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DescribeDelegationToken;
     type Response = crate::messages::DescribeDelegationTokenResponse;

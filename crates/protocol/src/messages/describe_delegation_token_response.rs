@@ -479,3 +479,28 @@ impl Random for DescribedDelegationToken {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeDelegationTokenResponse",
+        (0, 3),
+        ::core::mem::size_of::<DescribeDelegationTokenResponse>(),
+        DescribeDelegationTokenResponse::min_len,
+    ),
+    (
+        "DescribedDelegationTokenRenewer",
+        (0, 3),
+        ::core::mem::size_of::<DescribedDelegationTokenRenewer>(),
+        DescribedDelegationTokenRenewer::min_len,
+    ),
+    (
+        "DescribedDelegationToken",
+        (0, 3),
+        ::core::mem::size_of::<DescribedDelegationToken>(),
+        DescribedDelegationToken::min_len,
+    ),
+];

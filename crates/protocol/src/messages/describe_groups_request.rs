@@ -146,6 +146,17 @@ impl Random for DescribeGroupsRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "DescribeGroupsRequest",
+    (0, 5),
+    ::core::mem::size_of::<DescribeGroupsRequest>(),
+    DescribeGroupsRequest::min_len,
+)];
+
 impl crate::codec::Request for DescribeGroupsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DescribeGroups;
     type Response = crate::messages::DescribeGroupsResponse;

@@ -518,3 +518,28 @@ impl Random for DescribedGroup {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeGroupsResponse",
+        (0, 5),
+        ::core::mem::size_of::<DescribeGroupsResponse>(),
+        DescribeGroupsResponse::min_len,
+    ),
+    (
+        "DescribedGroupMember",
+        (0, 5),
+        ::core::mem::size_of::<DescribedGroupMember>(),
+        DescribedGroupMember::min_len,
+    ),
+    (
+        "DescribedGroup",
+        (0, 5),
+        ::core::mem::size_of::<DescribedGroup>(),
+        DescribedGroup::min_len,
+    ),
+];

@@ -237,6 +237,25 @@ impl Random for DescribableLogDirTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeLogDirsRequest",
+        (0, 4),
+        ::core::mem::size_of::<DescribeLogDirsRequest>(),
+        DescribeLogDirsRequest::min_len,
+    ),
+    (
+        "DescribableLogDirTopic",
+        (0, 4),
+        ::core::mem::size_of::<DescribableLogDirTopic>(),
+        DescribableLogDirTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for DescribeLogDirsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DescribeLogDirs;
     type Response = crate::messages::DescribeLogDirsResponse;

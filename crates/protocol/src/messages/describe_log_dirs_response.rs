@@ -500,3 +500,34 @@ impl Random for DescribeLogDirsResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeLogDirsResponse",
+        (0, 4),
+        ::core::mem::size_of::<DescribeLogDirsResponse>(),
+        DescribeLogDirsResponse::min_len,
+    ),
+    (
+        "DescribeLogDirsPartition",
+        (0, 4),
+        ::core::mem::size_of::<DescribeLogDirsPartition>(),
+        DescribeLogDirsPartition::min_len,
+    ),
+    (
+        "DescribeLogDirsTopic",
+        (0, 4),
+        ::core::mem::size_of::<DescribeLogDirsTopic>(),
+        DescribeLogDirsTopic::min_len,
+    ),
+    (
+        "DescribeLogDirsResult",
+        (0, 4),
+        ::core::mem::size_of::<DescribeLogDirsResult>(),
+        DescribeLogDirsResult::min_len,
+    ),
+];

@@ -189,6 +189,25 @@ impl Random for TopicRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeProducersRequest",
+        (0, 0),
+        ::core::mem::size_of::<DescribeProducersRequest>(),
+        DescribeProducersRequest::min_len,
+    ),
+    (
+        "TopicRequest",
+        (0, 0),
+        ::core::mem::size_of::<TopicRequest>(),
+        TopicRequest::min_len,
+    ),
+];
+
 impl crate::codec::Request for DescribeProducersRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DescribeProducers;
     type Response = crate::messages::DescribeProducersResponse;

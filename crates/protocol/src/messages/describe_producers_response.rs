@@ -409,3 +409,34 @@ impl Random for TopicResponse {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeProducersResponse",
+        (0, 0),
+        ::core::mem::size_of::<DescribeProducersResponse>(),
+        DescribeProducersResponse::min_len,
+    ),
+    (
+        "ProducerState",
+        (0, 0),
+        ::core::mem::size_of::<ProducerState>(),
+        ProducerState::min_len,
+    ),
+    (
+        "PartitionResponse",
+        (0, 0),
+        ::core::mem::size_of::<PartitionResponse>(),
+        PartitionResponse::min_len,
+    ),
+    (
+        "TopicResponse",
+        (0, 0),
+        ::core::mem::size_of::<TopicResponse>(),
+        TopicResponse::min_len,
+    ),
+];

@@ -833,3 +833,46 @@ impl Random for ReplicaState {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeQuorumResponse",
+        (0, 2),
+        ::core::mem::size_of::<DescribeQuorumResponse>(),
+        DescribeQuorumResponse::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 2),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "TopicData",
+        (0, 2),
+        ::core::mem::size_of::<TopicData>(),
+        TopicData::min_len,
+    ),
+    (
+        "Listener",
+        (2, 2),
+        ::core::mem::size_of::<Listener>(),
+        Listener::min_len,
+    ),
+    (
+        "Node",
+        (2, 2),
+        ::core::mem::size_of::<Node>(),
+        Node::min_len,
+    ),
+    (
+        "ReplicaState",
+        (0, 2),
+        ::core::mem::size_of::<ReplicaState>(),
+        ReplicaState::min_len,
+    ),
+];

@@ -286,6 +286,31 @@ impl Random for Cursor {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeTopicPartitionsRequest",
+        (0, 0),
+        ::core::mem::size_of::<DescribeTopicPartitionsRequest>(),
+        DescribeTopicPartitionsRequest::min_len,
+    ),
+    (
+        "TopicRequest",
+        (0, 0),
+        ::core::mem::size_of::<TopicRequest>(),
+        TopicRequest::min_len,
+    ),
+    (
+        "Cursor",
+        (0, 0),
+        ::core::mem::size_of::<Cursor>(),
+        Cursor::min_len,
+    ),
+];
+
 impl crate::codec::Request for DescribeTopicPartitionsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DescribeTopicPartitions;
     type Response = crate::messages::DescribeTopicPartitionsResponse;

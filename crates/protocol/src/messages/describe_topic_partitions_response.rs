@@ -560,3 +560,34 @@ impl Random for Cursor {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeTopicPartitionsResponse",
+        (0, 0),
+        ::core::mem::size_of::<DescribeTopicPartitionsResponse>(),
+        DescribeTopicPartitionsResponse::min_len,
+    ),
+    (
+        "DescribeTopicPartitionsResponsePartition",
+        (0, 0),
+        ::core::mem::size_of::<DescribeTopicPartitionsResponsePartition>(),
+        DescribeTopicPartitionsResponsePartition::min_len,
+    ),
+    (
+        "DescribeTopicPartitionsResponseTopic",
+        (0, 0),
+        ::core::mem::size_of::<DescribeTopicPartitionsResponseTopic>(),
+        DescribeTopicPartitionsResponseTopic::min_len,
+    ),
+    (
+        "Cursor",
+        (0, 0),
+        ::core::mem::size_of::<Cursor>(),
+        Cursor::min_len,
+    ),
+];

@@ -112,6 +112,17 @@ impl Random for DescribeTransactionsRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "DescribeTransactionsRequest",
+    (0, 0),
+    ::core::mem::size_of::<DescribeTransactionsRequest>(),
+    DescribeTransactionsRequest::min_len,
+)];
+
 impl crate::codec::Request for DescribeTransactionsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DescribeTransactions;
     type Response = crate::messages::DescribeTransactionsResponse;

@@ -185,6 +185,25 @@ impl Random for UserName {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeUserScramCredentialsRequest",
+        (0, 0),
+        ::core::mem::size_of::<DescribeUserScramCredentialsRequest>(),
+        DescribeUserScramCredentialsRequest::min_len,
+    ),
+    (
+        "UserName",
+        (0, 0),
+        ::core::mem::size_of::<UserName>(),
+        UserName::min_len,
+    ),
+];
+
 impl crate::codec::Request for DescribeUserScramCredentialsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::DescribeUserScramCredentials;
     type Response = crate::messages::DescribeUserScramCredentialsResponse;

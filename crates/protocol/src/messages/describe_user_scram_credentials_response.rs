@@ -350,3 +350,28 @@ impl Random for DescribeUserScramCredentialsResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "DescribeUserScramCredentialsResponse",
+        (0, 0),
+        ::core::mem::size_of::<DescribeUserScramCredentialsResponse>(),
+        DescribeUserScramCredentialsResponse::min_len,
+    ),
+    (
+        "CredentialInfo",
+        (0, 0),
+        ::core::mem::size_of::<CredentialInfo>(),
+        CredentialInfo::min_len,
+    ),
+    (
+        "DescribeUserScramCredentialsResult",
+        (0, 0),
+        ::core::mem::size_of::<DescribeUserScramCredentialsResult>(),
+        DescribeUserScramCredentialsResult::min_len,
+    ),
+];

@@ -264,6 +264,25 @@ impl Random for TopicPartitions {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ElectLeadersRequest",
+        (0, 2),
+        ::core::mem::size_of::<ElectLeadersRequest>(),
+        ElectLeadersRequest::min_len,
+    ),
+    (
+        "TopicPartitions",
+        (0, 2),
+        ::core::mem::size_of::<TopicPartitions>(),
+        TopicPartitions::min_len,
+    ),
+];
+
 impl crate::codec::Request for ElectLeadersRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ElectLeaders;
     type Response = crate::messages::ElectLeadersResponse;

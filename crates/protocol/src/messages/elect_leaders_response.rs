@@ -365,3 +365,28 @@ impl Random for ReplicaElectionResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ElectLeadersResponse",
+        (0, 2),
+        ::core::mem::size_of::<ElectLeadersResponse>(),
+        ElectLeadersResponse::min_len,
+    ),
+    (
+        "PartitionResult",
+        (0, 2),
+        ::core::mem::size_of::<PartitionResult>(),
+        PartitionResult::min_len,
+    ),
+    (
+        "ReplicaElectionResult",
+        (0, 2),
+        ::core::mem::size_of::<ReplicaElectionResult>(),
+        ReplicaElectionResult::min_len,
+    ),
+];

@@ -519,3 +519,34 @@ impl Random for NodeEndpoint {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "EndQuorumEpochResponse",
+        (0, 1),
+        ::core::mem::size_of::<EndQuorumEpochResponse>(),
+        EndQuorumEpochResponse::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 1),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "TopicData",
+        (0, 1),
+        ::core::mem::size_of::<TopicData>(),
+        TopicData::min_len,
+    ),
+    (
+        "NodeEndpoint",
+        (1, 1),
+        ::core::mem::size_of::<NodeEndpoint>(),
+        NodeEndpoint::min_len,
+    ),
+];

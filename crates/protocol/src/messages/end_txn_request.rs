@@ -126,6 +126,17 @@ impl Random for EndTxnRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "EndTxnRequest",
+    (0, 5),
+    ::core::mem::size_of::<EndTxnRequest>(),
+    EndTxnRequest::min_len,
+)];
+
 impl crate::codec::Request for EndTxnRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::EndTxn;
     type Response = crate::messages::EndTxnResponse;

@@ -142,6 +142,17 @@ impl Random for EnvelopeRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "EnvelopeRequest",
+    (0, 0),
+    ::core::mem::size_of::<EnvelopeRequest>(),
+    EnvelopeRequest::min_len,
+)];
+
 impl crate::codec::Request for EnvelopeRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::Envelope;
     type Response = crate::messages::EnvelopeResponse;

@@ -116,6 +116,17 @@ impl Random for ExpireDelegationTokenRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "ExpireDelegationTokenRequest",
+    (0, 2),
+    ::core::mem::size_of::<ExpireDelegationTokenRequest>(),
+    ExpireDelegationTokenRequest::min_len,
+)];
+
 impl crate::codec::Request for ExpireDelegationTokenRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ExpireDelegationToken;
     type Response = crate::messages::ExpireDelegationTokenResponse;

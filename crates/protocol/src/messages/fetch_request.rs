@@ -943,6 +943,43 @@ impl Random for ForgottenTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "FetchRequest",
+        (0, 17),
+        ::core::mem::size_of::<FetchRequest>(),
+        FetchRequest::min_len,
+    ),
+    (
+        "ReplicaState",
+        (15, 17),
+        ::core::mem::size_of::<ReplicaState>(),
+        ReplicaState::min_len,
+    ),
+    (
+        "FetchPartition",
+        (0, 17),
+        ::core::mem::size_of::<FetchPartition>(),
+        FetchPartition::min_len,
+    ),
+    (
+        "FetchTopic",
+        (0, 17),
+        ::core::mem::size_of::<FetchTopic>(),
+        FetchTopic::min_len,
+    ),
+    (
+        "ForgottenTopic",
+        (7, 17),
+        ::core::mem::size_of::<ForgottenTopic>(),
+        ForgottenTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for FetchRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::Fetch;
     type Response = crate::messages::FetchResponse;

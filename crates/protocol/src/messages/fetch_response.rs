@@ -1292,3 +1292,58 @@ impl Random for NodeEndpoint {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "FetchResponse",
+        (0, 17),
+        ::core::mem::size_of::<FetchResponse>(),
+        FetchResponse::min_len,
+    ),
+    (
+        "EpochEndOffset",
+        (12, 17),
+        ::core::mem::size_of::<EpochEndOffset>(),
+        EpochEndOffset::min_len,
+    ),
+    (
+        "LeaderIdAndEpoch",
+        (12, 17),
+        ::core::mem::size_of::<LeaderIdAndEpoch>(),
+        LeaderIdAndEpoch::min_len,
+    ),
+    (
+        "SnapshotId",
+        (12, 17),
+        ::core::mem::size_of::<SnapshotId>(),
+        SnapshotId::min_len,
+    ),
+    (
+        "AbortedTransaction",
+        (4, 17),
+        ::core::mem::size_of::<AbortedTransaction>(),
+        AbortedTransaction::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 17),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "FetchableTopicResponse",
+        (0, 17),
+        ::core::mem::size_of::<FetchableTopicResponse>(),
+        FetchableTopicResponse::min_len,
+    ),
+    (
+        "NodeEndpoint",
+        (16, 17),
+        ::core::mem::size_of::<NodeEndpoint>(),
+        NodeEndpoint::min_len,
+    ),
+];

@@ -449,6 +449,37 @@ impl Random for TopicSnapshot {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "FetchSnapshotRequest",
+        (0, 1),
+        ::core::mem::size_of::<FetchSnapshotRequest>(),
+        FetchSnapshotRequest::min_len,
+    ),
+    (
+        "SnapshotId",
+        (0, 1),
+        ::core::mem::size_of::<SnapshotId>(),
+        SnapshotId::min_len,
+    ),
+    (
+        "PartitionSnapshot",
+        (0, 1),
+        ::core::mem::size_of::<PartitionSnapshot>(),
+        PartitionSnapshot::min_len,
+    ),
+    (
+        "TopicSnapshot",
+        (0, 1),
+        ::core::mem::size_of::<TopicSnapshot>(),
+        TopicSnapshot::min_len,
+    ),
+];
+
 impl crate::codec::Request for FetchSnapshotRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::FetchSnapshot;
     type Response = crate::messages::FetchSnapshotResponse;

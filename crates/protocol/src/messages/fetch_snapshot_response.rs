@@ -670,3 +670,46 @@ impl Random for NodeEndpoint {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "FetchSnapshotResponse",
+        (0, 1),
+        ::core::mem::size_of::<FetchSnapshotResponse>(),
+        FetchSnapshotResponse::min_len,
+    ),
+    (
+        "SnapshotId",
+        (0, 1),
+        ::core::mem::size_of::<SnapshotId>(),
+        SnapshotId::min_len,
+    ),
+    (
+        "LeaderIdAndEpoch",
+        (0, 1),
+        ::core::mem::size_of::<LeaderIdAndEpoch>(),
+        LeaderIdAndEpoch::min_len,
+    ),
+    (
+        "PartitionSnapshot",
+        (0, 1),
+        ::core::mem::size_of::<PartitionSnapshot>(),
+        PartitionSnapshot::min_len,
+    ),
+    (
+        "TopicSnapshot",
+        (0, 1),
+        ::core::mem::size_of::<TopicSnapshot>(),
+        TopicSnapshot::min_len,
+    ),
+    (
+        "NodeEndpoint",
+        (1, 1),
+        ::core::mem::size_of::<NodeEndpoint>(),
+        NodeEndpoint::min_len,
+    ),
+];

@@ -188,6 +188,17 @@ impl Random for FindCoordinatorRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "FindCoordinatorRequest",
+    (0, 6),
+    ::core::mem::size_of::<FindCoordinatorRequest>(),
+    FindCoordinatorRequest::min_len,
+)];
+
 impl crate::codec::Request for FindCoordinatorRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::FindCoordinator;
     type Response = crate::messages::FindCoordinatorResponse;

@@ -505,3 +505,22 @@ impl Random for Coordinator {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "FindCoordinatorResponse",
+        (0, 6),
+        ::core::mem::size_of::<FindCoordinatorResponse>(),
+        FindCoordinatorResponse::min_len,
+    ),
+    (
+        "Coordinator",
+        (4, 6),
+        ::core::mem::size_of::<Coordinator>(),
+        Coordinator::min_len,
+    ),
+];

@@ -85,6 +85,17 @@ impl Random for GetTelemetrySubscriptionsRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "GetTelemetrySubscriptionsRequest",
+    (0, 0),
+    ::core::mem::size_of::<GetTelemetrySubscriptionsRequest>(),
+    GetTelemetrySubscriptionsRequest::min_len,
+)];
+
 impl crate::codec::Request for GetTelemetrySubscriptionsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::GetTelemetrySubscriptions;
     type Response = crate::messages::GetTelemetrySubscriptionsResponse;

@@ -168,6 +168,17 @@ impl Random for HeartbeatRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "HeartbeatRequest",
+    (0, 4),
+    ::core::mem::size_of::<HeartbeatRequest>(),
+    HeartbeatRequest::min_len,
+)];
+
 impl crate::codec::Request for HeartbeatRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::Heartbeat;
     type Response = crate::messages::HeartbeatResponse;

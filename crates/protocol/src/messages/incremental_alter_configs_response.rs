@@ -253,3 +253,22 @@ impl Random for AlterConfigsResourceResponse {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "IncrementalAlterConfigsResponse",
+        (0, 1),
+        ::core::mem::size_of::<IncrementalAlterConfigsResponse>(),
+        IncrementalAlterConfigsResponse::min_len,
+    ),
+    (
+        "AlterConfigsResourceResponse",
+        (0, 1),
+        ::core::mem::size_of::<AlterConfigsResourceResponse>(),
+        AlterConfigsResourceResponse::min_len,
+    ),
+];

@@ -168,6 +168,17 @@ impl Random for InitProducerIdRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "InitProducerIdRequest",
+    (0, 5),
+    ::core::mem::size_of::<InitProducerIdRequest>(),
+    InitProducerIdRequest::min_len,
+)];
+
 impl crate::codec::Request for InitProducerIdRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::InitProducerId;
     type Response = crate::messages::InitProducerIdResponse;

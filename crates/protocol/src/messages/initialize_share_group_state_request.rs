@@ -281,6 +281,31 @@ impl Random for InitializeStateData {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "InitializeShareGroupStateRequest",
+        (0, 0),
+        ::core::mem::size_of::<InitializeShareGroupStateRequest>(),
+        InitializeShareGroupStateRequest::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 0),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "InitializeStateData",
+        (0, 0),
+        ::core::mem::size_of::<InitializeStateData>(),
+        InitializeStateData::min_len,
+    ),
+];
+
 impl crate::codec::Request for InitializeShareGroupStateRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::InitializeShareGroupState;
     type Response = crate::messages::InitializeShareGroupStateResponse;

@@ -377,6 +377,25 @@ impl Random for JoinGroupRequestProtocol {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "JoinGroupRequest",
+        (0, 9),
+        ::core::mem::size_of::<JoinGroupRequest>(),
+        JoinGroupRequest::min_len,
+    ),
+    (
+        "JoinGroupRequestProtocol",
+        (0, 9),
+        ::core::mem::size_of::<JoinGroupRequestProtocol>(),
+        JoinGroupRequestProtocol::min_len,
+    ),
+];
+
 impl crate::codec::Request for JoinGroupRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::JoinGroup;
     type Response = crate::messages::JoinGroupResponse;

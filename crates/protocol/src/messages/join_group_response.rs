@@ -407,3 +407,22 @@ impl Random for JoinGroupResponseMember {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "JoinGroupResponse",
+        (0, 9),
+        ::core::mem::size_of::<JoinGroupResponse>(),
+        JoinGroupResponse::min_len,
+    ),
+    (
+        "JoinGroupResponseMember",
+        (0, 9),
+        ::core::mem::size_of::<JoinGroupResponseMember>(),
+        JoinGroupResponseMember::min_len,
+    ),
+];

@@ -788,6 +788,37 @@ impl Random for LeaderAndIsrPartitionState {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "LeaderAndIsrRequest",
+        (0, 7),
+        ::core::mem::size_of::<LeaderAndIsrRequest>(),
+        LeaderAndIsrRequest::min_len,
+    ),
+    (
+        "LeaderAndIsrTopicState",
+        (2, 7),
+        ::core::mem::size_of::<LeaderAndIsrTopicState>(),
+        LeaderAndIsrTopicState::min_len,
+    ),
+    (
+        "LeaderAndIsrLiveLeader",
+        (0, 7),
+        ::core::mem::size_of::<LeaderAndIsrLiveLeader>(),
+        LeaderAndIsrLiveLeader::min_len,
+    ),
+    (
+        "LeaderAndIsrPartitionState",
+        (0, 7),
+        ::core::mem::size_of::<LeaderAndIsrPartitionState>(),
+        LeaderAndIsrPartitionState::min_len,
+    ),
+];
+
 impl crate::codec::Request for LeaderAndIsrRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::LeaderAndIsr;
     type Response = crate::messages::LeaderAndIsrResponse;

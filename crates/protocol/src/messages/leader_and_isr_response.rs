@@ -410,3 +410,28 @@ impl Random for LeaderAndIsrPartitionError {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "LeaderAndIsrResponse",
+        (0, 7),
+        ::core::mem::size_of::<LeaderAndIsrResponse>(),
+        LeaderAndIsrResponse::min_len,
+    ),
+    (
+        "LeaderAndIsrTopicError",
+        (5, 7),
+        ::core::mem::size_of::<LeaderAndIsrTopicError>(),
+        LeaderAndIsrTopicError::min_len,
+    ),
+    (
+        "LeaderAndIsrPartitionError",
+        (0, 7),
+        ::core::mem::size_of::<LeaderAndIsrPartitionError>(),
+        LeaderAndIsrPartitionError::min_len,
+    ),
+];

@@ -222,3 +222,22 @@ impl Random for Voter {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "LeaderChangeMessage",
+        (0, 1),
+        ::core::mem::size_of::<LeaderChangeMessage>(),
+        LeaderChangeMessage::min_len,
+    ),
+    (
+        "Voter",
+        (0, 1),
+        ::core::mem::size_of::<Voter>(),
+        Voter::min_len,
+    ),
+];

@@ -343,6 +343,25 @@ impl Random for MemberIdentity {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "LeaveGroupRequest",
+        (0, 5),
+        ::core::mem::size_of::<LeaveGroupRequest>(),
+        LeaveGroupRequest::min_len,
+    ),
+    (
+        "MemberIdentity",
+        (3, 5),
+        ::core::mem::size_of::<MemberIdentity>(),
+        MemberIdentity::min_len,
+    ),
+];
+
 impl crate::codec::Request for LeaveGroupRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::LeaveGroup;
     type Response = crate::messages::LeaveGroupResponse;

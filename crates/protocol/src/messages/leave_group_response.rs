@@ -315,3 +315,22 @@ impl Random for MemberResponse {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "LeaveGroupResponse",
+        (0, 5),
+        ::core::mem::size_of::<LeaveGroupResponse>(),
+        LeaveGroupResponse::min_len,
+    ),
+    (
+        "MemberResponse",
+        (3, 5),
+        ::core::mem::size_of::<MemberResponse>(),
+        MemberResponse::min_len,
+    ),
+];

@@ -78,6 +78,17 @@ impl Random for ListClientMetricsResourcesRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "ListClientMetricsResourcesRequest",
+    (0, 0),
+    ::core::mem::size_of::<ListClientMetricsResourcesRequest>(),
+    ListClientMetricsResourcesRequest::min_len,
+)];
+
 impl crate::codec::Request for ListClientMetricsResourcesRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ListClientMetricsResources;
     type Response = crate::messages::ListClientMetricsResourcesResponse;

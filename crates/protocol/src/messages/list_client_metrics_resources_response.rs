@@ -184,3 +184,22 @@ impl Random for ClientMetricsResource {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ListClientMetricsResourcesResponse",
+        (0, 0),
+        ::core::mem::size_of::<ListClientMetricsResourcesResponse>(),
+        ListClientMetricsResourcesResponse::min_len,
+    ),
+    (
+        "ClientMetricsResource",
+        (0, 0),
+        ::core::mem::size_of::<ClientMetricsResource>(),
+        ClientMetricsResource::min_len,
+    ),
+];

@@ -186,6 +186,17 @@ impl Random for ListGroupsRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "ListGroupsRequest",
+    (0, 5),
+    ::core::mem::size_of::<ListGroupsRequest>(),
+    ListGroupsRequest::min_len,
+)];
+
 impl crate::codec::Request for ListGroupsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ListGroups;
     type Response = crate::messages::ListGroupsResponse;

@@ -276,3 +276,22 @@ impl Random for ListedGroup {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ListGroupsResponse",
+        (0, 5),
+        ::core::mem::size_of::<ListGroupsResponse>(),
+        ListGroupsResponse::min_len,
+    ),
+    (
+        "ListedGroup",
+        (0, 5),
+        ::core::mem::size_of::<ListedGroup>(),
+        ListedGroup::min_len,
+    ),
+];

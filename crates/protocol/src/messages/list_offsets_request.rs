@@ -398,6 +398,31 @@ impl Random for ListOffsetsTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ListOffsetsRequest",
+        (0, 10),
+        ::core::mem::size_of::<ListOffsetsRequest>(),
+        ListOffsetsRequest::min_len,
+    ),
+    (
+        "ListOffsetsPartition",
+        (0, 10),
+        ::core::mem::size_of::<ListOffsetsPartition>(),
+        ListOffsetsPartition::min_len,
+    ),
+    (
+        "ListOffsetsTopic",
+        (0, 10),
+        ::core::mem::size_of::<ListOffsetsTopic>(),
+        ListOffsetsTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for ListOffsetsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ListOffsets;
     type Response = crate::messages::ListOffsetsResponse;

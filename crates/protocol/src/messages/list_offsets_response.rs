@@ -432,3 +432,28 @@ impl Random for ListOffsetsTopicResponse {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ListOffsetsResponse",
+        (0, 10),
+        ::core::mem::size_of::<ListOffsetsResponse>(),
+        ListOffsetsResponse::min_len,
+    ),
+    (
+        "ListOffsetsPartitionResponse",
+        (0, 10),
+        ::core::mem::size_of::<ListOffsetsPartitionResponse>(),
+        ListOffsetsPartitionResponse::min_len,
+    ),
+    (
+        "ListOffsetsTopicResponse",
+        (0, 10),
+        ::core::mem::size_of::<ListOffsetsTopicResponse>(),
+        ListOffsetsTopicResponse::min_len,
+    ),
+];

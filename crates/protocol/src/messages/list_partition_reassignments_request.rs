@@ -219,6 +219,25 @@ impl Random for ListPartitionReassignmentsTopics {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ListPartitionReassignmentsRequest",
+        (0, 0),
+        ::core::mem::size_of::<ListPartitionReassignmentsRequest>(),
+        ListPartitionReassignmentsRequest::min_len,
+    ),
+    (
+        "ListPartitionReassignmentsTopics",
+        (0, 0),
+        ::core::mem::size_of::<ListPartitionReassignmentsTopics>(),
+        ListPartitionReassignmentsTopics::min_len,
+    ),
+];
+
 impl crate::codec::Request for ListPartitionReassignmentsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ListPartitionReassignments;
     type Response = crate::messages::ListPartitionReassignmentsResponse;

@@ -366,3 +366,28 @@ impl Random for OngoingTopicReassignment {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ListPartitionReassignmentsResponse",
+        (0, 0),
+        ::core::mem::size_of::<ListPartitionReassignmentsResponse>(),
+        ListPartitionReassignmentsResponse::min_len,
+    ),
+    (
+        "OngoingPartitionReassignment",
+        (0, 0),
+        ::core::mem::size_of::<OngoingPartitionReassignment>(),
+        OngoingPartitionReassignment::min_len,
+    ),
+    (
+        "OngoingTopicReassignment",
+        (0, 0),
+        ::core::mem::size_of::<OngoingTopicReassignment>(),
+        OngoingTopicReassignment::min_len,
+    ),
+];

@@ -166,6 +166,17 @@ impl Random for ListTransactionsRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "ListTransactionsRequest",
+    (0, 1),
+    ::core::mem::size_of::<ListTransactionsRequest>(),
+    ListTransactionsRequest::min_len,
+)];
+
 impl crate::codec::Request for ListTransactionsRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ListTransactions;
     type Response = crate::messages::ListTransactionsResponse;

@@ -235,3 +235,22 @@ impl Random for TransactionState {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ListTransactionsResponse",
+        (0, 1),
+        ::core::mem::size_of::<ListTransactionsResponse>(),
+        ListTransactionsResponse::min_len,
+    ),
+    (
+        "TransactionState",
+        (0, 1),
+        ::core::mem::size_of::<TransactionState>(),
+        TransactionState::min_len,
+    ),
+];

@@ -321,6 +321,25 @@ impl Random for MetadataRequestTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "MetadataRequest",
+        (0, 12),
+        ::core::mem::size_of::<MetadataRequest>(),
+        MetadataRequest::min_len,
+    ),
+    (
+        "MetadataRequestTopic",
+        (0, 12),
+        ::core::mem::size_of::<MetadataRequestTopic>(),
+        MetadataRequestTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for MetadataRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::Metadata;
     type Response = crate::messages::MetadataResponse;

@@ -746,3 +746,34 @@ impl Random for MetadataResponseTopic {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "MetadataResponse",
+        (0, 12),
+        ::core::mem::size_of::<MetadataResponse>(),
+        MetadataResponse::min_len,
+    ),
+    (
+        "MetadataResponseBroker",
+        (0, 12),
+        ::core::mem::size_of::<MetadataResponseBroker>(),
+        MetadataResponseBroker::min_len,
+    ),
+    (
+        "MetadataResponsePartition",
+        (0, 12),
+        ::core::mem::size_of::<MetadataResponsePartition>(),
+        MetadataResponsePartition::min_len,
+    ),
+    (
+        "MetadataResponseTopic",
+        (0, 12),
+        ::core::mem::size_of::<MetadataResponseTopic>(),
+        MetadataResponseTopic::min_len,
+    ),
+];

@@ -398,6 +398,492 @@ pub use write_share_group_state_response::WriteShareGroupStateResponse;
 pub use write_txn_markers_request::WriteTxnMarkersRequest;
 pub use write_txn_markers_response::WriteTxnMarkersResponse;
 
+/// Per module: top-level name and the `__LAYOUT` of its structs.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __ALL_LAYOUTS: &[(&str, &[(&str, (i16, i16), usize, fn(i16) -> usize)])] = &[
+    (
+        "AddOffsetsToTxnRequest",
+        add_offsets_to_txn_request::__LAYOUT,
+    ),
+    (
+        "AddOffsetsToTxnResponse",
+        add_offsets_to_txn_response::__LAYOUT,
+    ),
+    (
+        "AddPartitionsToTxnRequest",
+        add_partitions_to_txn_request::__LAYOUT,
+    ),
+    (
+        "AddPartitionsToTxnResponse",
+        add_partitions_to_txn_response::__LAYOUT,
+    ),
+    ("AddRaftVoterRequest", add_raft_voter_request::__LAYOUT),
+    ("AddRaftVoterResponse", add_raft_voter_response::__LAYOUT),
+    (
+        "AllocateProducerIdsRequest",
+        allocate_producer_ids_request::__LAYOUT,
+    ),
+    (
+        "AllocateProducerIdsResponse",
+        allocate_producer_ids_response::__LAYOUT,
+    ),
+    (
+        "AlterClientQuotasRequest",
+        alter_client_quotas_request::__LAYOUT,
+    ),
+    (
+        "AlterClientQuotasResponse",
+        alter_client_quotas_response::__LAYOUT,
+    ),
+    ("AlterConfigsRequest", alter_configs_request::__LAYOUT),
+    ("AlterConfigsResponse", alter_configs_response::__LAYOUT),
+    (
+        "AlterPartitionReassignmentsRequest",
+        alter_partition_reassignments_request::__LAYOUT,
+    ),
+    (
+        "AlterPartitionReassignmentsResponse",
+        alter_partition_reassignments_response::__LAYOUT,
+    ),
+    ("AlterPartitionRequest", alter_partition_request::__LAYOUT),
+    ("AlterPartitionResponse", alter_partition_response::__LAYOUT),
+    (
+        "AlterReplicaLogDirsRequest",
+        alter_replica_log_dirs_request::__LAYOUT,
+    ),
+    (
+        "AlterReplicaLogDirsResponse",
+        alter_replica_log_dirs_response::__LAYOUT,
+    ),
+    (
+        "AlterUserScramCredentialsRequest",
+        alter_user_scram_credentials_request::__LAYOUT,
+    ),
+    (
+        "AlterUserScramCredentialsResponse",
+        alter_user_scram_credentials_response::__LAYOUT,
+    ),
+    ("ApiVersionsRequest", api_versions_request::__LAYOUT),
+    ("ApiVersionsResponse", api_versions_response::__LAYOUT),
+    (
+        "AssignReplicasToDirsRequest",
+        assign_replicas_to_dirs_request::__LAYOUT,
+    ),
+    (
+        "AssignReplicasToDirsResponse",
+        assign_replicas_to_dirs_response::__LAYOUT,
+    ),
+    (
+        "BeginQuorumEpochRequest",
+        begin_quorum_epoch_request::__LAYOUT,
+    ),
+    (
+        "BeginQuorumEpochResponse",
+        begin_quorum_epoch_response::__LAYOUT,
+    ),
+    ("BrokerHeartbeatRequest", broker_heartbeat_request::__LAYOUT),
+    (
+        "BrokerHeartbeatResponse",
+        broker_heartbeat_response::__LAYOUT,
+    ),
+    (
+        "BrokerRegistrationRequest",
+        broker_registration_request::__LAYOUT,
+    ),
+    (
+        "BrokerRegistrationResponse",
+        broker_registration_response::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupDescribeRequest",
+        consumer_group_describe_request::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupDescribeResponse",
+        consumer_group_describe_response::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupHeartbeatRequest",
+        consumer_group_heartbeat_request::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupHeartbeatResponse",
+        consumer_group_heartbeat_response::__LAYOUT,
+    ),
+    (
+        "ConsumerProtocolAssignment",
+        consumer_protocol_assignment::__LAYOUT,
+    ),
+    (
+        "ConsumerProtocolSubscription",
+        consumer_protocol_subscription::__LAYOUT,
+    ),
+    (
+        "ControlledShutdownRequest",
+        controlled_shutdown_request::__LAYOUT,
+    ),
+    (
+        "ControlledShutdownResponse",
+        controlled_shutdown_response::__LAYOUT,
+    ),
+    (
+        "ControllerRegistrationRequest",
+        controller_registration_request::__LAYOUT,
+    ),
+    (
+        "ControllerRegistrationResponse",
+        controller_registration_response::__LAYOUT,
+    ),
+    ("CreateAclsRequest", create_acls_request::__LAYOUT),
+    ("CreateAclsResponse", create_acls_response::__LAYOUT),
+    (
+        "CreateDelegationTokenRequest",
+        create_delegation_token_request::__LAYOUT,
+    ),
+    (
+        "CreateDelegationTokenResponse",
+        create_delegation_token_response::__LAYOUT,
+    ),
+    (
+        "CreatePartitionsRequest",
+        create_partitions_request::__LAYOUT,
+    ),
+    (
+        "CreatePartitionsResponse",
+        create_partitions_response::__LAYOUT,
+    ),
+    ("CreateTopicsRequest", create_topics_request::__LAYOUT),
+    ("CreateTopicsResponse", create_topics_response::__LAYOUT),
+    ("DefaultPrincipalData", default_principal_data::__LAYOUT),
+    ("DeleteAclsRequest", delete_acls_request::__LAYOUT),
+    ("DeleteAclsResponse", delete_acls_response::__LAYOUT),
+    ("DeleteGroupsRequest", delete_groups_request::__LAYOUT),
+    ("DeleteGroupsResponse", delete_groups_response::__LAYOUT),
+    ("DeleteRecordsRequest", delete_records_request::__LAYOUT),
+    ("DeleteRecordsResponse", delete_records_response::__LAYOUT),
+    (
+        "DeleteShareGroupStateRequest",
+        delete_share_group_state_request::__LAYOUT,
+    ),
+    (
+        "DeleteShareGroupStateResponse",
+        delete_share_group_state_response::__LAYOUT,
+    ),
+    ("DeleteTopicsRequest", delete_topics_request::__LAYOUT),
+    ("DeleteTopicsResponse", delete_topics_response::__LAYOUT),
+    ("DescribeAclsRequest", describe_acls_request::__LAYOUT),
+    ("DescribeAclsResponse", describe_acls_response::__LAYOUT),
+    (
+        "DescribeClientQuotasRequest",
+        describe_client_quotas_request::__LAYOUT,
+    ),
+    (
+        "DescribeClientQuotasResponse",
+        describe_client_quotas_response::__LAYOUT,
+    ),
+    ("DescribeClusterRequest", describe_cluster_request::__LAYOUT),
+    (
+        "DescribeClusterResponse",
+        describe_cluster_response::__LAYOUT,
+    ),
+    ("DescribeConfigsRequest", describe_configs_request::__LAYOUT),
+    (
+        "DescribeConfigsResponse",
+        describe_configs_response::__LAYOUT,
+    ),
+    (
+        "DescribeDelegationTokenRequest",
+        describe_delegation_token_request::__LAYOUT,
+    ),
+    (
+        "DescribeDelegationTokenResponse",
+        describe_delegation_token_response::__LAYOUT,
+    ),
+    ("DescribeGroupsRequest", describe_groups_request::__LAYOUT),
+    ("DescribeGroupsResponse", describe_groups_response::__LAYOUT),
+    (
+        "DescribeLogDirsRequest",
+        describe_log_dirs_request::__LAYOUT,
+    ),
+    (
+        "DescribeLogDirsResponse",
+        describe_log_dirs_response::__LAYOUT,
+    ),
+    (
+        "DescribeProducersRequest",
+        describe_producers_request::__LAYOUT,
+    ),
+    (
+        "DescribeProducersResponse",
+        describe_producers_response::__LAYOUT,
+    ),
+    ("DescribeQuorumRequest", describe_quorum_request::__LAYOUT),
+    ("DescribeQuorumResponse", describe_quorum_response::__LAYOUT),
+    (
+        "DescribeTopicPartitionsRequest",
+        describe_topic_partitions_request::__LAYOUT,
+    ),
+    (
+        "DescribeTopicPartitionsResponse",
+        describe_topic_partitions_response::__LAYOUT,
+    ),
+    (
+        "DescribeTransactionsRequest",
+        describe_transactions_request::__LAYOUT,
+    ),
+    (
+        "DescribeTransactionsResponse",
+        describe_transactions_response::__LAYOUT,
+    ),
+    (
+        "DescribeUserScramCredentialsRequest",
+        describe_user_scram_credentials_request::__LAYOUT,
+    ),
+    (
+        "DescribeUserScramCredentialsResponse",
+        describe_user_scram_credentials_response::__LAYOUT,
+    ),
+    ("ElectLeadersRequest", elect_leaders_request::__LAYOUT),
+    ("ElectLeadersResponse", elect_leaders_response::__LAYOUT),
+    ("EndQuorumEpochRequest", end_quorum_epoch_request::__LAYOUT),
+    (
+        "EndQuorumEpochResponse",
+        end_quorum_epoch_response::__LAYOUT,
+    ),
+    ("EndTxnRequest", end_txn_request::__LAYOUT),
+    ("EndTxnResponse", end_txn_response::__LAYOUT),
+    ("EnvelopeRequest", envelope_request::__LAYOUT),
+    ("EnvelopeResponse", envelope_response::__LAYOUT),
+    (
+        "ExpireDelegationTokenRequest",
+        expire_delegation_token_request::__LAYOUT,
+    ),
+    (
+        "ExpireDelegationTokenResponse",
+        expire_delegation_token_response::__LAYOUT,
+    ),
+    ("FetchRequest", fetch_request::__LAYOUT),
+    ("FetchResponse", fetch_response::__LAYOUT),
+    ("FetchSnapshotRequest", fetch_snapshot_request::__LAYOUT),
+    ("FetchSnapshotResponse", fetch_snapshot_response::__LAYOUT),
+    ("FindCoordinatorRequest", find_coordinator_request::__LAYOUT),
+    (
+        "FindCoordinatorResponse",
+        find_coordinator_response::__LAYOUT,
+    ),
+    (
+        "GetTelemetrySubscriptionsRequest",
+        get_telemetry_subscriptions_request::__LAYOUT,
+    ),
+    (
+        "GetTelemetrySubscriptionsResponse",
+        get_telemetry_subscriptions_response::__LAYOUT,
+    ),
+    ("HeartbeatRequest", heartbeat_request::__LAYOUT),
+    ("HeartbeatResponse", heartbeat_response::__LAYOUT),
+    (
+        "IncrementalAlterConfigsRequest",
+        incremental_alter_configs_request::__LAYOUT,
+    ),
+    (
+        "IncrementalAlterConfigsResponse",
+        incremental_alter_configs_response::__LAYOUT,
+    ),
+    ("InitProducerIdRequest", init_producer_id_request::__LAYOUT),
+    (
+        "InitProducerIdResponse",
+        init_producer_id_response::__LAYOUT,
+    ),
+    (
+        "InitializeShareGroupStateRequest",
+        initialize_share_group_state_request::__LAYOUT,
+    ),
+    (
+        "InitializeShareGroupStateResponse",
+        initialize_share_group_state_response::__LAYOUT,
+    ),
+    ("JoinGroupRequest", join_group_request::__LAYOUT),
+    ("JoinGroupResponse", join_group_response::__LAYOUT),
+    ("KRaftVersionRecord", k_raft_version_record::__LAYOUT),
+    ("LeaderAndIsrRequest", leader_and_isr_request::__LAYOUT),
+    ("LeaderAndIsrResponse", leader_and_isr_response::__LAYOUT),
+    ("LeaderChangeMessage", leader_change_message::__LAYOUT),
+    ("LeaveGroupRequest", leave_group_request::__LAYOUT),
+    ("LeaveGroupResponse", leave_group_response::__LAYOUT),
+    (
+        "ListClientMetricsResourcesRequest",
+        list_client_metrics_resources_request::__LAYOUT,
+    ),
+    (
+        "ListClientMetricsResourcesResponse",
+        list_client_metrics_resources_response::__LAYOUT,
+    ),
+    ("ListGroupsRequest", list_groups_request::__LAYOUT),
+    ("ListGroupsResponse", list_groups_response::__LAYOUT),
+    ("ListOffsetsRequest", list_offsets_request::__LAYOUT),
+    ("ListOffsetsResponse", list_offsets_response::__LAYOUT),
+    (
+        "ListPartitionReassignmentsRequest",
+        list_partition_reassignments_request::__LAYOUT,
+    ),
+    (
+        "ListPartitionReassignmentsResponse",
+        list_partition_reassignments_response::__LAYOUT,
+    ),
+    (
+        "ListTransactionsRequest",
+        list_transactions_request::__LAYOUT,
+    ),
+    (
+        "ListTransactionsResponse",
+        list_transactions_response::__LAYOUT,
+    ),
+    ("MetadataRequest", metadata_request::__LAYOUT),
+    ("MetadataResponse", metadata_response::__LAYOUT),
+    ("OffsetCommitRequest", offset_commit_request::__LAYOUT),
+    ("OffsetCommitResponse", offset_commit_response::__LAYOUT),
+    ("OffsetDeleteRequest", offset_delete_request::__LAYOUT),
+    ("OffsetDeleteResponse", offset_delete_response::__LAYOUT),
+    ("OffsetFetchRequest", offset_fetch_request::__LAYOUT),
+    ("OffsetFetchResponse", offset_fetch_response::__LAYOUT),
+    (
+        "OffsetForLeaderEpochRequest",
+        offset_for_leader_epoch_request::__LAYOUT,
+    ),
+    (
+        "OffsetForLeaderEpochResponse",
+        offset_for_leader_epoch_response::__LAYOUT,
+    ),
+    ("ProduceRequest", produce_request::__LAYOUT),
+    ("ProduceResponse", produce_response::__LAYOUT),
+    ("PushTelemetryRequest", push_telemetry_request::__LAYOUT),
+    ("PushTelemetryResponse", push_telemetry_response::__LAYOUT),
+    (
+        "ReadShareGroupStateRequest",
+        read_share_group_state_request::__LAYOUT,
+    ),
+    (
+        "ReadShareGroupStateResponse",
+        read_share_group_state_response::__LAYOUT,
+    ),
+    (
+        "ReadShareGroupStateSummaryRequest",
+        read_share_group_state_summary_request::__LAYOUT,
+    ),
+    (
+        "ReadShareGroupStateSummaryResponse",
+        read_share_group_state_summary_response::__LAYOUT,
+    ),
+    (
+        "RemoveRaftVoterRequest",
+        remove_raft_voter_request::__LAYOUT,
+    ),
+    (
+        "RemoveRaftVoterResponse",
+        remove_raft_voter_response::__LAYOUT,
+    ),
+    (
+        "RenewDelegationTokenRequest",
+        renew_delegation_token_request::__LAYOUT,
+    ),
+    (
+        "RenewDelegationTokenResponse",
+        renew_delegation_token_response::__LAYOUT,
+    ),
+    ("RequestHeader", request_header::__LAYOUT),
+    ("ResponseHeader", response_header::__LAYOUT),
+    (
+        "SaslAuthenticateRequest",
+        sasl_authenticate_request::__LAYOUT,
+    ),
+    (
+        "SaslAuthenticateResponse",
+        sasl_authenticate_response::__LAYOUT,
+    ),
+    ("SaslHandshakeRequest", sasl_handshake_request::__LAYOUT),
+    ("SaslHandshakeResponse", sasl_handshake_response::__LAYOUT),
+    (
+        "ShareAcknowledgeRequest",
+        share_acknowledge_request::__LAYOUT,
+    ),
+    (
+        "ShareAcknowledgeResponse",
+        share_acknowledge_response::__LAYOUT,
+    ),
+    ("ShareFetchRequest", share_fetch_request::__LAYOUT),
+    ("ShareFetchResponse", share_fetch_response::__LAYOUT),
+    (
+        "ShareGroupDescribeRequest",
+        share_group_describe_request::__LAYOUT,
+    ),
+    (
+        "ShareGroupDescribeResponse",
+        share_group_describe_response::__LAYOUT,
+    ),
+    (
+        "ShareGroupHeartbeatRequest",
+        share_group_heartbeat_request::__LAYOUT,
+    ),
+    (
+        "ShareGroupHeartbeatResponse",
+        share_group_heartbeat_response::__LAYOUT,
+    ),
+    ("SnapshotFooterRecord", snapshot_footer_record::__LAYOUT),
+    ("SnapshotHeaderRecord", snapshot_header_record::__LAYOUT),
+    ("StopReplicaRequest", stop_replica_request::__LAYOUT),
+    ("StopReplicaResponse", stop_replica_response::__LAYOUT),
+    ("SyncGroupRequest", sync_group_request::__LAYOUT),
+    ("SyncGroupResponse", sync_group_response::__LAYOUT),
+    (
+        "TxnOffsetCommitRequest",
+        txn_offset_commit_request::__LAYOUT,
+    ),
+    (
+        "TxnOffsetCommitResponse",
+        txn_offset_commit_response::__LAYOUT,
+    ),
+    (
+        "UnregisterBrokerRequest",
+        unregister_broker_request::__LAYOUT,
+    ),
+    (
+        "UnregisterBrokerResponse",
+        unregister_broker_response::__LAYOUT,
+    ),
+    ("UpdateFeaturesRequest", update_features_request::__LAYOUT),
+    ("UpdateFeaturesResponse", update_features_response::__LAYOUT),
+    ("UpdateMetadataRequest", update_metadata_request::__LAYOUT),
+    ("UpdateMetadataResponse", update_metadata_response::__LAYOUT),
+    (
+        "UpdateRaftVoterRequest",
+        update_raft_voter_request::__LAYOUT,
+    ),
+    (
+        "UpdateRaftVoterResponse",
+        update_raft_voter_response::__LAYOUT,
+    ),
+    ("VoteRequest", vote_request::__LAYOUT),
+    ("VoteResponse", vote_response::__LAYOUT),
+    ("VotersRecord", voters_record::__LAYOUT),
+    (
+        "WriteShareGroupStateRequest",
+        write_share_group_state_request::__LAYOUT,
+    ),
+    (
+        "WriteShareGroupStateResponse",
+        write_share_group_state_response::__LAYOUT,
+    ),
+    (
+        "WriteTxnMarkersRequest",
+        write_txn_markers_request::__LAYOUT,
+    ),
+    (
+        "WriteTxnMarkersResponse",
+        write_txn_markers_response::__LAYOUT,
+    ),
+];
+
 /// A Kafka API: the first field of every request header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(i16)]

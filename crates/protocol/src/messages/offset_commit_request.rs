@@ -500,6 +500,31 @@ impl Random for OffsetCommitRequestTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "OffsetCommitRequest",
+        (0, 9),
+        ::core::mem::size_of::<OffsetCommitRequest>(),
+        OffsetCommitRequest::min_len,
+    ),
+    (
+        "OffsetCommitRequestPartition",
+        (0, 9),
+        ::core::mem::size_of::<OffsetCommitRequestPartition>(),
+        OffsetCommitRequestPartition::min_len,
+    ),
+    (
+        "OffsetCommitRequestTopic",
+        (0, 9),
+        ::core::mem::size_of::<OffsetCommitRequestTopic>(),
+        OffsetCommitRequestTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for OffsetCommitRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::OffsetCommit;
     type Response = crate::messages::OffsetCommitResponse;

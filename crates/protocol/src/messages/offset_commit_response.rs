@@ -325,3 +325,28 @@ impl Random for OffsetCommitResponseTopic {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "OffsetCommitResponse",
+        (0, 9),
+        ::core::mem::size_of::<OffsetCommitResponse>(),
+        OffsetCommitResponse::min_len,
+    ),
+    (
+        "OffsetCommitResponsePartition",
+        (0, 9),
+        ::core::mem::size_of::<OffsetCommitResponsePartition>(),
+        OffsetCommitResponsePartition::min_len,
+    ),
+    (
+        "OffsetCommitResponseTopic",
+        (0, 9),
+        ::core::mem::size_of::<OffsetCommitResponseTopic>(),
+        OffsetCommitResponseTopic::min_len,
+    ),
+];

@@ -256,6 +256,31 @@ impl Random for OffsetDeleteRequestTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "OffsetDeleteRequest",
+        (0, 0),
+        ::core::mem::size_of::<OffsetDeleteRequest>(),
+        OffsetDeleteRequest::min_len,
+    ),
+    (
+        "OffsetDeleteRequestPartition",
+        (0, 0),
+        ::core::mem::size_of::<OffsetDeleteRequestPartition>(),
+        OffsetDeleteRequestPartition::min_len,
+    ),
+    (
+        "OffsetDeleteRequestTopic",
+        (0, 0),
+        ::core::mem::size_of::<OffsetDeleteRequestTopic>(),
+        OffsetDeleteRequestTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for OffsetDeleteRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::OffsetDelete;
     type Response = crate::messages::OffsetDeleteResponse;

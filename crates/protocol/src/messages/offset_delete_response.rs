@@ -262,3 +262,28 @@ impl Random for OffsetDeleteResponseTopic {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "OffsetDeleteResponse",
+        (0, 0),
+        ::core::mem::size_of::<OffsetDeleteResponse>(),
+        OffsetDeleteResponse::min_len,
+    ),
+    (
+        "OffsetDeleteResponsePartition",
+        (0, 0),
+        ::core::mem::size_of::<OffsetDeleteResponsePartition>(),
+        OffsetDeleteResponsePartition::min_len,
+    ),
+    (
+        "OffsetDeleteResponseTopic",
+        (0, 0),
+        ::core::mem::size_of::<OffsetDeleteResponseTopic>(),
+        OffsetDeleteResponseTopic::min_len,
+    ),
+];

@@ -717,6 +717,37 @@ impl Random for OffsetFetchRequestGroup {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "OffsetFetchRequest",
+        (0, 9),
+        ::core::mem::size_of::<OffsetFetchRequest>(),
+        OffsetFetchRequest::min_len,
+    ),
+    (
+        "OffsetFetchRequestTopic",
+        (0, 7),
+        ::core::mem::size_of::<OffsetFetchRequestTopic>(),
+        OffsetFetchRequestTopic::min_len,
+    ),
+    (
+        "OffsetFetchRequestTopics",
+        (8, 9),
+        ::core::mem::size_of::<OffsetFetchRequestTopics>(),
+        OffsetFetchRequestTopics::min_len,
+    ),
+    (
+        "OffsetFetchRequestGroup",
+        (8, 9),
+        ::core::mem::size_of::<OffsetFetchRequestGroup>(),
+        OffsetFetchRequestGroup::min_len,
+    ),
+];
+
 impl crate::codec::Request for OffsetFetchRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::OffsetFetch;
     type Response = crate::messages::OffsetFetchResponse;

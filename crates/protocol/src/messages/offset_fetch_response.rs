@@ -1019,3 +1019,46 @@ impl Random for OffsetFetchResponseGroup {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "OffsetFetchResponse",
+        (0, 9),
+        ::core::mem::size_of::<OffsetFetchResponse>(),
+        OffsetFetchResponse::min_len,
+    ),
+    (
+        "OffsetFetchResponsePartition",
+        (0, 7),
+        ::core::mem::size_of::<OffsetFetchResponsePartition>(),
+        OffsetFetchResponsePartition::min_len,
+    ),
+    (
+        "OffsetFetchResponseTopic",
+        (0, 7),
+        ::core::mem::size_of::<OffsetFetchResponseTopic>(),
+        OffsetFetchResponseTopic::min_len,
+    ),
+    (
+        "OffsetFetchResponsePartitions",
+        (8, 9),
+        ::core::mem::size_of::<OffsetFetchResponsePartitions>(),
+        OffsetFetchResponsePartitions::min_len,
+    ),
+    (
+        "OffsetFetchResponseTopics",
+        (8, 9),
+        ::core::mem::size_of::<OffsetFetchResponseTopics>(),
+        OffsetFetchResponseTopics::min_len,
+    ),
+    (
+        "OffsetFetchResponseGroup",
+        (8, 9),
+        ::core::mem::size_of::<OffsetFetchResponseGroup>(),
+        OffsetFetchResponseGroup::min_len,
+    ),
+];

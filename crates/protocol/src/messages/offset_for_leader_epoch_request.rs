@@ -361,6 +361,31 @@ impl Random for OffsetForLeaderTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "OffsetForLeaderEpochRequest",
+        (0, 4),
+        ::core::mem::size_of::<OffsetForLeaderEpochRequest>(),
+        OffsetForLeaderEpochRequest::min_len,
+    ),
+    (
+        "OffsetForLeaderPartition",
+        (0, 4),
+        ::core::mem::size_of::<OffsetForLeaderPartition>(),
+        OffsetForLeaderPartition::min_len,
+    ),
+    (
+        "OffsetForLeaderTopic",
+        (0, 4),
+        ::core::mem::size_of::<OffsetForLeaderTopic>(),
+        OffsetForLeaderTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for OffsetForLeaderEpochRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::OffsetForLeaderEpoch;
     type Response = crate::messages::OffsetForLeaderEpochResponse;

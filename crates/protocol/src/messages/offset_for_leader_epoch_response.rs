@@ -355,3 +355,28 @@ impl Random for OffsetForLeaderTopicResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "OffsetForLeaderEpochResponse",
+        (0, 4),
+        ::core::mem::size_of::<OffsetForLeaderEpochResponse>(),
+        OffsetForLeaderEpochResponse::min_len,
+    ),
+    (
+        "EpochEndOffset",
+        (0, 4),
+        ::core::mem::size_of::<EpochEndOffset>(),
+        EpochEndOffset::min_len,
+    ),
+    (
+        "OffsetForLeaderTopicResult",
+        (0, 4),
+        ::core::mem::size_of::<OffsetForLeaderTopicResult>(),
+        OffsetForLeaderTopicResult::min_len,
+    ),
+];

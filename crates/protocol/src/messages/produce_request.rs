@@ -374,6 +374,31 @@ impl Random for TopicProduceData {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ProduceRequest",
+        (0, 11),
+        ::core::mem::size_of::<ProduceRequest>(),
+        ProduceRequest::min_len,
+    ),
+    (
+        "PartitionProduceData",
+        (0, 11),
+        ::core::mem::size_of::<PartitionProduceData>(),
+        PartitionProduceData::min_len,
+    ),
+    (
+        "TopicProduceData",
+        (0, 11),
+        ::core::mem::size_of::<TopicProduceData>(),
+        TopicProduceData::min_len,
+    ),
+];
+
 impl crate::codec::Request for ProduceRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::Produce;
     type Response = crate::messages::ProduceResponse;

@@ -963,3 +963,46 @@ impl Random for NodeEndpoint {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ProduceResponse",
+        (0, 11),
+        ::core::mem::size_of::<ProduceResponse>(),
+        ProduceResponse::min_len,
+    ),
+    (
+        "BatchIndexAndErrorMessage",
+        (8, 11),
+        ::core::mem::size_of::<BatchIndexAndErrorMessage>(),
+        BatchIndexAndErrorMessage::min_len,
+    ),
+    (
+        "LeaderIdAndEpoch",
+        (10, 11),
+        ::core::mem::size_of::<LeaderIdAndEpoch>(),
+        LeaderIdAndEpoch::min_len,
+    ),
+    (
+        "PartitionProduceResponse",
+        (0, 11),
+        ::core::mem::size_of::<PartitionProduceResponse>(),
+        PartitionProduceResponse::min_len,
+    ),
+    (
+        "TopicProduceResponse",
+        (0, 11),
+        ::core::mem::size_of::<TopicProduceResponse>(),
+        TopicProduceResponse::min_len,
+    ),
+    (
+        "NodeEndpoint",
+        (10, 11),
+        ::core::mem::size_of::<NodeEndpoint>(),
+        NodeEndpoint::min_len,
+    ),
+];

@@ -121,6 +121,17 @@ impl Random for PushTelemetryRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "PushTelemetryRequest",
+    (0, 0),
+    ::core::mem::size_of::<PushTelemetryRequest>(),
+    PushTelemetryRequest::min_len,
+)];
+
 impl crate::codec::Request for PushTelemetryRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::PushTelemetry;
     type Response = crate::messages::PushTelemetryResponse;

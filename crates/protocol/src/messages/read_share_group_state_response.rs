@@ -393,3 +393,34 @@ impl Random for ReadStateResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ReadShareGroupStateResponse",
+        (0, 0),
+        ::core::mem::size_of::<ReadShareGroupStateResponse>(),
+        ReadShareGroupStateResponse::min_len,
+    ),
+    (
+        "StateBatch",
+        (0, 0),
+        ::core::mem::size_of::<StateBatch>(),
+        StateBatch::min_len,
+    ),
+    (
+        "PartitionResult",
+        (0, 0),
+        ::core::mem::size_of::<PartitionResult>(),
+        PartitionResult::min_len,
+    ),
+    (
+        "ReadStateResult",
+        (0, 0),
+        ::core::mem::size_of::<ReadStateResult>(),
+        ReadStateResult::min_len,
+    ),
+];

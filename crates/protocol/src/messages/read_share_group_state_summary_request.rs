@@ -274,6 +274,31 @@ impl Random for ReadStateSummaryData {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ReadShareGroupStateSummaryRequest",
+        (0, 0),
+        ::core::mem::size_of::<ReadShareGroupStateSummaryRequest>(),
+        ReadShareGroupStateSummaryRequest::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 0),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "ReadStateSummaryData",
+        (0, 0),
+        ::core::mem::size_of::<ReadStateSummaryData>(),
+        ReadStateSummaryData::min_len,
+    ),
+];
+
 impl crate::codec::Request for ReadShareGroupStateSummaryRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ReadShareGroupStateSummary;
     type Response = crate::messages::ReadShareGroupStateSummaryResponse;

@@ -288,3 +288,28 @@ impl Random for ReadStateSummaryResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ReadShareGroupStateSummaryResponse",
+        (0, 0),
+        ::core::mem::size_of::<ReadShareGroupStateSummaryResponse>(),
+        ReadShareGroupStateSummaryResponse::min_len,
+    ),
+    (
+        "PartitionResult",
+        (0, 0),
+        ::core::mem::size_of::<PartitionResult>(),
+        PartitionResult::min_len,
+    ),
+    (
+        "ReadStateSummaryResult",
+        (0, 0),
+        ::core::mem::size_of::<ReadStateSummaryResult>(),
+        ReadStateSummaryResult::min_len,
+    ),
+];

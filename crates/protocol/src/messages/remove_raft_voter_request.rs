@@ -119,6 +119,17 @@ impl Random for RemoveRaftVoterRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "RemoveRaftVoterRequest",
+    (0, 0),
+    ::core::mem::size_of::<RemoveRaftVoterRequest>(),
+    RemoveRaftVoterRequest::min_len,
+)];
+
 impl crate::codec::Request for RemoveRaftVoterRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::RemoveRaftVoter;
     type Response = crate::messages::RemoveRaftVoterResponse;

@@ -109,6 +109,17 @@ impl Random for SaslAuthenticateRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "SaslAuthenticateRequest",
+    (0, 2),
+    ::core::mem::size_of::<SaslAuthenticateRequest>(),
+    SaslAuthenticateRequest::min_len,
+)];
+
 impl crate::codec::Request for SaslAuthenticateRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::SaslAuthenticate;
     type Response = crate::messages::SaslAuthenticateResponse;

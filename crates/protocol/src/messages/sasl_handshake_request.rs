@@ -85,6 +85,17 @@ impl Random for SaslHandshakeRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "SaslHandshakeRequest",
+    (0, 1),
+    ::core::mem::size_of::<SaslHandshakeRequest>(),
+    SaslHandshakeRequest::min_len,
+)];
+
 impl crate::codec::Request for SaslHandshakeRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::SaslHandshake;
     type Response = crate::messages::SaslHandshakeResponse;

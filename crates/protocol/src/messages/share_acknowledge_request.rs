@@ -418,6 +418,37 @@ impl Random for AcknowledgeTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ShareAcknowledgeRequest",
+        (0, 0),
+        ::core::mem::size_of::<ShareAcknowledgeRequest>(),
+        ShareAcknowledgeRequest::min_len,
+    ),
+    (
+        "AcknowledgementBatch",
+        (0, 0),
+        ::core::mem::size_of::<AcknowledgementBatch>(),
+        AcknowledgementBatch::min_len,
+    ),
+    (
+        "AcknowledgePartition",
+        (0, 0),
+        ::core::mem::size_of::<AcknowledgePartition>(),
+        AcknowledgePartition::min_len,
+    ),
+    (
+        "AcknowledgeTopic",
+        (0, 0),
+        ::core::mem::size_of::<AcknowledgeTopic>(),
+        AcknowledgeTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for ShareAcknowledgeRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ShareAcknowledge;
     type Response = crate::messages::ShareAcknowledgeResponse;

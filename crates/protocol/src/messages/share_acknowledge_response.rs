@@ -508,3 +508,40 @@ impl Random for NodeEndpoint {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ShareAcknowledgeResponse",
+        (0, 0),
+        ::core::mem::size_of::<ShareAcknowledgeResponse>(),
+        ShareAcknowledgeResponse::min_len,
+    ),
+    (
+        "LeaderIdAndEpoch",
+        (0, 0),
+        ::core::mem::size_of::<LeaderIdAndEpoch>(),
+        LeaderIdAndEpoch::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 0),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "ShareAcknowledgeTopicResponse",
+        (0, 0),
+        ::core::mem::size_of::<ShareAcknowledgeTopicResponse>(),
+        ShareAcknowledgeTopicResponse::min_len,
+    ),
+    (
+        "NodeEndpoint",
+        (0, 0),
+        ::core::mem::size_of::<NodeEndpoint>(),
+        NodeEndpoint::min_len,
+    ),
+];

@@ -556,6 +556,43 @@ impl Random for ForgottenTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ShareFetchRequest",
+        (0, 0),
+        ::core::mem::size_of::<ShareFetchRequest>(),
+        ShareFetchRequest::min_len,
+    ),
+    (
+        "AcknowledgementBatch",
+        (0, 0),
+        ::core::mem::size_of::<AcknowledgementBatch>(),
+        AcknowledgementBatch::min_len,
+    ),
+    (
+        "FetchPartition",
+        (0, 0),
+        ::core::mem::size_of::<FetchPartition>(),
+        FetchPartition::min_len,
+    ),
+    (
+        "FetchTopic",
+        (0, 0),
+        ::core::mem::size_of::<FetchTopic>(),
+        FetchTopic::min_len,
+    ),
+    (
+        "ForgottenTopic",
+        (0, 0),
+        ::core::mem::size_of::<ForgottenTopic>(),
+        ForgottenTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for ShareFetchRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ShareFetch;
     type Response = crate::messages::ShareFetchResponse;

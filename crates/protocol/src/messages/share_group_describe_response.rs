@@ -630,3 +630,40 @@ impl Random for Assignment {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ShareGroupDescribeResponse",
+        (0, 0),
+        ::core::mem::size_of::<ShareGroupDescribeResponse>(),
+        ShareGroupDescribeResponse::min_len,
+    ),
+    (
+        "Member",
+        (0, 0),
+        ::core::mem::size_of::<Member>(),
+        Member::min_len,
+    ),
+    (
+        "DescribedGroup",
+        (0, 0),
+        ::core::mem::size_of::<DescribedGroup>(),
+        DescribedGroup::min_len,
+    ),
+    (
+        "TopicPartitions",
+        (0, 0),
+        ::core::mem::size_of::<TopicPartitions>(),
+        TopicPartitions::min_len,
+    ),
+    (
+        "Assignment",
+        (0, 0),
+        ::core::mem::size_of::<Assignment>(),
+        Assignment::min_len,
+    ),
+];

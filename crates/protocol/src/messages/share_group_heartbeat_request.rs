@@ -176,6 +176,17 @@ impl Random for ShareGroupHeartbeatRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "ShareGroupHeartbeatRequest",
+    (0, 0),
+    ::core::mem::size_of::<ShareGroupHeartbeatRequest>(),
+    ShareGroupHeartbeatRequest::min_len,
+)];
+
 impl crate::codec::Request for ShareGroupHeartbeatRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::ShareGroupHeartbeat;
     type Response = crate::messages::ShareGroupHeartbeatResponse;

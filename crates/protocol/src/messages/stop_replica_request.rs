@@ -822,6 +822,43 @@ impl Random for StopReplicaTopicState {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "StopReplicaRequest",
+        (0, 4),
+        ::core::mem::size_of::<StopReplicaRequest>(),
+        StopReplicaRequest::min_len,
+    ),
+    (
+        "StopReplicaPartitionV0",
+        (0, 0),
+        ::core::mem::size_of::<StopReplicaPartitionV0>(),
+        StopReplicaPartitionV0::min_len,
+    ),
+    (
+        "StopReplicaTopicV1",
+        (1, 2),
+        ::core::mem::size_of::<StopReplicaTopicV1>(),
+        StopReplicaTopicV1::min_len,
+    ),
+    (
+        "StopReplicaPartitionState",
+        (3, 4),
+        ::core::mem::size_of::<StopReplicaPartitionState>(),
+        StopReplicaPartitionState::min_len,
+    ),
+    (
+        "StopReplicaTopicState",
+        (3, 4),
+        ::core::mem::size_of::<StopReplicaTopicState>(),
+        StopReplicaTopicState::min_len,
+    ),
+];
+
 impl crate::codec::Request for StopReplicaRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::StopReplica;
     type Response = crate::messages::StopReplicaResponse;

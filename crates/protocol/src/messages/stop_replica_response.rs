@@ -220,3 +220,22 @@ impl Random for StopReplicaPartitionError {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "StopReplicaResponse",
+        (0, 4),
+        ::core::mem::size_of::<StopReplicaResponse>(),
+        StopReplicaResponse::min_len,
+    ),
+    (
+        "StopReplicaPartitionError",
+        (0, 4),
+        ::core::mem::size_of::<StopReplicaPartitionError>(),
+        StopReplicaPartitionError::min_len,
+    ),
+];

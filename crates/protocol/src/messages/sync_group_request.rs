@@ -361,6 +361,25 @@ impl Random for SyncGroupRequestAssignment {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "SyncGroupRequest",
+        (0, 5),
+        ::core::mem::size_of::<SyncGroupRequest>(),
+        SyncGroupRequest::min_len,
+    ),
+    (
+        "SyncGroupRequestAssignment",
+        (0, 5),
+        ::core::mem::size_of::<SyncGroupRequestAssignment>(),
+        SyncGroupRequestAssignment::min_len,
+    ),
+];
+
 impl crate::codec::Request for SyncGroupRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::SyncGroup;
     type Response = crate::messages::SyncGroupResponse;

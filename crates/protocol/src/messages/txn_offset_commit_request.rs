@@ -507,6 +507,31 @@ impl Random for TxnOffsetCommitRequestTopic {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "TxnOffsetCommitRequest",
+        (0, 4),
+        ::core::mem::size_of::<TxnOffsetCommitRequest>(),
+        TxnOffsetCommitRequest::min_len,
+    ),
+    (
+        "TxnOffsetCommitRequestPartition",
+        (0, 4),
+        ::core::mem::size_of::<TxnOffsetCommitRequestPartition>(),
+        TxnOffsetCommitRequestPartition::min_len,
+    ),
+    (
+        "TxnOffsetCommitRequestTopic",
+        (0, 4),
+        ::core::mem::size_of::<TxnOffsetCommitRequestTopic>(),
+        TxnOffsetCommitRequestTopic::min_len,
+    ),
+];
+
 impl crate::codec::Request for TxnOffsetCommitRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::TxnOffsetCommit;
     type Response = crate::messages::TxnOffsetCommitResponse;

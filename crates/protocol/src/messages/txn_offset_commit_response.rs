@@ -318,3 +318,28 @@ impl Random for TxnOffsetCommitResponseTopic {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "TxnOffsetCommitResponse",
+        (0, 4),
+        ::core::mem::size_of::<TxnOffsetCommitResponse>(),
+        TxnOffsetCommitResponse::min_len,
+    ),
+    (
+        "TxnOffsetCommitResponsePartition",
+        (0, 4),
+        ::core::mem::size_of::<TxnOffsetCommitResponsePartition>(),
+        TxnOffsetCommitResponsePartition::min_len,
+    ),
+    (
+        "TxnOffsetCommitResponseTopic",
+        (0, 4),
+        ::core::mem::size_of::<TxnOffsetCommitResponseTopic>(),
+        TxnOffsetCommitResponseTopic::min_len,
+    ),
+];

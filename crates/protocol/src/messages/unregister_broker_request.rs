@@ -85,6 +85,17 @@ impl Random for UnregisterBrokerRequest {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "UnregisterBrokerRequest",
+    (0, 0),
+    ::core::mem::size_of::<UnregisterBrokerRequest>(),
+    UnregisterBrokerRequest::min_len,
+)];
+
 impl crate::codec::Request for UnregisterBrokerRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::UnregisterBroker;
     type Response = crate::messages::UnregisterBrokerResponse;

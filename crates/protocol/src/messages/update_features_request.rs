@@ -271,6 +271,25 @@ impl Random for FeatureUpdateKey {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "UpdateFeaturesRequest",
+        (0, 2),
+        ::core::mem::size_of::<UpdateFeaturesRequest>(),
+        UpdateFeaturesRequest::min_len,
+    ),
+    (
+        "FeatureUpdateKey",
+        (0, 2),
+        ::core::mem::size_of::<FeatureUpdateKey>(),
+        FeatureUpdateKey::min_len,
+    ),
+];
+
 impl crate::codec::Request for UpdateFeaturesRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::UpdateFeatures;
     type Response = crate::messages::UpdateFeaturesResponse;

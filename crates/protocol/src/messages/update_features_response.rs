@@ -259,3 +259,22 @@ impl Random for UpdatableFeatureResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "UpdateFeaturesResponse",
+        (0, 2),
+        ::core::mem::size_of::<UpdateFeaturesResponse>(),
+        UpdateFeaturesResponse::min_len,
+    ),
+    (
+        "UpdatableFeatureResult",
+        (0, 1),
+        ::core::mem::size_of::<UpdatableFeatureResult>(),
+        UpdatableFeatureResult::min_len,
+    ),
+];

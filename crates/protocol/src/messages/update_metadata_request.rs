@@ -1001,6 +1001,43 @@ impl Random for UpdateMetadataPartitionState {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "UpdateMetadataRequest",
+        (0, 8),
+        ::core::mem::size_of::<UpdateMetadataRequest>(),
+        UpdateMetadataRequest::min_len,
+    ),
+    (
+        "UpdateMetadataTopicState",
+        (5, 8),
+        ::core::mem::size_of::<UpdateMetadataTopicState>(),
+        UpdateMetadataTopicState::min_len,
+    ),
+    (
+        "UpdateMetadataEndpoint",
+        (1, 8),
+        ::core::mem::size_of::<UpdateMetadataEndpoint>(),
+        UpdateMetadataEndpoint::min_len,
+    ),
+    (
+        "UpdateMetadataBroker",
+        (0, 8),
+        ::core::mem::size_of::<UpdateMetadataBroker>(),
+        UpdateMetadataBroker::min_len,
+    ),
+    (
+        "UpdateMetadataPartitionState",
+        (0, 8),
+        ::core::mem::size_of::<UpdateMetadataPartitionState>(),
+        UpdateMetadataPartitionState::min_len,
+    ),
+];
+
 impl crate::codec::Request for UpdateMetadataRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::UpdateMetadata;
     type Response = crate::messages::UpdateMetadataResponse;

@@ -319,6 +319,31 @@ impl Random for KRaftVersionFeature {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "UpdateRaftVoterRequest",
+        (0, 0),
+        ::core::mem::size_of::<UpdateRaftVoterRequest>(),
+        UpdateRaftVoterRequest::min_len,
+    ),
+    (
+        "Listener",
+        (0, 0),
+        ::core::mem::size_of::<Listener>(),
+        Listener::min_len,
+    ),
+    (
+        "KRaftVersionFeature",
+        (0, 0),
+        ::core::mem::size_of::<KRaftVersionFeature>(),
+        KRaftVersionFeature::min_len,
+    ),
+];
+
 impl crate::codec::Request for UpdateRaftVoterRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::UpdateRaftVoter;
     type Response = crate::messages::UpdateRaftVoterResponse;

@@ -221,3 +221,22 @@ impl Random for CurrentLeader {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "UpdateRaftVoterResponse",
+        (0, 0),
+        ::core::mem::size_of::<UpdateRaftVoterResponse>(),
+        UpdateRaftVoterResponse::min_len,
+    ),
+    (
+        "CurrentLeader",
+        (0, 0),
+        ::core::mem::size_of::<CurrentLeader>(),
+        CurrentLeader::min_len,
+    ),
+];

@@ -353,6 +353,31 @@ impl Random for TopicData {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "VoteRequest",
+        (0, 1),
+        ::core::mem::size_of::<VoteRequest>(),
+        VoteRequest::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 1),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "TopicData",
+        (0, 1),
+        ::core::mem::size_of::<TopicData>(),
+        TopicData::min_len,
+    ),
+];
+
 impl crate::codec::Request for VoteRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::Vote;
     type Response = crate::messages::VoteResponse;

@@ -365,3 +365,34 @@ impl Random for Voter {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "VotersRecord",
+        (0, 0),
+        ::core::mem::size_of::<VotersRecord>(),
+        VotersRecord::min_len,
+    ),
+    (
+        "Endpoint",
+        (0, 0),
+        ::core::mem::size_of::<Endpoint>(),
+        Endpoint::min_len,
+    ),
+    (
+        "KRaftVersionFeature",
+        (0, 0),
+        ::core::mem::size_of::<KRaftVersionFeature>(),
+        KRaftVersionFeature::min_len,
+    ),
+    (
+        "Voter",
+        (0, 0),
+        ::core::mem::size_of::<Voter>(),
+        Voter::min_len,
+    ),
+];

@@ -393,6 +393,37 @@ impl Random for WriteStateData {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "WriteShareGroupStateRequest",
+        (0, 0),
+        ::core::mem::size_of::<WriteShareGroupStateRequest>(),
+        WriteShareGroupStateRequest::min_len,
+    ),
+    (
+        "StateBatch",
+        (0, 0),
+        ::core::mem::size_of::<StateBatch>(),
+        StateBatch::min_len,
+    ),
+    (
+        "PartitionData",
+        (0, 0),
+        ::core::mem::size_of::<PartitionData>(),
+        PartitionData::min_len,
+    ),
+    (
+        "WriteStateData",
+        (0, 0),
+        ::core::mem::size_of::<WriteStateData>(),
+        WriteStateData::min_len,
+    ),
+];
+
 impl crate::codec::Request for WriteShareGroupStateRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::WriteShareGroupState;
     type Response = crate::messages::WriteShareGroupStateResponse;

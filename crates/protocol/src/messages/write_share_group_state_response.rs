@@ -274,3 +274,28 @@ impl Random for WriteStateResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "WriteShareGroupStateResponse",
+        (0, 0),
+        ::core::mem::size_of::<WriteShareGroupStateResponse>(),
+        WriteShareGroupStateResponse::min_len,
+    ),
+    (
+        "PartitionResult",
+        (0, 0),
+        ::core::mem::size_of::<PartitionResult>(),
+        PartitionResult::min_len,
+    ),
+    (
+        "WriteStateResult",
+        (0, 0),
+        ::core::mem::size_of::<WriteStateResult>(),
+        WriteStateResult::min_len,
+    ),
+];

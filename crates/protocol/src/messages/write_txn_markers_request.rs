@@ -346,6 +346,31 @@ impl Random for WritableTxnMarker {
     }
 }
 
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "WriteTxnMarkersRequest",
+        (0, 1),
+        ::core::mem::size_of::<WriteTxnMarkersRequest>(),
+        WriteTxnMarkersRequest::min_len,
+    ),
+    (
+        "WritableTxnMarkerTopic",
+        (0, 1),
+        ::core::mem::size_of::<WritableTxnMarkerTopic>(),
+        WritableTxnMarkerTopic::min_len,
+    ),
+    (
+        "WritableTxnMarker",
+        (0, 1),
+        ::core::mem::size_of::<WritableTxnMarker>(),
+        WritableTxnMarker::min_len,
+    ),
+];
+
 impl crate::codec::Request for WriteTxnMarkersRequest {
     const API_KEY: crate::messages::ApiKey = crate::messages::ApiKey::WriteTxnMarkers;
     type Response = crate::messages::WriteTxnMarkersResponse;

@@ -413,3 +413,34 @@ impl Random for WritableTxnMarkerResult {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "WriteTxnMarkersResponse",
+        (0, 1),
+        ::core::mem::size_of::<WriteTxnMarkersResponse>(),
+        WriteTxnMarkersResponse::min_len,
+    ),
+    (
+        "WritableTxnMarkerPartitionResult",
+        (0, 1),
+        ::core::mem::size_of::<WritableTxnMarkerPartitionResult>(),
+        WritableTxnMarkerPartitionResult::min_len,
+    ),
+    (
+        "WritableTxnMarkerTopicResult",
+        (0, 1),
+        ::core::mem::size_of::<WritableTxnMarkerTopicResult>(),
+        WritableTxnMarkerTopicResult::min_len,
+    ),
+    (
+        "WritableTxnMarkerResult",
+        (0, 1),
+        ::core::mem::size_of::<WritableTxnMarkerResult>(),
+        WritableTxnMarkerResult::min_len,
+    ),
+];

@@ -228,3 +228,22 @@ impl Random for TopicPartitions {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ConsumerGroupCurrentMemberAssignmentValue",
+        (0, 0),
+        ::core::mem::size_of::<ConsumerGroupCurrentMemberAssignmentValue>(),
+        ConsumerGroupCurrentMemberAssignmentValue::min_len,
+    ),
+    (
+        "TopicPartitions",
+        (0, 0),
+        ::core::mem::size_of::<TopicPartitions>(),
+        TopicPartitions::min_len,
+    ),
+];

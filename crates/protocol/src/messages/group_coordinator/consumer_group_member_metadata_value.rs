@@ -461,3 +461,28 @@ impl Random for ClassicMemberMetadata {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ConsumerGroupMemberMetadataValue",
+        (0, 0),
+        ::core::mem::size_of::<ConsumerGroupMemberMetadataValue>(),
+        ConsumerGroupMemberMetadataValue::min_len,
+    ),
+    (
+        "ClassicProtocol",
+        (0, 0),
+        ::core::mem::size_of::<ClassicProtocol>(),
+        ClassicProtocol::min_len,
+    ),
+    (
+        "ClassicMemberMetadata",
+        (0, 0),
+        ::core::mem::size_of::<ClassicMemberMetadata>(),
+        ClassicMemberMetadata::min_len,
+    ),
+];

@@ -392,3 +392,22 @@ impl Random for MemberMetadata {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "GroupMetadataValue",
+        (0, 4),
+        ::core::mem::size_of::<GroupMetadataValue>(),
+        GroupMetadataValue::min_len,
+    ),
+    (
+        "MemberMetadata",
+        (0, 4),
+        ::core::mem::size_of::<MemberMetadata>(),
+        MemberMetadata::min_len,
+    ),
+];

@@ -63,6 +63,117 @@ pub use share_group_target_assignment_member_value::ShareGroupTargetAssignmentMe
 pub use share_group_target_assignment_metadata_key::ShareGroupTargetAssignmentMetadataKey;
 pub use share_group_target_assignment_metadata_value::ShareGroupTargetAssignmentMetadataValue;
 
+/// Per module: top-level name and the `__LAYOUT` of its structs.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __ALL_LAYOUTS: &[(&str, &[(&str, (i16, i16), usize, fn(i16) -> usize)])] = &[
+    (
+        "ConsumerGroupCurrentMemberAssignmentKey",
+        consumer_group_current_member_assignment_key::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupCurrentMemberAssignmentValue",
+        consumer_group_current_member_assignment_value::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupMemberMetadataKey",
+        consumer_group_member_metadata_key::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupMemberMetadataValue",
+        consumer_group_member_metadata_value::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupMetadataKey",
+        consumer_group_metadata_key::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupMetadataValue",
+        consumer_group_metadata_value::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupPartitionMetadataKey",
+        consumer_group_partition_metadata_key::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupPartitionMetadataValue",
+        consumer_group_partition_metadata_value::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupTargetAssignmentMemberKey",
+        consumer_group_target_assignment_member_key::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupTargetAssignmentMemberValue",
+        consumer_group_target_assignment_member_value::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupTargetAssignmentMetadataKey",
+        consumer_group_target_assignment_metadata_key::__LAYOUT,
+    ),
+    (
+        "ConsumerGroupTargetAssignmentMetadataValue",
+        consumer_group_target_assignment_metadata_value::__LAYOUT,
+    ),
+    ("GroupMetadataKey", group_metadata_key::__LAYOUT),
+    ("GroupMetadataValue", group_metadata_value::__LAYOUT),
+    ("OffsetCommitKey", offset_commit_key::__LAYOUT),
+    ("OffsetCommitValue", offset_commit_value::__LAYOUT),
+    (
+        "ShareGroupCurrentMemberAssignmentKey",
+        share_group_current_member_assignment_key::__LAYOUT,
+    ),
+    (
+        "ShareGroupCurrentMemberAssignmentValue",
+        share_group_current_member_assignment_value::__LAYOUT,
+    ),
+    (
+        "ShareGroupMemberMetadataKey",
+        share_group_member_metadata_key::__LAYOUT,
+    ),
+    (
+        "ShareGroupMemberMetadataValue",
+        share_group_member_metadata_value::__LAYOUT,
+    ),
+    ("ShareGroupMetadataKey", share_group_metadata_key::__LAYOUT),
+    (
+        "ShareGroupMetadataValue",
+        share_group_metadata_value::__LAYOUT,
+    ),
+    (
+        "ShareGroupPartitionMetadataKey",
+        share_group_partition_metadata_key::__LAYOUT,
+    ),
+    (
+        "ShareGroupPartitionMetadataValue",
+        share_group_partition_metadata_value::__LAYOUT,
+    ),
+    (
+        "ShareGroupStatePartitionMetadataKey",
+        share_group_state_partition_metadata_key::__LAYOUT,
+    ),
+    (
+        "ShareGroupStatePartitionMetadataValue",
+        share_group_state_partition_metadata_value::__LAYOUT,
+    ),
+    (
+        "ShareGroupTargetAssignmentMemberKey",
+        share_group_target_assignment_member_key::__LAYOUT,
+    ),
+    (
+        "ShareGroupTargetAssignmentMemberValue",
+        share_group_target_assignment_member_value::__LAYOUT,
+    ),
+    (
+        "ShareGroupTargetAssignmentMetadataKey",
+        share_group_target_assignment_metadata_key::__LAYOUT,
+    ),
+    (
+        "ShareGroupTargetAssignmentMetadataValue",
+        share_group_target_assignment_metadata_value::__LAYOUT,
+    ),
+];
+
 /// Calls `$m!` with every top-level type of this module.
 #[doc(hidden)]
 #[macro_export]

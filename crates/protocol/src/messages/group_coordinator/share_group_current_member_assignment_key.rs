@@ -104,3 +104,14 @@ impl Random for ShareGroupCurrentMemberAssignmentKey {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "ShareGroupCurrentMemberAssignmentKey",
+    (14, 14),
+    ::core::mem::size_of::<ShareGroupCurrentMemberAssignmentKey>(),
+    ShareGroupCurrentMemberAssignmentKey::min_len,
+)];

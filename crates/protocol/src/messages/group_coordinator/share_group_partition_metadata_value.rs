@@ -304,3 +304,28 @@ impl Random for TopicMetadata {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ShareGroupPartitionMetadataValue",
+        (0, 0),
+        ::core::mem::size_of::<ShareGroupPartitionMetadataValue>(),
+        ShareGroupPartitionMetadataValue::min_len,
+    ),
+    (
+        "PartitionMetadata",
+        (0, 0),
+        ::core::mem::size_of::<PartitionMetadata>(),
+        PartitionMetadata::min_len,
+    ),
+    (
+        "TopicMetadata",
+        (0, 0),
+        ::core::mem::size_of::<TopicMetadata>(),
+        TopicMetadata::min_len,
+    ),
+];

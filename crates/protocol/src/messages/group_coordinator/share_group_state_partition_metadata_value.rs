@@ -297,3 +297,28 @@ impl Random for TopicInfo {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ShareGroupStatePartitionMetadataValue",
+        (0, 0),
+        ::core::mem::size_of::<ShareGroupStatePartitionMetadataValue>(),
+        ShareGroupStatePartitionMetadataValue::min_len,
+    ),
+    (
+        "TopicPartitionsInfo",
+        (0, 0),
+        ::core::mem::size_of::<TopicPartitionsInfo>(),
+        TopicPartitionsInfo::min_len,
+    ),
+    (
+        "TopicInfo",
+        (0, 0),
+        ::core::mem::size_of::<TopicInfo>(),
+        TopicInfo::min_len,
+    ),
+];

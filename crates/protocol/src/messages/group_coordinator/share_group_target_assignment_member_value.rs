@@ -179,3 +179,22 @@ impl Random for TopicPartition {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "ShareGroupTargetAssignmentMemberValue",
+        (0, 0),
+        ::core::mem::size_of::<ShareGroupTargetAssignmentMemberValue>(),
+        ShareGroupTargetAssignmentMemberValue::min_len,
+    ),
+    (
+        "TopicPartition",
+        (0, 0),
+        ::core::mem::size_of::<TopicPartition>(),
+        TopicPartition::min_len,
+    ),
+];

@@ -84,3 +84,14 @@ impl Random for ShareGroupTargetAssignmentMetadataValue {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[(
+    "ShareGroupTargetAssignmentMetadataValue",
+    (0, 0),
+    ::core::mem::size_of::<ShareGroupTargetAssignmentMetadataValue>(),
+    ShareGroupTargetAssignmentMetadataValue::min_len,
+)];

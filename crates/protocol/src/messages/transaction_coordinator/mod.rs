@@ -7,6 +7,14 @@ pub mod transaction_log_value;
 pub use transaction_log_key::TransactionLogKey;
 pub use transaction_log_value::TransactionLogValue;
 
+/// Per module: top-level name and the `__LAYOUT` of its structs.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __ALL_LAYOUTS: &[(&str, &[(&str, (i16, i16), usize, fn(i16) -> usize)])] = &[
+    ("TransactionLogKey", transaction_log_key::__LAYOUT),
+    ("TransactionLogValue", transaction_log_value::__LAYOUT),
+];
+
 /// Calls `$m!` with every top-level type of this module.
 #[doc(hidden)]
 #[macro_export]

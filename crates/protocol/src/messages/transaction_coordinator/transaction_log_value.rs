@@ -390,3 +390,22 @@ impl Random for PartitionsSchema {
         this
     }
 }
+
+/// Every struct of this module: name, versions in which it can occur,
+/// in-memory size, smallest encoding per version. Used to bound what decoding may allocate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub const __LAYOUT: &[(&str, (i16, i16), usize, fn(i16) -> usize)] = &[
+    (
+        "TransactionLogValue",
+        (0, 1),
+        ::core::mem::size_of::<TransactionLogValue>(),
+        TransactionLogValue::min_len,
+    ),
+    (
+        "PartitionsSchema",
+        (0, 1),
+        ::core::mem::size_of::<PartitionsSchema>(),
+        PartitionsSchema::min_len,
+    ),
+];
