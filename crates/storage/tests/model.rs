@@ -208,7 +208,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    // PROPTEST_CASES=N runs more cases.
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+    ))]
     #[test]
     fn log_matches_model(ops in prop::collection::vec(op(), 1..60)) {
         run(ops)?;
