@@ -19,6 +19,8 @@ pub mod partitioner;
 pub mod records;
 pub mod varint;
 
-pub use codec::{Decodable, DecodeError, Encodable, EncodeError, Message, RawTaggedField, Request, Uuid};
+pub use codec::{
+    Decodable, DecodeError, Encodable, EncodeError, Message, RawTaggedField, Request, Uuid,
+};
 pub use frame::FrameError;
 pub use messages::ApiKey;
