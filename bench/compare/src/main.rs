@@ -1,0 +1,492 @@
+//! `weir-compare`: drives any Kafka-compatible broker with librdkafka and
+//! prints each result as a ratio to this machine's limit, measured in the
+//! same run.
+//!
+//! ```text
+//! cargo run --release --manifest-path bench/compare/Cargo.toml -- \
+//!     --weir target/release/weir --scale small --json out.json
+//! cargo run --release --manifest-path bench/compare/Cargo.toml -- \
+//!     --bootstrap 127.0.0.1:9092 --broker-pid 4242 --workloads P1,P2
+//! ```
+//!
+//! With `--weir` the broker runs under `taskset -c 0` on a temporary data
+//! dir and the harness pins itself to core 1. See `docs/performance.md`.
+
+mod broker;
+mod limits;
+mod report;
+mod workloads;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+
+use crate::broker::{ProcSample, WeirProcess};
+use crate::limits::{Cores, LimitSizes, Limits};
+use crate::report::{Report, Row};
+use crate::workloads::{ProduceSpec, consume, create_topic, produce};
+
+#[derive(Parser)]
+#[command(
+    name = "weir-compare",
+    about = "Drive a Kafka-compatible broker with librdkafka and compare to this machine's limits"
+)]
+struct Args {
+    /// Bootstrap address of an already running broker (loopback only).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "weir")]
+    bootstrap: Option<String>,
+    /// Path to a weir binary to start (under taskset on the broker core).
+    #[arg(long, value_name = "PATH")]
+    weir: Option<PathBuf>,
+    /// Pid of the external broker, for its CPU seconds and peak RSS.
+    #[arg(long, value_name = "PID")]
+    broker_pid: Option<u32>,
+    /// Comma-separated subset of P1,P2,P3,P4.
+    #[arg(long, default_value = "P1,P2,P3,P4", value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// small: a quick smoke run (tens of MiB); full: the issue's sizes.
+    #[arg(long, default_value = "small", value_parser = ["small", "full"])]
+    scale: String,
+    /// Also write the report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Core for the broker (with --weir) and the broker side of the limits.
+    #[arg(long, default_value_t = 0)]
+    broker_core: usize,
+    /// Core for this process (the client).
+    #[arg(long, default_value_t = 1)]
+    client_core: usize,
+    /// Do not pin anything (e.g. on a 1-core machine).
+    #[arg(long)]
+    no_pin: bool,
+    /// Directory for temporary files (data dir, dd target); default $TMPDIR.
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+}
+
+/// Sizes of one scale.
+struct Scale {
+    limits: LimitSizes,
+    p1_records: u64,
+    p2_backlog_records: u64,
+    p3_records: u64,
+    p4_probe_records: u64,
+    p4_paced_seconds: f64,
+    budget: Duration,
+}
+
+impl Scale {
+    fn new(name: &str) -> Scale {
+        match name {
+            "full" => Scale {
+                limits: LimitSizes {
+                    dd_mib: 2048,
+                    tcp_mib: 4096,
+                    sendfile_mib: 2048,
+                    rtt_iterations: 20_000,
+                    fsync_iterations: 1_000,
+                },
+                p1_records: 1 << 20,         // 1 GiB of 1 KiB records
+                p2_backlog_records: 2 << 20, // 2 GiB
+                p3_records: 10_000_000,
+                p4_probe_records: 50_000,
+                p4_paced_seconds: 10.0,
+                budget: Duration::from_secs(600),
+            },
+            _ => Scale {
+                limits: LimitSizes {
+                    dd_mib: 128,
+                    tcp_mib: 512,
+                    sendfile_mib: 64,
+                    rtt_iterations: 5_000,
+                    fsync_iterations: 200,
+                },
+                p1_records: 64 << 10,         // 64 MiB
+                p2_backlog_records: 64 << 10, // 64 MiB
+                p3_records: 1_000_000,
+                p4_probe_records: 5_000,
+                p4_paced_seconds: 3.0,
+                budget: Duration::from_secs(120),
+            },
+        }
+    }
+}
+
+const KIB: usize = 1024;
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weir-compare: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<()> {
+    let scale = Scale::new(&args.scale);
+    let workloads: Vec<String> = args.workloads.iter().map(|w| w.to_uppercase()).collect();
+    for w in &workloads {
+        if !["P1", "P2", "P3", "P4"].contains(&w.as_str()) {
+            bail!("unknown workload {w}; expected P1, P2, P3 or P4");
+        }
+    }
+    let work = match &args.work_dir {
+        Some(d) => tempfile::tempdir_in(d),
+        None => tempfile::tempdir(),
+    }
+    .context("create work dir")?;
+    let cores = if args.no_pin {
+        None
+    } else {
+        Some(Cores {
+            broker: args.broker_core,
+            client: args.client_core,
+        })
+    };
+
+    let mut weir = None;
+    let (bootstrap, broker_pid) = match (&args.bootstrap, &args.weir) {
+        (Some(b), None) => {
+            check_loopback(b)?;
+            (b.clone(), args.broker_pid)
+        }
+        (None, Some(path)) => {
+            let data = work.path().join("weir-data");
+            std::fs::create_dir_all(&data)?;
+            let p = WeirProcess::start(path, cores.map_or(0, |c| c.broker), &data, &[])
+                .context("start weir")?;
+            eprintln!("weir pid {} listening on {}", p.pid(), p.bootstrap);
+            let r = (p.bootstrap.clone(), Some(p.pid()));
+            weir = Some(p);
+            r
+        }
+        _ => bail!("give exactly one of --bootstrap HOST:PORT or --weir PATH"),
+    };
+    if let Some(c) = cores {
+        broker::pin_self(c.client).context("pin the harness to the client core")?;
+        if weir.is_none() {
+            eprintln!(
+                "note: the external broker is not pinned by this harness; pin it to core {} yourself",
+                c.broker
+            );
+        }
+    }
+
+    let load_at_start = report::load_average();
+    eprintln!("load average at start: {load_at_start}");
+    let limits = limits::measure(work.path(), &scale.limits, cores)?;
+    eprintln!("{}", report::limits_text(&limits));
+
+    let ticks = broker::clock_ticks();
+    let run_id = format!("{}-{}", std::process::id(), report::unix_time());
+    let mut rows = Vec::new();
+    let mut created = Vec::new();
+    for w in &workloads {
+        if let Some(p) = weir.as_mut()
+            && !p.alive()
+        {
+            rows.push(Row::failed(
+                w,
+                format!(
+                    "broker process exited before this workload; log tail:\n{}",
+                    broker::log_tail(&p.log_path)
+                ),
+            ));
+            continue;
+        }
+        let ctx = Ctx {
+            bootstrap: &bootstrap,
+            run_id: &run_id,
+            scale: &scale,
+            limits: &limits,
+            broker_pid,
+            ticks,
+        };
+        let result = match w.as_str() {
+            "P1" => run_p1(&ctx, 1, &mut created).and_then(|mut a| {
+                a.extend(run_p1(&ctx, 4, &mut created)?);
+                Ok(a)
+            }),
+            "P2" => run_p2(&ctx, &mut created),
+            "P3" => run_p3(&ctx, &mut created),
+            _ => run_p4(&ctx, &mut created),
+        };
+        match result {
+            Ok(r) => rows.extend(r),
+            Err(e) => {
+                eprintln!("{w} failed: {e:#}");
+                rows.push(Row::failed(w, format!("{e:#}")));
+            }
+        }
+    }
+
+    let broker_log_tail = weir.as_ref().map(|p| broker::log_tail(&p.log_path));
+    if weir.is_none() && !created.is_empty() {
+        let names: Vec<&str> = created.iter().map(String::as_str).collect();
+        if let Err(e) = workloads::delete_topics(&bootstrap, &names) {
+            eprintln!("could not delete the topics {names:?}: {e:#}");
+        }
+    }
+    if let Some(mut p) = weir.take() {
+        p.stop();
+    }
+    let rep = Report::new(
+        load_at_start,
+        &args.scale,
+        &bootstrap,
+        broker_pid,
+        cores,
+        limits,
+        rows,
+    );
+    println!("{}", rep.table());
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&rep)?;
+        std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(tail) = broker_log_tail.filter(|t| !t.trim().is_empty()) {
+        eprintln!("broker log (tail):\n{tail}");
+    }
+    Ok(())
+}
+
+/// Only loopback addresses are driven.
+fn check_loopback(bootstrap: &str) -> Result<()> {
+    let host = bootstrap.rsplit_once(':').map(|(h, _)| h).unwrap_or("");
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ok = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .map(|ip| ip.is_loopback())
+            .unwrap_or(false);
+    if !ok {
+        bail!("--bootstrap must be a loopback address (127.0.0.1:PORT), got {bootstrap}");
+    }
+    Ok(())
+}
+
+struct Ctx<'a> {
+    bootstrap: &'a str,
+    run_id: &'a str,
+    scale: &'a Scale,
+    limits: &'a Limits,
+    broker_pid: Option<u32>,
+    ticks: f64,
+}
+
+impl Ctx<'_> {
+    fn topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+        created: &mut Vec<String>,
+    ) -> Result<String> {
+        let t = format!("wc-{}-{name}", self.run_id);
+        create_topic(self.bootstrap, &t, partitions, configs)?;
+        created.push(t.clone());
+        Ok(t)
+    }
+
+    /// Starts measuring the broker for one workload.
+    fn begin(&self) -> Option<ProcSample> {
+        let pid = self.broker_pid?;
+        broker::reset_peak_rss(pid);
+        broker::sample(pid, self.ticks).ok()
+    }
+
+    /// (CPU seconds since `before`, peak RSS in KiB).
+    fn end(&self, before: Option<ProcSample>) -> (Option<f64>, Option<u64>) {
+        let (Some(pid), Some(b)) = (self.broker_pid, before) else {
+            return (None, None);
+        };
+        match broker::sample(pid, self.ticks) {
+            Ok(a) => (Some(a.cpu_seconds - b.cpu_seconds), Some(a.peak_rss_kib)),
+            Err(_) => (None, None),
+        }
+    }
+}
+
+/// P1: 1 KiB records, acks=1, linger 5 ms, 1 MiB batches; MiB/s against
+/// page-cache append; target ≥ 60 %.
+fn run_p1(ctx: &Ctx<'_>, partitions: i32, created: &mut Vec<String>) -> Result<Vec<Row>> {
+    let name = format!("P1 produce 1KiB acks=1 {partitions}p");
+    eprintln!("{name}: {} records", ctx.scale.p1_records);
+    let topic = ctx.topic(&format!("p1-{partitions}"), partitions, &[], created)?;
+    let before = ctx.begin();
+    let out = produce(
+        ctx.bootstrap,
+        &ProduceSpec {
+            topic: &topic,
+            partitions,
+            record_bytes: KIB,
+            records: ctx.scale.p1_records,
+            acks: "1",
+            linger_ms: 5,
+            rate: None,
+            timed: false,
+            budget: ctx.scale.budget,
+        },
+    )?;
+    let (cpu, rss) = ctx.end(before);
+    let limit = ctx.limits.page_cache_append_bytes_per_s;
+    Ok(vec![Row::throughput(
+        &name,
+        out.bytes_per_s(),
+        limit,
+        "page-cache append (dd)",
+        0.60,
+        cpu,
+        rss,
+        serde_json::json!({
+            "records": out.records,
+            "payload_bytes": out.payload_bytes,
+            "seconds": out.elapsed.as_secs_f64(),
+            "records_per_s": out.records_per_s(),
+        }),
+    )])
+}
+
+/// P2: consume a backlog from the beginning; MiB/s against sendfile to
+/// loopback; target ≥ 70 %.
+fn run_p2(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
+    let records = ctx.scale.p2_backlog_records;
+    let name = format!("P2 consume {} MiB backlog", (records * KIB as u64) >> 20);
+    eprintln!("{name}: producing the backlog");
+    let topic = ctx.topic("p2", 1, &[], created)?;
+    let fill = produce(
+        ctx.bootstrap,
+        &ProduceSpec {
+            topic: &topic,
+            partitions: 1,
+            record_bytes: KIB,
+            records,
+            acks: "1",
+            linger_ms: 5,
+            rate: None,
+            timed: false,
+            budget: ctx.scale.budget,
+        },
+    )
+    .context("produce the backlog")?;
+    eprintln!("{name}: consuming");
+    let before = ctx.begin();
+    let out = consume(ctx.bootstrap, &topic, 1, records, ctx.scale.budget)?;
+    let (cpu, rss) = ctx.end(before);
+    Ok(vec![Row::throughput(
+        &name,
+        out.bytes_per_s(),
+        ctx.limits.sendfile_loopback_bytes_per_s,
+        "sendfile to loopback",
+        0.70,
+        cpu,
+        rss,
+        serde_json::json!({
+            "records": out.records,
+            "payload_bytes": out.payload_bytes,
+            "seconds": out.elapsed.as_secs_f64(),
+            "backlog_produce_bytes_per_s": fill.bytes_per_s(),
+        }),
+    )])
+}
+
+/// P3: 100-byte records to one partition; target ≥ 1 M records/s.
+fn run_p3(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
+    let name = "P3 produce 100B acks=1 1p";
+    eprintln!("{name}: {} records", ctx.scale.p3_records);
+    let topic = ctx.topic("p3", 1, &[], created)?;
+    let before = ctx.begin();
+    let out = produce(
+        ctx.bootstrap,
+        &ProduceSpec {
+            topic: &topic,
+            partitions: 1,
+            record_bytes: 100,
+            records: ctx.scale.p3_records,
+            acks: "1",
+            linger_ms: 5,
+            rate: None,
+            timed: false,
+            budget: ctx.scale.budget,
+        },
+    )?;
+    let (cpu, rss) = ctx.end(before);
+    Ok(vec![Row::records_rate(
+        name,
+        out.records_per_s(),
+        1_000_000.0,
+        cpu,
+        rss,
+        serde_json::json!({
+            "records": out.records,
+            "seconds": out.elapsed.as_secs_f64(),
+            "payload_bytes_per_s": out.bytes_per_s(),
+        }),
+    )])
+}
+
+/// P4: acks=all on a flush.messages=1 topic with 4 partitions. Finds the max
+/// rate, then runs at half of it and takes the p99 send-to-ack latency;
+/// target p99 ≤ 2 × (loopback RTT p99 + 4 KiB fdatasync p99).
+///
+/// linger.ms is 0 here: the bound has no term for client-side lingering.
+fn run_p4(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
+    let name = "P4 acks=all flush.messages=1 4p p99";
+    let topic = ctx.topic("p4", 4, &[("flush.messages", "1")], created)?;
+    eprintln!(
+        "{name}: max-rate probe, {} records",
+        ctx.scale.p4_probe_records
+    );
+    let before = ctx.begin();
+    let spec = ProduceSpec {
+        topic: &topic,
+        partitions: 4,
+        record_bytes: KIB,
+        records: ctx.scale.p4_probe_records,
+        acks: "all",
+        linger_ms: 0,
+        rate: None,
+        timed: false,
+        budget: ctx.scale.budget,
+    };
+    let probe = produce(ctx.bootstrap, &spec).context("max-rate probe")?;
+    let max_rate = probe.records_per_s();
+    let rate = max_rate / 2.0;
+    let records = ((rate * ctx.scale.p4_paced_seconds) as u64).max(100);
+    eprintln!("{name}: max {max_rate:.0} rec/s; {records} records at {rate:.0} rec/s");
+    let paced = produce(
+        ctx.bootstrap,
+        &ProduceSpec {
+            records,
+            rate: Some(rate),
+            timed: true,
+            ..spec
+        },
+    )
+    .context("half-rate run")?;
+    let (cpu, rss) = ctx.end(before);
+    let lat =
+        limits::Latency::from_histogram(paced.latency.as_ref().context("no latency recorded")?);
+    let limit_us = ctx.limits.loopback_rtt.p99_us + ctx.limits.fdatasync_4k.p99_us;
+    Ok(vec![Row::latency(
+        name,
+        lat.p99_us,
+        limit_us,
+        2.0,
+        cpu,
+        rss,
+        serde_json::json!({
+            "max_rate_records_per_s": max_rate,
+            "paced_rate_records_per_s": rate,
+            "paced_achieved_records_per_s": paced.records_per_s(),
+            "paced_records": paced.records,
+            "latency_us": lat,
+        }),
+    )])
+}

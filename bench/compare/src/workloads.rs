@@ -1,0 +1,373 @@
+//! The workloads, driven with librdkafka: topic creation through the admin
+//! API, a paced or unpaced producer with per-record ack latency, and a
+//! consumer that reads a partition set from the beginning with assign().
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use hdrhistogram::Histogram;
+use rdkafka::ClientConfig;
+use rdkafka::ClientContext;
+use rdkafka::Offset;
+use rdkafka::TopicPartitionList;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::DeliveryResult;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
+
+/// Timeout of one admin or metadata request.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// A consumer that receives nothing for this long has stalled.
+const CONSUME_STALL: Duration = Duration::from_secs(20);
+
+/// Creates `name` with `partitions` partitions (replication factor 1) and
+/// the given topic configs, then waits until every partition has a leader.
+pub fn create_topic(
+    bootstrap: &str,
+    name: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .context("create admin client")?;
+    let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    for (k, v) in configs {
+        topic = topic.set(k, v);
+    }
+    let opts = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    let results = rt
+        .block_on(admin.create_topics([&topic], &opts))
+        .with_context(|| format!("CreateTopics {name}"))?;
+    for r in results {
+        match r {
+            Ok(_) => {}
+            Err((t, RDKafkaErrorCode::TopicAlreadyExists)) => {
+                bail!("topic {t} already exists; refusing to reuse its data")
+            }
+            Err((t, code)) => bail!("CreateTopics {t} failed: {code:?}"),
+        }
+    }
+    // Metadata may lag the creation for a moment; bounded retries.
+    let deadline = Instant::now() + ADMIN_TIMEOUT;
+    loop {
+        let md = admin
+            .inner()
+            .fetch_metadata(Some(name), Duration::from_secs(5))
+            .context("metadata")?;
+        let ready = md.topics().iter().any(|t| {
+            t.name() == name
+                && t.error().is_none()
+                && t.partitions().len() == partitions as usize
+                && t.partitions().iter().all(|p| p.leader() >= 0)
+        });
+        if ready {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("topic {name} has no leader for every partition after {ADMIN_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Deletes topics (best effort, for external brokers).
+pub fn delete_topics(bootstrap: &str, names: &[&str]) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let opts = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    rt.block_on(admin.delete_topics(names, &opts))?;
+    Ok(())
+}
+
+/// Delivery bookkeeping shared with librdkafka's callback.
+struct Deliveries {
+    start: Instant,
+    acked: AtomicU64,
+    failed: AtomicU64,
+    first_error: Mutex<Option<String>>,
+    /// Send-to-ack latency in nanoseconds, for records sent with a stamp.
+    latency: Mutex<Histogram<u64>>,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    /// Nanoseconds since `start` when the record was handed to send(), plus
+    /// one (0 means "not timed").
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, sent_at: usize) {
+        match result {
+            Ok(_) => {
+                self.acked.fetch_add(1, Ordering::Relaxed);
+                if sent_at > 0 {
+                    let now = self.start.elapsed().as_nanos() as u64;
+                    let lat = now.saturating_sub(sent_at as u64 - 1).max(1);
+                    if let Ok(mut h) = self.latency.lock() {
+                        let _ = h.record(lat);
+                    }
+                }
+            }
+            Err((e, _)) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut first) = self.first_error.lock()
+                    && first.is_none()
+                {
+                    *first = Some(e.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// What a producer run is asked to do.
+#[derive(Clone, Debug)]
+pub struct ProduceSpec<'a> {
+    pub topic: &'a str,
+    pub partitions: i32,
+    pub record_bytes: usize,
+    pub records: u64,
+    /// "1", "all", ...
+    pub acks: &'a str,
+    pub linger_ms: u32,
+    /// Records per second; None for as fast as possible.
+    pub rate: Option<f64>,
+    /// Stamp every record to measure send-to-ack latency.
+    pub timed: bool,
+    /// The whole run fails if it takes longer.
+    pub budget: Duration,
+}
+
+/// The outcome of a producer run (all records acknowledged).
+#[derive(Clone, Debug)]
+pub struct ProduceOutcome {
+    pub records: u64,
+    pub payload_bytes: u64,
+    pub elapsed: Duration,
+    pub latency: Option<Histogram<u64>>,
+}
+
+impl ProduceOutcome {
+    pub fn records_per_s(&self) -> f64 {
+        self.records as f64 / self.elapsed.as_secs_f64()
+    }
+    pub fn bytes_per_s(&self) -> f64 {
+        self.payload_bytes as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+fn producer_config(bootstrap: &str, spec: &ProduceSpec<'_>) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap)
+        .set("acks", spec.acks)
+        .set("linger.ms", spec.linger_ms.to_string())
+        .set("batch.size", "1048576")
+        // A request may carry one full batch per partition.
+        .set("message.max.bytes", "8388608")
+        .set("compression.type", "none")
+        .set("queue.buffering.max.messages", "2000000")
+        .set("queue.buffering.max.kbytes", "1048576")
+        .set("batch.num.messages", "1000000")
+        .set("message.timeout.ms", "120000");
+    c
+}
+
+/// Produces `spec.records` records of `spec.record_bytes` bytes, round-robin
+/// over the partitions, and waits for every acknowledgement.
+pub fn produce(bootstrap: &str, spec: &ProduceSpec<'_>) -> Result<ProduceOutcome> {
+    let ctx = Deliveries {
+        start: Instant::now(),
+        acked: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        first_error: Mutex::new(None),
+        latency: Mutex::new(Histogram::new(3)?),
+    };
+    let producer: BaseProducer<Deliveries> = producer_config(bootstrap, spec)
+        .create_with_context(ctx)
+        .context("create producer")?;
+    let payload: Vec<u8> = (0..spec.record_bytes).map(|i| (i % 251) as u8).collect();
+    let start = Instant::now();
+    let deadline = start + spec.budget;
+    let partitions = spec.partitions.max(1) as u64;
+    for i in 0..spec.records {
+        if let Some(rate) = spec.rate {
+            let due = start + Duration::from_secs_f64(i as f64 / rate);
+            let now = Instant::now();
+            if due > now {
+                // Serve delivery callbacks while waiting for the next slot.
+                producer.poll(due - now);
+            }
+        }
+        let partition = (i % partitions) as i32;
+        let mut record = BaseRecord::<(), [u8], usize>::with_opaque_to(spec.topic, 0)
+            .partition(partition)
+            .payload(&payload[..]);
+        let mut attempts = 0u32;
+        loop {
+            if spec.timed {
+                record = record.delivery_opaque(start_offset_ns(&producer) as usize + 1);
+            }
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    attempts += 1;
+                    if Instant::now() > deadline {
+                        bail!(
+                            "produce to {} timed out after {:?}: local queue stayed full at record {i}",
+                            spec.topic,
+                            spec.budget
+                        );
+                    }
+                    producer.poll(Duration::from_millis(if attempts < 10 { 0 } else { 1 }));
+                }
+                Err((e, _)) => bail!("send record {i} to {}: {e}", spec.topic),
+            }
+        }
+        if i % 1024 == 0 {
+            producer.poll(Duration::ZERO);
+            check_failures(producer.context())?;
+        }
+    }
+    // Wait for every acknowledgement, bounded by the budget.
+    let total = spec.records;
+    loop {
+        let c = producer.context();
+        let done = c.acked.load(Ordering::Relaxed) + c.failed.load(Ordering::Relaxed);
+        check_failures(c)?;
+        if done >= total {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "produce to {} timed out after {:?}: {} of {total} records acknowledged, {} in flight",
+                spec.topic,
+                spec.budget,
+                c.acked.load(Ordering::Relaxed),
+                producer.in_flight_count()
+            );
+        }
+        producer.poll(Duration::from_millis(1));
+    }
+    let elapsed = start.elapsed();
+    let latency = if spec.timed {
+        Some(
+            producer
+                .context()
+                .latency
+                .lock()
+                .map_err(|_| anyhow::anyhow!("latency lock poisoned"))?
+                .clone(),
+        )
+    } else {
+        None
+    };
+    Ok(ProduceOutcome {
+        records: total,
+        payload_bytes: total * spec.record_bytes as u64,
+        elapsed,
+        latency,
+    })
+}
+
+fn start_offset_ns(producer: &BaseProducer<Deliveries>) -> u64 {
+    producer.context().start.elapsed().as_nanos() as u64
+}
+
+fn check_failures(c: &Deliveries) -> Result<()> {
+    let failed = c.failed.load(Ordering::Relaxed);
+    if failed > 0 {
+        let first = c
+            .first_error
+            .lock()
+            .ok()
+            .and_then(|g| g.clone())
+            .unwrap_or_default();
+        bail!("{failed} records failed delivery; first error: {first}");
+    }
+    Ok(())
+}
+
+/// The outcome of a consumer run.
+#[derive(Clone, Debug)]
+pub struct ConsumeOutcome {
+    pub records: u64,
+    pub payload_bytes: u64,
+    pub elapsed: Duration,
+}
+
+impl ConsumeOutcome {
+    pub fn bytes_per_s(&self) -> f64 {
+        self.payload_bytes as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Reads `expected` records from the beginning of every partition of
+/// `topic` (assign(), no group) and returns once all have arrived.
+pub fn consume(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    expected: u64,
+    budget: Duration,
+) -> Result<ConsumeOutcome> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false")
+        .set("fetch.max.bytes", "52428800")
+        .set("max.partition.fetch.bytes", "8388608")
+        .set("receive.message.max.bytes", "104857600")
+        .set("queued.max.messages.kbytes", "262144")
+        .create()
+        .context("create consumer")?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)?;
+    }
+    let start = Instant::now();
+    consumer.assign(&tpl).context("assign")?;
+    let deadline = start + budget;
+    let mut records = 0u64;
+    let mut bytes = 0u64;
+    let mut last_progress = Instant::now();
+    while records < expected {
+        let now = Instant::now();
+        if now > deadline {
+            bail!("consume {topic} timed out after {budget:?}: {records} of {expected} records");
+        }
+        if now.duration_since(last_progress) > CONSUME_STALL {
+            bail!(
+                "consume {topic} stalled: no record for {CONSUME_STALL:?} after {records} of {expected}"
+            );
+        }
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Ok(m)) => {
+                records += 1;
+                bytes += m.payload_len() as u64;
+                last_progress = Instant::now();
+            }
+            Some(Err(e)) => bail!("consume {topic} after {records} records: {e}"),
+        }
+    }
+    Ok(ConsumeOutcome {
+        records,
+        payload_bytes: bytes,
+        elapsed: start.elapsed(),
+    })
+}
