@@ -72,6 +72,12 @@ impl Log {
         }
 
         // 2. Open segments.
+        let rp = opts.recovery_point.max(0);
+        let first_unflushed = if opts.clean_shutdown {
+            i64::MAX
+        } else {
+            logs.range(..=rp).next_back().copied().unwrap_or(i64::MIN)
+        };
         let mut segments = BTreeMap::new();
         let mut rebuild = BTreeSet::new();
         for &base in &logs {
@@ -82,6 +88,7 @@ impl Log {
                 config.segment_index_bytes,
                 opts.now_ms,
                 roll_jitter(&config),
+                base < first_unflushed,
             )?;
             if bad_index {
                 rebuild.insert(base);
@@ -102,15 +109,6 @@ impl Log {
         }
 
         // 3. Recover.
-        let rp = opts.recovery_point.max(0);
-        let first_unflushed = if opts.clean_shutdown {
-            i64::MAX
-        } else {
-            segments
-                .range(..=rp)
-                .next_back()
-                .map_or(i64::MIN, |(b, _)| *b)
-        };
         let bases: Vec<i64> = segments.keys().copied().collect();
         let mut recovered_any = false;
         let mut cut_after = None;

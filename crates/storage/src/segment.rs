@@ -107,7 +107,8 @@ impl Segment {
     }
 
     /// Opens an existing segment. Index files that are missing or fail the
-    /// sanity check come back empty with `needs_rebuild = true`.
+    /// sanity check (or are not loaded) come back empty with
+    /// `needs_rebuild = true`.
     pub fn open(
         storage: &dyn Storage,
         dir: &Path,
@@ -115,12 +116,15 @@ impl Segment {
         index_bytes: u32,
         now_ms: i64,
         roll_jitter_ms: i64,
+        load_indexes: bool,
     ) -> Result<(Segment, bool), StorageError> {
         let p = |s| dir.join(file_name(base_offset, s));
         let log_path = p(LOG_SUFFIX);
         let log = storage.open(&log_path, false).at(&log_path)?;
         let size = log.len().at(&log_path)?;
-        let mut needs_rebuild = false;
+        // A segment about to be recovered gets its indexes rebuilt anyway:
+        // do not read a possibly preallocated 10 MiB file for nothing.
+        let mut needs_rebuild = !load_indexes;
 
         let ip = p(INDEX_SUFFIX);
         let tp = p(TIME_INDEX_SUFFIX);
@@ -128,7 +132,11 @@ impl Segment {
             needs_rebuild = true;
         }
         let ifile = storage.open(&ip, true).at(&ip)?;
-        let ibytes = read_all(&*ifile).at(&ip)?;
+        let ibytes = if load_indexes {
+            read_all(&*ifile).at(&ip)?
+        } else {
+            Vec::new()
+        };
         let ientries = match parse_offset_index(&ibytes) {
             Ok(e)
                 if e.last().is_none_or(|&(_, pos)| (pos as u64) < size)
@@ -164,7 +172,11 @@ impl Segment {
         let index = OffsetIndex::from_entries(ifile, base_offset, ientries, index_bytes);
 
         let tfile = storage.open(&tp, true).at(&tp)?;
-        let tbytes = read_all(&*tfile).at(&tp)?;
+        let tbytes = if load_indexes {
+            read_all(&*tfile).at(&tp)?
+        } else {
+            Vec::new()
+        };
         let tentries = match parse_time_index(&tbytes) {
             Ok(e) => e,
             Err(reason) => {
