@@ -94,17 +94,18 @@ pub async fn start_with_clock(
     clock: Clock,
 ) -> Result<RunningBroker, BrokerError> {
     let bind = config.listener.bind_addr().map_err(BrokerError::Config)?;
-    let cfg = config.clone();
-    let broker = tokio::task::spawn_blocking(move || Broker::open(cfg, clock))
-        .await
-        .map_err(|e| BrokerError::Config(format!("startup task failed: {e}")))??;
-    let broker = Arc::new(broker);
+    // bind first: a port in use fails before the data dir is touched
     let listener = TcpListener::bind(bind)
         .await
         .map_err(|source| BrokerError::Bind {
             addr: bind.to_string(),
             source,
         })?;
+    let cfg = config.clone();
+    let broker = tokio::task::spawn_blocking(move || Broker::open(cfg, clock))
+        .await
+        .map_err(|e| BrokerError::Config(format!("startup task failed: {e}")))??;
+    let broker = Arc::new(broker);
     let local_addr = listener.local_addr()?;
     broker.set_bound_addr(local_addr);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);

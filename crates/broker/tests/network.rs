@@ -343,3 +343,19 @@ async fn bytes_after_a_request_body_are_ignored_like_kafka() {
     }
     b.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_in_use_fails_before_the_data_dir_is_touched() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut s = ConfigSources::default();
+    s.set("listeners", &taken.local_addr().unwrap().to_string());
+    s.set("log.dirs", &data.display().to_string());
+    match start(s.build().unwrap()).await {
+        Err(weir_broker::BrokerError::Bind { .. }) => {}
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("started on a port in use"),
+    }
+    assert!(!data.exists());
+}
