@@ -91,7 +91,7 @@ impl Scale {
                 p1_records: 1 << 20,         // 1 GiB of 1 KiB records
                 p2_backlog_records: 2 << 20, // 2 GiB
                 p3_records: 10_000_000,
-                p4_probe_records: 50_000,
+                p4_probe_records: 200_000,
                 p4_paced_seconds: 10.0,
                 budget: Duration::from_secs(600),
             },
@@ -106,7 +106,7 @@ impl Scale {
                 p1_records: 64 << 10,         // 64 MiB
                 p2_backlog_records: 64 << 10, // 64 MiB
                 p3_records: 1_000_000,
-                p4_probe_records: 5_000,
+                p4_probe_records: 30_000,
                 p4_paced_seconds: 3.0,
                 budget: Duration::from_secs(120),
             },
@@ -271,6 +271,26 @@ fn check_loopback(bootstrap: &str) -> Result<()> {
     Ok(())
 }
 
+/// Process samples at the start of a workload.
+struct Mark {
+    broker: Option<ProcSample>,
+    client: Option<ProcSample>,
+}
+
+/// Resource use of one workload.
+struct Usage {
+    cpu: Option<f64>,
+    rss: Option<u64>,
+    client_cpu: Option<f64>,
+}
+
+impl Usage {
+    fn apply(&self, mut row: Row) -> Row {
+        row.client_cpu_seconds = self.client_cpu;
+        row
+    }
+}
+
 struct Ctx<'a> {
     bootstrap: &'a str,
     run_id: &'a str,
@@ -294,21 +314,34 @@ impl Ctx<'_> {
         Ok(t)
     }
 
-    /// Starts measuring the broker for one workload.
-    fn begin(&self) -> Option<ProcSample> {
-        let pid = self.broker_pid?;
-        broker::reset_peak_rss(pid);
-        broker::sample(pid, self.ticks).ok()
+    /// Starts measuring the broker and this process for one workload.
+    fn begin(&self) -> Mark {
+        let broker = self.broker_pid.and_then(|pid| {
+            broker::reset_peak_rss(pid);
+            broker::sample(pid, self.ticks).ok()
+        });
+        let client = broker::sample(std::process::id(), self.ticks).ok();
+        Mark { broker, client }
     }
 
-    /// (CPU seconds since `before`, peak RSS in KiB).
-    fn end(&self, before: Option<ProcSample>) -> (Option<f64>, Option<u64>) {
-        let (Some(pid), Some(b)) = (self.broker_pid, before) else {
-            return (None, None);
+    /// Broker CPU seconds and peak RSS (KiB) since `mark`; this process's
+    /// CPU seconds go into `row`.
+    fn end(&self, mark: Mark) -> Usage {
+        let client_cpu = match (mark.client, broker::sample(std::process::id(), self.ticks)) {
+            (Some(b), Ok(a)) => Some(a.cpu_seconds - b.cpu_seconds),
+            _ => None,
         };
-        match broker::sample(pid, self.ticks) {
-            Ok(a) => (Some(a.cpu_seconds - b.cpu_seconds), Some(a.peak_rss_kib)),
-            Err(_) => (None, None),
+        let (cpu, rss) = match (self.broker_pid, mark.broker) {
+            (Some(pid), Some(b)) => match broker::sample(pid, self.ticks) {
+                Ok(a) => (Some(a.cpu_seconds - b.cpu_seconds), Some(a.peak_rss_kib)),
+                Err(_) => (None, None),
+            },
+            _ => (None, None),
+        };
+        Usage {
+            cpu,
+            rss,
+            client_cpu,
         }
     }
 }
@@ -334,9 +367,10 @@ fn run_p1(ctx: &Ctx<'_>, partitions: i32, created: &mut Vec<String>) -> Result<V
             budget: ctx.scale.budget,
         },
     )?;
-    let (cpu, rss) = ctx.end(before);
+    let usage = ctx.end(before);
+    let (cpu, rss) = (usage.cpu, usage.rss);
     let limit = ctx.limits.page_cache_append_bytes_per_s;
-    Ok(vec![Row::throughput(
+    Ok(vec![usage.apply(Row::throughput(
         &name,
         out.bytes_per_s(),
         limit,
@@ -350,7 +384,7 @@ fn run_p1(ctx: &Ctx<'_>, partitions: i32, created: &mut Vec<String>) -> Result<V
             "seconds": out.elapsed.as_secs_f64(),
             "records_per_s": out.records_per_s(),
         }),
-    )])
+    ))])
 }
 
 /// P2: consume a backlog from the beginning; MiB/s against sendfile to
@@ -378,8 +412,9 @@ fn run_p2(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
     eprintln!("{name}: consuming");
     let before = ctx.begin();
     let out = consume(ctx.bootstrap, &topic, 1, records, ctx.scale.budget)?;
-    let (cpu, rss) = ctx.end(before);
-    Ok(vec![Row::throughput(
+    let usage = ctx.end(before);
+    let (cpu, rss) = (usage.cpu, usage.rss);
+    Ok(vec![usage.apply(Row::throughput(
         &name,
         out.bytes_per_s(),
         ctx.limits.sendfile_loopback_bytes_per_s,
@@ -393,7 +428,7 @@ fn run_p2(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
             "seconds": out.elapsed.as_secs_f64(),
             "backlog_produce_bytes_per_s": fill.bytes_per_s(),
         }),
-    )])
+    ))])
 }
 
 /// P3: 100-byte records to one partition; target ≥ 1 M records/s.
@@ -416,8 +451,9 @@ fn run_p3(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
             budget: ctx.scale.budget,
         },
     )?;
-    let (cpu, rss) = ctx.end(before);
-    Ok(vec![Row::records_rate(
+    let usage = ctx.end(before);
+    let (cpu, rss) = (usage.cpu, usage.rss);
+    Ok(vec![usage.apply(Row::records_rate(
         name,
         out.records_per_s(),
         1_000_000.0,
@@ -428,7 +464,7 @@ fn run_p3(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
             "seconds": out.elapsed.as_secs_f64(),
             "payload_bytes_per_s": out.bytes_per_s(),
         }),
-    )])
+    ))])
 }
 
 /// P4: acks=all on a flush.messages=1 topic with 4 partitions. Finds the max
@@ -470,11 +506,12 @@ fn run_p4(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
         },
     )
     .context("half-rate run")?;
-    let (cpu, rss) = ctx.end(before);
+    let usage = ctx.end(before);
+    let (cpu, rss) = (usage.cpu, usage.rss);
     let lat =
         limits::Latency::from_histogram(paced.latency.as_ref().context("no latency recorded")?);
     let limit_us = ctx.limits.loopback_rtt.p99_us + ctx.limits.fdatasync_4k.p99_us;
-    Ok(vec![Row::latency(
+    Ok(vec![usage.apply(Row::latency(
         name,
         lat.p99_us,
         limit_us,
@@ -488,5 +525,5 @@ fn run_p4(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
             "paced_records": paced.records,
             "latency_us": lat,
         }),
-    )])
+    ))])
 }

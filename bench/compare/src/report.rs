@@ -32,6 +32,8 @@ pub struct Row {
     pub met: Option<bool>,
     pub broker_cpu_seconds: Option<f64>,
     pub broker_peak_rss_kib: Option<u64>,
+    /// CPU seconds of this process (the client) during the workload.
+    pub client_cpu_seconds: Option<f64>,
     pub error: Option<String>,
     pub details: serde_json::Value,
 }
@@ -62,6 +64,7 @@ impl Row {
             met: Some(ratio >= target_ratio),
             broker_cpu_seconds: cpu,
             broker_peak_rss_kib: rss,
+            client_cpu_seconds: None,
             error: None,
             details,
         }
@@ -88,6 +91,7 @@ impl Row {
             met: Some(records_per_s >= target),
             broker_cpu_seconds: cpu,
             broker_peak_rss_kib: rss,
+            client_cpu_seconds: None,
             error: None,
             details,
         }
@@ -117,6 +121,7 @@ impl Row {
             met: Some(ratio <= max_ratio),
             broker_cpu_seconds: cpu,
             broker_peak_rss_kib: rss,
+            client_cpu_seconds: None,
             error: None,
             details,
         }
@@ -135,6 +140,7 @@ impl Row {
             met: None,
             broker_cpu_seconds: None,
             broker_peak_rss_kib: None,
+            client_cpu_seconds: None,
             error: Some(error),
             details: serde_json::Value::Null,
         }
@@ -190,7 +196,11 @@ impl Machine {
         Machine {
             kernel,
             cpu_model,
-            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            // Counted from cpuinfo: this process is pinned to one core.
+            cpus: cpuinfo
+                .lines()
+                .filter(|l| l.starts_with("processor"))
+                .count(),
             mem_total_kib,
             load_average: load_average(),
         }
@@ -254,8 +264,8 @@ impl Report {
                 c.broker, c.client
             )),
         ));
-        s.push_str("| workload | result | limit | ratio | target | met? | broker CPU s | broker peak RSS |\n");
-        s.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+        s.push_str("| workload | result | limit | ratio | target | met? | broker CPU s | broker peak RSS | client CPU s |\n");
+        s.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
         for r in &self.rows {
             s.push_str(&row_line(r));
             s.push('\n');
@@ -311,8 +321,11 @@ fn row_line(r: &Row) -> String {
     let rss = r
         .broker_peak_rss_kib
         .map_or("-".into(), |v| format!("{:.1} MiB", v as f64 / 1024.0));
+    let client = r
+        .client_cpu_seconds
+        .map_or("-".into(), |v| format!("{v:.2}"));
     format!(
-        "| {} | {result} | {limit} | {ratio} | {target} | {met} | {cpu} | {rss} |",
+        "| {} | {result} | {limit} | {ratio} | {target} | {met} | {cpu} | {rss} | {client} |",
         r.workload
     )
 }
@@ -380,6 +393,7 @@ mod tests {
         );
         assert_eq!(r.met, Some(true));
         assert!(row_line(&r).contains("2.0 MiB"));
+        assert_eq!(row_line(&r).matches('|').count(), 10);
     }
 
     #[test]

@@ -181,7 +181,14 @@ fn producer_config(bootstrap: &str, spec: &ProduceSpec<'_>) -> ClientConfig {
         .set("queue.buffering.max.messages", "2000000")
         .set("queue.buffering.max.kbytes", "1048576")
         .set("batch.num.messages", "1000000")
-        .set("message.timeout.ms", "120000");
+        .set("message.timeout.ms", "120000")
+        // Java's default: while 5 requests are in flight, records queue up
+        // and form the next batch (librdkafka's default is 1000000, which
+        // turns a paced acks=all stream into one request per record).
+        .set("max.in.flight.requests.per.connection", "5")
+        // TCP_NODELAY, as Java clients set it; with Nagle the tail of each
+        // request waits for the broker's delayed ACK.
+        .set("socket.nagle.disable", "true");
     c
 }
 
@@ -326,6 +333,10 @@ pub fn consume(
 ) -> Result<ConsumeOutcome> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
+        // librdkafka wants a group id even for assign(); nothing is
+        // committed and no group is joined.
+        .set("group.id", format!("weir-compare-{}", std::process::id()))
+        .set("socket.nagle.disable", "true")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "false")
