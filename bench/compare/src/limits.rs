@@ -168,7 +168,11 @@ fn drain(mut s: TcpStream, expected: u64) -> Result<u64> {
     let mut buf = vec![0u8; CHUNK];
     let mut total = 0u64;
     while total < expected {
-        let n = s.read(&mut buf).context("read from loopback")?;
+        let n = match s.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).context("read from loopback"),
+        };
         if n == 0 {
             break;
         }
@@ -291,9 +295,11 @@ fn round_trip(iterations: u32, cores: Option<Cores>) -> Result<Latency> {
         let mut b = [0u8; 1];
         // Bounded by the client's iteration count: it closes the socket.
         loop {
-            match s.read(&mut b)? {
-                0 => return Ok(()),
-                _ => s.write_all(&b)?,
+            match s.read(&mut b) {
+                Ok(0) => return Ok(()),
+                Ok(_) => s.write_all(&b)?,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
             }
         }
     });

@@ -411,7 +411,13 @@ fn run_p2(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
     .context("produce the backlog")?;
     eprintln!("{name}: consuming");
     let before = ctx.begin();
-    let out = consume(ctx.bootstrap, &topic, 1, records, ctx.scale.budget)?;
+    let out = consume(
+        ctx.bootstrap,
+        &topic,
+        1,
+        fill.records + fill.warmup_records,
+        ctx.scale.budget,
+    )?;
     let usage = ctx.end(before);
     let (cpu, rss) = (usage.cpu, usage.rss);
     Ok(vec![usage.apply(Row::throughput(
@@ -427,6 +433,7 @@ fn run_p2(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
             "payload_bytes": out.payload_bytes,
             "seconds": out.elapsed.as_secs_f64(),
             "backlog_produce_bytes_per_s": fill.bytes_per_s(),
+            "startup_seconds": out.startup.as_secs_f64(),
         }),
     ))])
 }

@@ -154,6 +154,9 @@ pub struct ProduceSpec<'a> {
 /// The outcome of a producer run (all records acknowledged).
 #[derive(Clone, Debug)]
 pub struct ProduceOutcome {
+    /// Records written before the clock started (one per partition).
+    pub warmup_records: u64,
+    /// Records written while the clock ran.
     pub records: u64,
     pub payload_bytes: u64,
     pub elapsed: Duration,
@@ -206,9 +209,32 @@ pub fn produce(bootstrap: &str, spec: &ProduceSpec<'_>) -> Result<ProduceOutcome
         .create_with_context(ctx)
         .context("create producer")?;
     let payload: Vec<u8> = (0..spec.record_bytes).map(|i| (i % 251) as u8).collect();
+    let partitions = spec.partitions.max(1) as u64;
+    // Warm-up, outside the clock: one acknowledged record per partition, so
+    // connection setup and metadata are not counted as produce time.
+    let warmup_deadline = Instant::now() + spec.budget;
+    for p in 0..spec.partitions.max(1) {
+        let record = BaseRecord::<(), [u8], usize>::with_opaque_to(spec.topic, 0)
+            .partition(p)
+            .payload(&payload[..]);
+        if let Err((e, _)) = producer.send(record) {
+            bail!("send warm-up record to {} partition {p}: {e}", spec.topic);
+        }
+    }
+    while producer.context().acked.load(Ordering::Relaxed) < partitions {
+        check_failures(producer.context())?;
+        if Instant::now() > warmup_deadline {
+            bail!(
+                "warm-up records to {} not acknowledged within {:?}",
+                spec.topic,
+                spec.budget
+            );
+        }
+        producer.poll(Duration::from_millis(1));
+    }
+    producer.context().acked.store(0, Ordering::Relaxed);
     let start = Instant::now();
     let deadline = start + spec.budget;
-    let partitions = spec.partitions.max(1) as u64;
     for i in 0..spec.records {
         if let Some(rate) = spec.rate {
             let due = start + Duration::from_secs_f64(i as f64 / rate);
@@ -283,6 +309,7 @@ pub fn produce(bootstrap: &str, spec: &ProduceSpec<'_>) -> Result<ProduceOutcome
         None
     };
     Ok(ProduceOutcome {
+        warmup_records: partitions,
         records: total,
         payload_bytes: total * spec.record_bytes as u64,
         elapsed,
@@ -308,12 +335,14 @@ fn check_failures(c: &Deliveries) -> Result<()> {
     Ok(())
 }
 
-/// The outcome of a consumer run.
+/// The outcome of a consumer run. The clock runs from the first record to
+/// the last; `startup` is assign() to the first record.
 #[derive(Clone, Debug)]
 pub struct ConsumeOutcome {
     pub records: u64,
     pub payload_bytes: u64,
     pub elapsed: Duration,
+    pub startup: Duration,
 }
 
 impl ConsumeOutcome {
@@ -356,6 +385,7 @@ pub fn consume(
     let mut records = 0u64;
     let mut bytes = 0u64;
     let mut last_progress = Instant::now();
+    let mut first: Option<(Instant, u64)> = None;
     while records < expected {
         let now = Instant::now();
         if now > deadline {
@@ -372,13 +402,18 @@ pub fn consume(
                 records += 1;
                 bytes += m.payload_len() as u64;
                 last_progress = Instant::now();
+                if first.is_none() {
+                    first = Some((last_progress, bytes));
+                }
             }
             Some(Err(e)) => bail!("consume {topic} after {records} records: {e}"),
         }
     }
+    let (first_at, first_bytes) = first.context("no record consumed")?;
     Ok(ConsumeOutcome {
-        records,
-        payload_bytes: bytes,
-        elapsed: start.elapsed(),
+        records: records - 1,
+        payload_bytes: bytes - first_bytes,
+        elapsed: last_progress.duration_since(first_at),
+        startup: first_at.duration_since(start),
     })
 }
