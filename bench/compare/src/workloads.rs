@@ -195,8 +195,9 @@ fn producer_config(bootstrap: &str, spec: &ProduceSpec<'_>) -> ClientConfig {
     c
 }
 
-/// Produces `spec.records` records of `spec.record_bytes` bytes, round-robin
-/// over the partitions, and waits for every acknowledgement.
+/// Produces `spec.records` records of `spec.record_bytes` bytes and waits
+/// for every acknowledgement. Partitions are filled in turn, one batch's
+/// worth of records each (see [`partition_of`]).
 pub fn produce(bootstrap: &str, spec: &ProduceSpec<'_>) -> Result<ProduceOutcome> {
     let ctx = Deliveries {
         start: Instant::now(),
@@ -244,7 +245,7 @@ pub fn produce(bootstrap: &str, spec: &ProduceSpec<'_>) -> Result<ProduceOutcome
                 producer.poll(due - now);
             }
         }
-        let partition = (i % partitions) as i32;
+        let partition = partition_of(i, spec.record_bytes, partitions);
         let mut record = BaseRecord::<(), [u8], usize>::with_opaque_to(spec.topic, 0)
             .partition(partition)
             .payload(&payload[..]);
@@ -315,6 +316,19 @@ pub fn produce(bootstrap: &str, spec: &ProduceSpec<'_>) -> Result<ProduceOutcome
         elapsed,
         latency,
     })
+}
+
+/// Bytes of records sent to one partition before moving to the next: one
+/// full batch (`batch.size`).
+const STICKY_BYTES: usize = 1 << 20;
+
+/// The partition of record `i`: consecutive runs of one batch's worth of
+/// records go to the same partition, like the sticky partitioner of Kafka's
+/// clients for records without a key. Round-robin per record would split
+/// every batch into `partitions` small ones.
+fn partition_of(i: u64, record_bytes: usize, partitions: u64) -> i32 {
+    let per_batch = (STICKY_BYTES / record_bytes.max(1)).max(1) as u64;
+    ((i / per_batch) % partitions.max(1)) as i32
 }
 
 fn start_offset_ns(producer: &BaseProducer<Deliveries>) -> u64 {
@@ -416,4 +430,21 @@ pub fn consume(
         elapsed: last_progress.duration_since(first_at),
         startup: first_at.duration_since(start),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_filled_a_batch_at_a_time() {
+        // 1 KiB records: 1024 per 1 MiB batch.
+        assert_eq!(partition_of(0, 1024, 4), 0);
+        assert_eq!(partition_of(1023, 1024, 4), 0);
+        assert_eq!(partition_of(1024, 1024, 4), 1);
+        assert_eq!(partition_of(4 * 1024, 1024, 4), 0);
+        assert_eq!(partition_of(5000, 1024, 1), 0);
+        // Records larger than a batch still rotate, one per partition.
+        assert_eq!(partition_of(3, 2 << 20, 4), 3);
+    }
 }
