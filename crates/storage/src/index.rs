@@ -6,10 +6,13 @@
 //! the active segment is preallocated to `segment.index.bytes` (zeros past
 //! the last entry) and trimmed to its entries on roll and close.
 //!
-//! Entries are kept in memory for lookups; each append is also written to the
-//! file at its slot through the [`StorageFile`] seam, so every backend sees
-//! the same bytes (the real backend gets them into the page cache with a
-//! positional write instead of a memory map).
+//! Entries are kept in memory for lookups. An append only adds to memory;
+//! [`OffsetIndex::write_pending`] then writes every entry not yet in the file
+//! with one positional write through the [`StorageFile`] seam, so every
+//! backend sees the same bytes (the real backend gets them into the page
+//! cache with a positional write instead of a memory map). The segment calls
+//! it at the end of each of its operations, so between them the file holds
+//! every entry; a rebuild of many entries costs one write, not one each.
 
 use crate::backend::StorageFile;
 use std::io;
@@ -63,6 +66,8 @@ pub struct OffsetIndex {
     file: Arc<dyn StorageFile>,
     base_offset: i64,
     entries: Vec<(i32, i32)>,
+    /// `entries[..written]` are in the file; the rest await `write_pending`.
+    written: usize,
     max_entries: usize,
 }
 
@@ -79,6 +84,7 @@ impl OffsetIndex {
             file,
             base_offset,
             entries: Vec::new(),
+            written: 0,
             max_entries,
         })
     }
@@ -94,6 +100,7 @@ impl OffsetIndex {
         OffsetIndex {
             file,
             base_offset,
+            written: entries.len(),
             entries,
             max_entries,
         }
@@ -115,26 +122,43 @@ impl OffsetIndex {
         self.max_entries
     }
 
-    /// Adds an entry for a batch ending at `offset` and starting at `position`.
-    /// Entries that would not keep the index strictly increasing are ignored.
-    pub fn append(&mut self, offset: i64, position: u32) -> io::Result<()> {
+    /// Adds an entry for a batch ending at `offset` and starting at `position`
+    /// (in memory; see [`OffsetIndex::write_pending`]). Entries that would not
+    /// keep the index strictly increasing are ignored.
+    pub fn append(&mut self, offset: i64, position: u32) {
         let rel = (offset - self.base_offset) as i32;
         let pos = position as i32;
         if self.is_full() {
-            return Ok(());
+            return;
         }
         if let Some(&(lr, lp)) = self.entries.last()
             && (rel <= lr || pos <= lp)
         {
+            return;
+        }
+        self.entries.push((rel, pos));
+    }
+
+    /// Writes the entries appended since the last call, in one write.
+    pub fn write_pending(&mut self) -> io::Result<()> {
+        let pending = &self.entries[self.written..];
+        if pending.is_empty() {
             return Ok(());
         }
-        let mut buf = [0u8; OFFSET_ENTRY];
-        buf[..4].copy_from_slice(&rel.to_be_bytes());
-        buf[4..].copy_from_slice(&pos.to_be_bytes());
+        let mut buf = Vec::with_capacity(pending.len() * OFFSET_ENTRY);
+        for &(rel, pos) in pending {
+            buf.extend_from_slice(&rel.to_be_bytes());
+            buf.extend_from_slice(&pos.to_be_bytes());
+        }
         self.file
-            .write_all_at(&buf, (self.entries.len() * OFFSET_ENTRY) as u64)?;
-        self.entries.push((rel, pos));
+            .write_all_at(&buf, (self.written * OFFSET_ENTRY) as u64)?;
+        self.written = self.entries.len();
         Ok(())
+    }
+
+    /// Whether every entry is in the file.
+    pub fn is_written(&self) -> bool {
+        self.written == self.entries.len()
     }
 
     /// The largest entry with offset ≤ `target` as (absolute offset, position);
@@ -167,16 +191,22 @@ impl OffsetIndex {
 
     fn truncate_entries(&mut self, keep: usize) -> io::Result<()> {
         if keep < self.entries.len() {
-            let zeros = vec![0u8; (self.entries.len() - keep) * OFFSET_ENTRY];
-            self.file
-                .write_all_at(&zeros, (keep * OFFSET_ENTRY) as u64)?;
+            // Entries never written have nothing to zero.
             self.entries.truncate(keep);
+            if keep < self.written {
+                let zeros = vec![0u8; (self.written - keep) * OFFSET_ENTRY];
+                self.file
+                    .write_all_at(&zeros, (keep * OFFSET_ENTRY) as u64)?;
+                self.written = keep;
+            }
         }
         Ok(())
     }
 
-    /// Cuts the file to its entries (done on roll and close).
-    pub fn trim(&self) -> io::Result<()> {
+    /// Writes pending entries and cuts the file to them (done on roll and
+    /// close).
+    pub fn trim(&mut self) -> io::Result<()> {
+        self.write_pending()?;
         self.file
             .set_len((self.entries.len() * OFFSET_ENTRY) as u64)
     }
@@ -199,6 +229,8 @@ pub struct TimeIndex {
     file: Arc<dyn StorageFile>,
     base_offset: i64,
     entries: Vec<(i64, i32)>,
+    /// `entries[..written]` are in the file; the rest await `write_pending`.
+    written: usize,
     max_entries: usize,
 }
 
@@ -214,6 +246,7 @@ impl TimeIndex {
             file,
             base_offset,
             entries: Vec::new(),
+            written: 0,
             max_entries,
         })
     }
@@ -228,6 +261,7 @@ impl TimeIndex {
         TimeIndex {
             file,
             base_offset,
+            written: entries.len(),
             entries,
             max_entries,
         }
@@ -258,32 +292,44 @@ impl TimeIndex {
     }
 
     /// Kafka's `maybeAppend`: adds (timestamp, offset) only when the timestamp
-    /// is larger than the last one. `skip_full_check` lets the final entry of
-    /// a segment in even when the index is full.
-    pub fn maybe_append(
-        &mut self,
-        timestamp: i64,
-        offset: i64,
-        skip_full_check: bool,
-    ) -> io::Result<()> {
+    /// is larger than the last one (in memory; see
+    /// [`TimeIndex::write_pending`]). `skip_full_check` lets the final entry
+    /// of a segment in even when the index is full.
+    pub fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) {
         if !skip_full_check && self.is_full() {
-            return Ok(());
+            return;
         }
         let (last_ts, last_off) = self.last_entry();
         if timestamp <= last_ts || offset < last_off {
-            return Ok(());
+            return;
         }
         let rel = (offset - self.base_offset) as i32;
-        let mut buf = [0u8; TIME_ENTRY];
-        buf[..8].copy_from_slice(&timestamp.to_be_bytes());
-        buf[8..].copy_from_slice(&rel.to_be_bytes());
-        self.file
-            .write_all_at(&buf, (self.entries.len() * TIME_ENTRY) as u64)?;
         self.entries.push((timestamp, rel));
         if self.entries.len() > self.max_entries {
             self.max_entries = self.entries.len();
         }
+    }
+
+    /// Writes the entries appended since the last call, in one write.
+    pub fn write_pending(&mut self) -> io::Result<()> {
+        let pending = &self.entries[self.written..];
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut buf = Vec::with_capacity(pending.len() * TIME_ENTRY);
+        for &(ts, rel) in pending {
+            buf.extend_from_slice(&ts.to_be_bytes());
+            buf.extend_from_slice(&rel.to_be_bytes());
+        }
+        self.file
+            .write_all_at(&buf, (self.written * TIME_ENTRY) as u64)?;
+        self.written = self.entries.len();
         Ok(())
+    }
+
+    /// Whether every entry is in the file.
+    pub fn is_written(&self) -> bool {
+        self.written == self.entries.len()
     }
 
     /// The largest entry with timestamp ≤ `target` as (timestamp, offset);
@@ -304,14 +350,19 @@ impl TimeIndex {
             .entries
             .partition_point(|e| self.base_offset + (e.1 as i64) < offset);
         if keep < self.entries.len() {
-            let zeros = vec![0u8; (self.entries.len() - keep) * TIME_ENTRY];
-            self.file.write_all_at(&zeros, (keep * TIME_ENTRY) as u64)?;
             self.entries.truncate(keep);
+            if keep < self.written {
+                let zeros = vec![0u8; (self.written - keep) * TIME_ENTRY];
+                self.file.write_all_at(&zeros, (keep * TIME_ENTRY) as u64)?;
+                self.written = keep;
+            }
         }
         Ok(())
     }
 
-    pub fn trim(&self) -> io::Result<()> {
+    /// See [`OffsetIndex::trim`].
+    pub fn trim(&mut self) -> io::Result<()> {
+        self.write_pending()?;
         self.file.set_len((self.entries.len() * TIME_ENTRY) as u64)
     }
     pub fn preallocate(&self) -> io::Result<()> {
@@ -390,6 +441,7 @@ impl OffsetIndex {
     /// bytes from a bogus file must not survive a rebuild).
     pub fn reset(&mut self) -> io::Result<()> {
         self.entries.clear();
+        self.written = 0;
         self.file.set_len(0)?;
         self.preallocate()
     }
@@ -399,6 +451,7 @@ impl TimeIndex {
     /// See [`OffsetIndex::reset`].
     pub fn reset(&mut self) -> io::Result<()> {
         self.entries.clear();
+        self.written = 0;
         self.file.set_len(0)?;
         self.preallocate()
     }
@@ -444,9 +497,19 @@ mod tests {
         let f = file();
         let mut idx = OffsetIndex::create(f.clone(), 100, 80).unwrap();
         assert_eq!(f.len().unwrap(), 80);
-        idx.append(105, 4100).unwrap();
-        idx.append(110, 8300).unwrap();
-        idx.append(110, 9000).unwrap(); // not increasing: ignored
+        idx.append(105, 4100);
+        idx.append(110, 8300);
+        idx.append(110, 9000); // not increasing: ignored
+        assert!(!idx.is_written());
+        assert_eq!(f.len().unwrap(), 80);
+        let mut bytes = vec![0u8; 80];
+        f.read_exact_at(&mut bytes, 0).unwrap();
+        assert!(
+            bytes.iter().all(|&b| b == 0),
+            "nothing written before write_pending"
+        );
+        idx.write_pending().unwrap();
+        assert!(idx.is_written());
         assert_eq!(idx.lookup(99), (100, 0));
         assert_eq!(idx.lookup(107), (105, 4100));
         assert_eq!(idx.lookup(200), (110, 8300));
@@ -467,10 +530,12 @@ mod tests {
     fn time_index_only_grows() {
         let f = file();
         let mut idx = TimeIndex::create(f.clone(), 0, 120).unwrap();
-        idx.maybe_append(1000, 3, false).unwrap();
-        idx.maybe_append(1000, 5, false).unwrap();
-        idx.maybe_append(999, 6, false).unwrap();
-        idx.maybe_append(2000, 9, false).unwrap();
+        idx.maybe_append(1000, 3, false);
+        idx.write_pending().unwrap();
+        idx.maybe_append(1000, 5, false);
+        idx.maybe_append(999, 6, false);
+        idx.maybe_append(2000, 9, false);
+        idx.write_pending().unwrap();
         assert_eq!(idx.entries(), &[(1000, 3), (2000, 9)]);
         assert_eq!(idx.lookup(500), (-1, 0));
         assert_eq!(idx.lookup(1500), (1000, 3));

@@ -68,6 +68,15 @@ impl Segment {
         self.dir.join(file_name(self.base_offset, suffix))
     }
 
+    /// Maps an I/O error on one of the segment's files, building the path
+    /// only when there is an error (the append path must not format names).
+    fn io_err(&self, suffix: &'static str) -> impl FnOnce(std::io::Error) -> StorageError + '_ {
+        move |source| StorageError::Io {
+            path: self.path(suffix),
+            source,
+        }
+    }
+
     /// Creates a new, empty segment (truncating any leftover files).
     pub fn create(
         storage: &dyn Storage,
@@ -248,8 +257,9 @@ impl Segment {
         batches: &[crate::batch::AppendedBatch],
         index_interval: u32,
     ) -> Result<(), StorageError> {
-        let log_path = self.path(LOG_SUFFIX);
-        self.log.write_all_at(bytes, self.size).at(&log_path)?;
+        self.log
+            .write_all_at(bytes, self.size)
+            .map_err(self.io_err(LOG_SUFFIX))?;
         if self.size == 0 {
             self.first_batch_timestamp = batches.first().map(|b| b.max_timestamp);
         }
@@ -261,14 +271,26 @@ impl Segment {
                 b.max_timestamp,
                 b.size as u64,
                 index_interval,
-            )?;
+            );
             pos += b.size as u64;
         }
+        self.write_index_entries()?;
         self.size = pos;
         if let Some(b) = batches.last() {
             self.next_offset = b.last_offset + 1;
         }
         Ok(())
+    }
+
+    /// Writes the index entries added by the current operation (one write per
+    /// index file, whatever the number of entries).
+    fn write_index_entries(&mut self) -> Result<(), StorageError> {
+        self.index
+            .write_pending()
+            .map_err(self.io_err(INDEX_SUFFIX))?;
+        self.time_index
+            .write_pending()
+            .map_err(self.io_err(TIME_INDEX_SUFFIX))
     }
 
     fn index_batch(
@@ -278,22 +300,18 @@ impl Segment {
         max_ts: i64,
         size: u64,
         index_interval: u32,
-    ) -> Result<(), StorageError> {
+    ) {
         if max_ts > self.max_timestamp {
             self.max_timestamp = max_ts;
             self.offset_of_max_timestamp = last_offset;
         }
         if self.bytes_since_index > index_interval as u64 {
-            self.index
-                .append(last_offset, pos as u32)
-                .at(&self.path(INDEX_SUFFIX))?;
+            self.index.append(last_offset, pos as u32);
             self.time_index
-                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, false)
-                .at(&self.path(TIME_INDEX_SUFFIX))?;
+                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, false);
             self.bytes_since_index = 0;
         }
         self.bytes_since_index += size;
-        Ok(())
     }
 
     /// Position and header of the first batch whose last offset is ≥ `target`,
@@ -391,7 +409,7 @@ impl Segment {
                         header.max_timestamp,
                         header.total_size() as u64,
                         index_interval,
-                    )?;
+                    );
                     next = last + 1;
                     valid = position + header.total_size() as u64;
                 }
@@ -402,6 +420,7 @@ impl Segment {
             }
         }
         self.next_offset = next;
+        self.write_index_entries()?;
         Ok(Recovered {
             valid_bytes: valid,
             truncated_bytes: self.size - valid,
@@ -506,8 +525,7 @@ impl Segment {
     pub fn on_become_inactive(&mut self) -> Result<(), StorageError> {
         if self.max_timestamp >= 0 {
             self.time_index
-                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true)
-                .at(&self.path(TIME_INDEX_SUFFIX))?;
+                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
         }
         self.index.trim().at(&self.path(INDEX_SUFFIX))?;
         self.time_index.trim().at(&self.path(TIME_INDEX_SUFFIX))?;
