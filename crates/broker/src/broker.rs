@@ -3,12 +3,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use tokio::sync::watch;
 use weir_storage::{Log, LogManager, LogManagerConfig, StorageError, TopicPartition};
 
 use crate::config::BrokerConfig;
+use crate::groups::Groups;
 use crate::producer_state::PartitionProducers;
 use crate::topic_config;
 use crate::topics::{self, MetaProperties, TopicMeta, TopicStore, TopicStoreError};
@@ -75,6 +76,9 @@ pub struct Broker {
     hw_lock: Mutex<()>,
     next_producer_id: AtomicI64,
     pub clock: Clock,
+    /// The group coordinator; set once at start, after `__consumer_offsets`
+    /// was replayed.
+    groups: OnceLock<Groups>,
 }
 
 /// Kafka's rule for topic names.
@@ -190,7 +194,18 @@ impl Broker {
             next_producer_id: AtomicI64::new(now.max(1).saturating_mul(1000)),
             clock,
             config,
+            groups: OnceLock::new(),
         })
+    }
+
+    /// The group coordinator, once started.
+    pub fn groups(&self) -> Option<&Groups> {
+        self.groups.get()
+    }
+
+    /// Installs the group coordinator (once; later calls are ignored).
+    pub fn set_groups(&self, groups: Groups) {
+        let _ = self.groups.set(groups);
     }
 
     pub fn now_ms(&self) -> i64 {

@@ -162,6 +162,22 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     min(def("offsets.topic.num.partitions", Int, Some("50")), 1),
     min(def("offsets.retention.minutes", Int, Some("10080")), 1),
     min(
+        def("offsets.retention.check.interval.ms", Long, Some("600000")),
+        1,
+    ),
+    min(
+        def("offsets.topic.segment.bytes", Int, Some("104857600")),
+        1,
+    ),
+    min(def("offset.metadata.max.bytes", Int, Some("4096")), 0),
+    min(
+        def("group.initial.rebalance.delay.ms", Int, Some("3000")),
+        0,
+    ),
+    min(def("group.min.session.timeout.ms", Int, Some("6000")), 0),
+    min(def("group.max.session.timeout.ms", Int, Some("1800000")), 0),
+    min(def("group.max.size", Int, Some("2147483647")), 1),
+    min(
         def("transactional.id.expiration.ms", Int, Some("604800000")),
         1,
     ),

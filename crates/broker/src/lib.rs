@@ -18,6 +18,7 @@ pub mod codes;
 pub mod config;
 pub mod configdef;
 pub mod connection;
+pub mod groups;
 pub mod handler;
 pub mod producer_state;
 pub mod producer_state_io;

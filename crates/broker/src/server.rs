@@ -82,6 +82,7 @@ pub struct RunningBroker {
     task: JoinHandle<()>,
     done_rx: mpsc::Receiver<()>,
     ticker: JoinHandle<()>,
+    group_timer: JoinHandle<()>,
 }
 
 /// Opens the data dir, binds the listener and starts serving.
@@ -106,6 +107,10 @@ pub async fn start_with_clock(
         .await
         .map_err(|e| BrokerError::Config(format!("startup task failed: {e}")))??;
     let broker = Arc::new(broker);
+    let b = broker.clone();
+    tokio::task::spawn_blocking(move || b.set_groups(crate::groups::Groups::open(&b)))
+        .await
+        .map_err(|e| BrokerError::Config(format!("group load task failed: {e}")))?;
     let local_addr = listener.local_addr()?;
     broker.set_bound_addr(local_addr);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -120,6 +125,10 @@ pub async fn start_with_clock(
         shutdown_rx.clone(),
         done_tx,
     ));
+    let group_timer = tokio::spawn(crate::groups::timer_loop(
+        broker.clone(),
+        shutdown_rx.clone(),
+    ));
     let ticker = tokio::spawn(tick_loop(broker.clone(), shutdown_rx));
     tracing::info!(%local_addr, "broker listening");
     Ok(RunningBroker {
@@ -129,6 +138,7 @@ pub async fn start_with_clock(
         task,
         done_rx,
         ticker,
+        group_timer,
     })
 }
 
@@ -206,6 +216,7 @@ impl RunningBroker {
         let _ = self.shutdown_tx.send(true);
         let _ = self.task.await;
         let _ = self.ticker.await;
+        let _ = self.group_timer.await;
         // wait for connection tasks (each finishes its in-flight request)
         while self.done_rx.recv().await.is_some() {}
         let b = self.broker.clone();

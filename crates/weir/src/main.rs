@@ -27,6 +27,8 @@ enum Command {
     Consume(cmd::consume::Args),
     /// Print earliest, latest or by-time offsets per partition.
     Offsets(cmd::offsets::Args),
+    /// List, describe, reset offsets of and delete consumer groups.
+    Groups(cmd::groups::Args),
     /// Measure produce and consume throughput and latency.
     Perf(cmd::perf::Args),
     /// Print the contents of .log, .index and .timeindex files, like kafka-dump-log.sh.
@@ -41,6 +43,7 @@ fn main() -> std::process::ExitCode {
         Command::Produce(args) => cmd::produce::run(args),
         Command::Consume(args) => cmd::consume::run(args),
         Command::Offsets(args) => cmd::offsets::run(args),
+        Command::Groups(args) => cmd::groups::run(args),
         Command::Perf(args) => cmd::perf::run(args),
         Command::DumpLog(args) => cmd::dump_log::run(args),
     }

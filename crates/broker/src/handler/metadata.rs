@@ -19,7 +19,7 @@ pub fn topic_response(node_id: i32, t: &TopicMeta) -> MetadataResponseTopic {
         error_code: codes::NONE,
         name: Some(t.name.clone()),
         topic_id: Uuid(t.id_bytes()),
-        is_internal: false,
+        is_internal: t.name == crate::groups::OFFSETS_TOPIC,
         partitions: (0..t.partitions)
             .map(|p| MetadataResponsePartition {
                 error_code: codes::NONE,

@@ -14,15 +14,26 @@ pub mod api_versions;
 pub mod configs;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
+pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 /// What a handler gives back.
 pub enum Reply {
@@ -70,6 +81,17 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::FindCoordinator, 1, 6),
+    (ApiKey::JoinGroup, 2, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 pub fn supported_range(key: ApiKey) -> Option<(i16, i16)> {
@@ -115,6 +137,17 @@ pub async fn handle(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::IncrementalAlterConfigs(r) => configs::incremental_alter(ctx, r).await,
         RequestBody::DescribeLogDirs(r) => describe_log_dirs::handle(ctx, r),
         RequestBody::DescribeCluster(r) => describe_cluster::handle(ctx, r),
+        RequestBody::FindCoordinator(r) => find_coordinator::handle(ctx, r).await,
+        RequestBody::JoinGroup(r) => join_group::handle(ctx, r).await,
+        RequestBody::SyncGroup(r) => sync_group::handle(ctx, r).await,
+        RequestBody::Heartbeat(r) => heartbeat::handle(ctx, r),
+        RequestBody::LeaveGroup(r) => leave_group::handle(ctx, r).await,
+        RequestBody::OffsetCommit(r) => offset_commit::handle(ctx, r).await,
+        RequestBody::OffsetFetch(r) => offset_fetch::handle(ctx, r),
+        RequestBody::ListGroups(r) => list_groups::handle(ctx, r),
+        RequestBody::DescribeGroups(r) => describe_groups::handle(ctx, r),
+        RequestBody::DeleteGroups(r) => delete_groups::handle(ctx, r).await,
+        RequestBody::OffsetDelete(r) => offset_delete::handle(ctx, r).await,
         other => Reply::Close(format!("unsupported request {:?}", other.api_key())),
     }
 }

@@ -1,0 +1,410 @@
+//! Glue between the pure group coordinator (`weir-group`) and the broker:
+//! it owns the [`GroupCoordinator`], parks JoinGroup/SyncGroup requests
+//! until their answer comes out of the state machine, appends the
+//! coordinator's records to `__consumer_offsets` through the normal log
+//! (so storage recovery covers them) and replays that topic on start.
+//!
+//! Invariant: the coordinator lock is held while a call's outputs are
+//! executed, so records reach the log in the order the state machine
+//! produced them, and a response that follows an append in an output list
+//! is sent only after that append succeeded.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{oneshot, watch};
+use weir_group::{
+    ErrorCode, GroupConfig, GroupCoordinator, JoinResponse, OffsetsRecord, Output, Response,
+    SyncResponse,
+};
+use weir_protocol::records::{BatchIter, Compression, DecompressLimits, RecordBatchBuilder};
+
+use crate::broker::{Broker, CreateTopicError};
+
+/// The internal topic holding committed offsets and group metadata.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// How often the timer task checks the coordinator's next deadline.
+const TIMER_POLL: Duration = Duration::from_millis(100);
+
+/// Bytes read from `__consumer_offsets` per step while loading.
+const LOAD_CHUNK_BYTES: usize = 1 << 20;
+
+/// Why writing to `__consumer_offsets` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupsError {
+    #[error("cannot create {OFFSETS_TOPIC}: {0}")]
+    CreateTopic(String),
+    #[error("{OFFSETS_TOPIC} partition {0} is not available")]
+    MissingPartition(i32),
+    #[error("cannot build a record batch: {0}")]
+    Build(String),
+    #[error("append to {OFFSETS_TOPIC} failed: {0}")]
+    Append(#[from] weir_storage::StorageError),
+}
+
+/// The broker's group coordinator and its parked requests.
+pub struct Groups {
+    coord: Mutex<GroupCoordinator>,
+    /// Parked JoinGroup/SyncGroup requests by token.
+    waiters: Mutex<HashMap<u64, oneshot::Sender<Response>>>,
+    next_token: AtomicU64,
+    /// True once `__consumer_offsets` exists.
+    topic_ready: AtomicBool,
+    /// `offsets.topic.segment.bytes`, used when creating the topic.
+    segment_bytes: i64,
+}
+
+/// A parked request: the receiver yields the coordinator's answer.
+pub struct Parked {
+    pub token: u64,
+    rx: oneshot::Receiver<Response>,
+}
+
+fn broker_setting(b: &Broker, name: &str, default: i64) -> i64 {
+    b.config
+        .explicit
+        .get(name)
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(default)
+}
+
+/// The coordinator settings from the broker configuration.
+pub fn group_config(b: &Broker) -> GroupConfig {
+    let d = GroupConfig::default();
+    let clamp_i32 = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
+    GroupConfig {
+        offsets_topic_partitions: clamp_i32(broker_setting(
+            b,
+            "offsets.topic.num.partitions",
+            i64::from(d.offsets_topic_partitions),
+        ))
+        .max(1),
+        min_session_timeout_ms: clamp_i32(broker_setting(
+            b,
+            "group.min.session.timeout.ms",
+            i64::from(d.min_session_timeout_ms),
+        )),
+        max_session_timeout_ms: clamp_i32(broker_setting(
+            b,
+            "group.max.session.timeout.ms",
+            i64::from(d.max_session_timeout_ms),
+        )),
+        initial_rebalance_delay_ms: clamp_i32(broker_setting(
+            b,
+            "group.initial.rebalance.delay.ms",
+            i64::from(d.initial_rebalance_delay_ms),
+        ))
+        .max(0),
+        new_member_join_timeout_ms: d.new_member_join_timeout_ms,
+        max_group_size: usize::try_from(broker_setting(b, "group.max.size", i64::from(i32::MAX)))
+            .unwrap_or(d.max_group_size)
+            .max(1),
+        offsets_retention_ms: broker_setting(b, "offsets.retention.minutes", 10_080)
+            .max(1)
+            .saturating_mul(60_000),
+        offsets_retention_check_interval_ms: broker_setting(
+            b,
+            "offsets.retention.check.interval.ms",
+            d.offsets_retention_check_interval_ms,
+        )
+        .max(1),
+        max_metadata_bytes: usize::try_from(broker_setting(
+            b,
+            "offset.metadata.max.bytes",
+            d.max_metadata_bytes as i64,
+        ))
+        .unwrap_or(d.max_metadata_bytes),
+        member_id_seed: rand::random(),
+    }
+}
+
+impl Groups {
+    /// Builds the coordinator and, when `__consumer_offsets` exists, replays
+    /// every partition of it. An existing topic's partition count wins over
+    /// `offsets.topic.num.partitions` (group placement depends on it).
+    pub fn open(b: &Broker) -> Groups {
+        let mut config = group_config(b);
+        let existing = b.topic(OFFSETS_TOPIC);
+        if let Some(t) = &existing {
+            config.offsets_topic_partitions = t.partitions.max(1);
+        }
+        let partitions = config.offsets_topic_partitions;
+        let mut coord = GroupCoordinator::new(config);
+        let now = b.now_ms();
+        if existing.is_some() {
+            for p in 0..partitions {
+                let _ = coord.begin_load(p);
+                load_partition(b, &mut coord, p);
+                coord.complete_load(p, now);
+            }
+        }
+        Groups {
+            coord: Mutex::new(coord),
+            waiters: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(1),
+            topic_ready: AtomicBool::new(existing.is_some()),
+            segment_bytes: broker_setting(b, "offsets.topic.segment.bytes", 100 * 1024 * 1024),
+        }
+    }
+
+    /// Locks the coordinator (a poisoned lock is recovered: the state
+    /// machine never panics half way through a call on valid input).
+    pub fn lock(&self) -> MutexGuard<'_, GroupCoordinator> {
+        self.coord.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates `__consumer_offsets` if it does not exist yet.
+    pub async fn ensure_topic(&self, b: &Broker) -> Result<(), GroupsError> {
+        if self.topic_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _admin = b.admin.lock().await;
+        if b.topic(OFFSETS_TOPIC).is_none() {
+            let partitions = self.lock().config().offsets_topic_partitions;
+            let configs = BTreeMap::from([
+                ("cleanup.policy".to_string(), "compact".to_string()),
+                ("compression.type".to_string(), "producer".to_string()),
+                ("segment.bytes".to_string(), self.segment_bytes.to_string()),
+            ]);
+            let r = crate::handler::blocking(|| {
+                b.create_topic(OFFSETS_TOPIC, partitions, 1, configs, false)
+            });
+            match r {
+                Ok(_) | Err(CreateTopicError::Exists(_)) => {}
+                Err(e) => return Err(GroupsError::CreateTopic(e.to_string())),
+            }
+        }
+        self.topic_ready.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Registers a waiter; pass its token to `join_group` / `sync_group`.
+    pub fn park(&self) -> Parked {
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(token, tx);
+        Parked { token, rx }
+    }
+
+    /// Waits for the answer of a parked request. Returns None when the
+    /// broker shuts down first (or the answer was lost).
+    pub async fn wait(
+        &self,
+        parked: Parked,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Option<Response> {
+        let token = parked.token;
+        let r = tokio::select! {
+            r = parked.rx => r.ok(),
+            _ = shutdown.wait_for(|s| *s) => None,
+        };
+        self.waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&token);
+        r
+    }
+
+    /// Performs outputs in order: appends, then answers. Once an append
+    /// failed, later answers in the list become COORDINATOR_NOT_AVAILABLE
+    /// errors (their state change is not durable). Returns the first
+    /// append error. Call with the coordinator locked.
+    pub fn execute(&self, b: &Broker, outputs: Vec<Output>) -> Result<(), GroupsError> {
+        let mut failed: Option<GroupsError> = None;
+        for o in outputs {
+            match o {
+                Output::Append { partition, records } => {
+                    if failed.is_some() {
+                        continue;
+                    }
+                    if let Err(e) = append(b, partition, &records) {
+                        tracing::warn!(partition, "group coordinator append failed: {e}");
+                        failed = Some(e);
+                    }
+                }
+                Output::Respond { token, response } => {
+                    let response = if failed.is_some() {
+                        failed_response(response)
+                    } else {
+                        response
+                    };
+                    let tx = self
+                        .waiters
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&token);
+                    if let Some(tx) = tx {
+                        // the requester may have gone away; nothing to do then
+                        let _ = tx.send(response);
+                    }
+                }
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs the coordinator's timers at `now_ms` and performs the outputs.
+    pub fn tick(&self, b: &Broker, now_ms: i64) {
+        let mut coord = self.lock();
+        // no deadline yet: the first tick schedules the offset expiry check
+        if coord.next_deadline().is_none_or(|t| t <= now_ms) {
+            let out = coord.tick(now_ms);
+            if !out.is_empty() {
+                let _ = crate::handler::blocking(|| self.execute(b, out));
+            }
+        }
+    }
+}
+
+fn failed_response(r: Response) -> Response {
+    let e = ErrorCode::COORDINATOR_NOT_AVAILABLE;
+    match r {
+        Response::Join(j) => Response::Join(JoinResponse {
+            error: e,
+            generation_id: -1,
+            protocol_type: None,
+            protocol_name: None,
+            leader: String::new(),
+            skip_assignment: false,
+            members: Vec::new(),
+            member_id: j.member_id,
+        }),
+        Response::Sync(_) => Response::Sync(SyncResponse {
+            error: e,
+            protocol_type: None,
+            protocol_name: None,
+            assignment: Bytes::new(),
+        }),
+    }
+}
+
+/// Appends records as one uncompressed batch and advances the high
+/// watermark. The log's flush policy decides when it is fsynced.
+fn append(b: &Broker, partition: i32, records: &[OffsetsRecord]) -> Result<(), GroupsError> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let log = b
+        .log(OFFSETS_TOPIC, partition)
+        .ok_or(GroupsError::MissingPartition(partition))?;
+    let now = b.now_ms();
+    let mut builder = RecordBatchBuilder::new(Compression::None);
+    for r in records {
+        builder
+            .push(now, Some(r.key.clone()), r.value.clone(), Vec::new())
+            .map_err(|e| GroupsError::Build(e.to_string()))?;
+    }
+    let batch = builder
+        .build()
+        .map_err(|e| GroupsError::Build(e.to_string()))?;
+    let mut buf = batch.as_bytes().to_vec();
+    log.append(&mut buf, now)?;
+    b.advance_high_watermark(&log);
+    b.notify_append();
+    Ok(())
+}
+
+/// Replays one partition of `__consumer_offsets` into the coordinator.
+/// Unreadable data ends the load of that partition with a warning (what was
+/// read so far stays); records the coordinator cannot decode are skipped.
+fn load_partition(b: &Broker, coord: &mut GroupCoordinator, partition: i32) {
+    let Some(log) = b.log(OFFSETS_TOPIC, partition) else {
+        return;
+    };
+    let limits = DecompressLimits::default();
+    let end = log.log_end_offset();
+    let mut offset = log.log_start_offset();
+    let mut replayed = 0usize;
+    while offset < end {
+        let read = match log.read(offset, LOAD_CHUNK_BYTES, end, true) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(partition, offset, "cannot read {OFFSETS_TOPIC}: {e}");
+                return;
+            }
+        };
+        let mut data = Vec::with_capacity(read.total_bytes);
+        for region in &read.regions {
+            match region.read_to_vec() {
+                Ok(v) => data.extend_from_slice(&v),
+                Err(e) => {
+                    tracing::warn!(partition, offset, "cannot read {OFFSETS_TOPIC}: {e}");
+                    return;
+                }
+            }
+        }
+        let before = offset;
+        for batch in BatchIter::new(data) {
+            let batch = match batch {
+                Ok(batch) => batch,
+                Err(e) => {
+                    tracing::warn!(partition, offset, "bad batch in {OFFSETS_TOPIC}: {e}");
+                    return;
+                }
+            };
+            offset = batch.next_offset();
+            if batch.is_control() || batch.next_offset() <= before {
+                continue;
+            }
+            let records = match batch.collect_records(&limits) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(partition, offset, "bad batch in {OFFSETS_TOPIC}: {e}");
+                    continue;
+                }
+            };
+            for r in records {
+                let Some(key) = r.key else { continue };
+                match coord.replay(&key, r.value.as_deref()) {
+                    Ok(()) => replayed += 1,
+                    Err(e) => tracing::warn!(partition, "skipping {OFFSETS_TOPIC} record: {e}"),
+                }
+            }
+        }
+        if offset <= before {
+            // no progress (empty read): stop rather than spin
+            break;
+        }
+    }
+    if replayed > 0 {
+        tracing::info!(
+            partition,
+            records = replayed,
+            "loaded {OFFSETS_TOPIC} partition"
+        );
+    }
+}
+
+/// Runs the coordinator's timers until shutdown.
+pub async fn timer_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+    let mut interval = tokio::time::interval(TIMER_POLL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        let Some(groups) = broker.groups() else {
+            continue;
+        };
+        let now = broker.now_ms();
+        let due = groups.lock().next_deadline().is_none_or(|t| t <= now);
+        if !due {
+            continue;
+        }
+        if groups.ensure_topic(&broker).await.is_err() {
+            continue;
+        }
+        groups.tick(&broker, now);
+    }
+}

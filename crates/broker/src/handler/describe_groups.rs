@@ -1,0 +1,63 @@
+//! DescribeGroups: state, protocol and members (with metadata and
+//! assignment while Stable). An unknown group is Dead with no members.
+
+use weir_group::ErrorCode;
+use weir_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use weir_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, ResponseBody};
+
+use super::{Reply, RequestContext};
+
+pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> Reply {
+    let v = ctx.api_version;
+    let groups = match ctx.broker.groups() {
+        Some(g) => g.lock().describe_groups(&req.groups),
+        None => {
+            return Reply::Body(ResponseBody::DescribeGroups(DescribeGroupsResponse {
+                groups: req
+                    .groups
+                    .into_iter()
+                    .map(|group_id| DescribedGroup {
+                        error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE.code(),
+                        group_id,
+                        authorized_operations: i32::MIN,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }));
+        }
+    };
+    let resp = DescribeGroupsResponse {
+        groups: groups
+            .into_iter()
+            .map(|g| DescribedGroup {
+                error_code: if v >= 6 && g.error.is_ok() && !g.found {
+                    ErrorCode::GROUP_ID_NOT_FOUND.code()
+                } else {
+                    g.error.code()
+                },
+                group_id: g.group_id,
+                group_state: g.state.name().to_string(),
+                protocol_type: g.protocol_type,
+                protocol_data: g.protocol,
+                members: g
+                    .members
+                    .into_iter()
+                    .map(|m| DescribedGroupMember {
+                        member_id: m.member_id,
+                        group_instance_id: m.group_instance_id,
+                        client_id: m.client_id,
+                        client_host: m.client_host,
+                        member_metadata: m.metadata,
+                        member_assignment: m.assignment,
+                        ..Default::default()
+                    })
+                    .collect(),
+                authorized_operations: i32::MIN,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    Reply::Body(ResponseBody::DescribeGroups(resp))
+}

@@ -1,0 +1,27 @@
+//! Heartbeat: keeps a member's session alive and tells it about rebalances.
+
+use weir_group::HeartbeatRequest as Beat;
+use weir_protocol::messages::{HeartbeatRequest, HeartbeatResponse, ResponseBody};
+
+use super::{Reply, RequestContext};
+use crate::codes;
+
+pub fn handle(ctx: &RequestContext, req: HeartbeatRequest) -> Reply {
+    let error_code = match ctx.broker.groups() {
+        None => codes::COORDINATOR_NOT_AVAILABLE,
+        Some(groups) => {
+            let beat = Beat {
+                group_id: req.group_id,
+                generation_id: req.generation_id,
+                member_id: req.member_id,
+                group_instance_id: req.group_instance_id,
+            };
+            let now = ctx.broker.now_ms();
+            groups.lock().heartbeat(&beat, now).code()
+        }
+    };
+    Reply::Body(ResponseBody::Heartbeat(HeartbeatResponse {
+        error_code,
+        ..Default::default()
+    }))
+}

@@ -1,0 +1,95 @@
+//! OffsetCommit: acknowledged only after the records are appended to
+//! `__consumer_offsets` (and flushed as that log's flush policy says).
+
+use weir_group::{CommitPartition, ErrorCode, OffsetCommitRequest as Commit};
+use weir_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use weir_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, ResponseBody};
+
+use super::{Reply, RequestContext, blocking};
+
+pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
+    let v = ctx.api_version;
+    let shape: Vec<(String, Vec<i32>)> = req
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.clone(),
+                t.partitions.iter().map(|p| p.partition_index).collect(),
+            )
+        })
+        .collect();
+    let all = |e: ErrorCode| respond(&shape, |_, _| e);
+    let Some(groups) = ctx.broker.groups() else {
+        return all(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    };
+    if groups.ensure_topic(&ctx.broker).await.is_err() {
+        return all(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    }
+    let commit = Commit {
+        group_id: req.group_id.clone(),
+        generation_id: req.generation_id_or_member_epoch,
+        member_id: req.member_id,
+        group_instance_id: req.group_instance_id,
+        retention_time_ms: (v <= 4).then_some(req.retention_time_ms),
+        partitions: req
+            .topics
+            .into_iter()
+            .flat_map(|t| {
+                let name = t.name;
+                t.partitions.into_iter().map(move |p| CommitPartition {
+                    topic: name.clone(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.committed_metadata,
+                })
+            })
+            .collect(),
+    };
+    let now = ctx.broker.now_ms();
+    let (results, appended) = {
+        let mut coord = groups.lock();
+        // v9+ (KIP-848 era): a commit to a group that does not exist is
+        // GROUP_ID_NOT_FOUND rather than creating a standalone group
+        if v >= 9 && coord.group_state(&commit.group_id).is_none() && commit.generation_id >= 0 {
+            drop(coord);
+            return all(ErrorCode::GROUP_ID_NOT_FOUND);
+        }
+        let (results, out) = coord.commit_offsets(&commit, now);
+        let appended = blocking(|| groups.execute(&ctx.broker, out));
+        (results, appended)
+    };
+    if appended.is_err() {
+        return all(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    }
+    respond(&shape, |topic, partition| {
+        results
+            .iter()
+            .find(|r| r.topic == topic && r.partition == partition)
+            .map_or(ErrorCode::UNKNOWN_SERVER_ERROR, |r| r.error)
+    })
+}
+
+fn respond(shape: &[(String, Vec<i32>)], error: impl Fn(&str, i32) -> ErrorCode) -> Reply {
+    Reply::Body(ResponseBody::OffsetCommit(OffsetCommitResponse {
+        topics: shape
+            .iter()
+            .map(|(name, parts)| OffsetCommitResponseTopic {
+                name: name.clone(),
+                partitions: parts
+                    .iter()
+                    .map(|&p| OffsetCommitResponsePartition {
+                        partition_index: p,
+                        error_code: error(name, p).code(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }))
+}

@@ -1,0 +1,84 @@
+//! OffsetDelete: removes committed offsets of partitions the group is not
+//! subscribed to. Topics unknown to the broker are rejected here.
+
+use weir_group::ErrorCode;
+use weir_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use weir_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, ResponseBody};
+
+use super::{Reply, RequestContext, blocking};
+
+fn reply(error: ErrorCode, topics: Vec<(String, Vec<(i32, ErrorCode)>)>) -> Reply {
+    Reply::Body(ResponseBody::OffsetDelete(OffsetDeleteResponse {
+        error_code: error.code(),
+        topics: topics
+            .into_iter()
+            .map(|(name, ps)| OffsetDeleteResponseTopic {
+                name,
+                partitions: ps
+                    .into_iter()
+                    .map(|(p, e)| OffsetDeleteResponsePartition {
+                        partition_index: p,
+                        error_code: e.code(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }))
+}
+
+pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> Reply {
+    let Some(groups) = ctx.broker.groups() else {
+        return reply(ErrorCode::COORDINATOR_NOT_AVAILABLE, Vec::new());
+    };
+    if groups.ensure_topic(&ctx.broker).await.is_err() {
+        return reply(ErrorCode::COORDINATOR_NOT_AVAILABLE, Vec::new());
+    }
+    let mut known = Vec::new();
+    for t in &req.topics {
+        let exists = ctx.broker.topic(&t.name);
+        for p in &t.partitions {
+            let ok = exists
+                .as_ref()
+                .is_some_and(|m| (0..m.partitions).contains(&p.partition_index));
+            if ok {
+                known.push((t.name.clone(), p.partition_index));
+            }
+        }
+    }
+    let now = ctx.broker.now_ms();
+    let (group_error, results) = {
+        let mut coord = groups.lock();
+        let (e, results, out) = coord.delete_offsets(&req.group_id, &known, now);
+        match blocking(|| groups.execute(&ctx.broker, out)) {
+            Ok(()) => (e, results),
+            Err(_) => (ErrorCode::COORDINATOR_NOT_AVAILABLE, Vec::new()),
+        }
+    };
+    if !group_error.is_ok() {
+        return reply(group_error, Vec::new());
+    }
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let ps = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let e = results
+                        .iter()
+                        .find(|r| r.topic == t.name && r.partition == p.partition_index)
+                        .map_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, |r| r.error);
+                    (p.partition_index, e)
+                })
+                .collect();
+            (t.name, ps)
+        })
+        .collect();
+    reply(ErrorCode::NONE, topics)
+}

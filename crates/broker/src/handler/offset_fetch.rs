@@ -1,0 +1,140 @@
+//! OffsetFetch: v1-7 ask for one group, v8+ for many. A null topic list
+//! (v2+) means every partition the group has offsets for.
+
+use weir_group::{ErrorCode, OffsetFetchGroup, OffsetFetchResult};
+use weir_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use weir_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, ResponseBody};
+
+use super::{Reply, RequestContext};
+
+/// Groups results by topic, keeping the order of first appearance.
+fn by_topic(r: &OffsetFetchResult) -> Vec<(String, Vec<&weir_group::FetchedOffset>)> {
+    let mut out: Vec<(String, Vec<&weir_group::FetchedOffset>)> = Vec::new();
+    for p in &r.partitions {
+        match out.iter_mut().find(|(t, _)| *t == p.topic) {
+            Some((_, v)) => v.push(p),
+            None => out.push((p.topic.clone(), vec![p])),
+        }
+    }
+    out
+}
+
+fn metadata(m: &str) -> Option<String> {
+    Some(m.to_string())
+}
+
+pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
+    let v = ctx.api_version;
+    let asked: Vec<OffsetFetchGroup> = if v >= 8 {
+        req.groups
+            .into_iter()
+            .map(|g| OffsetFetchGroup {
+                group_id: g.group_id,
+                partitions: g.topics.map(|ts| {
+                    ts.into_iter()
+                        .flat_map(|t| {
+                            let name = t.name;
+                            t.partition_indexes
+                                .into_iter()
+                                .map(move |p| (name.clone(), p))
+                        })
+                        .collect()
+                }),
+            })
+            .collect()
+    } else {
+        vec![OffsetFetchGroup {
+            group_id: req.group_id,
+            partitions: req.topics.map(|ts| {
+                ts.into_iter()
+                    .flat_map(|t| {
+                        let name = t.name;
+                        t.partition_indexes
+                            .into_iter()
+                            .map(move |p| (name.clone(), p))
+                    })
+                    .collect()
+            }),
+        }]
+    };
+    let results: Vec<OffsetFetchResult> = match ctx.broker.groups() {
+        Some(groups) => groups.lock().fetch_offsets(&asked),
+        None => asked
+            .iter()
+            .map(|g| OffsetFetchResult {
+                group_id: g.group_id.clone(),
+                error: ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                partitions: Vec::new(),
+            })
+            .collect(),
+    };
+    let resp = if v >= 8 {
+        OffsetFetchResponse {
+            groups: results
+                .iter()
+                .map(|r| OffsetFetchResponseGroup {
+                    group_id: r.group_id.clone(),
+                    error_code: r.error.code(),
+                    topics: by_topic(r)
+                        .into_iter()
+                        .map(|(name, ps)| OffsetFetchResponseTopics {
+                            name,
+                            partitions: ps
+                                .into_iter()
+                                .map(|p| OffsetFetchResponsePartitions {
+                                    partition_index: p.partition,
+                                    committed_offset: p.offset,
+                                    committed_leader_epoch: p.leader_epoch,
+                                    metadata: metadata(&p.metadata),
+                                    error_code: p.error.code(),
+                                    ..Default::default()
+                                })
+                                .collect(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    } else {
+        let r = results.into_iter().next().unwrap_or(OffsetFetchResult {
+            group_id: String::new(),
+            error: ErrorCode::UNKNOWN_SERVER_ERROR,
+            partitions: Vec::new(),
+        });
+        // v1 has no top-level error code: report it on every partition
+        let group_error = r.error;
+        OffsetFetchResponse {
+            error_code: group_error.code(),
+            topics: by_topic(&r)
+                .into_iter()
+                .map(|(name, ps)| OffsetFetchResponseTopic {
+                    name,
+                    partitions: ps
+                        .into_iter()
+                        .map(|p| OffsetFetchResponsePartition {
+                            partition_index: p.partition,
+                            committed_offset: p.offset,
+                            committed_leader_epoch: p.leader_epoch,
+                            metadata: metadata(&p.metadata),
+                            error_code: if v < 2 && !group_error.is_ok() {
+                                group_error.code()
+                            } else {
+                                p.error.code()
+                            },
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    };
+    Reply::Body(ResponseBody::OffsetFetch(resp))
+}

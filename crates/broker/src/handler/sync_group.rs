@@ -1,0 +1,58 @@
+//! SyncGroup: followers are parked until the leader sends the assignment.
+
+use weir_group::{Assignment, Response, SyncRequest};
+use weir_protocol::messages::{ResponseBody, SyncGroupRequest, SyncGroupResponse};
+
+use super::{Reply, RequestContext, blocking};
+use crate::codes;
+
+fn error(code: i16) -> Reply {
+    Reply::Body(ResponseBody::SyncGroup(SyncGroupResponse {
+        error_code: code,
+        ..Default::default()
+    }))
+}
+
+pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> Reply {
+    let v = ctx.api_version;
+    let Some(groups) = ctx.broker.groups() else {
+        return error(codes::COORDINATOR_NOT_AVAILABLE);
+    };
+    if groups.ensure_topic(&ctx.broker).await.is_err() {
+        return error(codes::COORDINATOR_NOT_AVAILABLE);
+    }
+    let sync = SyncRequest {
+        group_id: req.group_id,
+        generation_id: req.generation_id,
+        member_id: req.member_id,
+        group_instance_id: req.group_instance_id,
+        protocol_type: if v >= 5 { req.protocol_type } else { None },
+        protocol_name: if v >= 5 { req.protocol_name } else { None },
+        assignments: req
+            .assignments
+            .into_iter()
+            .map(|a| Assignment {
+                member_id: a.member_id,
+                assignment: a.assignment,
+            })
+            .collect(),
+    };
+    let parked = groups.park();
+    let token = parked.token;
+    let now = ctx.broker.now_ms();
+    {
+        let mut coord = groups.lock();
+        let out = coord.sync_group(sync, token, now);
+        let _ = blocking(|| groups.execute(&ctx.broker, out));
+    }
+    let Some(Response::Sync(r)) = groups.wait(parked, ctx.shutdown.clone()).await else {
+        return error(codes::COORDINATOR_NOT_AVAILABLE);
+    };
+    Reply::Body(ResponseBody::SyncGroup(SyncGroupResponse {
+        error_code: r.error.code(),
+        protocol_type: r.protocol_type,
+        protocol_name: r.protocol_name,
+        assignment: r.assignment,
+        ..Default::default()
+    }))
+}

@@ -1,0 +1,459 @@
+//! `weir groups`: list, describe, reset offsets of and delete consumer
+//! groups, like `kafka-consumer-groups.sh`.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use weir_client::{Client, Connection};
+use weir_protocol::codec::Decodable;
+use weir_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use weir_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+use weir_protocol::messages::{
+    ConsumerProtocolAssignment, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
+    ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest,
+};
+
+use super::common::{Bootstrap, run_async};
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Examples:\n  weir groups list\n  weir groups describe my-group\n  weir groups reset-offsets my-group --topic orders --to-earliest --execute\n  weir groups delete my-group"
+)]
+pub struct Args {
+    #[command(flatten)]
+    bootstrap: Bootstrap,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// List consumer groups and their states.
+    List,
+    /// Committed offsets, lag and members of a group.
+    Describe { group: String },
+    /// Move a group's committed offsets (the group must be Empty).
+    ResetOffsets(ResetArgs),
+    /// Delete an empty group and its committed offsets.
+    Delete { group: String },
+}
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).multiple(false)))]
+#[command(group(clap::ArgGroup::new("mode").required(true).multiple(false)))]
+struct ResetArgs {
+    group: String,
+    #[arg(long)]
+    topic: String,
+    #[arg(long, group = "target")]
+    to_earliest: bool,
+    #[arg(long, group = "target")]
+    to_latest: bool,
+    /// ISO 8601, e.g. 2024-05-01T12:00:00Z or 2024-05-01T12:00:00.000+02:00.
+    #[arg(long, group = "target")]
+    to_datetime: Option<String>,
+    #[arg(long, group = "target")]
+    to_offset: Option<i64>,
+    #[arg(long, group = "target", allow_hyphen_values = true)]
+    shift_by: Option<i64>,
+    /// Print the new offsets without committing them.
+    #[arg(long, group = "mode")]
+    dry_run: bool,
+    /// Commit the new offsets.
+    #[arg(long, group = "mode")]
+    execute: bool,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    run_async(async move {
+        let mut client = args.bootstrap.connect().await?;
+        match args.command {
+            Command::List => list(&mut client).await,
+            Command::Describe { group } => describe(&mut client, &group).await,
+            Command::ResetOffsets(r) => reset(&mut client, r).await,
+            Command::Delete { group } => delete(&mut client, &group).await,
+        }
+    })
+}
+
+fn check(code: i16, what: &str) -> Result<()> {
+    if code != 0 {
+        let name = weir_protocol::error_code::ErrorCode::from_code(code)
+            .map(|e| format!("{e:?}"))
+            .unwrap_or_else(|| format!("error {code}"));
+        bail!("{what}: {name}");
+    }
+    Ok(())
+}
+
+/// The connection to the coordinator of `group`.
+async fn coordinator<'a>(client: &'a mut Client, group: &str) -> Result<&'a mut Connection> {
+    let req = FindCoordinatorRequest {
+        key: group.to_string(),
+        key_type: 0,
+        coordinator_keys: vec![group.to_string()],
+        ..Default::default()
+    };
+    let resp = client.any_connection().await?.send(&req).await?;
+    let (code, node) = match resp.coordinators.first() {
+        Some(c) => (c.error_code, c.node_id),
+        None => (resp.error_code, resp.node_id),
+    };
+    check(code, &format!("find coordinator of {group}"))?;
+    Ok(client.node_connection(node).await?)
+}
+
+async fn list(client: &mut Client) -> Result<()> {
+    let resp = client
+        .any_connection()
+        .await?
+        .send(&ListGroupsRequest::default())
+        .await?;
+    check(resp.error_code, "list groups")?;
+    let mut groups = resp.groups;
+    groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    println!("{:<40} {:<20} STATE", "GROUP", "PROTOCOL-TYPE");
+    for g in groups {
+        println!(
+            "{:<40} {:<20} {}",
+            g.group_id, g.protocol_type, g.group_state
+        );
+    }
+    Ok(())
+}
+
+/// Committed offsets of a group: (topic, partition) → offset.
+async fn committed(client: &mut Client, group: &str) -> Result<BTreeMap<(String, i32), i64>> {
+    let req = OffsetFetchRequest {
+        group_id: group.to_string(),
+        topics: None,
+        groups: vec![OffsetFetchRequestGroup {
+            group_id: group.to_string(),
+            topics: None,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let resp = coordinator(client, group).await?.send(&req).await?;
+    let mut out = BTreeMap::new();
+    if let Some(g) = resp.groups.into_iter().next() {
+        check(g.error_code, "fetch offsets")?;
+        for t in g.topics {
+            for p in t.partitions {
+                if p.committed_offset >= 0 {
+                    out.insert((t.name.clone(), p.partition_index), p.committed_offset);
+                }
+            }
+        }
+    } else {
+        check(resp.error_code, "fetch offsets")?;
+        for t in resp.topics {
+            for p in t.partitions {
+                if p.committed_offset >= 0 {
+                    out.insert((t.name.clone(), p.partition_index), p.committed_offset);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Partitions in a consumer-protocol assignment (empty if undecodable).
+fn assigned(assignment: &Bytes) -> Vec<(String, i32)> {
+    let mut buf = assignment.clone();
+    if buf.len() < 2 {
+        return Vec::new();
+    }
+    let version = i16::from_be_bytes([buf[0], buf[1]]);
+    let _ = buf.split_to(2);
+    match ConsumerProtocolAssignment::decode(&mut buf, version.clamp(0, 3)) {
+        Ok(a) => a
+            .assigned_partitions
+            .into_iter()
+            .flat_map(|tp| {
+                let topic = tp.topic;
+                tp.partitions.into_iter().map(move |p| (topic.clone(), p))
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+async fn high_watermark(client: &mut Client, topic: &str, partition: i32) -> Result<i64> {
+    let leader = client.leader(topic, partition).await?;
+    Ok(client.list_offset(topic, partition, -1, leader).await?.0)
+}
+
+async fn describe(client: &mut Client, group: &str) -> Result<()> {
+    let req = DescribeGroupsRequest {
+        groups: vec![group.to_string()],
+        ..Default::default()
+    };
+    let resp = coordinator(client, group).await?.send(&req).await?;
+    let g = resp
+        .groups
+        .into_iter()
+        .next()
+        .context("empty DescribeGroups response")?;
+    check(g.error_code, &format!("describe {group}"))?;
+    let offsets = committed(client, group).await?;
+    if g.group_state == "Dead" && offsets.is_empty() {
+        bail!("consumer group {group} does not exist");
+    }
+    // (topic, partition) → (member id, host, client id)
+    let mut owners: BTreeMap<(String, i32), (String, String, String)> = BTreeMap::new();
+    for m in &g.members {
+        for tp in assigned(&m.member_assignment) {
+            owners.insert(
+                tp,
+                (
+                    m.member_id.clone(),
+                    m.client_host.clone(),
+                    m.client_id.clone(),
+                ),
+            );
+        }
+    }
+    let mut rows: Vec<(String, i32)> = offsets.keys().cloned().collect();
+    rows.extend(owners.keys().cloned());
+    rows.sort();
+    rows.dedup();
+    println!(
+        "GROUP {group}  STATE {}  PROTOCOL {}  MEMBERS {}",
+        g.group_state,
+        if g.protocol_data.is_empty() {
+            "-"
+        } else {
+            &g.protocol_data
+        },
+        g.members.len()
+    );
+    println!();
+    println!(
+        "{:<30} {:>9} {:>15} {:>15} {:>8} {:<45} {:<16} CLIENT-ID",
+        "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST"
+    );
+    for (topic, partition) in rows {
+        let current = offsets.get(&(topic.clone(), partition)).copied();
+        let hw = high_watermark(client, &topic, partition).await.ok();
+        let lag = match (current, hw) {
+            (Some(c), Some(h)) => (h - c).max(0).to_string(),
+            _ => "-".to_string(),
+        };
+        let (member, host, client_id) = owners
+            .get(&(topic.clone(), partition))
+            .cloned()
+            .unwrap_or_else(|| ("-".into(), "-".into(), "-".into()));
+        println!(
+            "{:<30} {:>9} {:>15} {:>15} {:>8} {:<45} {:<16} {}",
+            topic,
+            partition,
+            current.map_or("-".to_string(), |c| c.to_string()),
+            hw.map_or("-".to_string(), |h| h.to_string()),
+            lag,
+            member,
+            host,
+            client_id
+        );
+    }
+    if !g.members.is_empty() {
+        println!();
+        println!(
+            "{:<45} {:<16} {:<20} #PARTITIONS",
+            "CONSUMER-ID", "HOST", "CLIENT-ID"
+        );
+        for m in &g.members {
+            println!(
+                "{:<45} {:<16} {:<20} {}",
+                m.member_id,
+                m.client_host,
+                m.client_id,
+                assigned(&m.member_assignment).len()
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn reset(client: &mut Client, r: ResetArgs) -> Result<()> {
+    let group = r.group.as_str();
+    let req = DescribeGroupsRequest {
+        groups: vec![group.to_string()],
+        ..Default::default()
+    };
+    let resp = coordinator(client, group).await?.send(&req).await?;
+    if let Some(g) = resp.groups.first() {
+        check(g.error_code, &format!("describe {group}"))?;
+        if g.group_state != "Empty" && g.group_state != "Dead" {
+            bail!(
+                "assignments can only be reset if the group '{group}' is inactive, but the current state is {}",
+                g.group_state
+            );
+        }
+    }
+    let topic = client.topic(&r.topic).await?;
+    check(topic.error_code, &format!("topic {}", r.topic))?;
+    let current = committed(client, group).await?;
+    let datetime = r.to_datetime.as_deref().map(parse_datetime).transpose()?;
+    let mut targets = Vec::new();
+    for p in &topic.partitions {
+        let part = p.partition;
+        let earliest = client.list_offset(&r.topic, part, -2, p.leader).await?.0;
+        let latest = client.list_offset(&r.topic, part, -1, p.leader).await?.0;
+        let wanted = if r.to_earliest {
+            earliest
+        } else if r.to_latest {
+            latest
+        } else if let Some(ts) = datetime {
+            let (o, _) = client.list_offset(&r.topic, part, ts, p.leader).await?;
+            if o < 0 { latest } else { o }
+        } else if let Some(o) = r.to_offset {
+            o
+        } else if let Some(n) = r.shift_by {
+            let base = current
+                .get(&(r.topic.clone(), part))
+                .copied()
+                .unwrap_or(earliest);
+            base.saturating_add(n)
+        } else {
+            bail!("no reset target given");
+        };
+        // like Kafka: out-of-range targets are clamped to the log
+        targets.push((part, wanted.clamp(earliest, latest)));
+    }
+    println!("{:<30} {:>9} {:>12}", "TOPIC", "PARTITION", "NEW-OFFSET");
+    for (p, o) in &targets {
+        println!("{:<30} {:>9} {:>12}", r.topic, p, o);
+    }
+    if r.dry_run {
+        return Ok(());
+    }
+    let req = OffsetCommitRequest {
+        group_id: group.to_string(),
+        generation_id_or_member_epoch: -1,
+        member_id: String::new(),
+        retention_time_ms: -1,
+        topics: vec![OffsetCommitRequestTopic {
+            name: r.topic.clone(),
+            partitions: targets
+                .iter()
+                .map(|&(p, o)| OffsetCommitRequestPartition {
+                    partition_index: p,
+                    committed_offset: o,
+                    committed_leader_epoch: -1,
+                    committed_metadata: Some(String::new()),
+                    commit_timestamp: -1,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let resp = coordinator(client, group).await?.send(&req).await?;
+    for t in resp.topics {
+        for p in t.partitions {
+            check(
+                p.error_code,
+                &format!("commit {}-{}", t.name, p.partition_index),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+async fn delete(client: &mut Client, group: &str) -> Result<()> {
+    let req = DeleteGroupsRequest {
+        groups_names: vec![group.to_string()],
+        ..Default::default()
+    };
+    let resp = coordinator(client, group).await?.send(&req).await?;
+    for r in resp.results {
+        check(r.error_code, &format!("delete {}", r.group_id))?;
+        println!("Deleted group {}", r.group_id);
+    }
+    Ok(())
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fff][Z|±HH:MM]` (no zone = UTC) into
+/// milliseconds since the epoch.
+pub fn parse_datetime(s: &str) -> Result<i64> {
+    let bad = || {
+        anyhow::anyhow!("invalid --to-datetime {s:?}: expected YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM]")
+    };
+    let num = |t: &str| t.parse::<i64>().map_err(|_| bad());
+    let (date, rest) = s.split_once('T').ok_or_else(bad)?;
+    let d: Vec<&str> = date.split('-').collect();
+    let [y, mo, da] = d.as_slice() else {
+        return Err(bad());
+    };
+    let (y, mo, da) = (num(y)?, num(mo)?, num(da)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) {
+        return Err(bad());
+    }
+    let (time, offset_ms) = if let Some(t) = rest.strip_suffix('Z') {
+        (t, 0)
+    } else if let Some(i) = rest.rfind(['+', '-']) {
+        let (t, z) = rest.split_at(i);
+        let sign = if z.starts_with('-') { -1 } else { 1 };
+        let (h, m) = z[1..].split_once(':').ok_or_else(bad)?;
+        (t, sign * (num(h)? * 3_600_000 + num(m)? * 60_000))
+    } else {
+        (rest, 0)
+    };
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let t: Vec<&str> = hms.split(':').collect();
+    let [h, mi, se] = t.as_slice() else {
+        return Err(bad());
+    };
+    let (h, mi, se) = (num(h)?, num(mi)?, num(se)?);
+    if h > 23 || mi > 59 || se > 60 || frac.is_empty() || frac.len() > 9 {
+        return Err(bad());
+    }
+    let ms = num(&format!("{frac:0<3}")[..3])?;
+    let days = days_from_civil(y, mo, da);
+    Ok(days * 86_400_000 + h * 3_600_000 + mi * 60_000 + se * 1000 + ms - offset_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_datetime;
+
+    #[test]
+    fn datetimes_parse_to_epoch_millis() {
+        let cases = [
+            ("1970-01-01T00:00:00Z", 0),
+            ("1970-01-01T00:00:01.5Z", 1500),
+            ("2001-09-09T01:46:40Z", 1_000_000_000_000),
+            ("2001-09-09T03:46:40+02:00", 1_000_000_000_000),
+            ("2001-09-08T23:46:40.000-02:00", 1_000_000_000_000),
+            ("2024-02-29T12:00:00", 1_709_208_000_000),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_datetime(s).unwrap(), want, "{s}");
+        }
+        for bad in [
+            "2024-13-01T00:00:00Z",
+            "2024-01-01",
+            "yesterday",
+            "2024-01-01T25:00:00Z",
+        ] {
+            assert!(parse_datetime(bad).is_err(), "{bad}");
+        }
+    }
+}
