@@ -527,6 +527,39 @@ mod tests {
     }
 
     #[test]
+    fn truncating_pending_entries_keeps_the_file_in_step() {
+        let f = file();
+        let mut idx = OffsetIndex::create(f.clone(), 0, 80).unwrap();
+        idx.append(10, 100);
+        idx.append(20, 200);
+        idx.write_pending().unwrap();
+        idx.append(30, 300);
+        idx.append(40, 400);
+        // Cuts one written and both pending entries.
+        idx.truncate_to(20).unwrap();
+        assert!(idx.is_written());
+        idx.append(25, 250);
+        idx.write_pending().unwrap();
+        let mut bytes = vec![0u8; 80];
+        f.read_exact_at(&mut bytes, 0).unwrap();
+        assert_eq!(parse_offset_index(&bytes).unwrap(), idx.entries());
+        assert_eq!(idx.entries(), &[(10, 100), (25, 250)]);
+
+        let tf = file();
+        let mut t = TimeIndex::create(tf.clone(), 0, 120).unwrap();
+        t.maybe_append(1000, 1, false);
+        t.write_pending().unwrap();
+        t.maybe_append(2000, 5, false);
+        t.truncate_to(5).unwrap();
+        t.maybe_append(1500, 4, false);
+        t.trim().unwrap();
+        assert_eq!(tf.len().unwrap(), 2 * TIME_ENTRY as u64);
+        let mut bytes = vec![0u8; 2 * TIME_ENTRY];
+        tf.read_exact_at(&mut bytes, 0).unwrap();
+        assert_eq!(parse_time_index(&bytes).unwrap(), &[(1000, 1), (1500, 4)]);
+    }
+
+    #[test]
     fn time_index_only_grows() {
         let f = file();
         let mut idx = TimeIndex::create(f.clone(), 0, 120).unwrap();
