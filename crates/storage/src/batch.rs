@@ -133,9 +133,7 @@ pub(crate) struct BatchScanner<'a> {
     file: &'a dyn StorageFile,
     end: u64,
     pos: u64,
-    /// `buf[..filled]` holds the file's bytes from `buf_start` on.
     buf: Vec<u8>,
-    filled: usize,
     buf_start: u64,
     verify_crc: bool,
 }
@@ -151,40 +149,23 @@ impl<'a> BatchScanner<'a> {
             end,
             pos: start,
             buf: Vec::new(),
-            filled: 0,
             buf_start: start,
             verify_crc,
         }
     }
 
     /// Makes `[pos, pos + need)` available in the buffer (caller checked `end`).
-    /// A refill keeps the bytes already read from `pos` on (a batch cut by
-    /// the previous chunk is not read twice) and reads up to a whole chunk
-    /// after them into a buffer that is allocated (and zeroed) only when it
-    /// has to grow.
     fn fill(&mut self, need: usize) -> std::io::Result<&[u8]> {
-        let in_buf = self.pos >= self.buf_start && self.pos - self.buf_start <= self.filled as u64;
-        let have_from = if in_buf {
-            (self.pos - self.buf_start) as usize
-        } else {
-            self.filled
-        };
-        if have_from + need > self.filled {
+        let have_from = self.pos.saturating_sub(self.buf_start) as usize;
+        if self.pos < self.buf_start || have_from + need > self.buf.len() {
             let chunk = if self.verify_crc {
                 SCAN_CHUNK
             } else {
                 HEADER_CHUNK
             };
-            let left = (self.end - self.pos) as usize;
-            let want = need.max(chunk).min(left);
-            if self.buf.len() < want {
-                self.buf.resize(want, 0);
-            }
-            let kept = self.filled - have_from;
-            self.buf.copy_within(have_from..self.filled, 0);
-            let at = self.pos + kept as u64;
-            self.file.read_exact_at(&mut self.buf[kept..want], at)?;
-            self.filled = want;
+            let want = need.max(chunk).min((self.end - self.pos) as usize);
+            self.buf.resize(want, 0);
+            self.file.read_exact_at(&mut self.buf, self.pos)?;
             self.buf_start = self.pos;
         }
         let from = (self.pos - self.buf_start) as usize;
