@@ -224,6 +224,55 @@ def check_delete(admin, topic):
         time.sleep(0.1)
 
 
+def group_consume(bootstrap, topic, group, limit, deadline_s=60):
+    """Consumes with a group member until `limit` records or the deadline,
+    commits synchronously, closes; returns the values read."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        request_timeout_ms=30000,
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=1000,
+    )
+    out = []
+    try:
+        deadline = time.monotonic() + deadline_s
+        while len(out) < limit and time.monotonic() < deadline:
+            batch = consumer.poll(timeout_ms=500, max_records=50)
+            for recs in batch.values():
+                out.extend(r.value for r in recs)
+        consumer.commit()
+    finally:
+        consumer.close()
+    return out
+
+
+def check_group_consumer(bootstrap, admin, topic, records):
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        for i in range(records):
+            producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+        producer.flush(timeout=60)
+    finally:
+        producer.close(timeout=10)
+    group = f"py-group-{uuid.uuid4().hex[:8]}"
+    first = group_consume(bootstrap, topic, group, records // 2)
+    expect(len(first) >= records // 2, f"first member read {len(first)} of {records // 2}")
+    # a second member of the same group resumes from the committed offsets
+    rest = group_consume(bootstrap, topic, group, records - len(first))
+    values = first + rest
+    expect(len(values) == records, f"read {len(values)} records in total, expected {records}")
+    expect(len(set(values)) == records, "a record was read twice across the two members")
+    listed = [g[0] if isinstance(g, tuple) else g.get("group_id") for g in admin.list_groups()]
+    expect(group in listed, f"{group} missing from list_groups: {listed}")
+    offsets = admin.list_group_offsets({group: None})[group]
+    committed = sum(m.offset for m in offsets.values())
+    expect(committed == records, f"committed offsets sum to {committed}, expected {records}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True)
@@ -269,6 +318,12 @@ def main():
                         f"offsets_for_times / beginning_offsets / end_offsets [{codec}]",
                         check_offsets, args.bootstrap, topic, args.partitions, args.records, base_ts,
                     )
+            group_topic = f"py-group-{run_id}"
+            if run_check("admin: create topic [group]", check_create_topic, admin, group_topic, 3):
+                run_check(
+                    "consumer group: commit, close, second member resumes",
+                    check_group_consumer, args.bootstrap, admin, group_topic, 300,
+                )
             if created:
                 run_check("admin: describe_configs / alter_configs", check_configs, admin, created[0])
                 if args.keep_topics:

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use weir_client::{Client, Connection};
-use weir_protocol::codec::Decodable;
+use weir_protocol::codec::{Decodable, Message, Request};
 use weir_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -92,13 +92,26 @@ fn check(code: i16, what: &str) -> Result<()> {
 
 /// The connection to the coordinator of `group`.
 async fn coordinator<'a>(client: &'a mut Client, group: &str) -> Result<&'a mut Connection> {
-    let req = FindCoordinatorRequest {
-        key: group.to_string(),
-        key_type: 0,
-        coordinator_keys: vec![group.to_string()],
-        ..Default::default()
+    let conn = client.any_connection().await?;
+    let version = conn.version_for(
+        FindCoordinatorRequest::API_KEY,
+        FindCoordinatorRequest::VALID_VERSIONS,
+    )?;
+    // v4+ batch keys in `coordinator_keys`; older versions have one `key`
+    let req = if version >= 4 {
+        FindCoordinatorRequest {
+            key_type: 0,
+            coordinator_keys: vec![group.to_string()],
+            ..Default::default()
+        }
+    } else {
+        FindCoordinatorRequest {
+            key: group.to_string(),
+            key_type: 0,
+            ..Default::default()
+        }
     };
-    let resp = client.any_connection().await?.send(&req).await?;
+    let resp = conn.send_version(&req, version).await?;
     let (code, node) = match resp.coordinators.first() {
         Some(c) => (c.error_code, c.node_id),
         None => (resp.error_code, resp.node_id),
@@ -128,17 +141,29 @@ async fn list(client: &mut Client) -> Result<()> {
 
 /// Committed offsets of a group: (topic, partition) → offset.
 async fn committed(client: &mut Client, group: &str) -> Result<BTreeMap<(String, i32), i64>> {
-    let req = OffsetFetchRequest {
-        group_id: group.to_string(),
-        topics: None,
-        groups: vec![OffsetFetchRequestGroup {
+    let conn = coordinator(client, group).await?;
+    let version = conn.version_for(
+        OffsetFetchRequest::API_KEY,
+        OffsetFetchRequest::VALID_VERSIONS,
+    )?;
+    // v8+ ask per group; older versions name one group at the top level
+    let req = if version >= 8 {
+        OffsetFetchRequest {
+            groups: vec![OffsetFetchRequestGroup {
+                group_id: group.to_string(),
+                topics: None,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    } else {
+        OffsetFetchRequest {
             group_id: group.to_string(),
             topics: None,
             ..Default::default()
-        }],
-        ..Default::default()
+        }
     };
-    let resp = coordinator(client, group).await?.send(&req).await?;
+    let resp = conn.send_version(&req, version).await?;
     let mut out = BTreeMap::new();
     if let Some(g) = resp.groups.into_iter().next() {
         check(g.error_code, "fetch offsets")?;
