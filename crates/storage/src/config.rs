@@ -76,6 +76,42 @@ pub struct LogConfig {
     pub retention_bytes: i64,
     /// `cleanup.policy`.
     pub cleanup_policy: String,
+    /// `file.delete.delay.ms`: how long files renamed `.deleted` by
+    /// retention stay before they are unlinked.
+    pub file_delete_delay_ms: i64,
+    /// `delete.retention.ms`: tombstones survive this long after the
+    /// cleaning that first saw them.
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: younger records are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty record older than this forces a cleaning.
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`.
+    pub min_cleanable_dirty_ratio: Ratio,
+}
+
+/// A ratio in `[0, 1]`, compared by its bits so configs stay `Eq`.
+#[derive(Debug, Clone, Copy)]
+pub struct Ratio(pub f64);
+
+impl PartialEq for Ratio {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+impl Eq for Ratio {}
+
+impl LogConfig {
+    /// `cleanup.policy` contains `compact`.
+    pub fn compact(&self) -> bool {
+        self.cleanup_policy
+            .split(',')
+            .any(|p| p.trim() == "compact")
+    }
+    /// `cleanup.policy` contains `delete`.
+    pub fn delete(&self) -> bool {
+        self.cleanup_policy.split(',').any(|p| p.trim() == "delete")
+    }
 }
 
 impl Default for LogConfig {
@@ -95,6 +131,11 @@ impl Default for LogConfig {
             retention_ms: 7 * 24 * 3600 * 1000,
             retention_bytes: -1,
             cleanup_policy: "delete".to_string(),
+            file_delete_delay_ms: 60_000,
+            delete_retention_ms: 86_400_000,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: Ratio(0.5),
         }
     }
 }

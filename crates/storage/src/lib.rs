@@ -28,17 +28,19 @@
 pub mod backend;
 mod batch;
 pub mod checkpoint;
+pub mod cleaner;
 mod config;
 mod error;
 pub mod index;
 mod log;
 mod manager;
 mod recovery;
+pub mod retention;
 pub mod segment;
 pub mod testing;
 
 pub use batch::record_timestamps;
-pub use config::{LogConfig, TimestampType, TopicPartition};
+pub use config::{LogConfig, Ratio, TimestampType, TopicPartition};
 pub use error::StorageError;
 pub use log::{AppendInfo, FileRegion, Log, ReadResult};
 pub use manager::{LogManager, LogManagerConfig};

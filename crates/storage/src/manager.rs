@@ -235,6 +235,16 @@ impl LogManager {
         Ok(log)
     }
 
+    /// The storage backend the logs live on.
+    pub fn storage(&self) -> Arc<dyn Storage> {
+        self.cfg.storage.clone()
+    }
+
+    /// `log.dirs`.
+    pub fn log_dirs(&self) -> &[PathBuf] {
+        &self.cfg.log_dirs
+    }
+
     pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
         self.read_logs().get(tp).cloned()
     }

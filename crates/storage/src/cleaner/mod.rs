@@ -1,0 +1,270 @@
+//! Log compaction (`cleanup.policy=compact`): keeps, per key, only the
+//! record at the latest offset; offsets are never renumbered.
+//!
+//! [`policy::choose`] decides purely which log to clean; [`LogCleaner`]
+//! runs one cleaning at a time per worker thread (the broker runs
+//! `log.cleaner.threads` of them) and keeps `cleaner-offset-checkpoint`.
+//! The swap protocol that makes a crash at any step safe is described in
+//! the `worker` module and `docs/retention-compaction.md`.
+
+pub mod offset_map;
+pub mod policy;
+mod worker;
+
+pub use worker::{CleanStats, Section, throttle_delay_ms};
+
+use crate::checkpoint::{decode_checkpoint, write_checkpoint};
+use crate::config::TopicPartition;
+use crate::error::StorageError;
+use crate::log::Log;
+use crate::manager::LogManager;
+use policy::CleanCandidate;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// `cleaner-offset-checkpoint`, one per data dir.
+pub const CLEANER_CHECKPOINT: &str = "cleaner-offset-checkpoint";
+
+/// Time for the cleaner: the current time (summaries, delete horizons) and
+/// waiting (I/O throttling). Tests pass a virtual clock.
+pub trait Clock: Send + Sync {
+    fn now_ms(&self) -> i64;
+    fn sleep_ms(&self, ms: u64);
+}
+
+/// Broker-wide cleaner settings.
+#[derive(Debug, Clone)]
+pub struct CleanerConfig {
+    /// `log.cleaner.threads`.
+    pub threads: usize,
+    /// `log.cleaner.dedupe.buffer.size` (bytes, shared by the threads as
+    /// in Kafka: each gets `size / threads`).
+    pub dedupe_buffer_size: usize,
+    /// `log.cleaner.io.max.bytes.per.second` (read + write).
+    pub io_max_bytes_per_second: f64,
+}
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        CleanerConfig {
+            threads: 1,
+            dedupe_buffer_size: 128 << 20,
+            io_max_bytes_per_second: f64::MAX,
+        }
+    }
+}
+
+/// Cumulative cleaner metrics.
+#[derive(Debug, Default)]
+pub struct CleanerMetrics {
+    pub cleanings: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub records_kept: AtomicU64,
+    pub records_dropped: AtomicU64,
+    pub failures: AtomicU64,
+    pub last_duration_ms: AtomicU64,
+}
+
+/// The log cleaner. `Send + Sync`; workers call [`LogCleaner::run_once`].
+#[derive(Debug)]
+pub struct LogCleaner {
+    cfg: CleanerConfig,
+    checkpoints: Mutex<BTreeMap<TopicPartition, i64>>,
+    in_progress: Mutex<BTreeSet<TopicPartition>>,
+    metrics: CleanerMetrics,
+}
+
+impl LogCleaner {
+    /// Loads `cleaner-offset-checkpoint` from every data dir of `mgr`.
+    pub fn open(cfg: CleanerConfig, mgr: &LogManager) -> Result<LogCleaner, StorageError> {
+        let storage = mgr.storage();
+        let mut checkpoints = BTreeMap::new();
+        for d in mgr.log_dirs() {
+            let p = d.join(CLEANER_CHECKPOINT);
+            if storage.exists(&p) {
+                let text = String::from_utf8(worker::read_file(&*storage, &p)?).map_err(|_| {
+                    StorageError::MalformedFile {
+                        path: p.clone(),
+                        reason: "not UTF-8".into(),
+                    }
+                })?;
+                let entries = decode_checkpoint(&text)
+                    .map_err(|reason| StorageError::MalformedFile { path: p, reason })?;
+                checkpoints.extend(entries);
+            }
+        }
+        Ok(LogCleaner {
+            cfg,
+            checkpoints: Mutex::new(checkpoints),
+            in_progress: Mutex::new(BTreeSet::new()),
+            metrics: CleanerMetrics::default(),
+        })
+    }
+
+    pub fn config(&self) -> &CleanerConfig {
+        &self.cfg
+    }
+    pub fn metrics(&self) -> &CleanerMetrics {
+        &self.metrics
+    }
+
+    /// The first dirty offset checkpointed for `tp`.
+    pub fn checkpoint_of(&self, tp: &TopicPartition) -> Option<i64> {
+        self.checkpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tp)
+            .copied()
+    }
+
+    fn candidate(&self, log: &Log, now_ms: i64) -> Option<(CleanCandidate, Section)> {
+        let cfg = log.config();
+        if !cfg.compact() {
+            return None;
+        }
+        let s = log.clean_section(self.checkpoint_of(&log.tp), now_ms);
+        Some((
+            CleanCandidate {
+                tp: log.tp.clone(),
+                clean_bytes: s.clean_bytes,
+                dirty_bytes: s.dirty_bytes,
+                oldest_dirty_timestamp: s.oldest_dirty_timestamp,
+                min_cleanable_dirty_ratio: cfg.min_cleanable_dirty_ratio.0,
+                max_compaction_lag_ms: cfg.max_compaction_lag_ms,
+            },
+            s,
+        ))
+    }
+
+    /// Chooses the dirtiest cleanable log not being cleaned by another
+    /// worker, cleans it, and checkpoints. `None` when nothing is due.
+    pub fn run_once(
+        &self,
+        mgr: &LogManager,
+        clock: &dyn Clock,
+    ) -> Result<Option<(TopicPartition, CleanStats)>, StorageError> {
+        let now_ms = clock.now_ms();
+        let (log, section) = {
+            let busy = self.in_progress.lock().unwrap_or_else(|e| e.into_inner());
+            let mut logs = Vec::new();
+            let mut cands = Vec::new();
+            for log in mgr.logs() {
+                if busy.contains(&log.tp) {
+                    continue;
+                }
+                if let Some((c, s)) = self.candidate(&log, now_ms) {
+                    logs.push((log, s));
+                    cands.push(c);
+                }
+            }
+            drop(busy);
+            let Some(i) = policy::choose(&cands, now_ms) else {
+                return Ok(None);
+            };
+            logs.swap_remove(i)
+        };
+        self.clean_log(mgr, &log, section, clock)
+            .map(|s| s.map(|s| (log.tp.clone(), s)))
+    }
+
+    /// Cleans `tp` now, whatever its dirty ratio (tests, tools).
+    pub fn clean_now(
+        &self,
+        mgr: &LogManager,
+        tp: &TopicPartition,
+        clock: &dyn Clock,
+    ) -> Result<Option<CleanStats>, StorageError> {
+        let log = mgr
+            .get(tp)
+            .ok_or_else(|| StorageError::UnknownLog(tp.to_string()))?;
+        let section = log.clean_section(self.checkpoint_of(tp), clock.now_ms());
+        self.clean_log(mgr, &log, section, clock)
+    }
+
+    fn clean_log(
+        &self,
+        mgr: &LogManager,
+        log: &Arc<Log>,
+        section: Section,
+        clock: &dyn Clock,
+    ) -> Result<Option<CleanStats>, StorageError> {
+        if !self
+            .in_progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(log.tp.clone())
+        {
+            return Ok(None);
+        }
+        let per_thread = CleanerConfig {
+            dedupe_buffer_size: self.cfg.dedupe_buffer_size / self.cfg.threads.max(1),
+            ..self.cfg.clone()
+        };
+        let r = worker::clean(log, section, &per_thread, clock, clock.now_ms());
+        let r = r.and_then(|stats| {
+            self.checkpoints
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(log.tp.clone(), stats.map_end);
+            self.write_checkpoints(mgr)?;
+            Ok(stats)
+        });
+        self.in_progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&log.tp);
+        let m = &self.metrics;
+        match &r {
+            Ok(s) => {
+                m.cleanings.fetch_add(1, Ordering::Relaxed);
+                m.bytes_read.fetch_add(s.bytes_read, Ordering::Relaxed);
+                m.bytes_written
+                    .fetch_add(s.bytes_written, Ordering::Relaxed);
+                m.records_kept.fetch_add(s.records_kept, Ordering::Relaxed);
+                m.records_dropped
+                    .fetch_add(s.records_dropped, Ordering::Relaxed);
+                m.last_duration_ms
+                    .store(s.duration_ms.max(0) as u64, Ordering::Relaxed);
+                tracing::info!(
+                    tp = %log.tp,
+                    first_dirty = section.first_dirty,
+                    map_end = s.map_end,
+                    bytes_read = s.bytes_read,
+                    bytes_written = s.bytes_written,
+                    records_kept = s.records_kept,
+                    records_dropped = s.records_dropped,
+                    segments = s.segments_swapped,
+                    duration_ms = s.duration_ms,
+                    "cleaned log"
+                );
+            }
+            Err(e) => {
+                m.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(tp = %log.tp, error = %e, "cleaning failed");
+            }
+        }
+        r.map(Some)
+    }
+
+    /// Writes `cleaner-offset-checkpoint` in every data dir.
+    pub fn write_checkpoints(&self, mgr: &LogManager) -> Result<(), StorageError> {
+        let all = self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let logs = mgr.logs();
+        let storage = mgr.storage();
+        for d in mgr.log_dirs() {
+            let entries: BTreeMap<TopicPartition, i64> = logs
+                .iter()
+                .filter(|l| l.dir.parent() == Some(d.as_path()))
+                .filter_map(|l| all.get(&l.tp).map(|o| (l.tp.clone(), *o)))
+                .collect();
+            write_checkpoint(&*storage, &d.join(CLEANER_CHECKPOINT), &entries)?;
+        }
+        Ok(())
+    }
+}
