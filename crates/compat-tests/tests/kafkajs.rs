@@ -70,7 +70,6 @@ fn kafkajs_admin_and_idempotent_produce() {
 }
 
 #[test]
-#[ignore = "needs consumer groups (issue: consumer groups)"]
 fn kafkajs_group_consumer() {
     run_script("consume");
 }

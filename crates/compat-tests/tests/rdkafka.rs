@@ -347,7 +347,6 @@ async fn rdkafka_round_trip_lz4() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "librdkafka compresses with LZ4 only if the broker advertises FindCoordinator (issue: consumer groups)"]
 async fn rdkafka_lz4_batches_stored_as_lz4() {
     round_trip("lz4", Some(3), 2_000).await;
 }
