@@ -136,6 +136,18 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         1,
     ),
     def("log.cleaner.min.cleanable.ratio", Double, Some("0.5")),
+    def("log.cleaner.enable", Boolean, Some("true")),
+    min(def("log.cleaner.threads", Int, Some("1")), 0),
+    min(
+        def("log.cleaner.dedupe.buffer.size", Long, Some("134217728")),
+        0,
+    ),
+    def(
+        "log.cleaner.io.max.bytes.per.second",
+        Double,
+        Some("1.7976931348623157E308"),
+    ),
+    min(def("log.cleaner.backoff.ms", Long, Some("15000")), 0),
     min(def("log.segment.delete.delay.ms", Long, Some("60000")), 0),
     one_of(
         def("log.message.timestamp.type", Str, Some("CreateTime")),

@@ -182,9 +182,102 @@ async fn accept_loop(
     }
 }
 
+/// The broker's clock for the log cleaner (throttling sleeps for real).
+struct CleanerClock(Arc<Broker>);
+
+impl weir_storage::cleaner::Clock for CleanerClock {
+    fn now_ms(&self) -> i64 {
+        self.0.now_ms()
+    }
+    fn sleep_ms(&self, ms: u64) {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+/// Retention and log-cleaner schedules (`log.retention.check.interval.ms`,
+/// `log.cleaner.backoff.ms`), in broker time.
+struct Maintenance {
+    retention: weir_storage::retention::Retention,
+    cleaner: Option<weir_storage::cleaner::LogCleaner>,
+    retention_interval_ms: i64,
+    cleaner_backoff_ms: i64,
+    last_retention_ms: i64,
+    last_clean_ms: i64,
+}
+
+impl Maintenance {
+    fn new(b: &Broker) -> Maintenance {
+        let num = |name: &str, d: f64| {
+            b.config
+                .value(name)
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(d)
+        };
+        let enabled = b
+            .config
+            .value("log.cleaner.enable")
+            .is_none_or(|v| v.trim().eq_ignore_ascii_case("true"));
+        let threads = num("log.cleaner.threads", 1.0) as usize;
+        let cfg = weir_storage::cleaner::CleanerConfig {
+            threads: threads.max(1),
+            dedupe_buffer_size: num("log.cleaner.dedupe.buffer.size", 134_217_728.0) as usize,
+            io_max_bytes_per_second: num("log.cleaner.io.max.bytes.per.second", f64::MAX),
+        };
+        let cleaner = if enabled && threads > 0 {
+            match weir_storage::cleaner::LogCleaner::open(cfg, &b.logs) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::error!("log cleaner disabled: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let now = b.now_ms();
+        Maintenance {
+            retention: weir_storage::retention::Retention::new(),
+            cleaner,
+            retention_interval_ms: num("log.retention.check.interval.ms", 300_000.0) as i64,
+            cleaner_backoff_ms: num("log.cleaner.backoff.ms", 15_000.0) as i64,
+            last_retention_ms: now,
+            last_clean_ms: now,
+        }
+    }
+
+    /// Runs whatever is due (blocking).
+    fn run(&mut self, b: &Arc<Broker>) {
+        let now = b.now_ms();
+        if now.saturating_sub(self.last_retention_ms) >= self.retention_interval_ms {
+            self.last_retention_ms = now;
+            if let Err(e) = self.retention.run(&b.logs, now) {
+                tracing::warn!("retention failed: {e}");
+            }
+        } else if let Err(e) = self.retention.unlink_due(&b.logs, now) {
+            tracing::warn!("removing deleted segments failed: {e}");
+        }
+        let Some(cleaner) = &self.cleaner else { return };
+        if now.saturating_sub(self.last_clean_ms) < self.cleaner_backoff_ms {
+            return;
+        }
+        self.last_clean_ms = now;
+        let clock = CleanerClock(b.clone());
+        std::thread::scope(|s| {
+            for _ in 0..cleaner.config().threads {
+                s.spawn(|| {
+                    if let Err(e) = cleaner.run_once(&b.logs, &clock) {
+                        tracing::warn!("log cleaning failed: {e}");
+                    }
+                });
+            }
+        });
+    }
+}
+
 async fn tick_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(TICK_INTERVAL);
     let mut last_checkpoint = tokio::time::Instant::now();
+    let maintenance = Arc::new(std::sync::Mutex::new(Maintenance::new(&broker)));
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -195,11 +288,13 @@ async fn tick_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
         if checkpoint {
             last_checkpoint = tokio::time::Instant::now();
         }
+        let m = maintenance.clone();
         let r = tokio::task::spawn_blocking(move || {
             b.tick()?;
             if checkpoint {
                 b.checkpoint()?;
             }
+            m.lock().unwrap_or_else(|e| e.into_inner()).run(&b);
             Ok::<_, weir_storage::StorageError>(())
         })
         .await;

@@ -133,6 +133,14 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
             "cleanup.policy" => {
                 c.cleanup_policy = v.clone().unwrap_or_else(|| "delete".to_string())
             }
+            "file.delete.delay.ms" => c.file_delete_delay_ms = num(v, c.file_delete_delay_ms),
+            "delete.retention.ms" => c.delete_retention_ms = num(v, c.delete_retention_ms),
+            "min.compaction.lag.ms" => c.min_compaction_lag_ms = num(v, c.min_compaction_lag_ms),
+            "max.compaction.lag.ms" => c.max_compaction_lag_ms = num(v, c.max_compaction_lag_ms),
+            "min.cleanable.dirty.ratio" => {
+                c.min_cleanable_dirty_ratio =
+                    weir_storage::Ratio(num(v, c.min_cleanable_dirty_ratio.0))
+            }
             _ => {}
         }
     }

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use weir_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use weir_protocol::messages::{ProduceRequest, ProduceResponse, ResponseBody};
-use weir_protocol::records::BatchHeader;
+use weir_protocol::records::{BatchHeader, BatchIter, DecompressLimits};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
@@ -85,6 +85,31 @@ fn inspect(records: &[u8]) -> Result<Option<IdempotentBatch>, PartitionResult> {
     Ok(idem)
 }
 
+/// A compacted topic refuses records without a key (as Kafka does: the
+/// cleaner could never drop them).
+fn require_keys(records: &Bytes) -> Result<(), PartitionResult> {
+    for batch in BatchIter::new(records.clone()) {
+        let batch = batch.map_err(|e| {
+            PartitionResult::error(codes::CORRUPT_MESSAGE, format!("invalid record batch: {e}"))
+        })?;
+        if batch.is_control() {
+            continue;
+        }
+        let recs = batch
+            .collect_records(&DecompressLimits::default())
+            .map_err(|e| {
+                PartitionResult::error(codes::CORRUPT_MESSAGE, format!("invalid records: {e}"))
+            })?;
+        if recs.iter().any(|r| r.key.is_none()) {
+            return Err(PartitionResult::error(
+                codes::INVALID_RECORD,
+                "Compacted topic cannot accept message without key",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Appends one partition's records. Pure of wire types so tests can call it.
 pub fn append_partition(
     b: &Broker,
@@ -105,6 +130,11 @@ pub fn append_partition(
         Ok(i) => i,
         Err(e) => return e,
     };
+    if log.config().compact()
+        && let Err(e) = require_keys(records)
+    {
+        return e;
+    }
     let mut buf = records.to_vec();
     let now = b.now_ms();
     let do_append = |buf: &mut Vec<u8>| match log.append(buf, now) {
