@@ -1,9 +1,7 @@
 //! The scenario table at the end of seed 004 against a real broker with
 //! consumer groups: `WEIR_PC_BOOTSTRAP=host:port` if set (any
 //! Kafka-compatible broker), otherwise a `weir serve` started by the
-//! compat-tests harness. weir does not serve consumer groups yet, so these
-//! are ignored; run them with
-//! `cargo test -p weir-parallel-consumer --test scenarios -- --ignored`.
+//! compat-tests harness.
 //! The same scenarios run now against librdkafka's mock cluster
 //! (`tests/mock_cluster.rs`).
 
@@ -12,49 +10,41 @@ mod common;
 use common::TestBroker;
 
 #[test]
-#[ignore = "needs consumer groups in the broker"]
 fn row1_unfinished_first_record_holds_the_commit() {
     common::row1_unfinished_first_record_holds_the_commit(&TestBroker::from_env());
 }
 
 #[test]
-#[ignore = "needs consumer groups in the broker"]
 fn row2_unsubmitted_record_holds_the_commit() {
     common::row2_unsubmitted_record_holds_the_commit(&TestBroker::from_env());
 }
 
 #[test]
-#[ignore = "needs consumer groups in the broker"]
 fn row3_crash_after_effect_before_commit_has_no_second_effect() {
     common::row3_crash_after_effect_before_commit_has_no_second_effect(&TestBroker::from_env());
 }
 
 #[test]
-#[ignore = "needs consumer groups in the broker"]
 fn row5_key_order_is_kept_while_other_keys_run() {
     common::row5_key_order_is_kept_while_other_keys_run(&TestBroker::from_env());
 }
 
 #[test]
-#[ignore = "needs consumer groups in the broker"]
 fn row6_revoke_commits_completed_prefix_eager() {
     common::revoke_commits_completed_prefix(&TestBroker::from_env(), "range");
 }
 
 #[test]
-#[ignore = "needs consumer groups in the broker"]
 fn row6_revoke_commits_completed_prefix_cooperative() {
     common::revoke_commits_completed_prefix(&TestBroker::from_env(), "cooperative-sticky");
 }
 
 #[test]
-#[ignore = "needs consumer groups in the broker"]
 fn row8_paused_partition_keeps_its_membership() {
     common::row8_paused_partition_keeps_its_membership(&TestBroker::from_env());
 }
 
 #[test]
-#[ignore = "needs consumer groups in the broker"]
 fn failing_record_goes_to_the_dead_letter_topic_with_its_reason() {
     common::failing_record_goes_to_the_dead_letter_topic_with_its_reason(&TestBroker::from_env());
 }
