@@ -398,11 +398,19 @@ pub async fn timer_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>
             continue;
         };
         let now = broker.now_ms();
-        let due = groups.lock().next_deadline().is_none_or(|t| t <= now);
+        let (due, has_groups) = {
+            let coord = groups.lock();
+            (
+                coord.next_deadline().is_none_or(|t| t <= now),
+                !coord.list_groups(&[], &[]).is_empty(),
+            )
+        };
         if !due {
             continue;
         }
-        if groups.ensure_topic(&broker).await.is_err() {
+        // Timers only write records for existing groups: create
+        // `__consumer_offsets` then, not for a broker nobody used groups on.
+        if has_groups && groups.ensure_topic(&broker).await.is_err() {
             continue;
         }
         groups.tick(&broker, now);

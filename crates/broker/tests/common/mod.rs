@@ -490,6 +490,96 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
             ..Default::default()
         }),
         ApiKey::DescribeCluster => RequestBody::DescribeCluster(DescribeClusterRequest::default()),
+        // Group APIs: requests that get an immediate answer (errors are fine:
+        // the point is that every version is decoded and answered).
+        ApiKey::FindCoordinator if version >= 4 => {
+            RequestBody::FindCoordinator(FindCoordinatorRequest {
+                coordinator_keys: vec!["g".into()],
+                ..Default::default()
+            })
+        }
+        ApiKey::FindCoordinator => RequestBody::FindCoordinator(FindCoordinatorRequest {
+            key: "g".into(),
+            ..Default::default()
+        }),
+        ApiKey::JoinGroup => RequestBody::JoinGroup(JoinGroupRequest {
+            group_id: "g".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 10_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![],
+            ..Default::default()
+        }),
+        ApiKey::SyncGroup => RequestBody::SyncGroup(SyncGroupRequest {
+            group_id: "g".into(),
+            generation_id: 1,
+            member_id: "nobody".into(),
+            ..Default::default()
+        }),
+        ApiKey::Heartbeat => RequestBody::Heartbeat(HeartbeatRequest {
+            group_id: "g".into(),
+            generation_id: 1,
+            member_id: "nobody".into(),
+            ..Default::default()
+        }),
+        ApiKey::LeaveGroup if version >= 3 => RequestBody::LeaveGroup(LeaveGroupRequest {
+            group_id: "g".into(),
+            members: vec![leave_group_request::MemberIdentity {
+                member_id: "nobody".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::LeaveGroup => RequestBody::LeaveGroup(LeaveGroupRequest {
+            group_id: "g".into(),
+            member_id: "nobody".into(),
+            ..Default::default()
+        }),
+        ApiKey::OffsetCommit => RequestBody::OffsetCommit(OffsetCommitRequest {
+            group_id: "g".into(),
+            generation_id_or_member_epoch: -1,
+            topics: vec![offset_commit_request::OffsetCommitRequestTopic {
+                name: t.into(),
+                partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
+                    partition_index: 0,
+                    committed_offset: 0,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::OffsetFetch if version >= 8 => RequestBody::OffsetFetch(OffsetFetchRequest {
+            groups: vec![offset_fetch_request::OffsetFetchRequestGroup {
+                group_id: "g".into(),
+                topics: None,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::OffsetFetch => RequestBody::OffsetFetch(OffsetFetchRequest {
+            group_id: "g".into(),
+            topics: Some(vec![offset_fetch_request::OffsetFetchRequestTopic {
+                name: t.into(),
+                partition_indexes: vec![0],
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ApiKey::ListGroups => RequestBody::ListGroups(ListGroupsRequest::default()),
+        ApiKey::DescribeGroups => RequestBody::DescribeGroups(DescribeGroupsRequest {
+            groups: vec!["g".into()],
+            ..Default::default()
+        }),
+        ApiKey::DeleteGroups => RequestBody::DeleteGroups(DeleteGroupsRequest {
+            groups_names: vec![format!("absent-{n}")],
+            ..Default::default()
+        }),
+        ApiKey::OffsetDelete => RequestBody::OffsetDelete(OffsetDeleteRequest {
+            group_id: "g".into(),
+            topics: vec![],
+            ..Default::default()
+        }),
         other => panic!("no request for {other:?}"),
     }
 }
