@@ -1,7 +1,7 @@
 //! kafka-python (pure Python, pinned in tests/compat/python/requirements.txt)
 //! against a real `weir serve`, by running `compat_check.py`.
 //!
-//! Records per codec: `WEIR_COMPAT_PY_RECORDS` (default 10000).
+//! Records per codec: `WEIR_COMPAT_PY_RECORDS` (default 100000).
 
 use std::process::Command;
 
@@ -17,7 +17,7 @@ fn kafka_python_admin_produce_consume_offsets_configs() {
         return;
     };
     let broker = WeirProcess::start().unwrap_or_else(|e| panic!("weir did not start: {e}"));
-    let records = env_count("WEIR_COMPAT_PY_RECORDS", 10_000).to_string();
+    let records = env_count("WEIR_COMPAT_PY_RECORDS", 100_000).to_string();
     let script = tools::python_dir().join("compat_check.py");
     let out = run_with_timeout(
         Command::new(&python)

@@ -1,7 +1,7 @@
 //! kafkajs (pinned in tests/compat/js/package-lock.json) against a real
 //! `weir serve`, by running `compat_check.js`.
 //!
-//! Records per codec: `WEIR_COMPAT_JS_RECORDS` (default 10000).
+//! Records per codec: `WEIR_COMPAT_JS_RECORDS` (default 100000).
 
 use std::process::Command;
 
@@ -20,7 +20,7 @@ fn run_script(mode: &str) {
         return;
     }
     let broker = WeirProcess::start().unwrap_or_else(|e| panic!("weir did not start: {e}"));
-    let records = env_count("WEIR_COMPAT_JS_RECORDS", 10_000).to_string();
+    let records = env_count("WEIR_COMPAT_JS_RECORDS", 100_000).to_string();
     let dir = tools::js_dir();
     let out = run_with_timeout(
         Command::new(&node)

@@ -1,6 +1,6 @@
 //! kcat (Debian's build on librdkafka 2.0.2) against a real `weir serve`.
 //!
-//! Record count per codec: `WEIR_COMPAT_KCAT_RECORDS` (default 10000).
+//! Record count per codec: `WEIR_COMPAT_KCAT_RECORDS` (default 100000).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -176,7 +176,7 @@ fn round_trip(codec: &str, code: i16) {
         return;
     };
     let broker = start_broker();
-    let n = env_count("WEIR_COMPAT_KCAT_RECORDS", 10_000);
+    let n = env_count("WEIR_COMPAT_KCAT_RECORDS", 100_000);
     let topic = format!("kcat-{codec}");
     produce_keyed(&kcat_bin, &broker, &topic, codec, n);
     let msgs = consume_all(&kcat_bin, &broker, &topic);
