@@ -505,6 +505,29 @@ impl CommandOutput {
     }
 }
 
+/// Asserts that a check script (one `PASS …` / `FAIL …` line per check)
+/// exited 0, reported at least one pass and no failure; on failure the
+/// message carries the script's output and the broker's log tail.
+pub fn assert_checks_passed(out: &CommandOutput, broker: &WeirProcess, script: &str) {
+    let passes = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("PASS "))
+        .count();
+    let fails: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL "))
+        .collect();
+    assert!(
+        out.success() && fails.is_empty() && passes > 0,
+        "{script}: checks failed ({passes} passed):\n{}\n\n{}\n--- weir stderr (tail) ---\n{}",
+        fails.join("\n"),
+        out.describe(script),
+        broker.stderr_tail()
+    );
+}
+
 /// Run `command` with optional stdin bytes, capturing output, killing it
 /// after `limit`. Never hangs longer than `limit` plus a moment.
 pub fn run_with_timeout(

@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use weir_compat_tests::{
-    CommandOutput, WeirProcess, client_timeout, run_with_timeout, skip_or_fail, tools,
+    CommandOutput, WeirProcess, assert_checks_passed, client_timeout, run_with_timeout,
+    skip_or_fail, tools,
 };
 
 fn python_or_skip() -> Option<PathBuf> {
@@ -41,33 +42,13 @@ fn run_script(python: &PathBuf, broker: &WeirProcess, args: &[&str]) -> CommandO
     out
 }
 
-fn assert_all_passed(out: &CommandOutput, broker: &WeirProcess, what: &str) {
-    let passes = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("PASS "))
-        .count();
-    let fails: Vec<&str> = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("FAIL "))
-        .collect();
-    assert!(
-        out.success() && fails.is_empty() && passes > 0,
-        "{what}: checks failed ({passes} passed):\n{}\n\n{}\n--- weir stderr (tail) ---\n{}",
-        fails.join("\n"),
-        out.describe("group_scenarios.py"),
-        broker.stderr_tail()
-    );
-}
-
 fn scenario(name: &str) {
     let Some(python) = python_or_skip() else {
         return;
     };
     let broker = WeirProcess::start().unwrap_or_else(|e| panic!("weir did not start: {e}"));
     let out = run_script(&python, &broker, &["--scenario", name]);
-    assert_all_passed(&out, &broker, name);
+    assert_checks_passed(&out, &broker, "group_scenarios.py");
 }
 
 #[test]
@@ -98,7 +79,7 @@ fn commit_known_offsets(
         broker,
         &["--scenario", "commit", "--topic", &topic, "--group", &group],
     );
-    assert_all_passed(&out, broker, "commit");
+    assert_checks_passed(&out, broker, "group_scenarios.py");
     let expected: Vec<String> = out
         .stdout
         .lines()
@@ -133,7 +114,7 @@ fn verify_offsets(python: &PathBuf, broker: &WeirProcess, commits: &[(String, St
                 expected,
             ],
         );
-        assert_all_passed(&out, broker, &format!("verify {group}"));
+        assert_checks_passed(&out, broker, "group_scenarios.py");
     }
 }
 

@@ -7,7 +7,8 @@ use std::process::Command;
 
 use weir_compat_tests::segment::verify_reported_topics;
 use weir_compat_tests::{
-    WeirProcess, client_timeout, env_count, run_with_timeout, skip_or_fail, tools,
+    WeirProcess, assert_checks_passed, client_timeout, env_count, run_with_timeout, skip_or_fail,
+    tools,
 };
 
 #[test]
@@ -36,23 +37,7 @@ fn kafka_python_admin_produce_consume_offsets_configs() {
     .expect("python spawns");
     // Shown by the test harness only when the test fails (or with --nocapture).
     println!("{}", out.stdout);
-    let passes = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("PASS "))
-        .count();
-    let fails: Vec<&str> = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("FAIL "))
-        .collect();
-    assert!(
-        out.success() && fails.is_empty() && passes > 0,
-        "kafka-python checks failed ({passes} passed):\n{}\n\n{}\n--- weir stderr (tail) ---\n{}",
-        fails.join("\n"),
-        out.describe("compat_check.py"),
-        broker.stderr_tail()
-    );
+    assert_checks_passed(&out, &broker, "compat_check.py");
     // The broker stored each batch exactly as the client compressed it.
     match verify_reported_topics(broker.data_dir(), &out.stdout) {
         Ok(n) => assert!(n > 0, "the script reported no topics to inspect"),

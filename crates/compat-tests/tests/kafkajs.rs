@@ -7,7 +7,8 @@ use std::process::Command;
 
 use weir_compat_tests::segment::verify_reported_topics;
 use weir_compat_tests::{
-    WeirProcess, client_timeout, env_count, run_with_timeout, skip_or_fail, tools,
+    WeirProcess, assert_checks_passed, client_timeout, env_count, run_with_timeout, skip_or_fail,
+    tools,
 };
 
 fn run_script(mode: &str) {
@@ -40,23 +41,7 @@ fn run_script(mode: &str) {
     )
     .expect("node spawns");
     println!("{}", out.stdout);
-    let passes = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("PASS "))
-        .count();
-    let fails: Vec<&str> = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("FAIL "))
-        .collect();
-    assert!(
-        out.success() && fails.is_empty() && passes > 0,
-        "kafkajs checks failed ({passes} passed):\n{}\n\n{}\n--- weir stderr (tail) ---\n{}",
-        fails.join("\n"),
-        out.describe("compat_check.js"),
-        broker.stderr_tail()
-    );
+    assert_checks_passed(&out, &broker, "compat_check.js");
     if mode != "admin-produce" {
         return;
     }
