@@ -6,6 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use weir_protocol::Uuid;
 use weir_protocol::codec::{Message, Request};
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use weir_protocol::messages::delete_topics_request::DeleteTopicState;
 use weir_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -197,7 +198,7 @@ impl Client {
         let t = topics
             .pop()
             .ok_or_else(|| ClientError::UnknownTopic(topic.to_string()))?;
-        if t.error_code == 3 {
+        if t.error_code == ErrorCode::UnknownTopicOrPartition.code() {
             return Err(ClientError::UnknownTopic(topic.to_string()));
         }
         ClientError::check(t.error_code, || format!("metadata for {topic}"), None)?;

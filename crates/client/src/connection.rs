@@ -7,6 +7,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use weir_protocol::codec::{Decodable, Encodable, Message, Request};
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
 };
@@ -81,7 +82,7 @@ impl Connection {
             let resp: ApiVersionsResponse =
                 self.round_trip(ApiKey::ApiVersions, version, &req).await?;
             // UNSUPPORTED_VERSION: the broker answers in v0 with its own range.
-            if resp.error_code == 35 {
+            if resp.error_code == ErrorCode::UnsupportedVersion.code() {
                 let theirs = resp
                     .api_keys
                     .iter()
