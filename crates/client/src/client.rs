@@ -53,6 +53,25 @@ pub struct FetchedPartition {
     pub records: Bytes,
 }
 
+/// Timeouts of a [`Client`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientOptions {
+    /// How long opening a connection (TCP connect, then ApiVersions) may take.
+    pub connect_timeout: Duration,
+    /// How long a request may wait for its response (fetches add their
+    /// `max_wait_ms`).
+    pub request_timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
 /// A client for a Kafka-compatible cluster.
 pub struct Client {
     client_id: String,
@@ -64,12 +83,22 @@ pub struct Client {
     controller: i32,
     cluster_id: Option<String>,
     request_timeout: Duration,
+    connect_timeout: Duration,
 }
 
 impl Client {
     /// Connects to the first reachable bootstrap server
-    /// (`host:port[,host:port…]`).
+    /// (`host:port[,host:port…]`) with the default timeouts.
     pub async fn connect(bootstrap: &str, client_id: &str) -> Result<Client, ClientError> {
+        Self::connect_with(bootstrap, client_id, ClientOptions::default()).await
+    }
+
+    /// Connects to the first reachable bootstrap server with `options`.
+    pub async fn connect_with(
+        bootstrap: &str,
+        client_id: &str,
+        options: ClientOptions,
+    ) -> Result<Client, ClientError> {
         let mut client = Client {
             client_id: client_id.to_string(),
             bootstrap: bootstrap
@@ -81,7 +110,8 @@ impl Client {
             connections: HashMap::new(),
             controller: -1,
             cluster_id: None,
-            request_timeout: Duration::from_secs(30),
+            request_timeout: options.request_timeout,
+            connect_timeout: options.connect_timeout,
         };
         client.metadata(Some(&[]), false).await?;
         Ok(client)
@@ -92,6 +122,11 @@ impl Client {
         self.cluster_id.as_deref()
     }
 
+    /// How long a request may wait for its response.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
     /// Known brokers, node id → address.
     pub fn brokers(&self) -> &HashMap<i32, String> {
         &self.brokers
@@ -99,7 +134,8 @@ impl Client {
 
     async fn connection(&mut self, addr: &str) -> Result<&mut Connection, ClientError> {
         if !self.connections.contains_key(addr) {
-            let mut conn = Connection::connect(addr, &self.client_id).await?;
+            let mut conn =
+                Connection::connect_timeout(addr, &self.client_id, self.connect_timeout).await?;
             conn.set_request_timeout(self.request_timeout);
             self.connections.insert(addr.to_string(), conn);
         }

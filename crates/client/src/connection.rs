@@ -33,10 +33,20 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to `addr` and negotiates API versions.
+    /// Connects to `addr` and negotiates API versions (30 s to connect).
     pub async fn connect(addr: &str, client_id: &str) -> Result<Connection, ClientError> {
-        let request_timeout = Duration::from_secs(30);
-        let stream = tokio::time::timeout(request_timeout, TcpStream::connect(addr))
+        Self::connect_timeout(addr, client_id, Duration::from_secs(30)).await
+    }
+
+    /// Connects to `addr` within `connect_timeout` (TCP connect and the
+    /// ApiVersions exchange each get this long) and negotiates API versions.
+    pub async fn connect_timeout(
+        addr: &str,
+        client_id: &str,
+        connect_timeout: Duration,
+    ) -> Result<Connection, ClientError> {
+        let request_timeout = connect_timeout;
+        let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| ClientError::Timeout {
                 addr: addr.to_string(),

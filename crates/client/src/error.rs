@@ -27,7 +27,9 @@ pub enum ClientError {
     Encode(#[from] EncodeError),
     #[error("could not decode response from {addr}: {source}")]
     Decode { addr: String, source: DecodeError },
-    #[error("response frame of {size} bytes from {addr} exceeds the limit of {limit}")]
+    #[error(
+        "response frame of {size} bytes from {addr} exceeds the limit of {limit} (is it a Kafka listener?)"
+    )]
     FrameTooLarge {
         addr: String,
         size: usize,

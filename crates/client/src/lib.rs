@@ -5,12 +5,19 @@
 //! - [`Connection`]: one TCP connection, version negotiation through
 //!   ApiVersions, typed request/response round trips.
 //! - [`Client`]: bootstrap, metadata, and the common admin and data
-//!   operations on top of connections to partition leaders.
+//!   operations on top of connections to partition leaders; configs,
+//!   partitions, DeleteRecords and log-dir sizes ([`admin`]).
+//! - [`GroupMember`]: a classic consumer-group member (range assignor)
+//!   and committed-offset helpers ([`group`]).
 
+pub mod admin;
 mod client;
 mod connection;
 mod error;
+pub mod group;
 
-pub use client::{Client, FetchedPartition, PartitionInfo, TopicInfo};
+pub use admin::{ConfigEntry, ConfigOp, ConfigSource, ReplicaLogDir, ResourceType};
+pub use client::{Client, ClientOptions, FetchedPartition, PartitionInfo, TopicInfo};
 pub use connection::Connection;
 pub use error::ClientError;
+pub use group::{GroupMember, HeartbeatStatus, TopicPartition};

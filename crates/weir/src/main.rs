@@ -8,7 +8,8 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "weir",
     version,
-    about = "A Kafka-compatible streaming log broker"
+    about = "A Kafka-compatible streaming log broker",
+    after_help = "Examples:\n  weir serve --data-dir ./weir-data\n  weir topics create --topic orders --partitions 3\n  printf 'k1:hello\\nk2:world\\n' | weir produce --topic orders --property parse.key=true --property key.separator=:\n  weir consume --topic orders --from-beginning --max-messages 2 --property print.key=true\n  weir consume --topic orders --group billing --from-beginning --timeout-ms 2000\n  weir groups describe billing\n  weir offsets --topic orders --time earliest\n  weir configs alter --entity-type topics --entity-name orders --add-config retention.ms=3600000\n  weir delete-records --topic orders --partition 0 --offset 100\n\nClient commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092,\nor $WEIR_BOOTSTRAP_SERVER) and --connect-timeout-ms (default 5000)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -19,8 +20,10 @@ struct Cli {
 enum Command {
     /// Start a broker (embedded defaults: 127.0.0.1:9092, ./weir-data).
     Serve(cmd::serve::Args),
-    /// Create, list, describe and delete topics.
+    /// Create, list, describe, alter (add partitions) and delete topics.
     Topics(cmd::topics::Args),
+    /// Describe and alter topic and broker configs.
+    Configs(cmd::configs::Args),
     /// Produce records read from stdin, one per line.
     Produce(cmd::produce::Args),
     /// Print records of a topic.
@@ -29,6 +32,8 @@ enum Command {
     Offsets(cmd::offsets::Args),
     /// List, describe, reset offsets of and delete consumer groups.
     Groups(cmd::groups::Args),
+    /// Delete records below an offset (moves the log start offset).
+    DeleteRecords(cmd::delete_records::Args),
     /// Measure produce and consume throughput and latency.
     Perf(cmd::perf::Args),
     /// Print the contents of .log, .index and .timeindex files, like kafka-dump-log.sh.
@@ -40,6 +45,8 @@ fn main() -> std::process::ExitCode {
     match cli.command {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Topics(args) => cmd::topics::run(args),
+        Command::Configs(args) => cmd::configs::run(args),
+        Command::DeleteRecords(args) => cmd::delete_records::run(args),
         Command::Produce(args) => cmd::produce::run(args),
         Command::Consume(args) => cmd::consume::run(args),
         Command::Offsets(args) => cmd::offsets::run(args),

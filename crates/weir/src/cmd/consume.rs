@@ -1,18 +1,38 @@
 //! `weir consume`: print records of a topic, like `kafka-console-consumer`.
+//!
+//! Without `--group` the tool reads the chosen partitions on its own and
+//! commits nothing. With `--group` it joins the consumer group (range
+//! assignor), starts each assigned partition at the group's committed
+//! offset (or at the beginning / end when none is committed), commits the
+//! next offset to read about once a second and on exit, and leaves the
+//! group when it stops (after --max-messages, --timeout-ms or Ctrl-C).
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
+use bytes::Bytes;
+use indicatif::ProgressBar;
+use weir_client::{Client, GroupMember, HeartbeatStatus, TopicInfo};
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::records::{BatchIter, DecompressLimits};
 
-use super::common::{Bootstrap, parse_kv, run_async};
+use super::common::{Bootstrap, parse_kv, progress_bar, run_async, unescape};
+
+/// How often a group member heartbeats and commits.
+const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(3);
+const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+/// Longest wait of one fetch for new data.
+const FETCH_MAX_WAIT_MS: i32 = 100;
+const FETCH_MAX_BYTES: i32 = 1024 * 1024;
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  weir consume --topic orders --from-beginning --max-messages 10\n  weir consume --topic orders --partition 2 --offset 100 --property print.key=true --property print.offset=true\n  weir consume --topic orders --from-beginning --timeout-ms 2000"
+    after_help = "Examples:\n  weir consume --topic orders --from-beginning --max-messages 10\n  weir consume --topic orders --partition 2 --offset 100 --property print.key=true --property print.offset=true\n  weir consume --topic orders --from-beginning --timeout-ms 2000 --property print.timestamp=true --property print.headers=true\n  weir consume --topic orders --group billing --from-beginning --max-messages 100\n\nFormatter properties (--property name=value): print.key, print.value, print.offset,\nprint.partition, print.timestamp, print.headers (true/false), key.separator (default TAB),\nline.separator (default newline), headers.separator (default ','),\nheaders.key.separator (default ':'), null.literal (default 'null')."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -20,13 +40,14 @@ pub struct Args {
     #[arg(long)]
     topic: String,
     /// Only this partition.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "group")]
     partition: Option<i32>,
-    /// Start at the earliest offset instead of the end.
+    /// Start at the earliest offset instead of the end (with --group: when
+    /// the group has no committed offset).
     #[arg(long = "from-beginning")]
     from_beginning: bool,
-    /// Start offset: a number, "earliest" or "latest" (needs --partition for a number).
-    #[arg(long)]
+    /// Start offset: a number (needs --partition), "earliest" or "latest".
+    #[arg(long, conflicts_with = "group")]
     offset: Option<String>,
     /// Stop after this many records.
     #[arg(long = "max-messages")]
@@ -34,15 +55,17 @@ pub struct Args {
     /// Stop when no record arrived for this long.
     #[arg(long = "timeout-ms")]
     timeout_ms: Option<u64>,
-    /// Consumer group (needs consumer-group support in the broker).
+    /// Consume as a member of this consumer group and commit offsets.
     #[arg(long)]
     group: Option<String>,
-    /// Formatter properties: print.key, print.offset, print.partition, print.timestamp, print.headers, print.value (true/false), key.separator, line.separator.
+    /// Formatter property name=value (repeatable), see below.
     #[arg(long = "property", value_parser = parse_kv)]
     properties: Vec<(String, String)>,
 }
 
-struct Formatter {
+/// How records are printed (Kafka's DefaultMessageFormatter options).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Formatter {
     print_key: bool,
     print_value: bool,
     print_offset: bool,
@@ -51,10 +74,13 @@ struct Formatter {
     print_headers: bool,
     key_separator: String,
     line_separator: String,
+    headers_separator: String,
+    headers_key_separator: String,
+    null_literal: String,
 }
 
 impl Formatter {
-    fn from_properties(props: &[(String, String)]) -> Result<Formatter> {
+    pub fn from_properties(props: &[(String, String)]) -> Result<Formatter> {
         let mut f = Formatter {
             print_key: false,
             print_value: true,
@@ -64,187 +90,472 @@ impl Formatter {
             print_headers: false,
             key_separator: "\t".into(),
             line_separator: "\n".into(),
+            headers_separator: ",".into(),
+            headers_key_separator: ":".into(),
+            null_literal: "null".into(),
         };
         for (k, v) in props {
-            let on = v == "true";
+            let flag = || -> Result<bool> {
+                match v.as_str() {
+                    "true" => Ok(true),
+                    "false" => Ok(false),
+                    _ => bail!("property {k} must be true or false, got {v:?}"),
+                }
+            };
             match k.as_str() {
-                "print.key" => f.print_key = on,
-                "print.value" => f.print_value = on,
-                "print.offset" => f.print_offset = on,
-                "print.partition" => f.print_partition = on,
-                "print.timestamp" => f.print_timestamp = on,
-                "print.headers" => f.print_headers = on,
-                "key.separator" => f.key_separator = v.clone(),
-                "line.separator" => f.line_separator = v.clone(),
-                other => bail!("unknown property {other:?}"),
+                "print.key" => f.print_key = flag()?,
+                "print.value" => f.print_value = flag()?,
+                "print.offset" => f.print_offset = flag()?,
+                "print.partition" => f.print_partition = flag()?,
+                "print.timestamp" => f.print_timestamp = flag()?,
+                "print.headers" => f.print_headers = flag()?,
+                "key.separator" => f.key_separator = unescape(v),
+                "line.separator" => f.line_separator = unescape(v),
+                "headers.separator" => f.headers_separator = unescape(v),
+                "headers.key.separator" => f.headers_key_separator = unescape(v),
+                "null.literal" => f.null_literal = v.clone(),
+                other => bail!("unknown formatter property {other:?}"),
             }
         }
         Ok(f)
     }
+
+    fn text(&self, b: &Option<Bytes>) -> String {
+        match b {
+            None => self.null_literal.clone(),
+            Some(b) => String::from_utf8_lossy(b).into_owned(),
+        }
+    }
+
+    /// One record as a line (without the line separator), in Kafka's field
+    /// order: timestamp, partition, offset, headers, key, value.
+    pub fn format(&self, r: &Printable<'_>) -> String {
+        let mut fields: Vec<String> = Vec::new();
+        if self.print_timestamp {
+            fields.push(match r.timestamp {
+                Some((true, ts)) => format!("LogAppendTime:{ts}"),
+                Some((false, ts)) => format!("CreateTime:{ts}"),
+                None => "NO_TIMESTAMP".into(),
+            });
+        }
+        if self.print_partition {
+            fields.push(format!("Partition:{}", r.partition));
+        }
+        if self.print_offset {
+            fields.push(format!("Offset:{}", r.offset));
+        }
+        if self.print_headers {
+            fields.push(if r.headers.is_empty() {
+                "NO_HEADERS".into()
+            } else {
+                r.headers
+                    .iter()
+                    .map(|(k, v)| format!("{k}{}{}", self.headers_key_separator, self.text(v)))
+                    .collect::<Vec<_>>()
+                    .join(&self.headers_separator)
+            });
+        }
+        if self.print_key {
+            fields.push(self.text(r.key));
+        }
+        if self.print_value {
+            fields.push(self.text(r.value));
+        }
+        fields.join(&self.key_separator)
+    }
 }
 
-fn text(b: &Option<bytes::Bytes>) -> String {
-    match b {
-        None => "null".into(),
-        Some(b) => String::from_utf8_lossy(b).into_owned(),
+/// The parts of a record the formatter prints.
+pub struct Printable<'a> {
+    pub partition: i32,
+    pub offset: i64,
+    /// (is LogAppendTime, milliseconds)
+    pub timestamp: Option<(bool, i64)>,
+    pub headers: Vec<(&'a str, &'a Option<Bytes>)>,
+    pub key: &'a Option<Bytes>,
+    pub value: &'a Option<Bytes>,
+}
+
+/// Reading state shared by the plain and the group modes.
+struct Reader {
+    topic: TopicInfo,
+    fmt: Formatter,
+    /// partition → next offset to read
+    positions: BTreeMap<i32, i64>,
+    printed: u64,
+    max_messages: Option<u64>,
+    from_beginning: bool,
+    bar: ProgressBar,
+    limits: DecompressLimits,
+}
+
+impl Reader {
+    fn done(&self) -> bool {
+        self.max_messages.is_some_and(|m| self.printed >= m)
+    }
+
+    fn leader(&self, partition: i32) -> i32 {
+        self.topic
+            .partitions
+            .iter()
+            .find(|p| p.partition == partition)
+            .map_or(-1, |p| p.leader)
+    }
+
+    /// The reset position of a partition: earliest with --from-beginning,
+    /// else latest (Kafka's auto.offset.reset of the console consumer).
+    async fn reset_position(&self, client: &mut Client, partition: i32) -> Result<i64> {
+        let at = if self.from_beginning { -2 } else { -1 };
+        let leader = self.leader(partition);
+        Ok(client
+            .list_offset(&self.topic.name, partition, at, leader)
+            .await?
+            .0)
+    }
+
+    /// Fetches each partition in `positions` once and prints what came
+    /// back. Returns whether any record was printed.
+    async fn poll(&mut self, client: &mut Client) -> Result<bool> {
+        let mut got_any = false;
+        let partitions: Vec<i32> = self.positions.keys().copied().collect();
+        for partition in partitions {
+            if self.done() {
+                break;
+            }
+            let offset = self.positions[&partition];
+            let leader = self.leader(partition);
+            let fetched = client
+                .fetch(
+                    &self.topic.name,
+                    self.topic.topic_id,
+                    partition,
+                    offset,
+                    FETCH_MAX_BYTES,
+                    FETCH_MAX_WAIT_MS,
+                    leader,
+                )
+                .await?;
+            if fetched.error_code == ErrorCode::OffsetOutOfRange.code() {
+                let to = self.reset_position(client, partition).await?;
+                tracing::debug!(partition, offset, to, "offset out of range, reset");
+                self.positions.insert(partition, to);
+                continue;
+            }
+            if fetched.error_code != 0 {
+                bail!(
+                    "fetch from {}-{partition} at offset {offset}: {}",
+                    self.topic.name,
+                    ErrorCode::from_code_lossy(fetched.error_code)
+                );
+            }
+            got_any |= self.print(partition, fetched.records)?;
+        }
+        Ok(got_any)
+    }
+
+    fn print(&mut self, partition: i32, records: Bytes) -> Result<bool> {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let mut got_any = false;
+        let mut next = self.positions[&partition];
+        'batches: for batch in BatchIter::new(records) {
+            // A partial batch at the end of a fetch is normal: stop there.
+            let Ok(batch) = batch else { break };
+            if batch.is_control() {
+                next = next.max(batch.next_offset());
+                continue;
+            }
+            let base = batch.base_offset();
+            let header = batch.header();
+            let log_append = header.is_log_append_time();
+            for r in batch.records(&self.limits)? {
+                let r = r?;
+                let o = r.offset(base);
+                if o < next {
+                    continue;
+                }
+                let ts = if log_append {
+                    header.max_timestamp
+                } else {
+                    r.timestamp(header.base_timestamp)
+                };
+                let line = self.fmt.format(&Printable {
+                    partition,
+                    offset: o,
+                    timestamp: (ts >= 0).then_some((log_append, ts)),
+                    headers: r
+                        .headers
+                        .iter()
+                        .map(|h| (h.key.as_str(), &h.value))
+                        .collect(),
+                    key: &r.key,
+                    value: &r.value,
+                });
+                write!(out, "{line}{}", self.fmt.line_separator)?;
+                next = o + 1;
+                self.printed += 1;
+                self.bar.inc(1);
+                got_any = true;
+                if self.done() {
+                    break 'batches;
+                }
+            }
+            next = next.max(batch.next_offset());
+        }
+        out.flush()?;
+        self.positions.insert(partition, next);
+        Ok(got_any)
     }
 }
 
 pub fn run(args: Args) -> ExitCode {
     run_async(async move {
-        if args.group.is_some() {
-            bail!("--group is not supported yet: weir does not implement consumer groups");
-        }
         let fmt = Formatter::from_properties(&args.properties)?;
+        if args.offset.is_some() && args.from_beginning {
+            bail!("--offset and --from-beginning cannot be used together");
+        }
         let mut client = args.bootstrap.connect().await?;
         let topic = client.topic(&args.topic).await?;
-        let parts: Vec<_> = topic
-            .partitions
-            .iter()
-            .filter(|p| args.partition.is_none_or(|want| want == p.partition))
-            .cloned()
-            .collect();
-        if parts.is_empty() {
+        if let Some(want) = args.partition
+            && !topic.partitions.iter().any(|p| p.partition == want)
+        {
             bail!(
-                "partition {:?} does not exist in topic {}",
-                args.partition,
-                args.topic
+                "partition {want} does not exist in topic {} ({} partitions)",
+                args.topic,
+                topic.partitions.len()
             );
         }
-        // Start positions.
-        let mut next: BTreeMap<i32, i64> = BTreeMap::new();
-        for p in &parts {
-            let start = match args.offset.as_deref() {
-                Some("earliest") => {
-                    client
-                        .list_offset(&args.topic, p.partition, -2, p.leader)
-                        .await?
-                        .0
+        let bar = if std::io::stdout().is_terminal() {
+            ProgressBar::hidden()
+        } else {
+            progress_bar(args.max_messages, "records")
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    stop.store(true, Ordering::SeqCst);
                 }
-                Some("latest") => {
-                    client
-                        .list_offset(&args.topic, p.partition, -1, p.leader)
-                        .await?
-                        .0
-                }
-                Some(n) => {
-                    if args.partition.is_none() {
-                        bail!("--offset N needs --partition");
-                    }
-                    n.parse::<i64>()
-                        .map_err(|_| anyhow::anyhow!("invalid --offset {n:?}"))?
-                }
-                None => {
-                    let at = if args.from_beginning { -2 } else { -1 };
-                    client
-                        .list_offset(&args.topic, p.partition, at, p.leader)
-                        .await?
-                        .0
-                }
-            };
-            next.insert(p.partition, start);
+            });
         }
-        let limits = DecompressLimits::default();
-        let mut printed = 0u64;
-        let mut last_data = Instant::now();
-        let stdout = std::io::stdout();
-        loop {
-            let mut got_any = false;
-            for p in &parts {
-                let offset = next[&p.partition];
-                let fetched = client
-                    .fetch(
-                        &args.topic,
-                        topic.topic_id,
-                        p.partition,
-                        offset,
-                        1024 * 1024,
-                        100,
-                        p.leader,
-                    )
-                    .await?;
-                if fetched.error_code != 0 {
-                    bail!(
-                        "fetch from {}-{} at offset {offset}: {}",
-                        args.topic,
-                        p.partition,
-                        weir_protocol::error_code::ErrorCode::from_code_lossy(fetched.error_code)
-                    );
-                }
-                let mut out = stdout.lock();
-                for batch in BatchIter::new(fetched.records) {
-                    let Ok(batch) = batch else { break };
-                    if batch.is_control() {
-                        next.insert(p.partition, batch.next_offset());
-                        continue;
-                    }
-                    let base = batch.base_offset();
-                    let base_ts = batch.header().base_timestamp;
-                    for r in batch.records(&limits)? {
-                        let r = r?;
-                        let o = r.offset(base);
-                        if o < next[&p.partition] {
-                            continue;
-                        }
-                        let mut line = String::new();
-                        if fmt.print_timestamp {
-                            let ts = if batch.header().is_log_append_time() {
-                                format!("LogAppendTime:{}", batch.header().max_timestamp)
-                            } else {
-                                format!("CreateTime:{}", r.timestamp(base_ts))
-                            };
-                            line.push_str(&ts);
-                            line.push_str(&fmt.key_separator);
-                        }
-                        if fmt.print_partition {
-                            line.push_str(&format!(
-                                "Partition:{}{}",
-                                p.partition, fmt.key_separator
-                            ));
-                        }
-                        if fmt.print_offset {
-                            line.push_str(&format!("Offset:{o}{}", fmt.key_separator));
-                        }
-                        if fmt.print_headers {
-                            let hs: Vec<String> = r
-                                .headers
-                                .iter()
-                                .map(|h| format!("{}:{}", h.key, text(&h.value)))
-                                .collect();
-                            line.push_str(if hs.is_empty() { "NO_HEADERS" } else { "" });
-                            line.push_str(&hs.join(","));
-                            line.push_str(&fmt.key_separator);
-                        }
-                        if fmt.print_key {
-                            line.push_str(&text(&r.key));
-                            line.push_str(&fmt.key_separator);
-                        }
-                        if fmt.print_value {
-                            line.push_str(&text(&r.value));
-                        } else if line.ends_with(&fmt.key_separator) {
-                            line.truncate(line.len() - fmt.key_separator.len());
-                        }
-                        write!(out, "{line}{}", fmt.line_separator)?;
-                        next.insert(p.partition, o + 1);
-                        printed += 1;
-                        got_any = true;
-                        if args.max_messages.is_some_and(|m| printed >= m) {
-                            out.flush()?;
-                            return Ok(());
-                        }
-                    }
-                    next.insert(p.partition, next[&p.partition].max(batch.next_offset()));
-                }
-                out.flush()?;
-            }
-            if got_any {
-                last_data = Instant::now();
-            } else if args
-                .timeout_ms
-                .is_some_and(|t| last_data.elapsed() >= Duration::from_millis(t))
-            {
-                return Ok(());
-            }
-        }
+        let mut reader = Reader {
+            topic,
+            fmt,
+            positions: BTreeMap::new(),
+            printed: 0,
+            max_messages: args.max_messages,
+            from_beginning: args.from_beginning,
+            bar,
+            limits: DecompressLimits::default(),
+        };
+        let idle = args.timeout_ms.map(Duration::from_millis);
+        let result = match &args.group {
+            Some(group) => consume_group(&mut client, &mut reader, group, idle, &stop).await,
+            None => consume_plain(&mut client, &mut reader, &args, idle, &stop).await,
+        };
+        reader.bar.finish_and_clear();
+        result
     })
+}
+
+async fn consume_plain(
+    client: &mut Client,
+    reader: &mut Reader,
+    args: &Args,
+    idle: Option<Duration>,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let partitions: Vec<(i32, i32)> = reader
+        .topic
+        .partitions
+        .iter()
+        .filter(|p| args.partition.is_none_or(|want| want == p.partition))
+        .map(|p| (p.partition, p.leader))
+        .collect();
+    for (partition, leader) in partitions {
+        let start = match args.offset.as_deref() {
+            Some("earliest") => {
+                client
+                    .list_offset(&args.topic, partition, -2, leader)
+                    .await?
+                    .0
+            }
+            Some("latest") => {
+                client
+                    .list_offset(&args.topic, partition, -1, leader)
+                    .await?
+                    .0
+            }
+            Some(n) => {
+                if args.partition.is_none() {
+                    bail!("--offset N needs --partition");
+                }
+                match n.parse::<i64>() {
+                    Ok(o) if o >= 0 => o,
+                    _ => bail!("invalid --offset {n:?}: a number >= 0, earliest or latest"),
+                }
+            }
+            None => reader.reset_position(client, partition).await?,
+        };
+        reader.positions.insert(partition, start);
+    }
+    let mut last_data = Instant::now();
+    while !reader.done() && !stop.load(Ordering::SeqCst) {
+        if reader.poll(client).await? {
+            last_data = Instant::now();
+        } else if idle.is_some_and(|t| last_data.elapsed() >= t) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+async fn consume_group(
+    client: &mut Client,
+    reader: &mut Reader,
+    group: &str,
+    idle: Option<Duration>,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let topic = reader.topic.name.clone();
+    let mut member = GroupMember::new(group, std::slice::from_ref(&topic));
+    let mut last_data = Instant::now();
+    let result: Result<()> = async {
+        'generation: loop {
+            member.join(client).await?;
+            let committed = client.committed_offsets(group).await?;
+            reader.positions.clear();
+            let assigned: Vec<i32> = member
+                .assignment
+                .iter()
+                .filter(|(t, _)| *t == topic)
+                .map(|(_, p)| *p)
+                .collect();
+            for p in assigned {
+                let start = match committed.get(&(topic.clone(), p)) {
+                    Some(&o) => o,
+                    None => reader.reset_position(client, p).await?,
+                };
+                reader.positions.insert(p, start);
+            }
+            let mut committed_now = positions_of(&topic, &reader.positions);
+            let mut last_heartbeat = Instant::now();
+            let mut last_commit = Instant::now();
+            loop {
+                if reader.done() || stop.load(Ordering::SeqCst) {
+                    break 'generation;
+                }
+                let got = if reader.positions.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(FETCH_MAX_WAIT_MS as u64)).await;
+                    false
+                } else {
+                    reader.poll(client).await?
+                };
+                if got {
+                    last_data = Instant::now();
+                } else if idle.is_some_and(|t| last_data.elapsed() >= t) {
+                    break 'generation;
+                }
+                let now_positions = positions_of(&topic, &reader.positions);
+                if now_positions != committed_now && last_commit.elapsed() >= COMMIT_INTERVAL {
+                    member.commit(client, &now_positions).await?;
+                    committed_now = now_positions;
+                    last_commit = Instant::now();
+                }
+                if last_heartbeat.elapsed() >= HEARTBEAT_INTERVAL {
+                    last_heartbeat = Instant::now();
+                    if member.heartbeat(client).await? == HeartbeatStatus::Rebalance {
+                        // Commit what was read before giving partitions up;
+                        // a refused commit is retried by the next owner's
+                        // reading, so it is not fatal here.
+                        let positions = positions_of(&topic, &reader.positions);
+                        if let Err(e) = member.commit(client, &positions).await {
+                            tracing::debug!("commit before rebalance: {e}");
+                        }
+                        continue 'generation;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+    .await;
+    // Final commit and leave, also after an error in the loop.
+    let positions = positions_of(&topic, &reader.positions);
+    let commit = member.commit(client, &positions).await;
+    let leave = member.leave(client).await;
+    result?;
+    commit?;
+    leave?;
+    Ok(())
+}
+
+fn positions_of(topic: &str, positions: &BTreeMap<i32, i64>) -> BTreeMap<(String, i32), i64> {
+    positions
+        .iter()
+        .map(|(&p, &o)| ((topic.to_string(), p), o))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn formatter_lines() {
+        let key = Some(Bytes::from_static(b"k1"));
+        let value = Some(Bytes::from_static(b"v1"));
+        let hv = Some(Bytes::from_static(b"x"));
+        let none: Option<Bytes> = None;
+        let rec = Printable {
+            partition: 2,
+            offset: 7,
+            timestamp: Some((false, 1000)),
+            headers: vec![("h1", &hv), ("h2", &none)],
+            key: &key,
+            value: &value,
+        };
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[], "v1"),
+            (&[("print.key", "true")], "k1\tv1"),
+            (
+                &[
+                    ("print.key", "true"),
+                    ("print.offset", "true"),
+                    ("print.partition", "true"),
+                    ("print.timestamp", "true"),
+                    ("print.headers", "true"),
+                    ("key.separator", "|"),
+                ],
+                "CreateTime:1000|Partition:2|Offset:7|h1:x,h2:null|k1|v1",
+            ),
+            (&[("print.value", "false"), ("print.key", "true")], "k1"),
+            (
+                &[("print.key", "true"), ("key.separator", "\\t=")],
+                "k1\t=v1",
+            ),
+        ];
+        for (p, want) in cases {
+            let f = Formatter::from_properties(&props(p)).unwrap();
+            assert_eq!(f.format(&rec), *want, "{p:?}");
+        }
+        let no_headers = Printable {
+            headers: vec![],
+            key: &none,
+            ..rec
+        };
+        let f =
+            Formatter::from_properties(&props(&[("print.headers", "true"), ("print.key", "true")]))
+                .unwrap();
+        assert_eq!(f.format(&no_headers), "NO_HEADERS\tnull\tv1");
+        assert!(Formatter::from_properties(&props(&[("print.key", "yes")])).is_err());
+        assert!(Formatter::from_properties(&props(&[("bogus", "1")])).is_err());
+    }
 }

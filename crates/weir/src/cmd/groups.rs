@@ -5,17 +5,8 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use bytes::Bytes;
-use weir_client::{Client, Connection};
-use weir_protocol::codec::{Decodable, Message, Request};
-use weir_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
-use weir_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
-use weir_protocol::messages::{
-    ConsumerProtocolAssignment, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
-    ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest,
-};
+use weir_client::Client;
+use weir_protocol::messages::{DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest};
 
 use super::common::{Bootstrap, run_async};
 
@@ -33,12 +24,20 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Command {
     /// List consumer groups and their states.
+    #[command(after_help = "Example:\n  weir groups list")]
     List,
     /// Committed offsets, lag and members of a group.
+    #[command(
+        after_help = "Example:\n  weir groups describe billing\n\nPer partition: CURRENT-OFFSET (committed: the next offset the group reads),\nLOG-END-OFFSET (the high watermark), LAG (LOG-END-OFFSET - CURRENT-OFFSET),\nand the member owning it (CONSUMER-ID, HOST, CLIENT-ID)."
+    )]
     Describe { group: String },
     /// Move a group's committed offsets (the group must be Empty).
+    #[command(
+        after_help = "Examples:\n  weir groups reset-offsets billing --topic orders --to-earliest --dry-run\n  weir groups reset-offsets billing --topic orders --to-offset 100 --execute\n  weir groups reset-offsets billing --topic orders --shift-by -10 --execute\n  weir groups reset-offsets billing --topic orders --to-datetime 2024-05-01T12:00:00Z --execute"
+    )]
     ResetOffsets(ResetArgs),
     /// Delete an empty group and its committed offsets.
+    #[command(after_help = "Example:\n  weir groups delete billing")]
     Delete { group: String },
 }
 
@@ -90,36 +89,6 @@ fn check(code: i16, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The connection to the coordinator of `group`.
-async fn coordinator<'a>(client: &'a mut Client, group: &str) -> Result<&'a mut Connection> {
-    let conn = client.any_connection().await?;
-    let version = conn.version_for(
-        FindCoordinatorRequest::API_KEY,
-        FindCoordinatorRequest::VALID_VERSIONS,
-    )?;
-    // v4+ batch keys in `coordinator_keys`; older versions have one `key`
-    let req = if version >= 4 {
-        FindCoordinatorRequest {
-            key_type: 0,
-            coordinator_keys: vec![group.to_string()],
-            ..Default::default()
-        }
-    } else {
-        FindCoordinatorRequest {
-            key: group.to_string(),
-            key_type: 0,
-            ..Default::default()
-        }
-    };
-    let resp = conn.send_version(&req, version).await?;
-    let (code, node) = match resp.coordinators.first() {
-        Some(c) => (c.error_code, c.node_id),
-        None => (resp.error_code, resp.node_id),
-    };
-    check(code, &format!("find coordinator of {group}"))?;
-    Ok(client.node_connection(node).await?)
-}
-
 async fn list(client: &mut Client) -> Result<()> {
     let resp = client
         .any_connection()
@@ -141,71 +110,12 @@ async fn list(client: &mut Client) -> Result<()> {
 
 /// Committed offsets of a group: (topic, partition) → offset.
 async fn committed(client: &mut Client, group: &str) -> Result<BTreeMap<(String, i32), i64>> {
-    let conn = coordinator(client, group).await?;
-    let version = conn.version_for(
-        OffsetFetchRequest::API_KEY,
-        OffsetFetchRequest::VALID_VERSIONS,
-    )?;
-    // v8+ ask per group; older versions name one group at the top level
-    let req = if version >= 8 {
-        OffsetFetchRequest {
-            groups: vec![OffsetFetchRequestGroup {
-                group_id: group.to_string(),
-                topics: None,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }
-    } else {
-        OffsetFetchRequest {
-            group_id: group.to_string(),
-            topics: None,
-            ..Default::default()
-        }
-    };
-    let resp = conn.send_version(&req, version).await?;
-    let mut out = BTreeMap::new();
-    if let Some(g) = resp.groups.into_iter().next() {
-        check(g.error_code, "fetch offsets")?;
-        for t in g.topics {
-            for p in t.partitions {
-                if p.committed_offset >= 0 {
-                    out.insert((t.name.clone(), p.partition_index), p.committed_offset);
-                }
-            }
-        }
-    } else {
-        check(resp.error_code, "fetch offsets")?;
-        for t in resp.topics {
-            for p in t.partitions {
-                if p.committed_offset >= 0 {
-                    out.insert((t.name.clone(), p.partition_index), p.committed_offset);
-                }
-            }
-        }
-    }
-    Ok(out)
+    Ok(client.committed_offsets(group).await?)
 }
 
 /// Partitions in a consumer-protocol assignment (empty if undecodable).
-fn assigned(assignment: &Bytes) -> Vec<(String, i32)> {
-    let mut buf = assignment.clone();
-    if buf.len() < 2 {
-        return Vec::new();
-    }
-    let version = i16::from_be_bytes([buf[0], buf[1]]);
-    let _ = buf.split_to(2);
-    match ConsumerProtocolAssignment::decode(&mut buf, version.clamp(0, 3)) {
-        Ok(a) => a
-            .assigned_partitions
-            .into_iter()
-            .flat_map(|tp| {
-                let topic = tp.topic;
-                tp.partitions.into_iter().map(move |p| (topic.clone(), p))
-            })
-            .collect(),
-        Err(_) => Vec::new(),
-    }
+fn assigned(assignment: &bytes::Bytes) -> Vec<(String, i32)> {
+    weir_client::group::decode_assignment(assignment)
 }
 
 async fn high_watermark(client: &mut Client, topic: &str, partition: i32) -> Result<i64> {
@@ -218,7 +128,11 @@ async fn describe(client: &mut Client, group: &str) -> Result<()> {
         groups: vec![group.to_string()],
         ..Default::default()
     };
-    let resp = coordinator(client, group).await?.send(&req).await?;
+    let resp = client
+        .coordinator_connection(group)
+        .await?
+        .send(&req)
+        .await?;
     let g = resp
         .groups
         .into_iter()
@@ -310,7 +224,11 @@ async fn reset(client: &mut Client, r: ResetArgs) -> Result<()> {
         groups: vec![group.to_string()],
         ..Default::default()
     };
-    let resp = coordinator(client, group).await?.send(&req).await?;
+    let resp = client
+        .coordinator_connection(group)
+        .await?
+        .send(&req)
+        .await?;
     if let Some(g) = resp.groups.first() {
         check(g.error_code, &format!("describe {group}"))?;
         if g.group_state != "Empty" && g.group_state != "Dead" {
@@ -357,37 +275,11 @@ async fn reset(client: &mut Client, r: ResetArgs) -> Result<()> {
     if r.dry_run {
         return Ok(());
     }
-    let req = OffsetCommitRequest {
-        group_id: group.to_string(),
-        generation_id_or_member_epoch: -1,
-        member_id: String::new(),
-        retention_time_ms: -1,
-        topics: vec![OffsetCommitRequestTopic {
-            name: r.topic.clone(),
-            partitions: targets
-                .iter()
-                .map(|&(p, o)| OffsetCommitRequestPartition {
-                    partition_index: p,
-                    committed_offset: o,
-                    committed_leader_epoch: -1,
-                    committed_metadata: Some(String::new()),
-                    commit_timestamp: -1,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let resp = coordinator(client, group).await?.send(&req).await?;
-    for t in resp.topics {
-        for p in t.partitions {
-            check(
-                p.error_code,
-                &format!("commit {}-{}", t.name, p.partition_index),
-            )?;
-        }
-    }
+    let offsets: BTreeMap<(String, i32), i64> = targets
+        .iter()
+        .map(|&(p, o)| ((r.topic.clone(), p), o))
+        .collect();
+    client.commit_offsets(group, -1, "", &offsets).await?;
     Ok(())
 }
 
@@ -396,7 +288,11 @@ async fn delete(client: &mut Client, group: &str) -> Result<()> {
         groups_names: vec![group.to_string()],
         ..Default::default()
     };
-    let resp = coordinator(client, group).await?.send(&req).await?;
+    let resp = client
+        .coordinator_connection(group)
+        .await?
+        .send(&req)
+        .await?;
     for r in resp.results {
         check(r.error_code, &format!("delete {}", r.group_id))?;
         println!("Deleted group {}", r.group_id);

@@ -1,7 +1,9 @@
 //! One module per subcommand.
 
 pub mod common;
+pub mod configs;
 pub mod consume;
+pub mod delete_records;
 pub mod dump_log;
 pub mod groups;
 pub mod offsets;

@@ -10,7 +10,9 @@ use bytes::Bytes;
 use weir_protocol::partitioner::partition_for_key;
 use weir_protocol::records::{RecordBatchBuilder, RecordHeader};
 
-use super::common::{Bootstrap, now_ms, parse_compression, parse_kv, run_async};
+use super::common::{
+    Bootstrap, now_ms, parse_compression, parse_kv, progress_bar, run_async, unescape,
+};
 
 #[derive(clap::Args)]
 #[command(
@@ -63,11 +65,11 @@ impl Format {
         for (k, v) in props {
             match k.as_str() {
                 "parse.key" => f.parse_key = v == "true",
-                "key.separator" => f.key_separator = v.clone(),
+                "key.separator" => f.key_separator = unescape(v),
                 "parse.headers" => f.parse_headers = v == "true",
-                "headers.delimiter" => f.headers_delimiter = v.clone(),
-                "headers.separator" => f.headers_separator = v.clone(),
-                "headers.key.separator" => f.headers_key_separator = v.clone(),
+                "headers.delimiter" => f.headers_delimiter = unescape(v),
+                "headers.separator" => f.headers_separator = unescape(v),
+                "headers.key.separator" => f.headers_key_separator = unescape(v),
                 other => bail!("unknown property {other:?}"),
             }
         }
@@ -140,6 +142,7 @@ pub fn run(args: Args) -> ExitCode {
         // Null keys stick to one partition per batch, like the Java client.
         let mut sticky = 0u32;
         let mut sent = 0u64;
+        let bar = progress_bar(None, "records");
         let stdin = std::io::stdin();
         for line in stdin.lock().lines() {
             let line = line.context("reading stdin")?;
@@ -159,6 +162,7 @@ pub fn run(args: Args) -> ExitCode {
                 .entry(partition)
                 .or_insert_with(|| RecordBatchBuilder::new(compression));
             b.push(now_ms(), key, Some(value), headers)?;
+            bar.inc(1);
             if b.estimated_size() >= args.batch_size {
                 let full = builders.remove(&partition).expect("present");
                 send(
@@ -192,6 +196,7 @@ pub fn run(args: Args) -> ExitCode {
                 sent += 1;
             }
         }
+        bar.finish_and_clear();
         tracing::debug!(batches = sent, "produced");
         Ok(())
     })

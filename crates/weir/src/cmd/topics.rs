@@ -1,14 +1,17 @@
-//! `weir topics`: create, list, describe and delete topics.
+//! `weir topics`: create, list, describe, alter and delete topics, like
+//! `kafka-topics.sh`.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
+use weir_client::{Client, ConfigSource, ResourceType, TopicInfo};
 
 use super::common::{Bootstrap, parse_kv, run_async};
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  weir topics create --topic orders --partitions 6\n  weir topics list\n  weir topics describe --topic orders\n  weir topics delete --topic orders"
+    after_help = "Examples:\n  weir topics create --topic orders --partitions 6 --config retention.ms=86400000\n  weir topics list\n  weir topics describe --topic orders\n  weir topics alter --topic orders --partitions 12\n  weir topics delete --topic orders"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -20,6 +23,9 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Action {
     /// Create a topic.
+    #[command(
+        after_help = "Example:\n  weir topics create --topic orders --partitions 6 --config cleanup.policy=compact"
+    )]
     Create {
         #[arg(long)]
         topic: String,
@@ -30,15 +36,40 @@ enum Action {
         /// Topic config override, name=value (repeatable).
         #[arg(long = "config", value_parser = parse_kv)]
         configs: Vec<(String, String)>,
+        /// Succeed without change if the topic already exists.
+        #[arg(long = "if-not-exists")]
+        if_not_exists: bool,
     },
     /// List topic names.
-    List,
-    /// Show partitions, leaders and replicas of one or all topics.
+    #[command(after_help = "Example:\n  weir topics list --exclude-internal")]
+    List {
+        /// Leave out internal topics such as __consumer_offsets.
+        #[arg(long = "exclude-internal")]
+        exclude_internal: bool,
+    },
+    /// Show partitions with leader, offsets and size, and non-default configs.
+    #[command(
+        after_help = "Example:\n  weir topics describe --topic orders\n\nPer partition: Leader, Replicas, Isr, LogStartOffset, HighWatermark, LogEndOffset\n(the latest offset ListOffsets reports; equal to the high watermark on a single\nbroker), Size (bytes on disk, from DescribeLogDirs) and Segments (\"-\": not\navailable over the Kafka protocol; see `weir dump-log` or the data dir)."
+    )]
     Describe {
+        /// Only this topic (default: all).
         #[arg(long)]
         topic: Option<String>,
+        #[arg(long = "exclude-internal")]
+        exclude_internal: bool,
+    },
+    /// Raise the partition count of a topic (CreatePartitions). Configs are
+    /// changed with `weir configs alter`.
+    #[command(after_help = "Example:\n  weir topics alter --topic orders --partitions 12")]
+    Alter {
+        #[arg(long)]
+        topic: String,
+        /// New total number of partitions (must be larger than now).
+        #[arg(long)]
+        partitions: i32,
     },
     /// Delete a topic.
+    #[command(after_help = "Example:\n  weir topics delete --topic orders")]
     Delete {
         #[arg(long)]
         topic: String,
@@ -54,21 +85,41 @@ pub fn run(args: Args) -> ExitCode {
                 partitions,
                 replication_factor,
                 configs,
+                if_not_exists,
             } => {
+                if if_not_exists && client.topic(&topic).await.is_ok() {
+                    return Ok(());
+                }
                 client
                     .create_topic(&topic, partitions, replication_factor, &configs)
                     .await?;
                 println!("Created topic {topic}.");
             }
-            Action::List => {
+            Action::List { exclude_internal } => {
                 let mut topics = client.metadata(None, false).await?;
                 topics.sort_by(|a, b| a.name.cmp(&b.name));
                 for t in topics {
-                    println!("{}", t.name);
+                    if !(exclude_internal && t.is_internal) {
+                        println!("{}", t.name);
+                    }
                 }
             }
-            Action::Describe { topic } => describe(&mut client, topic).await?,
+            Action::Describe {
+                topic,
+                exclude_internal,
+            } => describe(&mut client, topic, exclude_internal).await?,
+            Action::Alter { topic, partitions } => {
+                let current = client.topic(&topic).await?.partitions.len();
+                if partitions as i64 <= current as i64 {
+                    bail!(
+                        "topic {topic} has {current} partitions; --partitions must be larger (partitions cannot be removed)"
+                    );
+                }
+                client.create_partitions(&topic, partitions).await?;
+                println!("Topic {topic} now has {partitions} partitions.");
+            }
             Action::Delete { topic } => {
+                client.topic(&topic).await?;
                 client.delete_topic(&topic).await?;
                 println!("Deleted topic {topic}.");
             }
@@ -77,23 +128,64 @@ pub fn run(args: Args) -> ExitCode {
     })
 }
 
-async fn describe(client: &mut weir_client::Client, topic: Option<String>) -> Result<()> {
+/// Non-default configs of a topic as `k=v,k=v` (sensitive values hidden).
+async fn overrides(client: &mut Client, topic: &str) -> Result<String> {
+    let configs = client.describe_configs(ResourceType::Topic, topic).await?;
+    Ok(configs
+        .into_iter()
+        .filter(|c| c.source == ConfigSource::DynamicTopic)
+        .map(|c| {
+            let v = if c.sensitive {
+                "<sensitive>".to_string()
+            } else {
+                c.value.unwrap_or_else(|| "null".into())
+            };
+            format!("{}={}", c.name, v)
+        })
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
+/// Partition → size in bytes, asked of each leader.
+async fn sizes(client: &mut Client, t: &TopicInfo) -> BTreeMap<i32, i64> {
+    let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for p in &t.partitions {
+        by_leader.entry(p.leader).or_default().push(p.partition);
+    }
+    let mut out = BTreeMap::new();
+    for (leader, parts) in by_leader {
+        // Sizes are informative: a broker without DescribeLogDirs leaves "-".
+        if let Ok(dirs) = client.describe_log_dirs(leader, &t.name, &parts).await {
+            for (p, replicas) in dirs {
+                out.insert(p, replicas.iter().map(|r| r.size_bytes).sum());
+            }
+        }
+    }
+    out
+}
+
+async fn describe(
+    client: &mut Client,
+    topic: Option<String>,
+    exclude_internal: bool,
+) -> Result<()> {
     let mut topics = match &topic {
         Some(t) => vec![client.topic(t).await?],
         None => client.metadata(None, false).await?,
     };
-    if topics.is_empty() && topic.is_some() {
-        bail!("unknown topic");
-    }
+    topics.retain(|t| !(exclude_internal && t.is_internal));
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     for t in topics {
+        let configs = overrides(client, &t.name).await?;
         println!(
-            "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {}",
+            "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: {}",
             t.name,
             t.topic_id,
             t.partitions.len(),
-            t.partitions.first().map_or(0, |p| p.replicas.len())
+            t.partitions.first().map_or(0, |p| p.replicas.len()),
+            configs
         );
+        let sizes = sizes(client, &t).await;
         for p in &t.partitions {
             let (start, _) = client
                 .list_offset(&t.name, p.partition, -2, p.leader)
@@ -102,14 +194,18 @@ async fn describe(client: &mut weir_client::Client, topic: Option<String>) -> Re
                 .list_offset(&t.name, p.partition, -1, p.leader)
                 .await?;
             println!(
-                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tLogStartOffset: {}\tHighWatermark: {}",
+                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tLogStartOffset: {}\tHighWatermark: {}\tLogEndOffset: {}\tSize: {}\tSegments: -",
                 t.name,
                 p.partition,
                 p.leader,
                 join(&p.replicas),
                 join(&p.isr),
                 start,
-                end
+                end,
+                end,
+                sizes
+                    .get(&p.partition)
+                    .map_or("-".to_string(), |s| s.to_string()),
             );
         }
     }

@@ -1,0 +1,339 @@
+//! Admin operations beyond topic create/delete: partitions, configs,
+//! DeleteRecords and log-dir sizes.
+
+use std::collections::BTreeMap;
+
+use weir_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use weir_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+use weir_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use weir_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use weir_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use weir_protocol::messages::{
+    CreatePartitionsRequest, DeleteRecordsRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
+    IncrementalAlterConfigsRequest,
+};
+
+use crate::client::Client;
+use crate::error::ClientError;
+
+/// Kafka's config resource types (`ConfigResource.Type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceType {
+    Topic,
+    Broker,
+}
+
+impl ResourceType {
+    /// The wire code.
+    pub fn code(self) -> i8 {
+        match self {
+            ResourceType::Topic => 2,
+            ResourceType::Broker => 4,
+        }
+    }
+}
+
+/// Where a config value comes from (`DescribeConfigsResponse` source codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    Unknown,
+    DynamicTopic,
+    DynamicBroker,
+    DynamicDefaultBroker,
+    StaticBroker,
+    Default,
+    DynamicBrokerLogger,
+    Other(i8),
+}
+
+impl ConfigSource {
+    pub fn from_code(code: i8) -> ConfigSource {
+        match code {
+            0 => ConfigSource::Unknown,
+            1 => ConfigSource::DynamicTopic,
+            2 => ConfigSource::DynamicBroker,
+            3 => ConfigSource::DynamicDefaultBroker,
+            4 => ConfigSource::StaticBroker,
+            5 => ConfigSource::Default,
+            6 => ConfigSource::DynamicBrokerLogger,
+            other => ConfigSource::Other(other),
+        }
+    }
+
+    /// Kafka's name for the source, as `kafka-configs.sh` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigSource::Unknown => "UNKNOWN",
+            ConfigSource::DynamicTopic => "DYNAMIC_TOPIC_CONFIG",
+            ConfigSource::DynamicBroker => "DYNAMIC_BROKER_CONFIG",
+            ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
+            ConfigSource::Default => "DEFAULT_CONFIG",
+            ConfigSource::DynamicBrokerLogger => "DYNAMIC_BROKER_LOGGER_CONFIG",
+            ConfigSource::Other(_) => "OTHER",
+        }
+    }
+}
+
+/// One described config entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigEntry {
+    pub name: String,
+    /// `None` for sensitive or unset values.
+    pub value: Option<String>,
+    pub source: ConfigSource,
+    pub read_only: bool,
+    pub sensitive: bool,
+    /// Lower-precedence values: (name, value, source), highest first.
+    pub synonyms: Vec<(String, Option<String>, ConfigSource)>,
+}
+
+/// An IncrementalAlterConfigs operation on one config name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigOp {
+    Set(String, String),
+    Delete(String),
+    Append(String, String),
+    Subtract(String, String),
+}
+
+impl ConfigOp {
+    fn to_wire(&self) -> AlterableConfig {
+        let (name, op, value) = match self {
+            ConfigOp::Set(n, v) => (n, 0, Some(v.clone())),
+            ConfigOp::Delete(n) => (n, 1, None),
+            ConfigOp::Append(n, v) => (n, 2, Some(v.clone())),
+            ConfigOp::Subtract(n, v) => (n, 3, Some(v.clone())),
+        };
+        AlterableConfig {
+            name: name.clone(),
+            config_operation: op,
+            value,
+            ..Default::default()
+        }
+    }
+}
+
+/// Size of one partition in one log dir (DescribeLogDirs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaLogDir {
+    pub log_dir: String,
+    pub size_bytes: i64,
+    pub offset_lag: i64,
+}
+
+impl Client {
+    /// Raises the partition count of `topic` to `count` (CreatePartitions).
+    pub async fn create_partitions(&mut self, topic: &str, count: i32) -> Result<(), ClientError> {
+        let req = CreatePartitionsRequest {
+            topics: vec![CreatePartitionsTopic {
+                name: topic.to_string(),
+                count,
+                assignments: None,
+                ..Default::default()
+            }],
+            timeout_ms: self.request_timeout().as_millis() as i32,
+            validate_only: false,
+            ..Default::default()
+        };
+        let resp = self.controller_connection().await?.send(&req).await?;
+        for r in resp.results {
+            ClientError::check(
+                r.error_code,
+                || format!("add partitions to {topic}"),
+                r.error_message,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Describes the configs of one resource (all keys), with synonyms.
+    /// For brokers, `name` is the node id (or empty for the one answering).
+    pub async fn describe_configs(
+        &mut self,
+        resource: ResourceType,
+        name: &str,
+    ) -> Result<Vec<ConfigEntry>, ClientError> {
+        let req = DescribeConfigsRequest {
+            resources: vec![DescribeConfigsResource {
+                resource_type: resource.code(),
+                resource_name: name.to_string(),
+                configuration_keys: None,
+                ..Default::default()
+            }],
+            include_synonyms: true,
+            include_documentation: false,
+            ..Default::default()
+        };
+        let conn = match (resource, name.parse::<i32>()) {
+            (ResourceType::Broker, Ok(node)) => self.node_connection(node).await?,
+            _ => self.any_connection().await?,
+        };
+        let resp = conn.send(&req).await?;
+        let mut out = Vec::new();
+        for r in resp.results {
+            if resource == ResourceType::Topic
+                && r.error_code
+                    == weir_protocol::error_code::ErrorCode::UnknownTopicOrPartition.code()
+            {
+                return Err(ClientError::UnknownTopic(name.to_string()));
+            }
+            ClientError::check(
+                r.error_code,
+                || format!("describe configs of {name}"),
+                r.error_message,
+            )?;
+            for c in r.configs {
+                out.push(ConfigEntry {
+                    name: c.name,
+                    value: c.value,
+                    source: ConfigSource::from_code(c.config_source),
+                    read_only: c.read_only,
+                    sensitive: c.is_sensitive,
+                    synonyms: c
+                        .synonyms
+                        .into_iter()
+                        .map(|s| (s.name, s.value, ConfigSource::from_code(s.source)))
+                        .collect(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Applies `ops` to one resource's configs (IncrementalAlterConfigs).
+    pub async fn incremental_alter_configs(
+        &mut self,
+        resource: ResourceType,
+        name: &str,
+        ops: &[ConfigOp],
+    ) -> Result<(), ClientError> {
+        let req = IncrementalAlterConfigsRequest {
+            resources: vec![AlterConfigsResource {
+                resource_type: resource.code(),
+                resource_name: name.to_string(),
+                configs: ops.iter().map(ConfigOp::to_wire).collect(),
+                ..Default::default()
+            }],
+            validate_only: false,
+            ..Default::default()
+        };
+        let resp = self.controller_connection().await?.send(&req).await?;
+        for r in resp.responses {
+            if resource == ResourceType::Topic
+                && r.error_code
+                    == weir_protocol::error_code::ErrorCode::UnknownTopicOrPartition.code()
+            {
+                return Err(ClientError::UnknownTopic(name.to_string()));
+            }
+            ClientError::check(
+                r.error_code,
+                || format!("alter configs of {name}"),
+                r.error_message,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Deletes records of `topic` below the given offsets, per partition
+    /// (-1 = up to the high watermark). Returns partition → new low
+    /// watermark (log start offset).
+    pub async fn delete_records(
+        &mut self,
+        topic: &str,
+        offsets: &[(i32, i64)],
+    ) -> Result<BTreeMap<i32, i64>, ClientError> {
+        // Requests go to each partition's leader.
+        let mut by_leader: BTreeMap<i32, Vec<(i32, i64)>> = BTreeMap::new();
+        let info = self.topic(topic).await?;
+        for &(p, o) in offsets {
+            let leader = info
+                .partitions
+                .iter()
+                .find(|x| x.partition == p)
+                .map(|x| x.leader)
+                .ok_or_else(|| ClientError::Broker {
+                    context: format!("delete records of {topic}-{p}"),
+                    code: weir_protocol::error_code::ErrorCode::UnknownTopicOrPartition,
+                    message: Some(format!("topic {topic} has no partition {p}")),
+                })?;
+            by_leader.entry(leader).or_default().push((p, o));
+        }
+        let timeout_ms = self.request_timeout().as_millis() as i32;
+        let mut out = BTreeMap::new();
+        for (leader, parts) in by_leader {
+            let req = DeleteRecordsRequest {
+                topics: vec![DeleteRecordsTopic {
+                    name: topic.to_string(),
+                    partitions: parts
+                        .iter()
+                        .map(|&(p, o)| DeleteRecordsPartition {
+                            partition_index: p,
+                            offset: o,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }],
+                timeout_ms,
+                ..Default::default()
+            };
+            let resp = self.node_connection(leader).await?.send(&req).await?;
+            for t in resp.topics {
+                for p in t.partitions {
+                    ClientError::check(
+                        p.error_code,
+                        || format!("delete records of {}-{}", t.name, p.partition_index),
+                        None,
+                    )?;
+                    out.insert(p.partition_index, p.low_watermark);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Partition sizes of `topic` as reported by DescribeLogDirs on
+    /// broker `node`: partition → replicas in log dirs.
+    pub async fn describe_log_dirs(
+        &mut self,
+        node: i32,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Result<BTreeMap<i32, Vec<ReplicaLogDir>>, ClientError> {
+        let req = DescribeLogDirsRequest {
+            topics: Some(vec![DescribableLogDirTopic {
+                topic: topic.to_string(),
+                partitions: partitions.to_vec(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let resp = self.node_connection(node).await?.send(&req).await?;
+        ClientError::check(resp.error_code, || "describe log dirs".into(), None)?;
+        let mut out: BTreeMap<i32, Vec<ReplicaLogDir>> = BTreeMap::new();
+        for d in resp.results {
+            if d.error_code != 0 {
+                continue;
+            }
+            for t in d.topics.iter().filter(|t| t.name == topic) {
+                for p in &t.partitions {
+                    if p.is_future_key {
+                        continue;
+                    }
+                    out.entry(p.partition_index)
+                        .or_default()
+                        .push(ReplicaLogDir {
+                            log_dir: d.log_dir.clone(),
+                            size_bytes: p.partition_size,
+                            offset_lag: p.offset_lag,
+                        });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
