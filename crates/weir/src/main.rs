@@ -19,6 +19,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Start a broker (embedded defaults: 127.0.0.1:9092, ./weir-data).
+    #[command(
+        after_help = "Examples:\n  weir serve\n  weir serve --listen 0.0.0.0:9092 --advertised-listener broker1:9092 --data-dir /var/lib/weir\n  weir serve --config server.properties --set log.retention.ms=3600000"
+    )]
     Serve(cmd::serve::Args),
     /// Create, list, describe, alter (add partitions) and delete topics.
     Topics(cmd::topics::Args),
@@ -35,6 +38,9 @@ enum Command {
     /// Delete records below an offset (moves the log start offset).
     DeleteRecords(cmd::delete_records::Args),
     /// Measure produce and consume throughput and latency.
+    #[command(
+        after_help = "Examples:\n  weir perf produce --topic perf --num-records 1000000 --record-size 1024\n  weir perf consume --topic perf --messages 1000000"
+    )]
     Perf(cmd::perf::Args),
     /// Print the contents of .log, .index and .timeindex files, like kafka-dump-log.sh.
     DumpLog(cmd::dump_log::Args),

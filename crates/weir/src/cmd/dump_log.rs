@@ -13,6 +13,9 @@ use weir_protocol::records::{
 };
 
 #[derive(clap::Args)]
+#[command(
+    after_help = "Examples:\n  weir dump-log weir-data/orders-0/00000000000000000000.log\n  weir dump-log --deep-iteration --print-data-log weir-data/orders-0/00000000000000000000.log\n  weir dump-log --files weir-data/orders-0/00000000000000000000.index,weir-data/orders-0/00000000000000000000.timeindex"
+)]
 pub struct Args {
     /// Files to dump (.log, .index, .timeindex).
     #[arg(value_name = "FILE")]

@@ -1,0 +1,131 @@
+//! A `weir serve` child process for the CLI tests, and a way to run the
+//! `weir` binary against it.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_weir");
+
+/// What one `weir` run printed, and its exit status.
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `weir args…` (with `bootstrap` as --bootstrap-server when given)
+/// and feeds it `stdin`.
+pub fn weir(bootstrap: Option<&str>, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env_remove("WEIR_BOOTSTRAP_SERVER")
+        .env_remove("WEIR_CONNECT_TIMEOUT_MS")
+        .env_remove("RUST_LOG")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(b) = bootstrap {
+        cmd.env("WEIR_BOOTSTRAP_SERVER", b);
+    }
+    let mut child = cmd.spawn().expect("spawn weir");
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin");
+        pipe.write_all(input.as_bytes()).expect("write stdin");
+    }
+    let out = child.wait_with_output().expect("wait for weir");
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A broker on a free port with its own data dir; killed on drop.
+pub struct Broker {
+    child: Child,
+    pub addr: String,
+    dir: tempfile::TempDir,
+}
+
+impl Broker {
+    pub fn start() -> Broker {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let log = std::fs::File::create(dir.path().join("broker.log")).expect("log file");
+        let mut child = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&data)
+            // Group joins complete at once instead of after Kafka's 3 s.
+            .args(["--set", "group.initial.rebalance.delay.ms=0"])
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn weir serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut addr = None;
+        for line in lines.by_ref() {
+            let Ok(line) = line else { break };
+            if let Some(a) = line.strip_prefix("weir: listening on ") {
+                addr = Some(a.trim().to_string());
+                break;
+            }
+        }
+        let Some(addr) = addr else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(dir.path().join("broker.log")).unwrap_or_default();
+            panic!("weir serve did not report its address; its log:\n{log}");
+        };
+        // Keep reading so the broker never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Broker { child, addr, dir }
+    }
+
+    /// The temporary directory of this broker (the data dir is `data/`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        weir(Some(&self.addr), args, None)
+    }
+
+    pub fn run_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        weir(Some(&self.addr), args, Some(stdin))
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A local port with no listener (bound, then released).
+pub fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
