@@ -510,6 +510,15 @@ fn configs_describe_alter_round_trip() {
         "{}",
         broker.stdout
     );
+    let unnamed = b.run(&["configs", "describe", "--entity-type", "brokers"]);
+    assert_eq!(unnamed.code, 0, "{}", unnamed.stderr);
+    assert!(
+        unnamed
+            .stdout
+            .starts_with("Non-default configs for broker 1 are:\n"),
+        "{}",
+        unnamed.stdout
+    );
     let static_alter = b.run(&[
         "configs",
         "alter",
@@ -622,6 +631,26 @@ fn errors_are_one_line_with_a_nonzero_status() {
         );
         assert_eq!(out.stdout, "");
     }
+
+    // A listener that never answers: the connect timeout bounds the wait.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap().to_string();
+    let out = weir(
+        None,
+        &[
+            "topics",
+            "list",
+            "--bootstrap-server",
+            &silent_addr,
+            "--connect-timeout-ms",
+            "300",
+        ],
+        None,
+    );
+    assert_eq!(out.code, 1);
+    assert_one_error_line(&out.stderr);
+    assert!(out.stderr.contains("timed out"), "{}", out.stderr);
+    drop(silent);
 
     // Unknown topic, for every command that names one.
     for args in [

@@ -43,7 +43,7 @@ enum Action {
     Describe {
         #[arg(long = "entity-type", value_enum)]
         entity_type: EntityType,
-        /// Topic name or broker id (for brokers: default the broker answering).
+        /// Topic name or broker id (for brokers, default: the lowest known broker id).
         #[arg(long = "entity-name")]
         entity_name: Option<String>,
         /// List every config with its value and source, not only overrides.
@@ -76,27 +76,35 @@ pub fn run(args: Args) -> ExitCode {
                 entity_name,
                 all,
             } => {
-                let name = match (entity_type, entity_name) {
-                    (_, Some(n)) => n,
-                    (EntityType::Brokers, None) => String::new(),
-                    (EntityType::Topics, None) => bail!("--entity-name is required for topics"),
-                };
+                if entity_type == EntityType::Topics && entity_name.is_none() {
+                    bail!("--entity-name is required for topics");
+                }
                 let mut client = args.bootstrap.connect().await?;
+                // Without a name, a broker describes itself: ask the lowest
+                // known node id.
+                let name = match entity_name {
+                    Some(n) => n,
+                    None => client
+                        .brokers()
+                        .keys()
+                        .min()
+                        .map(|id| id.to_string())
+                        .unwrap_or_default(),
+                };
                 if entity_type == EntityType::Topics {
                     client.topic(&name).await?;
                 }
                 let configs = client
                     .describe_configs(entity_type.resource(), &name)
                     .await?;
-                let (kind, label) = match entity_type {
-                    EntityType::Topics => ("topic", name.clone()),
-                    EntityType::Brokers if name.is_empty() => ("broker", "default".into()),
-                    EntityType::Brokers => ("broker", name.clone()),
+                let kind = match entity_type {
+                    EntityType::Topics => "topic",
+                    EntityType::Brokers => "broker",
                 };
                 if all {
-                    println!("All configs for {kind} {label} are:");
+                    println!("All configs for {kind} {name} are:");
                 } else {
-                    println!("Non-default configs for {kind} {label} are:");
+                    println!("Non-default configs for {kind} {name} are:");
                 }
                 for c in configs {
                     if !all && c.source == ConfigSource::Default {

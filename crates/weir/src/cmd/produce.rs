@@ -142,10 +142,21 @@ pub fn run(args: Args) -> ExitCode {
         // Null keys stick to one partition per batch, like the Java client.
         let mut sticky = 0u32;
         let mut sent = 0u64;
-        let bar = progress_bar(None, "records");
+        // A file on stdin has a known size: show bytes read of it.
+        let stdin_size = std::fs::metadata("/dev/stdin")
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        let bar = match stdin_size {
+            Some(len) => progress_bar(Some(len), "bytes"),
+            None => progress_bar(None, "records"),
+        };
         let stdin = std::io::stdin();
         for line in stdin.lock().lines() {
             let line = line.context("reading stdin")?;
+            if stdin_size.is_some() {
+                bar.inc(line.len() as u64 + 1);
+            }
             let (mut headers, key, value) = format.parse(&line)?;
             for (k, v) in &args.headers {
                 headers.push(RecordHeader {
@@ -162,7 +173,9 @@ pub fn run(args: Args) -> ExitCode {
                 .entry(partition)
                 .or_insert_with(|| RecordBatchBuilder::new(compression));
             b.push(now_ms(), key, Some(value), headers)?;
-            bar.inc(1);
+            if stdin_size.is_none() {
+                bar.inc(1);
+            }
             if b.estimated_size() >= args.batch_size {
                 let full = builders.remove(&partition).expect("present");
                 send(
