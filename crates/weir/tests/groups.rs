@@ -69,6 +69,16 @@ fn group_lag_follows_the_committed_offset() {
     assert_eq!(row["CURRENT-OFFSET"], "100", "{}", d.stdout);
     assert_eq!(row["LOG-END-OFFSET"], "100");
     assert_eq!(row["LAG"], "0");
+
+    // Commits live in the internal topic, which --exclude-internal hides.
+    let all = b.run(&["topics", "list"]);
+    assert!(
+        all.stdout.lines().any(|l| l == "__consumer_offsets"),
+        "{}",
+        all.stdout
+    );
+    let user = b.run(&["topics", "list", "--exclude-internal"]);
+    assert_eq!(user.stdout, "lag\n");
 }
 
 #[test]

@@ -184,7 +184,7 @@ pub fn run(args: Args) -> ExitCode {
                     partition,
                     full,
                     args.acks,
-                    leaders[&partition],
+                    leaders.get(&partition).copied().unwrap_or(-1),
                 )
                 .await?;
                 sent += 1;
@@ -203,7 +203,7 @@ pub fn run(args: Args) -> ExitCode {
                     partition,
                     b,
                     args.acks,
-                    leaders[&partition],
+                    leaders.get(&partition).copied().unwrap_or(-1),
                 )
                 .await?;
                 sent += 1;
