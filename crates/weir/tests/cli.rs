@@ -167,6 +167,8 @@ fn produce_keys_and_headers_then_consume_with_print_properties() {
         "h1:a,h2:b\tk1:v1\nh3:c\tk2:v2\n\tk3:v3\n",
     );
     assert_eq!(p.code, 0, "{}", p.stderr);
+    // stderr is not a terminal here: no progress bar, nothing at all.
+    assert_eq!(p.stderr, "");
     let after = now_ms();
 
     let c = b.run(&[
@@ -188,6 +190,7 @@ fn produce_keys_and_headers_then_consume_with_print_properties() {
         "print.timestamp=true",
     ]);
     assert_eq!(c.code, 0, "{}", c.stderr);
+    assert_eq!(c.stderr, "");
     let lines: Vec<&str> = c.stdout.lines().collect();
     let expected_rest = [
         "Partition:0\tOffset:0\th1:a,h2:b\tk1\tv1",
