@@ -79,6 +79,8 @@ pub struct Broker {
     /// The group coordinator; set once at start, after `__consumer_offsets`
     /// was replayed.
     groups: OnceLock<Groups>,
+    /// Event counters reported at `/metrics`.
+    pub metrics: crate::metrics::BrokerMetrics,
 }
 
 /// Kafka's rule for topic names.
@@ -126,7 +128,9 @@ impl Broker {
                 )
             })
             .collect();
+        let opening = std::time::Instant::now();
         let logs = LogManager::open(lm_config, clock())?;
+        let recovery = opening.elapsed();
         // adopt logs found on disk that the store does not know
         let mut found: BTreeMap<String, (i32, [u8; 16])> = BTreeMap::new();
         for log in logs.logs() {
@@ -195,6 +199,7 @@ impl Broker {
             clock,
             config,
             groups: OnceLock::new(),
+            metrics: crate::metrics::BrokerMetrics::new(now, recovery),
         })
     }
 

@@ -102,6 +102,9 @@ pub struct BrokerConfig {
     pub node_id: i32,
     pub listener: Listener,
     pub advertised_listener: Option<Listener>,
+    /// `http.listeners`: where `/metrics` and the console are served; None
+    /// when set to the empty string.
+    pub http_listener: Option<Listener>,
     pub log_dirs: Vec<PathBuf>,
     pub auto_create_topics_enable: bool,
     pub num_partitions: i32,
@@ -197,6 +200,9 @@ impl BrokerConfig {
             }
             _ => None,
         };
+        let http_s = get("http.listeners");
+        let http_listener =
+            parse_http_listener(&http_s).map_err(|e| invalid("http.listeners", &http_s, e))?;
         let log_dirs: Vec<PathBuf> = get("log.dirs")
             .split(',')
             .map(str::trim)
@@ -226,6 +232,7 @@ impl BrokerConfig {
             node_id: node_id as i32,
             listener,
             advertised_listener,
+            http_listener,
             log_dirs,
             auto_create_topics_enable: auto_create.eq_ignore_ascii_case("true"),
             num_partitions: positive("num.partitions", int("num.partitions")?)?.min(i32::MAX as i64)
@@ -281,6 +288,32 @@ impl BrokerConfig {
             .cloned()
             .or_else(|| configdef::broker_def(name).and_then(|d| d.default.map(String::from)))
     }
+}
+
+/// Parses `http.listeners`: `host:port` or `http://host:port` (the first
+/// of a comma-separated list); the empty string disables the listener.
+pub fn parse_http_listener(s: &str) -> Result<Option<Listener>, String> {
+    let Some(first) = s.split(',').map(str::trim).find(|e| !e.is_empty()) else {
+        return Ok(None);
+    };
+    let rest = match first.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
+        Some((scheme, _)) => return Err(format!("unsupported scheme {scheme:?} (only http)")),
+        None => first,
+    };
+    let (host, port) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| format!("expected host:port, got {rest:?}"))?;
+    let port: u16 = port.parse().map_err(|_| format!("invalid port {port:?}"))?;
+    let l = Listener {
+        host: host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port,
+    };
+    l.bind_addr()?;
+    Ok(Some(l))
 }
 
 /// Collects explicitly set pairs from the configuration sources, in order of
@@ -456,5 +489,38 @@ mod tests {
                 .to_string(),
             "[::1]:5"
         );
+    }
+
+    #[test]
+    fn http_listener_defaults_parses_and_can_be_disabled() {
+        let c = BrokerConfig::default();
+        assert_eq!(
+            c.http_listener,
+            Some(Listener {
+                host: "127.0.0.1".into(),
+                port: 9644
+            })
+        );
+        let with = |v: &str| {
+            let mut s = ConfigSources::default();
+            s.add_override(&format!("http.listeners={v}")).unwrap();
+            s.build()
+        };
+        assert_eq!(with("").unwrap().http_listener, None);
+        let l = with("http://0.0.0.0:0").unwrap().http_listener.unwrap();
+        assert_eq!((l.host.as_str(), l.port), ("0.0.0.0", 0));
+        let l = with("[::1]:8080").unwrap().http_listener.unwrap();
+        assert_eq!(l.bind_addr().unwrap().to_string(), "[::1]:8080");
+        for bad in [
+            "9644",
+            "https://127.0.0.1:1",
+            "127.0.0.1:x",
+            "127.0.0.1:70000",
+        ] {
+            assert!(
+                matches!(with(bad), Err(ConfigError::InvalidValue { ref name, .. }) if name == "http.listeners"),
+                "{bad}"
+            );
+        }
     }
 }

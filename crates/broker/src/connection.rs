@@ -66,6 +66,8 @@ pub struct Connection {
     read_buf: BytesMut,
     max_request_bytes: u32,
     idle: Duration,
+    /// Response bytes written since last taken (for `weir_bytes_out_total`).
+    written: u64,
 }
 
 impl Connection {
@@ -82,6 +84,7 @@ impl Connection {
             read_buf: BytesMut::with_capacity(4096),
             max_request_bytes,
             idle,
+            written: 0,
         }
     }
 
@@ -142,10 +145,14 @@ impl Connection {
     pub async fn write_parts(&mut self, parts: Vec<ResponsePart>) -> Result<(), ConnectionError> {
         for part in parts {
             match part {
-                ResponsePart::Bytes(b) => self.stream.write_all(&b).await?,
+                ResponsePart::Bytes(b) => {
+                    self.stream.write_all(&b).await?;
+                    self.written += b.len() as u64;
+                }
                 ResponsePart::File(region) => match region.raw_fd() {
                     Some(fd) => {
-                        send_file(&self.stream, fd, region.position(), region.len()).await?
+                        send_file(&self.stream, fd, region.position(), region.len()).await?;
+                        self.written += region.len() as u64;
                     }
                     None => {
                         let data = region
@@ -156,7 +163,8 @@ impl Connection {
                                 missing: region.len().saturating_sub(data.len()),
                             });
                         }
-                        self.stream.write_all(&data).await?
+                        self.stream.write_all(&data).await?;
+                        self.written += data.len() as u64;
                     }
                 },
             }
@@ -186,7 +194,20 @@ impl Connection {
                     break;
                 }
             };
-            if let Err(e) = self.process(&broker, frame, &shutdown).await {
+            let metrics = &broker.metrics;
+            let started = std::time::Instant::now();
+            metrics
+                .bytes_in
+                .fetch_add(4 + frame.len() as u64, Ordering::Relaxed);
+            let api_key = frame.get(..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
+            let result = self.process(&broker, frame, &shutdown).await;
+            if let Some(key) = api_key {
+                metrics.record_request(key, started.elapsed(), result.is_ok());
+            }
+            metrics
+                .bytes_out
+                .fetch_add(std::mem::take(&mut self.written), Ordering::Relaxed);
+            if let Err(e) = result {
                 match e {
                     ConnectionError::Io(_) => tracing::debug!(%peer, "closing connection: {e}"),
                     _ => tracing::info!(%peer, "closing connection: {e}"),

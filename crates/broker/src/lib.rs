@@ -20,6 +20,8 @@ pub mod configdef;
 pub mod connection;
 pub mod groups;
 pub mod handler;
+pub mod http;
+pub mod metrics;
 pub mod producer_state;
 pub mod producer_state_io;
 pub mod server;

@@ -78,6 +78,9 @@ impl Drop for ConnectionSlot {
 pub struct RunningBroker {
     pub local_addr: SocketAddr,
     pub broker: Arc<Broker>,
+    /// The bound HTTP listener (`/metrics`, console); None when disabled.
+    http_addr: Option<SocketAddr>,
+    http_task: Option<JoinHandle<()>>,
     shutdown_tx: watch::Sender<bool>,
     task: JoinHandle<()>,
     done_rx: mpsc::Receiver<()>,
@@ -102,6 +105,7 @@ pub async fn start_with_clock(
             addr: bind.to_string(),
             source,
         })?;
+    let http_listener = bind_http(&config).await?;
     let cfg = config.clone();
     let broker = tokio::task::spawn_blocking(move || Broker::open(cfg, clock))
         .await
@@ -129,17 +133,50 @@ pub async fn start_with_clock(
         broker.clone(),
         shutdown_rx.clone(),
     ));
+    let mut http_addr = None;
+    let mut http_task = None;
+    if let Some(l) = http_listener {
+        let addr = l.local_addr()?;
+        tracing::info!(%addr, "HTTP listening (/metrics, console)");
+        http_addr = Some(addr);
+        http_task = Some(crate::http::spawn(l, broker.clone(), shutdown_rx.clone()));
+    }
     let ticker = tokio::spawn(tick_loop(broker.clone(), shutdown_rx));
     tracing::info!(%local_addr, "broker listening");
     Ok(RunningBroker {
         local_addr,
         broker,
+        http_addr,
+        http_task,
         shutdown_tx,
         task,
         done_rx,
         ticker,
         group_timer,
     })
+}
+
+/// Binds `http.listeners`. A bind failure is an error when the setting was
+/// given explicitly; with the default address (which several brokers on one
+/// host share) the broker logs a warning and runs without HTTP.
+async fn bind_http(config: &BrokerConfig) -> Result<Option<TcpListener>, BrokerError> {
+    let Some(l) = &config.http_listener else {
+        return Ok(None);
+    };
+    let addr = l.bind_addr().map_err(BrokerError::Config)?;
+    match crate::http::bind(addr).await {
+        Ok(listener) => Ok(Some(listener)),
+        Err(e) if !config.explicit.contains_key("http.listeners") => {
+            tracing::warn!(
+                "HTTP listener disabled: cannot listen on {addr}: {e} (set http.listeners to another address, or to the empty string to silence this)"
+            );
+            Ok(None)
+        }
+        Err(source) => Err(BrokerError::Bind {
+            addr: addr.to_string(),
+            source,
+        }),
+    }
 }
 
 async fn accept_loop(
@@ -167,6 +204,10 @@ async fn accept_loop(
         };
         let Some(slot) = limits.acquire(peer.ip()) else {
             tracing::warn!(%peer, "connection refused: max.connections or max.connections.per.ip reached");
+            broker
+                .metrics
+                .connections_rejected
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             drop(stream);
             continue;
         };
@@ -174,8 +215,10 @@ async fn accept_loop(
         let broker = broker.clone();
         let shutdown = shutdown.clone();
         let done = done_tx.clone();
+        broker.metrics.connection_opened();
         tokio::spawn(async move {
-            conn.run(broker, shutdown).await;
+            conn.run(broker.clone(), shutdown).await;
+            broker.metrics.connection_closed();
             drop(slot);
             drop(done);
         });
@@ -198,7 +241,7 @@ impl weir_storage::cleaner::Clock for CleanerClock {
 /// `log.cleaner.backoff.ms`), in broker time.
 struct Maintenance {
     retention: weir_storage::retention::Retention,
-    cleaner: Option<weir_storage::cleaner::LogCleaner>,
+    cleaner: Option<Arc<weir_storage::cleaner::LogCleaner>>,
     retention_interval_ms: i64,
     cleaner_backoff_ms: i64,
     last_retention_ms: i64,
@@ -225,7 +268,11 @@ impl Maintenance {
         };
         let cleaner = if enabled && threads > 0 {
             match weir_storage::cleaner::LogCleaner::open(cfg, &b.logs) {
-                Ok(c) => Some(c),
+                Ok(c) => {
+                    let c = Arc::new(c);
+                    b.metrics.set_cleaner(c.clone());
+                    Some(c)
+                }
                 Err(e) => {
                     tracing::error!("log cleaner disabled: {e}");
                     None
@@ -247,14 +294,25 @@ impl Maintenance {
 
     /// Runs whatever is due (blocking).
     fn run(&mut self, b: &Arc<Broker>) {
+        use std::sync::atomic::Ordering::Relaxed;
         let now = b.now_ms();
         if now.saturating_sub(self.last_retention_ms) >= self.retention_interval_ms {
             self.last_retention_ms = now;
-            if let Err(e) = self.retention.run(&b.logs, now) {
-                tracing::warn!("retention failed: {e}");
+            match self.retention.run(&b.logs, now) {
+                Ok(report) => b.metrics.record_retention(&report),
+                Err(e) => {
+                    b.metrics.retention.failures.fetch_add(1, Relaxed);
+                    tracing::warn!("retention failed: {e}");
+                }
             }
-        } else if let Err(e) = self.retention.unlink_due(&b.logs, now) {
-            tracing::warn!("removing deleted segments failed: {e}");
+        } else {
+            match self.retention.unlink_due(&b.logs, now) {
+                Ok(n) => b.metrics.record_unlinked(n),
+                Err(e) => {
+                    b.metrics.retention.failures.fetch_add(1, Relaxed);
+                    tracing::warn!("removing deleted segments failed: {e}");
+                }
+            }
         }
         let Some(cleaner) = &self.cleaner else { return };
         if now.saturating_sub(self.last_clean_ms) < self.cleaner_backoff_ms {
@@ -305,11 +363,21 @@ async fn tick_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
 }
 
 impl RunningBroker {
+    /// The bound address of the HTTP listener (`/metrics` and the
+    /// console), None when `http.listeners` is empty or the default address
+    /// was taken.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
     /// Stops accepting, closes connections after their current request,
     /// then flushes, checkpoints and writes the clean-shutdown marker.
     pub async fn shutdown(mut self) -> Result<(), BrokerError> {
         let _ = self.shutdown_tx.send(true);
         let _ = self.task.await;
+        if let Some(t) = self.http_task.take() {
+            let _ = t.await;
+        }
         let _ = self.ticker.await;
         let _ = self.group_timer.await;
         // wait for connection tasks (each finishes its in-flight request)

@@ -1,0 +1,295 @@
+//! Broker metrics, exposed at `/metrics` in the Prometheus text format
+//! (version 0.0.4).
+//!
+//! Two kinds of metrics:
+//! - **event counters** updated on the request path: per-API request
+//!   counts, failures and latency histograms, network bytes, connections.
+//!   Each update is a relaxed atomic add on a slot created at start (the
+//!   per-API slots are indexed by api key), so the hot path takes no lock
+//!   and allocates nothing;
+//! - **state gauges** computed when scraped ([`render`]): per-partition
+//!   offsets and sizes, consumer-group lag, cleaner and retention totals.
+//!
+//! Every metric is listed with its type and labels in `docs/metrics.md`.
+
+pub mod render;
+pub mod text;
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use weir_storage::cleaner::LogCleaner;
+use weir_storage::retention::RetentionReport;
+
+pub use render::render;
+
+/// Upper bounds (seconds) of the request latency histogram buckets, from
+/// 50 µs to 10 s; a `+Inf` bucket follows.
+pub const LATENCY_BUCKETS_SECONDS: [f64; 17] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
+];
+
+/// The same bounds in nanoseconds, for integer comparison on the hot path.
+const LATENCY_BUCKETS_NS: [u64; 17] = [
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+
+/// One slot per api key 0..API_SLOTS; higher keys are not counted.
+const API_SLOTS: usize = 128;
+
+/// A latency histogram with fixed buckets ([`LATENCY_BUCKETS_SECONDS`]).
+/// Observations are three relaxed atomic adds.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Non-cumulative counts; the last slot is the `+Inf` overflow.
+    buckets: [AtomicU64; LATENCY_BUCKETS_NS.len() + 1],
+    sum_ns: AtomicU64,
+}
+
+/// A consistent-enough copy of a [`Histogram`] for rendering.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramSnapshot {
+    /// Cumulative counts per bucket of [`LATENCY_BUCKETS_SECONDS`], then
+    /// `+Inf` (= `count`).
+    pub cumulative: Vec<u64>,
+    pub count: u64,
+    pub sum_seconds: f64,
+}
+
+impl Histogram {
+    pub fn observe(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let i = LATENCY_BUCKETS_NS
+            .iter()
+            .position(|&b| ns <= b)
+            .unwrap_or(LATENCY_BUCKETS_NS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        let mut cumulative = Vec::with_capacity(self.buckets.len());
+        let mut total = 0u64;
+        for b in &self.buckets {
+            total = total.saturating_add(b.load(Ordering::Relaxed));
+            cumulative.push(total);
+        }
+        HistogramSnapshot {
+            cumulative,
+            count: total,
+            sum_seconds: self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9,
+        }
+    }
+}
+
+/// Counters of one Kafka API.
+#[derive(Debug, Default)]
+pub struct ApiStats {
+    /// Requests with this api key that reached the handler or were
+    /// rejected (unsupported version, undecodable).
+    pub requests: AtomicU64,
+    /// Requests that got no response because they were invalid or the
+    /// connection failed while answering (the connection is closed).
+    pub failures: AtomicU64,
+    /// Time from the complete request frame to the response written.
+    pub latency: Histogram,
+}
+
+/// Retention totals since start.
+#[derive(Debug, Default)]
+pub struct RetentionStats {
+    pub runs: AtomicU64,
+    pub failures: AtomicU64,
+    pub segments_deleted: AtomicU64,
+    pub bytes_deleted: AtomicU64,
+    pub files_unlinked: AtomicU64,
+}
+
+/// Every event counter of a broker. Lives in [`crate::Broker::metrics`].
+#[derive(Debug)]
+pub struct BrokerMetrics {
+    apis: Box<[ApiStats]>,
+    /// Request frames received, size prefix included.
+    pub bytes_in: AtomicU64,
+    /// Response bytes written (in memory and sendfile).
+    pub bytes_out: AtomicU64,
+    /// Connections admitted by the Kafka listener.
+    pub connections_accepted: AtomicU64,
+    /// Connections closed at once by `max.connections(.per.ip)`.
+    pub connections_rejected: AtomicU64,
+    open_connections: AtomicI64,
+    pub http_requests: AtomicU64,
+    pub retention: RetentionStats,
+    /// Set once the log cleaner runs (absent when disabled).
+    cleaner: OnceLock<Arc<LogCleaner>>,
+    /// How long opening the logs (recovery included) took at start.
+    recovery: Duration,
+    start_time_unix_ms: i64,
+    started: Instant,
+}
+
+impl BrokerMetrics {
+    pub fn new(start_time_unix_ms: i64, recovery: Duration) -> BrokerMetrics {
+        BrokerMetrics {
+            apis: (0..API_SLOTS).map(|_| ApiStats::default()).collect(),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            connections_accepted: AtomicU64::new(0),
+            connections_rejected: AtomicU64::new(0),
+            open_connections: AtomicI64::new(0),
+            http_requests: AtomicU64::new(0),
+            retention: RetentionStats::default(),
+            cleaner: OnceLock::new(),
+            recovery,
+            start_time_unix_ms,
+            started: Instant::now(),
+        }
+    }
+
+    /// The counters of api key `key`; None for keys outside the table.
+    pub fn api(&self, key: i16) -> Option<&ApiStats> {
+        usize::try_from(key).ok().and_then(|k| self.apis.get(k))
+    }
+
+    /// Records one request of api key `key` that took `elapsed`.
+    pub fn record_request(&self, key: i16, elapsed: Duration, ok: bool) {
+        if let Some(a) = self.api(key) {
+            a.requests.fetch_add(1, Ordering::Relaxed);
+            if !ok {
+                a.failures.fetch_add(1, Ordering::Relaxed);
+            }
+            a.latency.observe(elapsed);
+        }
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections_accepted.fetch_add(1, Ordering::Relaxed);
+        self.open_connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_closed(&self) {
+        self.open_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn open_connections(&self) -> i64 {
+        self.open_connections.load(Ordering::Relaxed).max(0)
+    }
+
+    /// Adds one retention run's report.
+    pub fn record_retention(&self, r: &RetentionReport) {
+        let s = &self.retention;
+        s.runs.fetch_add(1, Ordering::Relaxed);
+        s.segments_deleted
+            .fetch_add(r.segments_deleted as u64, Ordering::Relaxed);
+        s.bytes_deleted
+            .fetch_add(r.bytes_deleted, Ordering::Relaxed);
+        s.files_unlinked
+            .fetch_add(r.files_unlinked as u64, Ordering::Relaxed);
+    }
+
+    /// Adds `.deleted` files unlinked outside a retention run.
+    pub fn record_unlinked(&self, n: usize) {
+        self.retention
+            .files_unlinked
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Registers the log cleaner whose totals `/metrics` reports (once).
+    pub fn set_cleaner(&self, cleaner: Arc<LogCleaner>) {
+        let _ = self.cleaner.set(cleaner);
+    }
+
+    pub fn cleaner(&self) -> Option<&Arc<LogCleaner>> {
+        self.cleaner.get()
+    }
+
+    pub fn recovery(&self) -> Duration {
+        self.recovery
+    }
+
+    pub fn start_time_unix_ms(&self) -> i64 {
+        self.start_time_unix_ms
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_bounds_agree_in_both_units() {
+        for (s, ns) in LATENCY_BUCKETS_SECONDS.iter().zip(LATENCY_BUCKETS_NS) {
+            assert_eq!((s * 1e9).round() as u64, ns);
+        }
+        assert!(LATENCY_BUCKETS_NS.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn histogram_buckets_are_upper_inclusive_and_cumulative() {
+        let h = Histogram::default();
+        h.observe(Duration::from_micros(50)); // le 0.00005
+        h.observe(Duration::from_micros(51)); // le 0.0001
+        h.observe(Duration::from_millis(3)); // le 0.005
+        h.observe(Duration::from_secs(11)); // +Inf only
+        let s = h.snapshot();
+        assert_eq!(s.count, 4);
+        assert_eq!(s.cumulative.len(), LATENCY_BUCKETS_SECONDS.len() + 1);
+        assert_eq!(s.cumulative[0], 1);
+        assert_eq!(s.cumulative[1], 2);
+        assert_eq!(s.cumulative[5], 2); // le 0.0025
+        assert_eq!(s.cumulative[6], 3); // le 0.005
+        assert_eq!(s.cumulative[16], 3); // le 10
+        assert_eq!(s.cumulative[17], 4);
+        let expect = 0.000_05 + 0.000_051 + 0.003 + 11.0;
+        assert!((s.sum_seconds - expect).abs() < 1e-9, "{}", s.sum_seconds);
+    }
+
+    #[test]
+    fn requests_are_counted_per_api_key_and_unknown_keys_ignored() {
+        let m = BrokerMetrics::new(0, Duration::ZERO);
+        m.record_request(0, Duration::from_millis(1), true);
+        m.record_request(0, Duration::from_millis(1), false);
+        m.record_request(1, Duration::from_millis(1), true);
+        m.record_request(-1, Duration::from_millis(1), true);
+        m.record_request(i16::MAX, Duration::from_millis(1), true);
+        let p = m.api(0).unwrap();
+        assert_eq!(p.requests.load(Ordering::Relaxed), 2);
+        assert_eq!(p.failures.load(Ordering::Relaxed), 1);
+        assert_eq!(p.latency.snapshot().count, 2);
+        assert_eq!(m.api(1).unwrap().requests.load(Ordering::Relaxed), 1);
+        assert!(m.api(-1).is_none());
+        assert!(m.api(i16::MAX).is_none());
+    }
+
+    #[test]
+    fn open_connections_follow_open_and_close() {
+        let m = BrokerMetrics::new(0, Duration::ZERO);
+        m.connection_opened();
+        m.connection_opened();
+        m.connection_closed();
+        assert_eq!(m.open_connections(), 1);
+        assert_eq!(m.connections_accepted.load(Ordering::Relaxed), 2);
+    }
+}

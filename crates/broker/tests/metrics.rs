@@ -1,0 +1,308 @@
+//! The HTTP listener and `/metrics`: scraped before and after Kafka traffic
+//! and parsed with a Prometheus text parser; HTTP error cases; the listener
+//! disabled or its address taken.
+
+mod common;
+
+use common::*;
+use prometheus_parse::{Scrape, Value};
+
+const GROUP_CONFIG: &[(&str, &str)] = &[
+    ("http.listeners", "127.0.0.1:0"),
+    ("group.initial.rebalance.delay.ms", "0"),
+    ("offsets.topic.num.partitions", "1"),
+];
+
+/// One HTTP/1.1 exchange over a fresh connection (`Connection: close`):
+/// the raw request bytes in, (status, headers, body) out.
+async fn http_raw(
+    addr: SocketAddr,
+    request: &[u8],
+) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    // the server may answer before reading a long request and close
+    let _ = s.write_all(request).await;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf))
+        .await
+        .expect("HTTP response within 20 s")
+        .ok()?;
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&buf[..end]).unwrap();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next()?;
+    let status: u16 = status_line.split(' ').nth(1)?.parse().ok()?;
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Some((status, headers, buf[end + 4..].to_vec()))
+}
+
+async fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let req = format!("{method} {path} HTTP/1.1\r\nHost: weir\r\nConnection: close\r\n\r\n");
+    http_raw(addr, req.as_bytes())
+        .await
+        .expect("an HTTP response")
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Scrapes `/metrics` and parses it as Prometheus text.
+async fn scrape(b: &RunningBroker) -> Scrape {
+    let addr = b.http_addr().expect("HTTP listener");
+    let (status, headers, body) = http(addr, "GET", "/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        header(&headers, "content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let text = String::from_utf8(body).expect("UTF-8 exposition text");
+    let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("parses");
+    // the parser skips lines it cannot read: every family that has a TYPE
+    // line must have come through with samples of that type
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            let typed = scrape.samples.iter().any(|s| {
+                s.metric == name
+                    && matches!(
+                        (kind, &s.value),
+                        ("counter", Value::Counter(_))
+                            | ("gauge", Value::Gauge(_))
+                            | ("histogram", Value::Histogram(_))
+                    )
+            });
+            let empty = !text
+                .lines()
+                .any(|l| l.starts_with(name) && !l.starts_with('#'));
+            assert!(typed || empty, "family {name} ({kind}) did not parse");
+        }
+    }
+    scrape
+}
+
+/// The value of a counter or gauge with exactly these labels.
+fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    s.samples
+        .iter()
+        .find(|x| {
+            x.metric == name
+                && x.labels.len() == labels.len()
+                && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v))
+        })
+        .and_then(|x| match x.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => Some(v),
+            _ => None,
+        })
+}
+
+/// The `+Inf` bucket (the count) of a histogram with these labels.
+fn histogram_count(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    s.samples
+        .iter()
+        .find(|x| x.metric == name && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .and_then(|x| match &x.value {
+            Value::Histogram(b) => b
+                .iter()
+                .find(|c| c.less_than == f64::INFINITY)
+                .map(|c| c.count),
+            _ => None,
+        })
+}
+
+async fn commit(c: &mut Client, group: &str, topic: &str, partition: i32, offset: i64) -> i16 {
+    let req = OffsetCommitRequest {
+        group_id: group.into(),
+        generation_id_or_member_epoch: -1,
+        member_id: String::new(),
+        topics: vec![offset_commit_request::OffsetCommitRequestTopic {
+            name: topic.into(),
+            partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
+                partition_index: partition,
+                committed_offset: offset,
+                committed_leader_epoch: -1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::OffsetCommit(req), 8).await {
+        ResponseBody::OffsetCommit(r) => r.topics[0].partitions[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_move_with_traffic_and_state_gauges_match_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), GROUP_CONFIG).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "m", 1, &[]).await, NONE);
+
+    let before = scrape(&b).await;
+    let produce_api = [("api", "Produce")];
+    let fetch_api = [("api", "Fetch")];
+    assert_eq!(
+        value(&before, "weir_requests_total", &produce_api),
+        Some(0.0)
+    );
+
+    let b1 = batch(&["a", "b", "c"], 1_700_000_000_000);
+    let b2 = batch(&["d", "e", "f"], 1_700_000_000_100);
+    let log_bytes = (b1.len() + b2.len()) as f64;
+    assert_eq!(produce(&mut c, "m", 0, b1, -1).await, (NONE, 0));
+    assert_eq!(produce(&mut c, "m", 0, b2, -1).await, (NONE, 3));
+    let (err, hw, values) = fetch(&mut c, 12, "m", Uuid::ZERO, 0, 0).await;
+    assert_eq!((err, hw, values.len()), (NONE, 6, 6));
+    assert_eq!(commit(&mut c, "g", "m", 0, 2).await, NONE);
+
+    let after = scrape(&b).await;
+    let delta = |name: &str, labels: &[(&str, &str)]| {
+        value(&after, name, labels).unwrap() - value(&before, name, labels).unwrap()
+    };
+    assert_eq!(delta("weir_requests_total", &produce_api), 2.0);
+    assert_eq!(delta("weir_requests_total", &fetch_api), 1.0);
+    assert_eq!(delta("weir_request_failures_total", &produce_api), 0.0);
+    let hist = |s: &Scrape, api| {
+        histogram_count(s, "weir_request_duration_seconds", &[("api", api)]).unwrap()
+    };
+    assert_eq!(hist(&after, "Produce") - hist(&before, "Produce"), 2.0);
+    assert_eq!(hist(&after, "Fetch") - hist(&before, "Fetch"), 1.0);
+    // the produce requests carried the batches in; the fetch sent them out
+    assert!(delta("weir_bytes_in_total", &[]) > log_bytes);
+    assert!(delta("weir_bytes_out_total", &[]) > log_bytes);
+    assert!(value(&after, "weir_connections_open", &[]).unwrap() >= 1.0);
+    assert!(value(&after, "weir_connections_accepted_total", &[]).unwrap() >= 1.0);
+
+    let tp = [("topic", "m"), ("partition", "0")];
+    assert_eq!(
+        value(&after, "weir_partition_high_watermark", &tp),
+        Some(6.0)
+    );
+    assert_eq!(
+        value(&after, "weir_partition_log_end_offset", &tp),
+        Some(6.0)
+    );
+    assert_eq!(
+        value(&after, "weir_partition_log_start_offset", &tp),
+        Some(0.0)
+    );
+    assert_eq!(value(&after, "weir_partition_segments", &tp), Some(1.0));
+    assert_eq!(
+        value(&after, "weir_partition_size_bytes", &tp),
+        Some(log_bytes)
+    );
+
+    let gtp = [("group", "g"), ("topic", "m"), ("partition", "0")];
+    assert_eq!(
+        value(&after, "weir_group_committed_offset", &gtp),
+        Some(2.0)
+    );
+    assert_eq!(value(&after, "weir_group_lag", &gtp), Some(4.0));
+    assert_eq!(
+        value(&after, "weir_group_members", &[("group", "g")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &after,
+            "weir_group_state",
+            &[("group", "g"), ("state", "Empty")]
+        ),
+        Some(1.0)
+    );
+
+    // lag follows the high watermark
+    produce(&mut c, "m", 0, batch(&["g"], 1_700_000_000_200), -1).await;
+    let later = scrape(&b).await;
+    assert_eq!(value(&later, "weir_group_lag", &gtp), Some(5.0));
+    assert!(value(&later, "weir_recovery_seconds", &[]).is_some());
+    assert!(value(&later, "weir_uptime_seconds", &[]).is_some());
+    assert!(value(&later, "weir_cleaner_cleanings_total", &[]).is_some());
+    assert!(value(&later, "weir_retention_segments_deleted_total", &[]).is_some());
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_http_requests_get_error_responses_and_the_broker_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[("http.listeners", "127.0.0.1:0")]).await;
+    let addr = b.http_addr().unwrap();
+
+    let (status, _, body) = http(addr, "GET", "/no/such/path").await;
+    assert_eq!(status, 404, "{}", String::from_utf8_lossy(&body));
+    let (status, headers, _) = http(addr, "POST", "/metrics").await;
+    assert_eq!(status, 405);
+    assert_eq!(header(&headers, "allow"), Some("GET, HEAD"));
+    let (status, _, _) = http(addr, "DELETE", "/").await;
+    assert_eq!(status, 405);
+
+    // HEAD: the headers of GET, no body
+    let (status, headers, body) = http(addr, "HEAD", "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        header(&headers, "content-type")
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    assert!(body.is_empty());
+
+    // not HTTP at all: an error status or a closed connection, never a hang
+    if let Some((status, _, _)) = http_raw(addr, b"\x00\x01\x02garbage\xff\r\n\r\n").await {
+        assert!((400..500).contains(&status), "{status}");
+    }
+    // a request head larger than the bound
+    let big = format!(
+        "GET /metrics HTTP/1.1\r\nHost: weir\r\nX-Big: {}\r\n\r\n",
+        "x".repeat(64 * 1024)
+    );
+    if let Some((status, _, _)) = http_raw(addr, big.as_bytes()).await {
+        assert!((400..500).contains(&status), "{status}");
+    }
+    // a declared body on GET is never read
+    let (status, _, _) = http_raw(
+        addr,
+        b"GET /metrics HTTP/1.1\r\nHost: weir\r\nContent-Length: 1000000000\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+
+    // still serving HTTP and Kafka
+    let s = scrape(&b).await;
+    assert!(value(&s, "weir_http_requests_total", &[]).unwrap() >= 5.0);
+    api_versions_ok(b.local_addr).await;
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_http_listeners_disables_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[("http.listeners", "")]).await;
+    assert_eq!(b.http_addr(), None);
+    api_versions_ok(b.local_addr).await;
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_http_address_in_use_fails_the_start() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = ConfigSources::default();
+    s.set("listeners", "127.0.0.1:0");
+    s.set("log.dirs", &dir.path().display().to_string());
+    s.set("http.listeners", &addr);
+    match start(s.build().unwrap()).await {
+        Err(weir_broker::BrokerError::Bind { addr: a, .. }) => assert_eq!(a, addr),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("started although {addr} is taken"),
+    }
+}
