@@ -1,0 +1,769 @@
+// weir console: a read-only single page over the broker's /api/ JSON.
+// Plain JavaScript, no dependencies. Every piece of data is inserted with
+// text nodes (textContent), never parsed as HTML.
+'use strict';
+
+(function () {
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  const POLL_MS = 3000;
+  const HISTORY_POINTS = 100;
+
+  const main = document.getElementById('main');
+  const statusLine = document.getElementById('status');
+  const brokerLine = document.getElementById('broker-line');
+
+  const state = {
+    timer: null,
+    routeId: 0,
+    showInternal: false,
+    // group id -> [{t, total, parts: {"topic/partition": lag}}], kept in the page only
+    lagHistory: new Map(),
+  };
+
+  // ------------------------------------------------------------ DOM helpers
+
+  function append(el, children) {
+    for (const c of children.flat(Infinity)) {
+      if (c === null || c === undefined || c === false) continue;
+      el.appendChild(typeof c === 'object' ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  function setAttrs(el, attrs) {
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === 'class') el.setAttribute('class', v);
+      else if (k === 'style') Object.assign(el.style, v);
+      else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else if (k === 'value') el.value = v;
+      else el.setAttribute(k, String(v));
+    }
+  }
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    setAttrs(el, attrs);
+    return append(el, children);
+  }
+
+  function s(tag, attrs, ...children) {
+    const el = document.createElementNS(SVG_NS, tag);
+    setAttrs(el, attrs);
+    return append(el, children);
+  }
+
+  function link(hash, text) {
+    return h('a', { href: hash }, text);
+  }
+
+  // -------------------------------------------------------------- formatting
+
+  const nf = new Intl.NumberFormat('en-US');
+  function num(n) {
+    return n === null || n === undefined ? '–' : nf.format(n);
+  }
+  function bytes(n) {
+    if (n === null || n === undefined) return '–';
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let v = n;
+    let i = 0;
+    while (v >= 1024 && i < units.length - 1) {
+      v /= 1024;
+      i++;
+    }
+    return (i === 0 ? String(v) : v.toFixed(v < 10 ? 2 : 1)) + ' ' + units[i];
+  }
+  function time(ms) {
+    if (ms === null || ms === undefined || ms < 0) return '–';
+    const d = new Date(ms);
+    return isNaN(d.getTime()) ? String(ms) : d.toISOString().replace('T', ' ').replace('Z', ' UTC');
+  }
+  function clock(ms) {
+    return new Date(ms).toISOString().slice(11, 19);
+  }
+  function duration(ms) {
+    let sec = Math.floor(ms / 1000);
+    const d = Math.floor(sec / 86400);
+    sec %= 86400;
+    const hh = Math.floor(sec / 3600);
+    sec %= 3600;
+    const mm = Math.floor(sec / 60);
+    sec %= 60;
+    if (d) return `${d}d ${hh}h`;
+    if (hh) return `${hh}h ${mm}m`;
+    if (mm) return `${mm}m ${sec}s`;
+    return `${sec}s`;
+  }
+  const enc = encodeURIComponent;
+
+  // --------------------------------------------------------------------- API
+
+  async function api(path) {
+    const r = await fetch(path, { cache: 'no-store', headers: { Accept: 'application/json' } });
+    let body = null;
+    try {
+      body = await r.json();
+    } catch (_) {
+      body = null;
+    }
+    if (!r.ok) {
+      throw new Error(body && body.error ? body.error : `${r.status} ${r.statusText}`);
+    }
+    return body;
+  }
+
+  function setStatus(text, bad) {
+    statusLine.textContent = text;
+    statusLine.className = bad ? 'error' : 'muted';
+  }
+
+  async function refreshBrokerLine() {
+    try {
+      const o = await api('/api/overview');
+      const parts = [`broker ${o.node_id}`, `weir ${o.version}`, o.listener];
+      if (typeof o.uptime_ms === 'number') parts.push(`up ${duration(o.uptime_ms)}`);
+      brokerLine.textContent = parts.join(' · ');
+      return o;
+    } catch (e) {
+      brokerLine.textContent = 'broker unreachable';
+      return null;
+    }
+  }
+
+  // ------------------------------------------------------------- components
+
+  // A partition's offsets to scale: [0, logStart) deleted, [logStart, HW)
+  // readable, [HW, LEO) written but not yet visible to consumers.
+  function offsetBar(p, scale, opts) {
+    const o = opts || {};
+    const pct = (v) => `${Math.max(0, Math.min(100, (v / scale) * 100))}%`;
+    const bar = h('div', {
+      class: 'bar',
+      role: 'img',
+      'aria-label': `log start ${p.log_start_offset}, high watermark ${p.high_watermark}, log end ${p.log_end_offset}`,
+      title: `log start ${num(p.log_start_offset)} · HW ${num(p.high_watermark)} · LEO ${num(p.log_end_offset)}`,
+    });
+    append(bar, [
+      h('span', { class: 'gone', style: { left: '0', width: pct(p.log_start_offset) } }),
+      h('span', {
+        class: 'live',
+        style: { left: pct(p.log_start_offset), width: pct(p.high_watermark - p.log_start_offset) },
+      }),
+      h('span', {
+        class: 'pending',
+        style: { left: pct(p.high_watermark), width: pct(p.log_end_offset - p.high_watermark) },
+      }),
+    ]);
+    for (const base of o.ticks || []) {
+      if (base > 0) bar.appendChild(h('span', { class: 'tick', style: { left: pct(base) } }));
+    }
+    if (typeof o.committed === 'number') {
+      bar.appendChild(h('span', { class: 'committed', style: { left: pct(o.committed) } }));
+    }
+    return bar;
+  }
+
+  function legend(extra) {
+    return h(
+      'div',
+      { class: 'legend' },
+      h('span', null, h('i', { class: 'gone' }), 'deleted (below log start)'),
+      h('span', null, h('i', { class: 'live' }), 'readable (log start → high watermark)'),
+      h('span', null, h('i', { class: 'pending' }), 'not yet visible (HW → log end)'),
+      extra || []
+    );
+  }
+
+  function card(k, v, cls) {
+    return h('div', { class: 'card' }, h('div', { class: 'k' }, k), h('div', { class: 'v ' + (cls || '') }, v));
+  }
+
+  function table(headers, rows, attrs) {
+    return h(
+      'table',
+      attrs || null,
+      h(
+        'thead',
+        null,
+        h(
+          'tr',
+          null,
+          headers.map((c) => (typeof c === 'string' ? h('th', null, c) : h('th', { class: c.cls }, c.text)))
+        )
+      ),
+      h('tbody', null, rows)
+    );
+  }
+
+  function shown(v) {
+    if (v === null || v === undefined) return h('span', { class: 'null' }, 'null');
+    return h(
+      'span',
+      null,
+      h('span', { class: 'mono' }, v.data),
+      v.encoding !== 'utf8' ? h('span', { class: 'enc' }, v.encoding) : null,
+      v.truncated ? h('span', { class: 'cut' }, `(${num(v.size)} bytes, cut)`) : null
+    );
+  }
+
+  function errorPanel(e) {
+    return h('div', { class: 'panel error' }, String(e && e.message ? e.message : e));
+  }
+
+  // ------------------------------------------------------------------ views
+
+  async function topicsView() {
+    const [data, overview] = await Promise.all([api('/api/topics'), refreshBrokerLine()]);
+    const root = h('div', null, h('h1', null, 'Topics'));
+    const user = data.topics.filter((t) => !t.internal);
+    const totalParts = data.topics.reduce((a, t) => a + t.partition_count, 0);
+    append(root, [
+      h(
+        'div',
+        { class: 'cards' },
+        card('Topics', num(user.length)),
+        card('Partitions', num(totalParts)),
+        card('Size on disk', bytes(data.topics.reduce((a, t) => a + t.size_bytes, 0))),
+        card('Segments', num(data.topics.reduce((a, t) => a + t.segment_count, 0))),
+        overview ? card('Consumer groups', num(overview.groups)) : null
+      ),
+      h(
+        'label',
+        { class: 'muted' },
+        h('input', {
+          type: 'checkbox',
+          id: 'show-internal',
+          checked: state.showInternal ? 'checked' : null,
+          onchange: (ev) => {
+            state.showInternal = ev.target.checked;
+            route();
+          },
+        }),
+        ' show internal topics'
+      ),
+      legend(),
+    ]);
+    const shownTopics = state.showInternal ? data.topics : user;
+    if (shownTopics.length === 0) {
+      root.appendChild(h('p', { class: 'muted' }, 'No topics yet.'));
+    }
+    for (const t of shownTopics) {
+      root.appendChild(topicPanel(t));
+    }
+    return root;
+  }
+
+  function topicPanel(t) {
+    const scale = Math.max(1, ...t.partitions.map((p) => p.log_end_offset));
+    const overrides = Object.entries(t.config_overrides || {});
+    const rows = t.partitions.map((p) =>
+      h(
+        'tr',
+        { class: 'partition-row', 'data-topic': t.name, 'data-partition': p.partition },
+        h('td', { class: 'num' }, p.partition, p.online ? null : h('span', { class: 'pill offline' }, 'offline')),
+        h('td', { class: 'bar-cell' }, offsetBar(p, scale)),
+        h('td', { class: 'num log-start' }, num(p.log_start_offset)),
+        h('td', { class: 'num hw' }, num(p.high_watermark)),
+        h('td', { class: 'num leo' }, num(p.log_end_offset)),
+        h('td', { class: 'num' }, bytes(p.size_bytes)),
+        h('td', { class: 'num' }, num(p.segment_count))
+      )
+    );
+    return h(
+      'section',
+      { class: 'panel topic', 'data-topic': t.name },
+      h(
+        'div',
+        { class: 'topic-head' },
+        h('span', { class: 'name' }, link(`#/topics/${enc(t.name)}`, t.name)),
+        t.internal ? h('span', { class: 'pill' }, 'internal') : null,
+        h('span', { class: 'pill' }, `${t.partition_count} partition${t.partition_count === 1 ? '' : 's'}`),
+        h('span', { class: 'pill' }, bytes(t.size_bytes)),
+        h('span', { class: 'pill' }, `${num(t.segment_count)} segments`),
+        overrides.map(([k, v]) => h('span', { class: 'pill mono' }, `${k}=${v}`)),
+        link(`#/records?topic=${enc(t.name)}&partition=0`, 'browse records →')
+      ),
+      table(
+        [
+          'Partition',
+          'Offsets (to scale)',
+          { text: 'Log start', cls: 'num' },
+          { text: 'High watermark', cls: 'num' },
+          { text: 'Log end', cls: 'num' },
+          { text: 'Size', cls: 'num' },
+          { text: 'Segments', cls: 'num' },
+        ],
+        rows,
+        { class: 'partitions' }
+      )
+    );
+  }
+
+  async function topicView(name) {
+    const t = await api(`/api/topics/${enc(name)}`);
+    refreshBrokerLine();
+    const scale = Math.max(1, ...t.partitions.map((p) => p.log_end_offset));
+    const root = h(
+      'div',
+      { class: 'topic-detail', 'data-topic': t.name },
+      h('p', { class: 'sub' }, link('#/', '← all topics')),
+      h('h1', null, t.name),
+      h('p', { class: 'sub mono' }, `topic id ${t.id}`),
+      h(
+        'div',
+        { class: 'cards' },
+        card('Partitions', num(t.partition_count)),
+        card('Size on disk', bytes(t.size_bytes)),
+        card('Segments', num(t.partitions.reduce((a, p) => a + p.segments.length, 0)))
+      ),
+      legend(h('span', null, h('i', { class: 'tick' }), 'segment boundary'))
+    );
+    for (const p of t.partitions) {
+      const segRows = p.segments.map((sg) =>
+        h(
+          'tr',
+          { class: 'segment-row', 'data-partition': p.partition, 'data-base-offset': sg.base_offset },
+          h('td', { class: 'num' }, num(sg.base_offset)),
+          h('td', { class: 'mono' }, sg.file, sg.active ? h('span', { class: 'pill' }, 'active') : null),
+          h('td', { class: 'num' }, bytes(sg.log_bytes)),
+          h('td', { class: 'num' }, bytes(sg.index_bytes)),
+          h('td', { class: 'num' }, bytes(sg.timeindex_bytes))
+        )
+      );
+      root.appendChild(
+        h(
+          'section',
+          { class: 'panel partition', 'data-partition': p.partition },
+          h(
+            'div',
+            { class: 'topic-head' },
+            h('span', { class: 'name' }, `Partition ${p.partition}`),
+            p.online ? null : h('span', { class: 'pill offline' }, 'offline'),
+            h('span', { class: 'pill' }, `log start ${num(p.log_start_offset)}`),
+            h('span', { class: 'pill' }, `HW ${num(p.high_watermark)}`),
+            h('span', { class: 'pill' }, `LEO ${num(p.log_end_offset)}`),
+            h('span', { class: 'pill' }, bytes(p.size_bytes)),
+            link(`#/records?topic=${enc(t.name)}&partition=${p.partition}`, 'browse records →')
+          ),
+          h('div', { style: { margin: '10px 0' } }, offsetBar(p, scale, { ticks: p.segments.map((sg) => sg.base_offset) })),
+          p.dir ? h('p', { class: 'muted mono' }, p.dir) : null,
+          table(
+            [
+              { text: 'Base offset', cls: 'num' },
+              'Segment',
+              { text: '.log', cls: 'num' },
+              { text: '.index', cls: 'num' },
+              { text: '.timeindex', cls: 'num' },
+            ],
+            segRows,
+            { class: 'segments' }
+          )
+        )
+      );
+    }
+    const cfgRows = t.configs.map((c) =>
+      h(
+        'tr',
+        { class: c.source === 'DYNAMIC_TOPIC_CONFIG' ? 'override' : null },
+        h('td', { class: 'mono' }, c.name),
+        h('td', { class: 'mono wrap' }, c.sensitive ? '(sensitive)' : c.value === null ? h('span', { class: 'null' }, 'null') : c.value),
+        h('td', null, h('span', { class: 'pill' }, c.source))
+      )
+    );
+    root.appendChild(h('section', { class: 'panel' }, h('h2', null, 'Configuration'), table(['Name', 'Value', 'Source'], cfgRows)));
+    return root;
+  }
+
+  async function groupsView() {
+    const data = await api('/api/groups');
+    refreshBrokerLine();
+    const rows = data.groups.map((g) => {
+      remember(g.group_id, data.now_ms, g.total_lag, null);
+      return h(
+        'tr',
+        { class: 'group-row', 'data-group': g.group_id },
+        h('td', null, link(`#/groups/${enc(g.group_id)}`, g.group_id)),
+        h('td', null, h('span', { class: `pill state-${g.state}` }, g.state)),
+        h('td', null, g.protocol_type || '–', g.protocol ? ` / ${g.protocol}` : ''),
+        h('td', { class: 'num' }, num(g.members)),
+        h('td', { class: 'num' }, num(g.partitions)),
+        h('td', { class: `num lag ${g.total_lag > 0 ? 'lag-pos' : 'lag-zero'}` }, num(g.total_lag))
+      );
+    });
+    return h(
+      'div',
+      null,
+      h('h1', null, 'Consumer groups'),
+      h('p', { class: 'sub' }, 'Lag per partition is high watermark − committed offset.'),
+      rows.length
+        ? h(
+            'section',
+            { class: 'panel' },
+            table(
+              [
+                'Group',
+                'State',
+                'Protocol',
+                { text: 'Members', cls: 'num' },
+                { text: 'Partitions', cls: 'num' },
+                { text: 'Total lag', cls: 'num' },
+              ],
+              rows
+            )
+          )
+        : h('p', { class: 'muted' }, 'No consumer groups yet.')
+    );
+  }
+
+  function remember(id, t, total, parts) {
+    let hist = state.lagHistory.get(id);
+    if (!hist) {
+      hist = [];
+      state.lagHistory.set(id, hist);
+    }
+    const last = hist[hist.length - 1];
+    if (last && last.t === t) return hist;
+    hist.push({ t, total, parts });
+    if (hist.length > HISTORY_POINTS) hist.splice(0, hist.length - HISTORY_POINTS);
+    return hist;
+  }
+
+  function lagChart(hist) {
+    const W = 720;
+    const H = 160;
+    const L = 56;
+    const R = 12;
+    const T = 12;
+    const B = 24;
+    const chart = s('svg', { class: 'chart lag-chart', viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img' });
+    const max = Math.max(1, ...hist.map((p) => p.total));
+    const t0 = hist[0].t;
+    const t1 = Math.max(t0 + 1, hist[hist.length - 1].t);
+    const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
+    const y = (v) => T + (1 - v / max) * (H - T - B);
+    for (const frac of [0, 0.5, 1]) {
+      const v = Math.round(max * frac);
+      append(chart, [
+        s('line', { class: 'grid', x1: L, x2: W - R, y1: y(v), y2: y(v) }),
+        s('text', { x: L - 6, y: y(v) + 4, 'text-anchor': 'end' }, num(v)),
+      ]);
+    }
+    append(chart, [
+      s('text', { x: L, y: H - 6 }, clock(t0)),
+      s('text', { x: W - R, y: H - 6, 'text-anchor': 'end' }, clock(t1)),
+    ]);
+    const pts = hist.map((p) => [x(p.t), y(p.total)]);
+    if (pts.length === 1) pts.push([W - R, pts[0][1]]);
+    const line = pts.map(([a, b]) => `${a.toFixed(1)},${b.toFixed(1)}`).join(' ');
+    append(chart, [
+      s('polygon', { class: 'area', points: `${L},${y(0)} ${line} ${pts[pts.length - 1][0].toFixed(1)},${y(0)}` }),
+      s('polyline', { class: 'line', points: line }),
+    ]);
+    chart.appendChild(s('title', null, 'total lag over time'));
+    return chart;
+  }
+
+  async function groupView(id) {
+    const g = await api(`/api/groups/${enc(id)}`);
+    refreshBrokerLine();
+    const parts = {};
+    for (const o of g.offsets) parts[`${o.topic}/${o.partition}`] = o.lag;
+    const hist = remember(g.group_id, g.now_ms, g.total_lag, parts);
+    const memberRows = g.members.map((m) =>
+      h(
+        'tr',
+        { class: 'member-row' },
+        h('td', { class: 'mono wrap' }, m.member_id),
+        h('td', null, m.client_id),
+        h('td', { class: 'mono' }, m.client_host),
+        h('td', null, m.group_instance_id || '–'),
+        h(
+          'td',
+          { class: 'mono' },
+          m.assignment
+            ? m.assignment.map((a) => h('div', null, `${a.topic}: ${a.partitions.join(', ')}`))
+            : m.assignment_bytes
+              ? `${m.assignment_bytes} bytes`
+              : '–'
+        )
+      )
+    );
+    const offsetRows = g.offsets.map((o) => {
+      const p = {
+        log_start_offset: 0,
+        high_watermark: o.high_watermark === null ? 0 : o.high_watermark,
+        log_end_offset: o.log_end_offset === null ? 0 : o.log_end_offset,
+      };
+      const scale = Math.max(1, p.log_end_offset, o.committed_offset);
+      return h(
+        'tr',
+        { class: 'offset-row', 'data-topic': o.topic, 'data-partition': o.partition },
+        h('td', null, link(`#/topics/${enc(o.topic)}`, o.topic)),
+        h('td', { class: 'num' }, o.partition),
+        h('td', { class: 'num committed' }, num(o.committed_offset)),
+        h('td', { class: 'num hw' }, num(o.high_watermark)),
+        h('td', { class: `num lag ${o.lag > 0 ? 'lag-pos' : 'lag-zero'}` }, num(o.lag)),
+        h('td', { class: 'bar-cell' }, offsetBar(p, scale, { committed: o.committed_offset }))
+      );
+    });
+    return h(
+      'div',
+      { class: 'group-detail', 'data-group': g.group_id },
+      h('p', { class: 'sub' }, link('#/groups', '← all groups')),
+      h('h1', null, g.group_id),
+      h(
+        'p',
+        { class: 'sub' },
+        h('span', { class: `pill state-${g.state}` }, g.state),
+        ' ',
+        g.protocol_type ? `${g.protocol_type}${g.protocol ? ' / ' + g.protocol : ''}` : 'no protocol',
+        g.generation !== null ? ` · generation ${g.generation}` : '',
+        ` · coordinator partition ${g.coordinator_partition}`
+      ),
+      h(
+        'div',
+        { class: 'cards' },
+        card('Total lag', num(g.total_lag), `lag-total ${g.total_lag > 0 ? 'lag-pos' : 'lag-zero'}`),
+        card('Members', num(g.members.length)),
+        card('Partitions with commits', num(g.offsets.length))
+      ),
+      h(
+        'section',
+        { class: 'panel' },
+        h('h2', null, 'Total lag over time'),
+        h('p', { class: 'muted' }, `sampled every ${POLL_MS / 1000} s while this page is open (${hist.length} point${hist.length === 1 ? '' : 's'})`),
+        lagChart(hist)
+      ),
+      h(
+        'section',
+        { class: 'panel' },
+        h('h2', null, 'Members'),
+        memberRows.length
+          ? table(['Member id', 'Client id', 'Host', 'Instance id', 'Assignment'], memberRows)
+          : h('p', { class: 'muted' }, 'No members (the group is empty).')
+      ),
+      h(
+        'section',
+        { class: 'panel' },
+        h('h2', null, 'Committed offsets and lag'),
+        offsetRows.length
+          ? table(
+              [
+                'Topic',
+                { text: 'Partition', cls: 'num' },
+                { text: 'Committed', cls: 'num' },
+                { text: 'High watermark', cls: 'num' },
+                { text: 'Lag', cls: 'num' },
+                'Position in the log',
+              ],
+              offsetRows,
+              { class: 'offsets' }
+            )
+          : h('p', { class: 'muted' }, 'No committed offsets.'),
+        legend(h('span', null, h('i', { class: 'committed' }), 'committed offset'))
+      )
+    );
+  }
+
+  async function recordsView(params) {
+    const topics = await api('/api/topics');
+    refreshBrokerLine();
+    const topic = params.get('topic') || (topics.topics.find((t) => !t.internal) || {}).name || '';
+    const mode = params.has('timestamp') ? 'timestamp' : params.has('offset') ? 'offset' : 'earliest';
+    const form = h(
+      'form',
+      { class: 'records panel' },
+      h(
+        'label',
+        null,
+        'Topic',
+        h(
+          'select',
+          { name: 'topic' },
+          topics.topics.map((t) => h('option', { value: t.name, selected: t.name === topic ? 'selected' : null }, t.name))
+        )
+      ),
+      h('label', null, 'Partition', h('input', { type: 'number', name: 'partition', min: '0', value: params.get('partition') || '0' })),
+      h(
+        'label',
+        null,
+        'From',
+        h(
+          'select',
+          { name: 'mode' },
+          [
+            ['earliest', 'log start'],
+            ['offset', 'offset'],
+            ['timestamp', 'timestamp (ms)'],
+          ].map(([v, text]) => h('option', { value: v, selected: v === mode ? 'selected' : null }, text))
+        )
+      ),
+      h('label', null, 'Offset', h('input', { type: 'number', name: 'offset', min: '0', value: params.get('offset') || '' })),
+      h('label', null, 'Timestamp (ms)', h('input', { type: 'number', name: 'timestamp', min: '0', value: params.get('timestamp') || '' })),
+      h('label', null, 'Limit (≤ 500)', h('input', { type: 'number', name: 'limit', min: '1', max: '500', value: params.get('limit') || '50' })),
+      h('button', { type: 'submit' }, 'Read')
+    );
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const f = new FormData(form);
+      const q = new URLSearchParams();
+      q.set('topic', f.get('topic') || '');
+      q.set('partition', f.get('partition') || '0');
+      const m = f.get('mode');
+      if (m === 'offset') q.set('offset', f.get('offset') || '0');
+      if (m === 'timestamp') q.set('timestamp', f.get('timestamp') || '0');
+      q.set('limit', f.get('limit') || '50');
+      location.hash = `#/records?${q.toString()}`;
+    });
+    const root = h('div', null, h('h1', null, 'Records'), h('p', { class: 'sub' }, 'Reads like a consumer: only below the high watermark.'), form);
+    if (!topic || !params.has('topic')) return root;
+    const q = new URLSearchParams();
+    for (const k of ['topic', 'partition', 'offset', 'timestamp', 'limit']) {
+      if (params.get(k)) q.set(k, params.get(k));
+    }
+    let page;
+    try {
+      page = await api(`/api/records?${q.toString()}`);
+    } catch (e) {
+      root.appendChild(errorPanel(e));
+      return root;
+    }
+    const rows = page.records.map((r) =>
+      h(
+        'tr',
+        { class: 'record-row', 'data-offset': r.offset },
+        h('td', { class: 'num' }, num(r.offset)),
+        h('td', { class: 'mono', title: r.timestamp_type }, time(r.timestamp)),
+        h('td', { class: 'wrap' }, shown(r.key)),
+        h('td', { class: 'wrap' }, shown(r.value)),
+        h(
+          'td',
+          { class: 'wrap' },
+          r.headers.length ? r.headers.map((hd) => h('div', null, h('span', { class: 'mono' }, hd.key), ': ', shown(hd.value))) : '–'
+        )
+      )
+    );
+    const next = new URLSearchParams(q);
+    next.delete('timestamp');
+    next.set('offset', String(page.next_offset));
+    append(root, [
+      h(
+        'section',
+        { class: 'panel' },
+        h(
+          'p',
+          { class: 'muted' },
+          `${page.topic}-${page.partition}: log start ${num(page.log_start_offset)}, high watermark ${num(page.high_watermark)}; `,
+          `${page.records.length} record${page.records.length === 1 ? '' : 's'} from offset ${num(page.start_offset)} (limit ${page.limit})`
+        ),
+        rows.length ? table([{ text: 'Offset', cls: 'num' }, 'Timestamp', 'Key', 'Value', 'Headers'], rows, { class: 'records' }) : h('p', { class: 'muted' }, 'No records here.'),
+        page.next_offset < page.high_watermark ? h('p', null, link(`#/records?${next.toString()}`, `next page from offset ${num(page.next_offset)} →`)) : null
+      ),
+    ]);
+    return root;
+  }
+
+  async function brokerView() {
+    const [o, cfg] = await Promise.all([refreshBrokerLine(), api('/api/config')]);
+    const root = h('div', null, h('h1', null, 'Broker'));
+    if (o) {
+      append(root, [
+        h(
+          'div',
+          { class: 'cards' },
+          card('Node id', String(o.node_id)),
+          card('Version', o.version),
+          card('Listener', o.listener),
+          typeof o.uptime_ms === 'number' ? card('Uptime', duration(o.uptime_ms)) : null,
+          card('Partitions', num(o.partitions)),
+          card('Offline partitions', num(o.offline_partitions)),
+          card('Size on disk', bytes(o.size_bytes))
+        ),
+        h('p', { class: 'muted' }, `cluster id ${o.cluster_id} · data dir${o.data_dirs.length === 1 ? '' : 's'} ${o.data_dirs.join(', ')}`),
+      ]);
+    }
+    const filter = h('input', { type: 'search', class: 'filter', placeholder: 'filter settings…' });
+    const rows = cfg.configs.map((c) =>
+      h(
+        'tr',
+        { class: 'config-row', 'data-name': c.name },
+        h('td', { class: 'mono' }, c.name),
+        h('td', { class: 'mono wrap' }, c.sensitive ? '(sensitive)' : c.value === null ? h('span', { class: 'null' }, 'null') : c.value),
+        h('td', null, h('span', { class: 'pill' }, c.source))
+      )
+    );
+    filter.addEventListener('input', () => {
+      const needle = filter.value.trim().toLowerCase();
+      for (const r of rows) r.style.display = r.getAttribute('data-name').includes(needle) ? '' : 'none';
+    });
+    append(root, [
+      h('section', { class: 'panel' }, h('h2', null, 'Configuration'), filter, table(['Name', 'Value', 'Source'], rows)),
+      cfg.unused.length ? h('section', { class: 'panel' }, h('h2', null, 'Supplied but not used by weir'), h('p', { class: 'mono' }, cfg.unused.join(', '))) : null,
+    ]);
+    return root;
+  }
+
+  // ----------------------------------------------------------------- router
+
+  function parseHash() {
+    const raw = location.hash.replace(/^#/, '') || '/';
+    const [path, qs] = raw.split('?');
+    const parts = path.split('/').filter(Boolean).map((p) => {
+      try {
+        return decodeURIComponent(p);
+      } catch (_) {
+        return p;
+      }
+    });
+    return { parts, params: new URLSearchParams(qs || '') };
+  }
+
+  function pick(parts, params) {
+    if (parts.length === 0 || (parts[0] === 'topics' && parts.length === 1)) return { nav: 'topics', poll: true, load: topicsView };
+    if (parts[0] === 'topics') return { nav: 'topics', poll: true, load: () => topicView(parts[1]) };
+    if (parts[0] === 'groups' && parts.length === 1) return { nav: 'groups', poll: true, load: groupsView };
+    if (parts[0] === 'groups') return { nav: 'groups', poll: true, load: () => groupView(parts[1]) };
+    if (parts[0] === 'records') return { nav: 'records', poll: false, load: () => recordsView(params) };
+    if (parts[0] === 'broker') return { nav: 'broker', poll: false, load: brokerView };
+    return { nav: '', poll: false, load: async () => h('p', { class: 'error' }, 'No such page.') };
+  }
+
+  async function render(view, id, first) {
+    try {
+      const el = await view.load();
+      if (id !== state.routeId) return;
+      main.replaceChildren(el);
+      main.setAttribute('data-view', view.nav);
+      main.setAttribute('data-rendered', String(Number(main.getAttribute('data-rendered') || '0') + 1));
+      setStatus(`updated ${clock(Date.now())}${view.poll ? ` · refreshing every ${POLL_MS / 1000} s` : ''}`, false);
+    } catch (e) {
+      if (id !== state.routeId) return;
+      if (first) main.replaceChildren(errorPanel(e));
+      setStatus(`refresh failed: ${e.message || e}`, true);
+    }
+  }
+
+  function route() {
+    state.routeId++;
+    const id = state.routeId;
+    if (state.timer) clearTimeout(state.timer);
+    state.timer = null;
+    const { parts, params } = parseHash();
+    const view = pick(parts, params);
+    for (const a of document.querySelectorAll('#nav a')) {
+      a.classList.toggle('active', a.getAttribute('data-view') === view.nav);
+    }
+    main.removeAttribute('data-view');
+    const loop = async (first) => {
+      await render(view, id, first);
+      if (view.poll && id === state.routeId) {
+        state.timer = setTimeout(() => loop(false), POLL_MS);
+      }
+    };
+    loop(true);
+  }
+
+  window.addEventListener('hashchange', route);
+  route();
+})();
