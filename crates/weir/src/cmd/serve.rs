@@ -105,6 +105,18 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
             "weir: cluster id {}, node id {}",
             running.broker.meta.cluster_id, running.broker.config.node_id
         );
+        match running.http_addr() {
+            Some(http) => {
+                let _ = writeln!(out, "weir: metrics http://{http}/metrics");
+                let _ = writeln!(out, "weir: console http://{http}/");
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "weir: metrics and console off (http.listeners empty or its address taken)"
+                );
+            }
+        }
         let _ = out.flush();
     }
     wait_for_signal().await;
