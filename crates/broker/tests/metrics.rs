@@ -306,3 +306,80 @@ async fn an_explicit_http_address_in_use_fails_the_start() {
         Ok(_) => panic!("started although {addr} is taken"),
     }
 }
+
+fn keyed(records: &[(&str, &str)], ts: i64) -> Bytes {
+    let mut b = RecordBatchBuilder::new(Compression::None);
+    for (k, v) in records {
+        b.push(
+            ts,
+            Some(Bytes::from(k.to_string())),
+            Some(Bytes::from(v.to_string())),
+            vec![],
+        )
+        .unwrap();
+    }
+    b.build().unwrap().into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleaner_and_retention_activity_shows_in_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(
+        dir.path(),
+        &[
+            ("http.listeners", "127.0.0.1:0"),
+            ("log.cleaner.backoff.ms", "10"),
+            ("log.retention.check.interval.ms", "10"),
+        ],
+    )
+    .await;
+    let mut c = Client::connect(b.local_addr).await;
+    let compact = [
+        ("cleanup.policy", "compact"),
+        ("segment.bytes", "200"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+    ];
+    assert_eq!(create_topic(&mut c, "cmp", 1, &compact).await, NONE);
+    let delete = [("segment.bytes", "200"), ("retention.ms", "1000")];
+    assert_eq!(create_topic(&mut c, "old", 1, &delete).await, NONE);
+    // timestamps from 2023: older than retention.ms on any clock of today
+    let ts = 1_700_000_000_000;
+    for round in 0..10 {
+        let (a, bv) = (format!("a{round}"), format!("b{round}"));
+        let recs = [("a", a.as_str()), ("b", bv.as_str())];
+        assert_eq!(
+            produce(&mut c, "cmp", 0, keyed(&recs, ts), -1).await.0,
+            NONE
+        );
+        assert_eq!(
+            produce(&mut c, "old", 0, keyed(&recs, ts), -1).await.0,
+            NONE
+        );
+    }
+    let old = [("topic", "old"), ("partition", "0")];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = scrape(&b).await;
+        let v = |name: &str| value(&s, name, &[]).unwrap();
+        let cleaned = v("weir_cleaner_cleanings_total") >= 1.0
+            && v("weir_cleaner_records_dropped_total") >= 1.0
+            && v("weir_cleaner_read_bytes_total") > 0.0;
+        let retained = v("weir_retention_segments_deleted_total") >= 1.0;
+        if cleaned && retained {
+            assert!(v("weir_cleaner_written_bytes_total") > 0.0);
+            assert!(v("weir_cleaner_records_kept_total") >= 2.0);
+            assert!(v("weir_retention_runs_total") >= 1.0);
+            assert!(v("weir_retention_deleted_bytes_total") > 0.0);
+            // retention moved the log start of the deleting topic
+            let start = value(&s, "weir_partition_log_start_offset", &old).unwrap();
+            assert!(start > 0.0, "log start {start}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "cleaner/retention metrics did not move within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    b.shutdown().await.unwrap();
+}
