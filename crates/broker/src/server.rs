@@ -215,13 +215,30 @@ async fn accept_loop(
         let broker = broker.clone();
         let shutdown = shutdown.clone();
         let done = done_tx.clone();
-        broker.metrics.connection_opened();
+        let open = OpenConnection::new(broker.clone());
         tokio::spawn(async move {
-            conn.run(broker.clone(), shutdown).await;
-            broker.metrics.connection_closed();
+            conn.run(broker, shutdown).await;
+            drop(open);
             drop(slot);
             drop(done);
         });
+    }
+}
+
+/// Counts a connection in `weir_connections_open` while it lives (also
+/// when its task unwinds).
+struct OpenConnection(Arc<Broker>);
+
+impl OpenConnection {
+    fn new(broker: Arc<Broker>) -> Self {
+        broker.metrics.connection_opened();
+        OpenConnection(broker)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.metrics.connection_closed();
     }
 }
 
