@@ -14,6 +14,9 @@
 //! - a static member (`group.instance.id`) SIGKILLed and restarted within its
 //!   session timeout gets its old generation and partitions back without a
 //!   rebalance: the other member sees no new generation.
+//! - the broker is stopped (SIGTERM, then SIGKILL) while a member commits:
+//!   every acknowledged commit survives the restart, and the next member
+//!   resumes at the committed offsets.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{BufRead, BufReader, Read};
@@ -469,7 +472,7 @@ impl CommitMonitor {
         }
     }
 
-    /// Stops polling; returns how many answers were checked.
+    /// Stops polling; returns every answer, in order.
     fn finish(mut self) -> Vec<Vec<i64>> {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
@@ -803,4 +806,126 @@ fn rdkafka_static_member_restarts_without_rebalance() {
         assert_resumed_at_commit("static restart", &broker, &all, &before, &s1_owned, &end);
     assert_eq!(resumed, s1_owned.len());
     assert_single_owner(&broker, &all);
+}
+
+/// Per partition: the highest acknowledged commit and the offset after the
+/// last record read, over `m`'s events.
+fn acked_and_read(m: &Member) -> (BTreeMap<i32, i64>, BTreeMap<i32, i64>) {
+    let (mut acked, mut read) = (BTreeMap::new(), BTreeMap::new());
+    for e in m.events() {
+        match e {
+            Event::Commit { partition, offset } => {
+                let a = acked.entry(partition).or_insert(offset);
+                *a = (*a).max(offset);
+            }
+            Event::Rec {
+                partition, offset, ..
+            } => {
+                let r = read.entry(partition).or_insert(offset + 1);
+                *r = (*r).max(offset + 1);
+            }
+            _ => {}
+        }
+    }
+    (acked, read)
+}
+
+fn sigkill_broker(broker: &mut WeirProcess) {
+    let pid = broker.pid().expect("the broker is running");
+    let status = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -KILL {pid} failed: {status}");
+    // Reaps the killed process: it did not exit cleanly, by design.
+    assert!(
+        broker.stop().is_err(),
+        "the broker exited cleanly after SIGKILL"
+    );
+}
+
+/// The smallest offset `m` read per partition.
+fn first_reads(m: &Member) -> BTreeMap<i32, i64> {
+    let mut first = BTreeMap::new();
+    for e in m.events() {
+        if let Event::Rec {
+            partition, offset, ..
+        } = e
+        {
+            let f = first.entry(partition).or_insert(offset);
+            *f = (*f).min(offset);
+        }
+    }
+    first
+}
+
+/// The broker is stopped (SIGTERM, then SIGKILL) while a member reads and
+/// commits: after each restart every acknowledged commit is there (the
+/// committed offset is at least the last acknowledged one and at most one
+/// past the last record read), and the next member resumes exactly there.
+#[test]
+fn rdkafka_commits_survive_broker_restart_mid_stream() {
+    let mut broker = WeirProcess::start().unwrap_or_else(|e| panic!("weir did not start: {e}"));
+    let topic = "rk-broker-restart";
+    let group = "rk-broker-restart";
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    create_topic(&rt, &broker, topic);
+    produce(&rt, &broker, topic, "first", 1200);
+    let args = ["--session-timeout-ms", "6000"];
+    // Committed offsets found after the previous restart (-1: none).
+    let mut resume_at: Option<Vec<i64>> = None;
+    for (round, how) in ["SIGTERM", "SIGKILL"].into_iter().enumerate() {
+        let mut m = Member::spawn(&format!("m{round}"), &broker, group, topic, &args);
+        wait_for("the member commits 100 records", &broker, &[&m], || {
+            m.events()
+                .iter()
+                .filter(|e| matches!(e, Event::Commit { .. }))
+                .count()
+                >= 100
+        });
+        match how {
+            "SIGTERM" => broker.stop().unwrap_or_else(|e| panic!("clean stop: {e}")),
+            _ => sigkill_broker(&mut broker),
+        }
+        // The member cannot follow the broker to its new port.
+        m.kill();
+        broker
+            .restart()
+            .unwrap_or_else(|e| panic!("weir did not start again after {how}: {e}"));
+        if let Some(resume_at) = &resume_at {
+            for (p, first) in first_reads(&m) {
+                assert_eq!(
+                    first,
+                    resume_at[p as usize].max(0),
+                    "partition {p}: {} did not start at the offset committed before the restart ({resume_at:?})\n{}",
+                    m.name,
+                    diagnostics(&broker, &[&m])
+                );
+            }
+        }
+        let (acked, read) = acked_and_read(&m);
+        let committed = committed_now(&offsets_client(&broker, group), topic)
+            .expect("OffsetFetch after restart");
+        for p in 0..PARTITIONS {
+            let c = committed[p as usize];
+            let low = acked
+                .get(&p)
+                .copied()
+                .or(resume_at.as_ref().map(|r| r[p as usize]));
+            let high = read.get(&p).copied().unwrap_or(c);
+            assert!(
+                low.unwrap_or(-1) <= c && c <= high,
+                "after {how}: partition {p} committed {c}, acknowledged {low:?}, read up to {high}\n{}",
+                diagnostics(&broker, &[&m])
+            );
+        }
+        assert!(
+            !acked.is_empty(),
+            "after {how}: no commit was acknowledged before the stop"
+        );
+        println!(
+            "after {how}: committed {committed:?} (acknowledged {acked:?}, read up to {read:?})"
+        );
+        resume_at = Some(committed);
+    }
 }
