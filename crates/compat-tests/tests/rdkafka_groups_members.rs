@@ -694,6 +694,11 @@ fn members_join_leave_and_die(strategy: &str) {
         samples.len() > 10,
         "too few OffsetFetch answers: {samples:?}"
     );
+    assert_ne!(
+        samples.first(),
+        samples.last(),
+        "the polled commits never moved"
+    );
     assert_never_backwards(&samples);
     let generations = assert_single_owner(&broker, &all);
     let stages = [g1, g2, g3, g4, g5];
