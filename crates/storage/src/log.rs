@@ -461,8 +461,12 @@ impl Log {
         }
     }
 
-    /// Moves the log start offset to `offset` (DeleteRecords) and deletes the
-    /// segments wholly below it. `offset` must not exceed the high watermark.
+    /// Moves the log start offset to `offset` (DeleteRecords). Reads below
+    /// it fail from now on; the segments wholly below it are deleted by the
+    /// next retention run exactly as retention deletes segments (log start
+    /// checkpointed first, files renamed `.deleted`, unlinked after
+    /// `file.delete.delay.ms`), so a read that already holds a segment's
+    /// file finishes. `offset` must not exceed the high watermark.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64, StorageError> {
         let mut g = self.lock();
         if offset > g.hw || offset < 0 {
@@ -472,28 +476,10 @@ impl Log {
                 log_end: g.hw,
             });
         }
-        if offset <= g.log_start {
-            return Ok(g.log_start);
+        if offset > g.log_start {
+            g.log_start = offset;
         }
-        g.log_start = offset;
-        self.delete_segments_below_start(&mut g)?;
         Ok(g.log_start)
-    }
-
-    pub(crate) fn delete_segments_below_start(&self, g: &mut Inner) -> Result<(), StorageError> {
-        loop {
-            let mut it = g.segments.keys();
-            let (Some(&first), Some(&second)) = (it.next(), it.next()) else {
-                break;
-            };
-            if second > g.log_start {
-                break;
-            }
-            if let Some(seg) = g.segments.remove(&first) {
-                seg.delete(&*self.storage)?;
-            }
-        }
-        Ok(())
     }
 
     /// Removes every record at or after `offset` (replication truncation).

@@ -362,4 +362,89 @@ mod tests {
         let holes = [seg(0, 100, 500), seg(10, 100, 10), seg(20, 0, -1)];
         assert!(plan_retention(&holes, 0, 20, &time, 200).delete.is_empty());
     }
+
+    /// DeleteRecords moves the log start only; the segments below it go
+    /// through the retention path: checkpoint, `.deleted`, delayed unlink,
+    /// and a reader holding one of them keeps reading.
+    #[test]
+    fn delete_records_goes_through_retention() {
+        use crate::TopicPartition;
+        use crate::backend::{MemStorage, Storage};
+        use crate::checkpoint::read_checkpoint;
+        use crate::manager::LogManagerConfig;
+        use crate::testing::batch_with;
+        use std::sync::Arc;
+
+        let mem = MemStorage::new();
+        let storage: Arc<dyn Storage> = Arc::new(mem.clone());
+        let data = PathBuf::from("/data");
+        let mgr = LogManager::open(
+            LogManagerConfig::with_storage(vec![data.clone()], storage),
+            0,
+        )
+        .unwrap();
+        let cfg = LogConfig {
+            segment_bytes: 1024,
+            segment_index_bytes: 8 * 1024,
+            file_delete_delay_ms: 1_000,
+            message_timestamp_after_max_ms: i64::MAX,
+            message_timestamp_before_max_ms: i64::MAX,
+            ..LogConfig::default()
+        };
+        let tp = TopicPartition::new("d", 0);
+        let log = mgr.create_log(&tp, [2; 16], cfg).unwrap();
+        let v = vec![1u8; 300];
+        for i in 0..9 {
+            log.append(&mut batch_with(&[(None, v.as_slice(), i)]), i)
+                .unwrap();
+        }
+        log.set_high_watermark(log.log_end_offset());
+        let bases = log.segment_base_offsets();
+        assert!(bases.len() >= 3, "{bases:?}");
+        let deleted = || {
+            mem.list_dir(&data.join("d-0"))
+                .unwrap()
+                .iter()
+                .filter(|(n, _)| n.ends_with(".deleted"))
+                .count()
+        };
+        let region = log.read(0, 1 << 20, log.high_watermark(), true).unwrap();
+        let before = region.regions[0].read_to_vec().unwrap();
+
+        // Into the middle of the third segment: the first two go.
+        let target = bases[2] + 1;
+        assert_eq!(log.delete_records_before(target).unwrap(), target);
+        assert_eq!(log.log_start_offset(), target);
+        assert!(
+            log.read(bases[2], 1 << 20, log.high_watermark(), true)
+                .is_err()
+        );
+        assert!(
+            log.read(target, 1 << 20, log.high_watermark(), true)
+                .is_ok()
+        );
+        // Moving backwards is a no-op; beyond the high watermark an error.
+        assert_eq!(log.delete_records_before(1).unwrap(), target);
+        assert!(log.delete_records_before(log.high_watermark() + 1).is_err());
+        // Nothing is deleted until retention runs (so the log start is
+        // checkpointed before any file goes).
+        assert_eq!(log.segment_count(), bases.len());
+        assert_eq!(deleted(), 0);
+
+        let retention = Retention::new();
+        let r = retention.run(&mgr, 10).unwrap();
+        assert_eq!(r.segments_deleted, 2);
+        assert_eq!(log.segment_base_offsets(), bases[2..].to_vec());
+        assert_eq!(log.log_start_offset(), target);
+        let ck = read_checkpoint(&mem, &data.join(CHECKPOINT_FILE)).unwrap();
+        assert_eq!(ck.get(&tp), Some(&target));
+        assert_eq!(deleted(), 6);
+        assert_eq!(region.regions[0].read_to_vec().unwrap(), before);
+
+        assert_eq!(retention.unlink_due(&mgr, 1_009).unwrap(), 0);
+        assert_eq!(deleted(), 6);
+        assert_eq!(retention.unlink_due(&mgr, 1_010).unwrap(), 6);
+        assert_eq!(deleted(), 0);
+        assert_eq!(region.regions[0].read_to_vec().unwrap(), before);
+    }
 }
