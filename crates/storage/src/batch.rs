@@ -12,6 +12,7 @@ use weir_protocol::records::{BatchHeader, DecompressLimits, RecordBatch};
 /// One batch of an accepted append, after offset assignment.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AppendedBatch {
+    pub base_offset: i64,
     pub size: usize,
     pub last_offset: i64,
     pub max_timestamp: i64,
@@ -27,6 +28,72 @@ pub(crate) fn validate_and_assign(
     now_ms: i64,
     leader_epoch: Option<i32>,
 ) -> Result<Vec<AppendedBatch>, StorageError> {
+    let spans = validate(records, config, now_ms)?;
+    let mut next = next_offset;
+    let mut out = Vec::with_capacity(spans.len());
+    for (pos, size, h) in spans {
+        let batch = &mut records[pos..pos + size];
+        header::set_base_offset(batch, next);
+        if let Some(epoch) = leader_epoch {
+            header::set_partition_leader_epoch(batch, epoch);
+        }
+        let mut max_ts = h.max_timestamp;
+        if config.message_timestamp_type == TimestampType::LogAppendTime {
+            let attrs = h.attributes | TIMESTAMP_TYPE_MASK;
+            batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+            batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+                .copy_from_slice(&now_ms.to_be_bytes());
+            header::write_crc(batch);
+            max_ts = now_ms;
+        }
+        let last = next + h.last_offset_delta as i64;
+        out.push(AppendedBatch {
+            base_offset: next,
+            size,
+            last_offset: last,
+            max_timestamp: max_ts,
+            records: h.records_count as i64,
+        });
+        next = last + 1;
+    }
+    Ok(out)
+}
+
+/// [`validate_and_assign`] for a buffer the caller cannot change: the
+/// offsets are planned, not written; the segment writes each batch's base
+/// offset over the stored copy (see `Segment::append`). Only for appends
+/// that change nothing else (no LogAppendTime, no leader epoch stamp).
+pub(crate) fn validate_and_plan(
+    records: &[u8],
+    next_offset: i64,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<Vec<AppendedBatch>, StorageError> {
+    debug_assert!(config.message_timestamp_type != TimestampType::LogAppendTime);
+    let spans = validate(records, config, now_ms)?;
+    let mut next = next_offset;
+    let mut out = Vec::with_capacity(spans.len());
+    for (_, size, h) in spans {
+        let last = next + h.last_offset_delta as i64;
+        out.push(AppendedBatch {
+            base_offset: next,
+            size,
+            last_offset: last,
+            max_timestamp: h.max_timestamp,
+            records: h.records_count as i64,
+        });
+        next = last + 1;
+    }
+    Ok(out)
+}
+
+/// Checks every batch (header, size limits, CRC-32C, counts, timestamps);
+/// returns (position, size, header) of each, in order.
+fn validate(
+    records: &[u8],
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<Vec<(usize, usize, BatchHeader)>, StorageError> {
     let mut spans = Vec::new();
     let mut pos = 0usize;
     while pos < records.len() {
@@ -90,33 +157,7 @@ pub(crate) fn validate_and_assign(
             reason: "no record batch in the request".into(),
         });
     }
-    let mut next = next_offset;
-    let mut out = Vec::with_capacity(spans.len());
-    for (pos, size, h) in spans {
-        let batch = &mut records[pos..pos + size];
-        header::set_base_offset(batch, next);
-        if let Some(epoch) = leader_epoch {
-            header::set_partition_leader_epoch(batch, epoch);
-        }
-        let mut max_ts = h.max_timestamp;
-        if config.message_timestamp_type == TimestampType::LogAppendTime {
-            let attrs = h.attributes | TIMESTAMP_TYPE_MASK;
-            batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
-            batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
-                .copy_from_slice(&now_ms.to_be_bytes());
-            header::write_crc(batch);
-            max_ts = now_ms;
-        }
-        let last = next + h.last_offset_delta as i64;
-        out.push(AppendedBatch {
-            size,
-            last_offset: last,
-            max_timestamp: max_ts,
-            records: h.records_count as i64,
-        });
-        next = last + 1;
-    }
-    Ok(out)
+    Ok(spans)
 }
 
 /// What the scanner found at a position.

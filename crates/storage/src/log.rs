@@ -7,14 +7,14 @@
 //! batch of the active segment (or its base when empty).
 
 use crate::backend::{Storage, StorageFile};
-use crate::batch::{BatchScanner, Scanned, validate_and_assign};
+use crate::batch::{BatchScanner, Scanned, validate_and_assign, validate_and_plan};
 use crate::checkpoint::{PARTITION_METADATA, encode_partition_metadata, write_atomic};
 use crate::config::{LogConfig, TopicPartition};
 use crate::error::{IoContext, StorageError};
 use crate::segment::{LOG_SUFFIX, Segment};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// What an append did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +88,19 @@ pub(crate) struct Inner {
     /// advance the recovery point over data it did not sync.
     pub truncations: u64,
     pub closed: bool,
+    /// Group commit: at most one sync runs at a time (see [`Log::flush_to`]).
+    pub flush: FlushState,
+}
+
+/// The sync in progress, if any, and the condition its waiters sleep on.
+#[derive(Debug, Default)]
+pub(crate) struct FlushState {
+    /// LEO at the start of the running sync: every record below it is
+    /// durable once that sync completes.
+    pub syncing_to: Option<i64>,
+    /// Notified whenever a sync ends (successfully or not). Shared out of
+    /// the guard so a waiter can sleep on the log's own mutex.
+    pub done: Arc<Condvar>,
 }
 
 impl Inner {
@@ -97,6 +110,13 @@ impl Inner {
             .next_back()
             .expect("a log always has an active segment")
     }
+}
+
+/// The records of an append: a buffer offsets are assigned in, or one that
+/// is stored as it is with the offsets written over the stored copy.
+enum Input<'a> {
+    Mut(&'a mut [u8]),
+    Shared(&'a [u8]),
 }
 
 /// One partition. `Send + Sync`; all methods take `&self`.
@@ -167,6 +187,7 @@ impl Log {
                 last_now_ms: now_ms,
                 truncations: 0,
                 closed: false,
+                flush: FlushState::default(),
             }),
         })
     }
@@ -238,26 +259,85 @@ impl Log {
         self.append_inner(records, now_ms, Some(leader_epoch))
     }
 
+    /// [`Log::append`] without waiting for the flush the policy
+    /// (`flush.messages`) may ask for. Returns, with the append's result, the
+    /// offset to pass to [`Log::flush_through`] before the append may be
+    /// acknowledged, when the policy asks for one. Lets a caller append to
+    /// several partitions first and then sync them concurrently.
+    pub fn append_deferring_flush(
+        &self,
+        records: &mut [u8],
+        now_ms: i64,
+    ) -> Result<(AppendInfo, Option<i64>), StorageError> {
+        self.append_unflushed(Input::Mut(records), now_ms, None)
+    }
+
+    /// [`Log::append_deferring_flush`] for a buffer the caller cannot change
+    /// (a slice of the received request): the bytes are written as they
+    /// are and each batch's assigned base offset is written over the
+    /// stored copy, so the request is never copied. With LogAppendTime the
+    /// batches must be rewritten (timestamp, CRC): that case copies.
+    pub fn append_shared(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<(AppendInfo, Option<i64>), StorageError> {
+        self.append_unflushed(Input::Shared(records), now_ms, None)
+    }
+
     fn append_inner(
         &self,
         records: &mut [u8],
         now_ms: i64,
         leader_epoch: Option<i32>,
     ) -> Result<AppendInfo, StorageError> {
+        let (info, flush) = self.append_unflushed(Input::Mut(records), now_ms, leader_epoch)?;
+        if let Some(end) = flush {
+            self.flush_through(end, now_ms)?;
+        }
+        Ok(info)
+    }
+
+    /// Appends; returns the end offset to flush through when the flush
+    /// policy asks for a sync (the caller does it, without the lock).
+    fn append_unflushed(
+        &self,
+        input: Input<'_>,
+        now_ms: i64,
+        leader_epoch: Option<i32>,
+    ) -> Result<(AppendInfo, Option<i64>), StorageError> {
         let mut g = self.lock();
         if g.closed {
             return Err(StorageError::Closed(self.tp.to_string()));
         }
         g.last_now_ms = now_ms;
         let config = g.config.clone();
-        if records.len() as u64 > config.segment_bytes {
+        let len = match &input {
+            Input::Mut(r) => r.len(),
+            Input::Shared(r) => r.len(),
+        };
+        if len as u64 > config.segment_bytes {
             return Err(StorageError::RecordTooLarge {
-                size: records.len(),
+                size: len,
                 max: config.segment_bytes as usize,
             });
         }
         let base = g.leo;
-        let batches = validate_and_assign(records, base, &config, now_ms, leader_epoch)?;
+        let mut copy;
+        let in_place = leader_epoch.is_some()
+            || config.message_timestamp_type == crate::TimestampType::LogAppendTime;
+        let (records, batches, write_base_offsets): (&[u8], _, _) = match input {
+            Input::Mut(r) => {
+                let b = validate_and_assign(r, base, &config, now_ms, leader_epoch)?;
+                (r, b, false)
+            }
+            Input::Shared(r) if in_place => {
+                copy = r.to_vec();
+                let b = validate_and_assign(&mut copy, base, &config, now_ms, leader_epoch)?;
+                (&copy, b, false)
+            }
+            Input::Shared(r) => (r, validate_and_plan(r, base, &config, now_ms)?, true),
+        };
         let last = batches.last().map_or(base, |b| b.last_offset);
         let max_ts = batches.iter().map(|b| b.max_timestamp).max().unwrap_or(-1);
         self.maybe_roll(
@@ -270,7 +350,12 @@ impl Log {
         )?;
         let seg = g.active();
         let old_size = seg.size;
-        if let Err(e) = seg.append(records, &batches, config.index_interval_bytes) {
+        if let Err(e) = seg.append(
+            records,
+            &batches,
+            config.index_interval_bytes,
+            write_base_offsets,
+        ) {
             // Undo derived state; the bytes past `size` are overwritten later.
             let _ = seg.index.truncate_to_position(old_size as u32);
             let _ = seg.time_index.truncate_to(base);
@@ -289,11 +374,8 @@ impl Log {
             log_start_offset: g.log_start,
             record_count: count,
         };
-        if g.unflushed_messages >= config.flush_messages {
-            drop(g);
-            self.flush_to(None, Some(now_ms))?;
-        }
-        Ok(info)
+        let flush = (g.unflushed_messages >= config.flush_messages).then_some(last + 1);
+        Ok((info, flush))
     }
 
     fn maybe_roll(
@@ -329,7 +411,23 @@ impl Log {
         if g.active().base_offset == leo {
             return Ok(());
         }
-        g.active().on_become_inactive()?;
+        // The recovery point sits (or a running sync will put it) at the
+        // end of this segment.
+        let covered = g.recovery_point.max(g.flush.syncing_to.unwrap_or(i64::MIN)) >= leo;
+        let old = g.active();
+        old.on_become_inactive()?;
+        if covered {
+            // From the moment the new segment (based at the recovery point)
+            // exists, recovery trusts this one as it is: its indexes, which
+            // flushes leave to recovery while a segment holds the recovery
+            // point, must be durable before that.
+            old.index
+                .sync()
+                .at(&old.path(crate::segment::INDEX_SUFFIX))?;
+            old.time_index
+                .sync()
+                .at(&old.path(crate::segment::TIME_INDEX_SUFFIX))?;
+        }
         let seg = Segment::create(
             &*self.storage,
             &self.dir,
@@ -573,46 +671,86 @@ impl Log {
         self.flush_to(None, None)
     }
 
-    /// Syncs the segments from the recovery point's segment up to `target`
-    /// (default LEO) without holding the lock during the syncs, then advances
-    /// the recovery point.
+    /// Makes every record below `end_offset` durable and moves the recovery
+    /// point past it (group commit: returns without a sync of its own when a
+    /// sync that started after the append already covers it). Blocks; call
+    /// it off the async runtime.
+    pub fn flush_through(&self, end_offset: i64, now_ms: i64) -> Result<(), StorageError> {
+        self.flush_to(Some(end_offset), Some(now_ms))
+    }
+
+    /// Syncs up to `target` (default: LEO at the call) and advances the
+    /// recovery point, without holding the lock during the syncs.
+    ///
+    /// Group commit: one sync runs at a time and covers every append before
+    /// it started (it syncs up to the LEO of that moment). A caller whose
+    /// target the running sync covers waits for it; one it does not cover
+    /// waits for it to end and then starts the next sync, which covers all
+    /// such waiters at once.
+    ///
+    /// What is synced: the `.log` of the segment that will hold the new
+    /// recovery point, and all three files of every segment before it.
+    /// That segment's indexes may stay unsynced because recovery scans the
+    /// segment holding the recovery point (and everything after it) and
+    /// rebuilds its indexes from the log; the segments before it are
+    /// trusted as they are, so their indexes must be durable.
     pub(crate) fn flush_to(
         &self,
         target: Option<i64>,
         now_ms: Option<i64>,
     ) -> Result<(), StorageError> {
-        let (files, target, truncations) = {
-            let g = self.lock();
-            let target = target.unwrap_or(g.leo).min(g.leo);
-            if target <= g.recovery_point {
+        let mut g = self.lock();
+        let wanted = target.unwrap_or(g.leo);
+        loop {
+            if wanted.min(g.leo) <= g.recovery_point {
                 return Ok(());
             }
+            if g.flush.syncing_to.is_some() {
+                // Covered by the running sync, or to be covered by the next
+                // one: either way wait for this one to end, then look again.
+                let done = g.flush.done.clone();
+                g = done.wait(g).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            let upto = g.leo;
             let from = g
                 .segments
                 .range(..=g.recovery_point)
                 .next_back()
                 .map_or(i64::MIN, |(b, _)| *b);
-            let files: Vec<_> = g
+            let holder = g
                 .segments
-                .range(from..target)
-                .flat_map(|(_, s)| s.files())
-                .collect();
-            (files, target, g.truncations)
-        };
-        for f in &files {
-            f.sync().at(&self.dir)?;
+                .range(..=upto)
+                .next_back()
+                .map_or(i64::MIN, |(b, _)| *b);
+            let mut files = Vec::new();
+            for (&base, seg) in g.segments.range(from..upto) {
+                if base < holder {
+                    files.extend(seg.files());
+                } else {
+                    files.push(seg.log.clone());
+                }
+            }
+            let truncations = g.truncations;
+            g.flush.syncing_to = Some(upto);
+            drop(g);
+            let synced = files.iter().try_for_each(|f| f.sync().at(&self.dir));
+            g = self.lock();
+            g.flush.syncing_to = None;
+            g.flush.done.notify_all();
+            synced?;
+            // A truncation during the sync flushed and moved the recovery
+            // point itself; our files may no longer be the log's.
+            if g.truncations == truncations && upto > g.recovery_point {
+                g.recovery_point = upto.min(g.leo);
+                if upto >= g.leo {
+                    g.unflushed_messages = 0;
+                }
+                if let Some(now) = now_ms {
+                    g.last_flush_ms = now;
+                }
+            }
         }
-        let mut g = self.lock();
-        if g.truncations == truncations && target > g.recovery_point {
-            g.recovery_point = target.min(g.leo);
-        }
-        if target >= g.leo {
-            g.unflushed_messages = 0;
-        }
-        if let Some(now) = now_ms {
-            g.last_flush_ms = now;
-        }
-        Ok(())
     }
 
     /// Time-driven work: `segment.ms` rolls, flushing rolled segments, `flush.ms`.

@@ -230,6 +230,7 @@ impl Log {
                 last_now_ms: opts.now_ms,
                 truncations: 0,
                 closed: false,
+                flush: Default::default(),
             }),
         })
     }

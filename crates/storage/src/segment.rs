@@ -250,16 +250,33 @@ impl Segment {
         Ok(())
     }
 
-    /// Appends already-validated batches (contiguous in `bytes`).
+    /// Appends already-validated batches (contiguous in `bytes`). With
+    /// `write_base_offsets`, `bytes` still carry the producer's base offsets
+    /// and each batch's assigned one is written over the stored copy (8
+    /// bytes at the batch start, outside the CRC), so the caller's buffer
+    /// is stored without being copied first.
     pub fn append(
         &mut self,
         bytes: &[u8],
         batches: &[crate::batch::AppendedBatch],
         index_interval: u32,
+        write_base_offsets: bool,
     ) -> Result<(), StorageError> {
         self.log
             .write_all_at(bytes, self.size)
             .map_err(self.io_err(LOG_SUFFIX))?;
+        if write_base_offsets {
+            let mut pos = 0usize;
+            for b in batches {
+                let base = b.base_offset.to_be_bytes();
+                if bytes.get(pos..pos + 8) != Some(&base[..]) {
+                    self.log
+                        .write_all_at(&base, self.size + pos as u64)
+                        .map_err(self.io_err(LOG_SUFFIX))?;
+                }
+                pos += b.size;
+            }
+        }
         if self.size == 0 {
             self.first_batch_timestamp = batches.first().map(|b| b.max_timestamp);
         }
