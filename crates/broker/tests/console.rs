@@ -204,6 +204,8 @@ async fn topics_and_segments_match_what_was_produced() {
     assert_eq!(overview["node_id"], 1);
     assert_eq!(overview["listener"], b.local_addr.to_string());
     assert_eq!(overview["groups"], 1);
+    assert!(overview["uptime_ms"].is_u64(), "{overview}");
+    assert!(overview["started_ms"].as_i64().unwrap() <= overview["now_ms"].as_i64().unwrap());
     assert_eq!(
         overview["data_dirs"][0],
         dir.path().display().to_string().as_str()

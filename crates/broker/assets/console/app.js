@@ -280,7 +280,7 @@
         t.internal ? h('span', { class: 'pill' }, 'internal') : null,
         h('span', { class: 'pill' }, `${t.partition_count} partition${t.partition_count === 1 ? '' : 's'}`),
         h('span', { class: 'pill' }, bytes(t.size_bytes)),
-        h('span', { class: 'pill' }, `${num(t.segment_count)} segments`),
+        h('span', { class: 'pill' }, `${num(t.segment_count)} segment${t.segment_count === 1 ? '' : 's'}`),
         overrides.map(([k, v]) => h('span', { class: 'pill mono' }, `${k}=${v}`)),
         link(`#/records?topic=${enc(t.name)}&partition=0`, 'browse records →')
       ),
@@ -378,9 +378,8 @@
   async function groupsView() {
     const data = await api('/api/groups');
     refreshBrokerLine();
-    const rows = data.groups.map((g) => {
-      remember(g.group_id, data.now_ms, g.total_lag, null);
-      return h(
+    const rows = data.groups.map((g) =>
+      h(
         'tr',
         { class: 'group-row', 'data-group': g.group_id },
         h('td', null, link(`#/groups/${enc(g.group_id)}`, g.group_id)),
@@ -389,8 +388,8 @@
         h('td', { class: 'num' }, num(g.members)),
         h('td', { class: 'num' }, num(g.partitions)),
         h('td', { class: `num lag ${g.total_lag > 0 ? 'lag-pos' : 'lag-zero'}` }, num(g.total_lag))
-      );
-    });
+      )
+    );
     return h(
       'div',
       null,
@@ -436,7 +435,7 @@
     const R = 12;
     const T = 12;
     const B = 24;
-    const chart = s('svg', { class: 'chart lag-chart', viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img' });
+    const chart = s('svg', { class: 'chart lag-chart', viewBox: `0 0 ${W} ${H}`, role: 'img' });
     const max = Math.max(1, ...hist.map((p) => p.total));
     const t0 = hist[0].t;
     const t1 = Math.max(t0 + 1, hist[hist.length - 1].t);

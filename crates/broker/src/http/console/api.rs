@@ -68,6 +68,8 @@ pub struct Overview {
     /// The Kafka listener clients are told to use (host:port).
     pub listener: String,
     pub data_dirs: Vec<String>,
+    pub started_ms: i64,
+    pub uptime_ms: u64,
     pub now_ms: i64,
     pub topics: usize,
     pub partitions: usize,
@@ -90,6 +92,8 @@ fn overview(b: &Broker) -> Overview {
             .iter()
             .map(|d| d.display().to_string())
             .collect(),
+        started_ms: b.metrics.start_time_unix_ms(),
+        uptime_ms: u64::try_from(b.metrics.uptime().as_millis()).unwrap_or(u64::MAX),
         now_ms: b.now_ms(),
         topics: b.all_topics().len(),
         partitions: logs.len(),
