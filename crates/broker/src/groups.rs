@@ -6,10 +6,12 @@
 //!
 //! Invariant: the coordinator lock is held while a call's outputs are
 //! executed, so records reach the log in the order the state machine
-//! produced them, and a response that follows an append in an output list
-//! is sent only after that append succeeded.
+//! produced them, each append's outcome is reported to the coordinator
+//! before anything else reads or changes it (a commit is never visible
+//! before it is in the log), and a response that follows an append in an
+//! output list is sent only after that append succeeded.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -26,6 +28,29 @@ use crate::broker::{Broker, CreateTopicError};
 
 /// The internal topic holding committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// The client id whose Produce requests may write to internal topics
+/// (Kafka's `AdminUtils.ADMIN_CLIENT_ID`).
+pub const ADMIN_CLIENT_ID: &str = "__admin_client";
+
+/// Whether `topic` is an internal topic the broker manages itself
+/// (reported `is_internal` in Metadata, refused to client writes and
+/// administrative changes).
+pub fn is_internal_topic(topic: &str) -> bool {
+    topic == OFFSETS_TOPIC
+}
+
+/// The error of a client Produce to an internal topic, as Kafka's
+/// ReplicaManager answers it (INVALID_TOPIC_EXCEPTION), unless the client
+/// is Kafka's admin client id, which may write there.
+pub fn internal_produce_error(topic: &str, client_id: &str) -> Option<(i16, String)> {
+    (is_internal_topic(topic) && client_id != ADMIN_CLIENT_ID).then(|| {
+        (
+            crate::codes::INVALID_TOPIC_EXCEPTION,
+            format!("Cannot append to internal topic {topic}"),
+        )
+    })
+}
 
 /// How often the timer task checks the coordinator's next deadline.
 const TIMER_POLL: Duration = Duration::from_millis(100);
@@ -212,28 +237,46 @@ impl Groups {
         r
     }
 
-    /// Performs outputs in order: appends, then answers. Once an append
-    /// failed, later answers in the list become COORDINATOR_NOT_AVAILABLE
-    /// errors (their state change is not durable). Returns the first
-    /// append error. Call with the coordinator locked.
-    pub fn execute(&self, b: &Broker, outputs: Vec<Output>) -> Result<(), GroupsError> {
-        let mut failed: Option<GroupsError> = None;
-        for o in outputs {
+    /// Performs outputs in order. After each append the coordinator learns
+    /// its outcome (`append_completed`): commits and deletions take effect
+    /// only when durable, and answers that depended on a failed write are
+    /// sent as that write's error (Kafka's mapping of append errors, see
+    /// [`append_error_code`]). Returns the failed appends by partition.
+    /// Call with the coordinator locked (`coord` is the locked guard).
+    pub fn execute(
+        &self,
+        b: &Broker,
+        coord: &mut GroupCoordinator,
+        outputs: Vec<Output>,
+    ) -> AppendFailures {
+        let mut failures = AppendFailures::default();
+        let mut failed_tokens: HashMap<u64, ErrorCode> = HashMap::new();
+        let mut queue: VecDeque<Output> = outputs.into();
+        while let Some(o) = queue.pop_front() {
             match o {
-                Output::Append { partition, records } => {
-                    if failed.is_some() {
-                        continue;
-                    }
-                    if let Err(e) = append(b, partition, &records) {
+                Output::Append {
+                    partition,
+                    records,
+                    write,
+                } => {
+                    let result = append(b, partition, &records);
+                    if let Err(e) = &result {
                         tracing::warn!(partition, "group coordinator append failed: {e}");
-                        failed = Some(e);
+                    }
+                    let done = coord.append_completed(write, result.is_ok(), b.now_ms());
+                    if let Err(e) = result {
+                        let code = append_error_code(&e);
+                        failures.by_partition.entry(partition).or_insert(code);
+                        failed_tokens.extend(done.failed_tokens.iter().map(|&t| (t, code)));
+                    }
+                    for o in done.outputs.into_iter().rev() {
+                        queue.push_front(o);
                     }
                 }
                 Output::Respond { token, response } => {
-                    let response = if failed.is_some() {
-                        failed_response(response)
-                    } else {
-                        response
+                    let response = match failed_tokens.get(&token) {
+                        Some(&code) => failed_response(response, code),
+                        None => response,
                     };
                     let tx = self
                         .waiters
@@ -247,10 +290,7 @@ impl Groups {
                 }
             }
         }
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        failures
     }
 
     /// Runs the coordinator's timers at `now_ms` and performs the outputs.
@@ -260,14 +300,56 @@ impl Groups {
         if coord.next_deadline().is_none_or(|t| t <= now_ms) {
             let out = coord.tick(now_ms);
             if !out.is_empty() {
-                let _ = crate::handler::blocking(|| self.execute(b, out));
+                let _ = crate::handler::blocking(|| self.execute(b, &mut coord, out));
             }
         }
     }
 }
 
-fn failed_response(r: Response) -> Response {
-    let e = ErrorCode::COORDINATOR_NOT_AVAILABLE;
+/// Appends that failed during one [`Groups::execute`], with the error code
+/// to answer (first failure per `__consumer_offsets` partition).
+#[derive(Debug, Default)]
+pub struct AppendFailures {
+    pub by_partition: BTreeMap<i32, ErrorCode>,
+}
+
+impl AppendFailures {
+    pub fn is_empty(&self) -> bool {
+        self.by_partition.is_empty()
+    }
+
+    /// The error of the first failed partition, if any.
+    pub fn first(&self) -> Option<ErrorCode> {
+        self.by_partition.values().next().copied()
+    }
+
+    pub fn for_partition(&self, partition: i32) -> Option<ErrorCode> {
+        self.by_partition.get(&partition).copied()
+    }
+}
+
+/// The error a group request gets when its `__consumer_offsets` append
+/// failed, as Kafka's coordinator maps append errors
+/// (`CoordinatorOperationExceptionHelper`): a missing partition is
+/// COORDINATOR_NOT_AVAILABLE, a storage error NOT_COORDINATOR (the client
+/// looks the coordinator up again), a record too large UNKNOWN_SERVER_ERROR.
+pub fn append_error_code(e: &GroupsError) -> ErrorCode {
+    let storage = match e {
+        GroupsError::CreateTopic(_) | GroupsError::MissingPartition(_) => {
+            return ErrorCode::COORDINATOR_NOT_AVAILABLE;
+        }
+        GroupsError::Build(_) => return ErrorCode::UNKNOWN_SERVER_ERROR,
+        GroupsError::Append(e) => crate::codes::from_storage(e),
+    };
+    match storage {
+        crate::codes::UNKNOWN_TOPIC_OR_PARTITION => ErrorCode::COORDINATOR_NOT_AVAILABLE,
+        crate::codes::KAFKA_STORAGE_ERROR => ErrorCode::NOT_COORDINATOR,
+        crate::codes::MESSAGE_TOO_LARGE => ErrorCode::UNKNOWN_SERVER_ERROR,
+        other => ErrorCode(other),
+    }
+}
+
+fn failed_response(r: Response, e: ErrorCode) -> Response {
     match r {
         Response::Join(j) => Response::Join(JoinResponse {
             error: e,

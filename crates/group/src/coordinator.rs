@@ -10,6 +10,7 @@ use crate::error::ErrorCode;
 use crate::group::{Ctx, Group};
 use crate::partition::partition_for;
 use crate::types::{DescribedGroup, DescribedMember, GroupState, ListedGroup, Output};
+use crate::writes::{Effect, Writes};
 
 /// Ownership of one `__consumer_offsets` partition by this coordinator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +36,8 @@ pub struct GroupCoordinator {
     pub(crate) partitions: Vec<PartitionStatus>,
     member_id_counter: u64,
     pub(crate) next_offsets_check_ms: Option<i64>,
+    /// Appends whose outcome the broker has not reported yet.
+    pub(crate) writes: Writes,
 }
 
 impl GroupCoordinator {
@@ -49,6 +52,7 @@ impl GroupCoordinator {
             partitions: vec![PartitionStatus::Active; n],
             member_id_counter: 0,
             next_offsets_check_ms: None,
+            writes: Writes::default(),
         }
     }
 
@@ -124,6 +128,7 @@ impl GroupCoordinator {
                 cfg: &self.config,
                 partition,
                 out: &mut out,
+                writes: &mut self.writes,
             };
             run_group_timers(group, &mut ctx);
         }
@@ -250,11 +255,18 @@ impl GroupCoordinator {
                     Some(g) if g.state == GroupState::Dead => ErrorCode::GROUP_ID_NOT_FOUND,
                     Some(g) if g.state != GroupState::Empty => ErrorCode::NON_EMPTY_GROUP,
                     Some(g) => {
+                        // Removed once the tombstones are durable.
+                        let effect = Effect::Tombstones {
+                            group_id: id.clone(),
+                            offsets: g.offsets.keys().cloned().collect(),
+                            remove_group: true,
+                        };
+                        let write = self.writes.register(partition, effect);
                         out.push(Output::Append {
                             partition,
                             records: g.tombstones(),
+                            write,
                         });
-                        self.groups.remove(id);
                         ErrorCode::NONE
                     }
                 },

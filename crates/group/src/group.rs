@@ -24,6 +24,7 @@ use crate::types::{
     CommittedOffset, GroupState, JoinMember, JoinResponse, OffsetsRecord, Output, Protocol,
     Response, SyncResponse,
 };
+use crate::writes::{Effect, Writes};
 
 /// Everything a transition needs besides the group itself.
 pub(crate) struct Ctx<'a> {
@@ -32,6 +33,7 @@ pub(crate) struct Ctx<'a> {
     /// The `__consumer_offsets` partition of the group.
     pub partition: i32,
     pub out: &'a mut Vec<Output>,
+    pub writes: &'a mut Writes,
 }
 
 impl Ctx<'_> {
@@ -49,11 +51,15 @@ impl Ctx<'_> {
         });
     }
 
-    pub fn append(&mut self, records: Vec<OffsetsRecord>) {
+    /// Emits an append whose outcome `append_completed` resolves with
+    /// `effect`.
+    pub fn append(&mut self, records: Vec<OffsetsRecord>, effect: Effect) {
         if !records.is_empty() {
+            let write = self.writes.register(self.partition, effect);
             self.out.push(Output::Append {
                 partition: self.partition,
                 records,
+                write,
             });
         }
     }
@@ -408,7 +414,7 @@ impl Group {
             self.protocol = None;
             self.leader = None;
             self.transition(GroupState::Empty, ctx.now);
-            ctx.append(vec![self.metadata_record()]);
+            ctx.append(vec![self.metadata_record()], Effect::Nothing);
             return;
         }
         self.protocol = self.select_protocol();

@@ -12,7 +12,10 @@
 //!   an output with that token arrives.
 //! * `Output::Append { partition, records }` must be appended to that
 //!   partition of `__consumer_offsets` (key/value bytes in Kafka's format,
-//!   value `None` = tombstone). Outputs are performed in order.
+//!   value `None` = tombstone). Outputs are performed in order; after each
+//!   append the broker reports whether it reached the log with
+//!   [`GroupCoordinator::append_completed`]. Commits and deletions become
+//!   visible only then, and a failed write is undone (see `writes.rs`).
 //!
 //! Synchronous requests (Heartbeat, LeaveGroup, OffsetCommit, …) return their
 //! result directly, plus outputs. [`GroupCoordinator::tick`] runs the timers
@@ -60,9 +63,11 @@ pub mod partition;
 pub mod records;
 mod replay;
 pub mod types;
+mod writes;
 
 pub use config::{ConfigError, GroupConfig};
 pub use coordinator::{GroupCoordinator, PartitionStatus};
 pub use error::{ErrorCode, RecordError};
 pub use partition::{java_string_hash, partition_for};
 pub use types::*;
+pub use writes::Completion;

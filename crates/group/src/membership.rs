@@ -9,6 +9,7 @@ use crate::types::{
     GroupState, HeartbeatRequest, JoinRequest, JoinResponse, LeaveMemberResult, LeaveRequest,
     LeaveResponse, Output, Response, SyncRequest, SyncResponse,
 };
+use crate::writes::Effect;
 
 fn join_error(token: u64, error: ErrorCode, member_id: &str) -> Vec<Output> {
     vec![Output::Respond {
@@ -68,6 +69,7 @@ impl GroupCoordinator {
             cfg: &self.config,
             partition,
             out: &mut out,
+            writes: &mut self.writes,
         };
         match new_id {
             Some(id) => join_new_member(group, req, token, id, &mut ctx),
@@ -112,6 +114,7 @@ impl GroupCoordinator {
             cfg: &self.config,
             partition,
             out: &mut out,
+            writes: &mut self.writes,
         };
         match group.state {
             GroupState::Empty | GroupState::Dead => {
@@ -142,7 +145,19 @@ impl GroupCoordinator {
                             .unwrap_or_default();
                     }
                     group.transition(GroupState::Stable, now_ms);
-                    ctx.append(vec![group.metadata_record()]);
+                    // The members answered below get the assignment only
+                    // if this record is durable (see `writes.rs`).
+                    let tokens = group
+                        .members
+                        .iter()
+                        .filter_map(|m| m.awaiting_sync)
+                        .collect();
+                    let effect = Effect::Assignment {
+                        group_id: group.id.clone(),
+                        generation: group.generation,
+                        tokens,
+                    };
+                    ctx.append(vec![group.metadata_record()], effect);
                     let protocol_type = group.protocol_type.clone();
                     let protocol_name = group.protocol.clone();
                     for m in &mut group.members {
@@ -242,6 +257,7 @@ impl GroupCoordinator {
             cfg: &self.config,
             partition,
             out: &mut out,
+            writes: &mut self.writes,
         };
         let mut results = Vec::with_capacity(req.members.len());
         let mut removed_any = false;
@@ -501,7 +517,13 @@ fn replace_static_member(
             // No rebalance: the group keeps its generation and assignment.
             // v9+ tell a rejoining leader to skip the assignment; older
             // versions see the previous leader id, so it acts as follower.
-            ctx.append(vec![group.metadata_record()]);
+            let effect = Effect::StaticReplace {
+                group_id: group.id.clone(),
+                old_id: old_id.to_string(),
+                new_id: new_id.clone(),
+                token,
+            };
+            ctx.append(vec![group.metadata_record()], effect);
             let mut response = group.current_join_response(&new_id);
             if supports_skip {
                 response.skip_assignment = group.is_leader(&new_id);

@@ -8,6 +8,7 @@ use crate::types::{
     CommittedOffset, FetchedOffset, GroupState, OffsetCommitRequest, OffsetFetchGroup,
     OffsetFetchResult, OffsetsRecord, Output, PartitionResult,
 };
+use crate::writes::Effect;
 
 fn all_partitions(req: &OffsetCommitRequest, error: ErrorCode) -> Vec<PartitionResult> {
     req.partitions
@@ -36,7 +37,8 @@ impl GroupCoordinator {
             Ok(p) => p,
             Err(e) => return (all_partitions(req, e), Vec::new()),
         };
-        if !self.groups.contains_key(&req.group_id) {
+        let created_group = !self.groups.contains_key(&req.group_id);
+        if created_group {
             if req.generation_id >= 0 {
                 // Neither a known group nor a standalone commit: the
                 // committer's generation cannot be current.
@@ -66,6 +68,7 @@ impl GroupCoordinator {
             .map(|r| now_ms.saturating_add(r));
         let mut results = Vec::with_capacity(req.partitions.len());
         let mut records = Vec::new();
+        let mut accepted = Vec::new();
         for p in &req.partitions {
             let metadata = p.metadata.clone().unwrap_or_default();
             let error = if metadata.len() > max_metadata {
@@ -82,7 +85,7 @@ impl GroupCoordinator {
                     key: encode_offset_commit_key(&group.id, &p.topic, p.partition),
                     value: Some(encode_offset_commit_value(&value)),
                 });
-                group.offsets.insert((p.topic.clone(), p.partition), value);
+                accepted.push(((p.topic.clone(), p.partition), value));
                 ErrorCode::NONE
             };
             results.push(PartitionResult {
@@ -91,12 +94,27 @@ impl GroupCoordinator {
                 error,
             });
         }
-        let out = if records.is_empty() {
-            Vec::new()
-        } else {
-            vec![Output::Append { partition, records }]
+        if records.is_empty() {
+            if created_group && group.offsets.is_empty() {
+                self.groups.remove(&req.group_id);
+            }
+            return (results, Vec::new());
+        }
+        // Visible to OffsetFetch only once durable (`append_completed`).
+        let effect = Effect::Commit {
+            group_id: req.group_id.clone(),
+            offsets: accepted,
+            created_group,
         };
-        (results, out)
+        let write = self.writes.register(partition, effect);
+        (
+            results,
+            vec![Output::Append {
+                partition,
+                records,
+                write,
+            }],
+        )
     }
 
     /// OffsetFetch for one or many groups (v8+). Partitions without a
@@ -174,15 +192,18 @@ impl GroupCoordinator {
         };
         let mut results = Vec::with_capacity(partitions.len());
         let mut records = Vec::new();
+        let mut removed = Vec::new();
         for (topic, p) in partitions {
             let error = if subscribed.contains(topic) {
                 ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC
             } else {
-                if group.offsets.remove(&(topic.clone(), *p)).is_some() {
+                let key = (topic.clone(), *p);
+                if group.offsets.contains_key(&key) && !removed.contains(&key) {
                     records.push(OffsetsRecord {
                         key: encode_offset_commit_key(group_id, topic, *p),
                         value: None,
                     });
+                    removed.push(key);
                 }
                 ErrorCode::NONE
             };
@@ -195,7 +216,18 @@ impl GroupCoordinator {
         let out = if records.is_empty() {
             Vec::new()
         } else {
-            vec![Output::Append { partition, records }]
+            // Removed once the tombstones are durable.
+            let effect = Effect::Tombstones {
+                group_id: group_id.to_string(),
+                offsets: removed,
+                remove_group: false,
+            };
+            let write = self.writes.register(partition, effect);
+            vec![Output::Append {
+                partition,
+                records,
+                write,
+            }]
         };
         (ErrorCode::NONE, results, out)
     }
@@ -208,7 +240,6 @@ impl GroupCoordinator {
     pub(crate) fn expire_offsets(&mut self, now_ms: i64) -> Vec<Output> {
         let retention = self.config.offsets_retention_ms;
         let mut out = Vec::new();
-        let mut dead = Vec::new();
         for (id, group) in self.groups.iter_mut() {
             let partition =
                 crate::partition::partition_for(id, self.config.offsets_topic_partitions);
@@ -255,25 +286,29 @@ impl GroupCoordinator {
                     value: None,
                 })
                 .collect();
-            for k in &expired {
-                group.offsets.remove(k);
-            }
-            if group.state == GroupState::Empty
-                && group.offsets.is_empty()
-                && group.pending_members.is_empty()
-            {
+            let remove_group = group.state == GroupState::Empty
+                && group.offsets.len() == expired.len()
+                && group.pending_members.is_empty();
+            if remove_group {
                 records.push(OffsetsRecord {
                     key: crate::records::encode_group_metadata_key(id),
                     value: None,
                 });
-                dead.push(id.clone());
             }
             if !records.is_empty() {
-                out.push(Output::Append { partition, records });
+                // Removed once the tombstones are durable.
+                let effect = Effect::Tombstones {
+                    group_id: id.clone(),
+                    offsets: expired,
+                    remove_group,
+                };
+                let write = self.writes.register(partition, effect);
+                out.push(Output::Append {
+                    partition,
+                    records,
+                    write,
+                });
             }
-        }
-        for id in dead {
-            self.groups.remove(&id);
         }
         out
     }

@@ -317,12 +317,20 @@ pub enum Output {
     Respond { token: u64, response: Response },
     /// Append these records to `__consumer_offsets` partition `partition`.
     /// The broker performs outputs in order, so a response that follows an
-    /// append in the same list is sent only after the append.
+    /// append in the same list is sent only after the append, and reports
+    /// the outcome with `GroupCoordinator::append_completed(write, ..)`
+    /// before performing the next output.
     Append {
         partition: i32,
         records: Vec<OffsetsRecord>,
+        write: WriteId,
     },
 }
+
+/// Identifies one `Output::Append` until its outcome is reported with
+/// `GroupCoordinator::append_completed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WriteId(pub u64);
 
 /// The response carried by `Output::Respond`.
 #[derive(Clone, Debug, PartialEq, Eq)]

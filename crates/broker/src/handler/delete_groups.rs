@@ -24,20 +24,18 @@ pub async fn handle(ctx: &RequestContext, req: DeleteGroupsRequest) -> Reply {
                 let now = ctx.broker.now_ms();
                 let mut coord = groups.lock();
                 let (results, out) = coord.delete_groups(&req.groups_names, now);
-                match blocking(|| groups.execute(&ctx.broker, out)) {
-                    Ok(()) => results,
-                    Err(_) => results
-                        .into_iter()
-                        .map(|(g, e)| {
-                            let e = if e.is_ok() {
-                                ErrorCode::COORDINATOR_NOT_AVAILABLE
-                            } else {
-                                e
-                            };
-                            (g, e)
-                        })
-                        .collect(),
-                }
+                let failures = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
+                // A group whose tombstones were not written is not deleted.
+                results
+                    .into_iter()
+                    .map(|(g, e)| {
+                        let failed = failures.for_partition(coord.partition_for(&g));
+                        match failed {
+                            Some(f) if e.is_ok() => (g, f),
+                            _ => (g, e),
+                        }
+                    })
+                    .collect()
             }
         }
     };

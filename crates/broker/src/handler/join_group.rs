@@ -58,7 +58,7 @@ pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> Reply {
     {
         let mut coord = groups.lock();
         let out = coord.join_group(join, token, now);
-        let _ = blocking(|| groups.execute(&ctx.broker, out));
+        blocking(|| groups.execute(&ctx.broker, &mut coord, out));
     }
     let Some(Response::Join(r)) = groups.wait(parked, ctx.shutdown.clone()).await else {
         return body(error(codes::COORDINATOR_NOT_AVAILABLE, member_id));

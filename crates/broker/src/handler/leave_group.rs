@@ -43,12 +43,12 @@ pub async fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> Reply {
     let (r, appended) = {
         let mut coord = groups.lock();
         let (r, out) = coord.leave_group(&leave, now);
-        let appended = blocking(|| groups.execute(&ctx.broker, out));
-        (r, appended)
+        let failures = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
+        (r, failures.first())
     };
-    if appended.is_err() {
+    if let Some(e) = appended {
         return body(LeaveGroupResponse {
-            error_code: codes::COORDINATOR_NOT_AVAILABLE,
+            error_code: e.code(),
             ..Default::default()
         });
     }

@@ -1,5 +1,7 @@
 //! OffsetCommit: acknowledged only after the records are appended to
-//! `__consumer_offsets` (and flushed as that log's flush policy says).
+//! `__consumer_offsets` (and flushed as that log's flush policy says). A
+//! failed append is answered with Kafka's mapping of the append error and
+//! the commit never becomes visible to OffsetFetch.
 
 use weir_group::{CommitPartition, ErrorCode, OffsetCommitRequest as Commit};
 use weir_protocol::messages::offset_commit_response::{
@@ -59,17 +61,20 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
             return all(ErrorCode::GROUP_ID_NOT_FOUND);
         }
         let (results, out) = coord.commit_offsets(&commit, now);
-        let appended = blocking(|| groups.execute(&ctx.broker, out));
-        (results, appended)
+        let failures = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
+        (results, failures.first())
     };
-    if appended.is_err() {
-        return all(ErrorCode::COORDINATOR_NOT_AVAILABLE);
-    }
+    // A failed append leaves the commit invisible (the coordinator applies
+    // it only once durable); the accepted partitions get the append's error.
     respond(&shape, |topic, partition| {
-        results
+        let e = results
             .iter()
             .find(|r| r.topic == topic && r.partition == partition)
-            .map_or(ErrorCode::UNKNOWN_SERVER_ERROR, |r| r.error)
+            .map_or(ErrorCode::UNKNOWN_SERVER_ERROR, |r| r.error);
+        match appended {
+            Some(failed) if e.is_ok() => failed,
+            _ => e,
+        }
     })
 }
 

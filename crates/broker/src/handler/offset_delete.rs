@@ -54,9 +54,10 @@ pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> Reply {
     let (group_error, results) = {
         let mut coord = groups.lock();
         let (e, results, out) = coord.delete_offsets(&req.group_id, &known, now);
-        match blocking(|| groups.execute(&ctx.broker, out)) {
-            Ok(()) => (e, results),
-            Err(_) => (ErrorCode::COORDINATOR_NOT_AVAILABLE, Vec::new()),
+        // Offsets whose tombstones were not written stay committed.
+        match blocking(|| groups.execute(&ctx.broker, &mut coord, out)).first() {
+            None => (e, results),
+            Some(failed) => (failed, Vec::new()),
         }
     };
     if !group_error.is_ok() {

@@ -43,7 +43,7 @@ pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> Reply {
     {
         let mut coord = groups.lock();
         let out = coord.sync_group(sync, token, now);
-        let _ = blocking(|| groups.execute(&ctx.broker, out));
+        blocking(|| groups.execute(&ctx.broker, &mut coord, out));
     }
     let Some(Response::Sync(r)) = groups.wait(parked, ctx.shutdown.clone()).await else {
         return error(codes::COORDINATOR_NOT_AVAILABLE);

@@ -42,8 +42,40 @@ impl Harness {
         })
     }
 
+    /// Performs outputs as the broker does, every append succeeding.
     pub fn absorb(&mut self, out: Vec<Output>) {
-        for o in out {
+        self.absorb_with(out, |_| true);
+    }
+
+    /// Performs outputs; an append to a partition for which `durable`
+    /// returns false fails (nothing is logged), and the answers that
+    /// depended on it become COORDINATOR_NOT_AVAILABLE errors, as the
+    /// broker sends them.
+    pub fn absorb_with(&mut self, out: Vec<Output>, durable: impl Fn(i32) -> bool + Copy) {
+        let mut failed: Vec<u64> = Vec::new();
+        let mut queue: std::collections::VecDeque<Output> = out.into();
+        while let Some(o) = queue.pop_front() {
+            let o = match o {
+                Output::Respond { token, response } if failed.contains(&token) => {
+                    let e = weir_group::ErrorCode::COORDINATOR_NOT_AVAILABLE;
+                    let response = match response {
+                        Response::Join(j) => Response::Join(JoinResponse {
+                            error: e,
+                            generation_id: -1,
+                            members: Vec::new(),
+                            ..j
+                        }),
+                        Response::Sync(_) => Response::Sync(SyncResponse {
+                            error: e,
+                            protocol_type: None,
+                            protocol_name: None,
+                            assignment: Bytes::new(),
+                        }),
+                    };
+                    Output::Respond { token, response }
+                }
+                o => o,
+            };
             match o {
                 Output::Respond {
                     token,
@@ -63,9 +95,21 @@ impl Harness {
                         "token {token} answered twice"
                     );
                 }
-                Output::Append { partition, records } => {
-                    for r in records {
-                        self.log.push((partition, r.key, r.value));
+                Output::Append {
+                    partition,
+                    records,
+                    write,
+                } => {
+                    let ok = durable(partition);
+                    if ok {
+                        for r in records {
+                            self.log.push((partition, r.key, r.value));
+                        }
+                    }
+                    let done = self.coord.append_completed(write, ok, self.now);
+                    failed.extend(done.failed_tokens);
+                    for o in done.outputs.into_iter().rev() {
+                        queue.push_front(o);
                     }
                 }
             }

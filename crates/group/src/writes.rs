@@ -1,0 +1,225 @@
+//! Writes to `__consumer_offsets` that are not durable yet.
+//!
+//! A change that clients can observe through another request (a committed
+//! offset, a deleted offset or group, a stored assignment) must not be
+//! visible before its record is in the log, and must not stay visible if
+//! the append failed. Every `Output::Append` therefore carries a
+//! [`WriteId`], and the coordinator keeps what the write means until the
+//! broker reports the outcome with
+//! [`GroupCoordinator::append_completed`]:
+//!
+//! * offset commits and removals (OffsetDelete, DeleteGroups, expiry) are
+//!   applied only when the write is durable (Kafka's pending offset
+//!   commits);
+//! * an assignment stored by the leader's SyncGroup is already in effect
+//!   when its record is written; if the write fails, the assignment is
+//!   dropped, the members that were answered with it get an error instead
+//!   and the group rebalances (Kafka's `resetAndPropagateAssignmentError`);
+//! * a static member replaced without a rebalance gets its old member id
+//!   back if the write fails.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::coordinator::{GroupCoordinator, PartitionStatus};
+use crate::group::{Ctx, Group};
+use crate::types::{CommittedOffset, GroupState, Output, WriteId};
+
+/// What a pending write changes once it is durable, or must undo if it fails.
+#[derive(Clone, Debug)]
+pub(crate) enum Effect {
+    /// The in-memory change stands either way (a group became Empty: the
+    /// record only refreshes the persisted generation).
+    Nothing,
+    /// Offsets that become visible when durable.
+    Commit {
+        group_id: String,
+        offsets: Vec<((String, i32), CommittedOffset)>,
+        /// The commit created the (Empty, standalone) group.
+        created_group: bool,
+    },
+    /// Offsets (and, with `remove_group`, the Empty group) removed when
+    /// their tombstones are durable.
+    Tombstones {
+        group_id: String,
+        offsets: Vec<(String, i32)>,
+        remove_group: bool,
+    },
+    /// The assignment of `generation`, already sent to the members holding
+    /// `tokens` in the same output list.
+    Assignment {
+        group_id: String,
+        generation: i32,
+        tokens: Vec<u64>,
+    },
+    /// A static member's id replaced without a rebalance; `token` is the
+    /// join answered after the write.
+    StaticReplace {
+        group_id: String,
+        old_id: String,
+        new_id: String,
+        token: u64,
+    },
+}
+
+/// Write ids and the effects of writes not yet reported.
+#[derive(Debug, Default)]
+pub(crate) struct Writes {
+    next: u64,
+    pending: BTreeMap<WriteId, (i32, Effect)>,
+}
+
+impl Writes {
+    /// Registers a write to `partition` and returns its id.
+    pub fn register(&mut self, partition: i32, effect: Effect) -> WriteId {
+        self.next += 1;
+        let id = WriteId(self.next);
+        self.pending.insert(id, (partition, effect));
+        id
+    }
+
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// The coordinator's answer to the outcome of one append.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Completion {
+    /// Parked requests whose answer (after the `Output::Append` in the same
+    /// output list) depended on the failed write: the broker must answer
+    /// them with the append's error instead.
+    pub failed_tokens: Vec<u64>,
+    /// Further work (e.g. a rebalance started after a failed assignment
+    /// write), performed like any other outputs.
+    pub outputs: Vec<Output>,
+}
+
+impl GroupCoordinator {
+    /// Reports whether the `Output::Append` with id `write` reached the log
+    /// (`durable`) or failed. Call it once per append, in the order the
+    /// appends were performed, before the next request or tick: a commit,
+    /// OffsetDelete, DeleteGroups or expiry takes effect only here, so
+    /// OffsetFetch never returns a value that is not in the log.
+    pub fn append_completed(&mut self, write: WriteId, durable: bool, now_ms: i64) -> Completion {
+        let Some((partition, effect)) = self.writes.pending.remove(&write) else {
+            return Completion::default();
+        };
+        if self.partition_status(partition) != PartitionStatus::Active {
+            // Unloaded meanwhile: the log is the truth now.
+            return Completion::default();
+        }
+        if durable {
+            self.apply(effect, now_ms);
+            Completion::default()
+        } else {
+            self.undo(partition, effect, now_ms)
+        }
+    }
+
+    /// Appends not yet reported with `append_completed`.
+    pub fn pending_writes(&self) -> usize {
+        self.writes.len()
+    }
+
+    fn apply(&mut self, effect: Effect, now_ms: i64) {
+        match effect {
+            Effect::Nothing | Effect::Assignment { .. } | Effect::StaticReplace { .. } => {}
+            Effect::Commit {
+                group_id, offsets, ..
+            } => {
+                let group = self
+                    .groups
+                    .entry(group_id.clone())
+                    .or_insert_with(|| Group::new(group_id, now_ms));
+                group.offsets.extend(offsets);
+            }
+            Effect::Tombstones {
+                group_id,
+                offsets,
+                remove_group,
+            } => {
+                let Some(group) = self.groups.get_mut(&group_id) else {
+                    return;
+                };
+                for k in &offsets {
+                    group.offsets.remove(k);
+                }
+                let empty = group.state == GroupState::Empty
+                    && group.members.is_empty()
+                    && group.pending_members.is_empty();
+                if remove_group && empty {
+                    self.groups.remove(&group_id);
+                }
+            }
+        }
+    }
+
+    fn undo(&mut self, partition: i32, effect: Effect, now_ms: i64) -> Completion {
+        let mut completion = Completion::default();
+        match effect {
+            Effect::Nothing | Effect::Tombstones { .. } => {}
+            Effect::Commit {
+                group_id,
+                created_group,
+                ..
+            } => {
+                let unused = self.groups.get(&group_id).is_some_and(|g| {
+                    g.state == GroupState::Empty
+                        && g.members.is_empty()
+                        && g.pending_members.is_empty()
+                        && g.offsets.is_empty()
+                });
+                if created_group && unused {
+                    self.groups.remove(&group_id);
+                }
+            }
+            Effect::Assignment {
+                group_id,
+                generation,
+                tokens,
+            } => {
+                completion.failed_tokens = tokens;
+                let Some(group) = self.groups.get_mut(&group_id) else {
+                    return completion;
+                };
+                if group.generation != generation || group.state != GroupState::Stable {
+                    return completion;
+                }
+                for m in &mut group.members {
+                    m.assignment = Bytes::new();
+                }
+                let mut ctx = Ctx {
+                    now: now_ms,
+                    cfg: &self.config,
+                    partition,
+                    out: &mut completion.outputs,
+                    writes: &mut self.writes,
+                };
+                group.prepare_rebalance(&mut ctx);
+            }
+            Effect::StaticReplace {
+                group_id,
+                old_id,
+                new_id,
+                token,
+            } => {
+                completion.failed_tokens = vec![token];
+                let Some(group) = self.groups.get_mut(&group_id) else {
+                    return completion;
+                };
+                if let Some(m) = group.member_mut(&new_id) {
+                    m.member_id = old_id.clone();
+                }
+                if group.pending_sync.remove(&new_id) {
+                    group.pending_sync.insert(old_id.clone());
+                }
+                if group.is_leader(&new_id) {
+                    group.leader = Some(old_id);
+                }
+            }
+        }
+        completion
+    }
+}
