@@ -155,15 +155,15 @@ async function main() {
     const partLags = await page.$$eval('.group-detail tr.offset-row td.lag', (tds) => tds.map((td) => td.textContent));
     const sum = partLags.reduce((acc, t) => acc + (number(t) || 0), 0);
     check('per-partition lags add up to the total', partLags.length > 0 && sum === expectLag, `rows ${JSON.stringify(partLags)}`);
-    // the page polls: wait for a second sample in the lag chart
+    // the page polls the group: wait until the chart holds a second sample
     await page.waitForFunction(
       () => {
-        const p = document.querySelector('svg.lag-chart polyline');
-        return p && p.getAttribute('points').trim().split(/\s+/).length >= 2;
+        const chart = document.querySelector('svg.lag-chart');
+        return chart && Number(chart.getAttribute('data-samples')) >= 2 && chart.querySelector('polyline');
       },
       { timeout: STEP_TIMEOUT_MS }
     );
-    pass('lag chart drawn');
+    pass('lag chart drawn and refreshed by polling');
     await page.screenshot({ path: path.join(a['screenshot-dir'], 'console-group.png'), fullPage: true });
 
     // 4. record browser

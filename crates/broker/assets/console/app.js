@@ -435,7 +435,7 @@
     const R = 12;
     const T = 12;
     const B = 24;
-    const chart = s('svg', { class: 'chart lag-chart', viewBox: `0 0 ${W} ${H}`, role: 'img' });
+    const chart = s('svg', { class: 'chart lag-chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'data-samples': hist.length });
     const max = Math.max(1, ...hist.map((p) => p.total));
     const t0 = hist[0].t;
     const t1 = Math.max(t0 + 1, hist[hist.length - 1].t);
