@@ -18,6 +18,7 @@ use weir_protocol::records::RecordHeader;
 const GROUP_CONFIG: &[(&str, &str)] = &[
     ("group.initial.rebalance.delay.ms", "0"),
     ("offsets.topic.num.partitions", "3"),
+    ("http.listeners", "127.0.0.1:0"),
 ];
 
 /// Record timestamps start here; record `i` of a partition gets `T0 + i`.
@@ -570,5 +571,71 @@ async fn bad_input_is_400_unknown_names_404_and_nothing_panics() {
             }
         }
     }
+    b.shutdown().await.unwrap();
+}
+
+/// One HTTP/1.1 GET over a fresh connection: (status, content type, body).
+async fn http_get(addr: SocketAddr, target: &str) -> (u16, String, Vec<u8>) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut raw))
+        .await
+        .expect("HTTP response in time")
+        .unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("end of the response head");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line: {head}"));
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-type")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    (status, content_type, raw[split + 4..].to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn served_over_the_http_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, _c) = broker_with_data(dir.path()).await;
+    let http = b.http_addr().expect("the HTTP listener is on");
+
+    let (status, ct, body) = http_get(http, "/").await;
+    assert_eq!(status, 200);
+    assert!(ct.starts_with("text/html"), "{ct}");
+    assert!(String::from_utf8_lossy(&body).contains("/console/app.js"));
+
+    let (status, ct, body) = http_get(http, "/api/topics/orders").await;
+    assert_eq!((status, ct.as_str()), (200, "application/json"));
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["partitions"][1]["high_watermark"], 600);
+
+    // the query reaches the console apart from the path
+    let (status, _, body) = http_get(
+        http,
+        "/api/records?topic=orders&partition=0&offset=3&limit=2",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(values(&v), vec![(3, "v3".into()), (4, "v4".into())]);
+
+    let (status, ct, body) = http_get(http, "/api/groups/nope").await;
+    assert_eq!((status, ct.as_str()), (404, "application/json"));
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("nope"), "{v}");
+    let (status, _, _) = http_get(http, "/api/records?topic=orders&limit=x").await;
+    assert_eq!(status, 400);
     b.shutdown().await.unwrap();
 }
