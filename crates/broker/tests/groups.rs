@@ -455,3 +455,129 @@ async fn offsets_of_empty_groups_expire_in_virtual_time() {
     assert_eq!(got, -1, "expired after offsets.retention.minutes");
     b.shutdown().await.unwrap();
 }
+
+const UNKNOWN_SERVER_ERROR: i16 = -1;
+
+/// Sets one config of a topic with IncrementalAlterConfigs.
+async fn set_topic_config(c: &mut Client, topic: &str, name: &str, value: &str) {
+    let req = IncrementalAlterConfigsRequest {
+        resources: vec![incremental_alter_configs_request::AlterConfigsResource {
+            resource_type: 2,
+            resource_name: topic.into(),
+            configs: vec![incremental_alter_configs_request::AlterableConfig {
+                name: name.into(),
+                config_operation: 0,
+                value: Some(value.into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::IncrementalAlterConfigs(req), 1).await {
+        ResponseBody::IncrementalAlterConfigs(r) => {
+            assert_eq!(r.responses[0].error_code, NONE, "{:?}", r.responses[0])
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A standalone commit (generation -1) with `metadata`.
+async fn commit_with_metadata(c: &mut Client, group: &str, offset: i64, metadata: &str) -> i16 {
+    let req = OffsetCommitRequest {
+        group_id: group.into(),
+        generation_id_or_member_epoch: -1,
+        topics: vec![offset_commit_request::OffsetCommitRequestTopic {
+            name: "t".into(),
+            partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
+                partition_index: 0,
+                committed_offset: offset,
+                committed_leader_epoch: -1,
+                committed_metadata: Some(metadata.into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::OffsetCommit(req), 8).await {
+        ResponseBody::OffsetCommit(r) => r.topics[0].partitions[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// An append to `__consumer_offsets` that the log refuses (a record batch
+/// over the topic's `max.message.bytes`) fails the commit with Kafka's
+/// mapping (UNKNOWN_SERVER_ERROR for a record too large), and OffsetFetch
+/// keeps returning the last durable offset, also after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_commit_append_is_not_visible() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), GROUP_CONFIG).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(commit_with_metadata(&mut c, "dur", 5, "m").await, NONE);
+    set_topic_config(&mut c, "__consumer_offsets", "max.message.bytes", "300").await;
+    let big = "x".repeat(1000);
+    assert_eq!(
+        commit_with_metadata(&mut c, "dur", 9, &big).await,
+        UNKNOWN_SERVER_ERROR
+    );
+    assert_eq!(fetch_offset(&mut c, "dur", "t", 0).await, 5);
+    // A commit that fits is written and visible.
+    assert_eq!(commit_with_metadata(&mut c, "dur", 7, "m").await, NONE);
+    assert_eq!(fetch_offset(&mut c, "dur", "t", 0).await, 7);
+    drop(c);
+    b.shutdown().await.unwrap();
+    let b = start_broker(dir.path(), GROUP_CONFIG).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(fetch_offset(&mut c, "dur", "t", 0).await, 7);
+    drop(c);
+    b.shutdown().await.unwrap();
+}
+
+/// The leader's SyncGroup whose assignment record cannot be appended is
+/// answered with the append's error and the group rebalances; nothing
+/// from that generation is persisted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_assignment_append_fails_sync_and_rebalances() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), GROUP_CONFIG).await;
+    let mut c = Client::connect(b.local_addr).await;
+    let j = join_new(&mut c, "big").await;
+    assert_eq!(j.error_code, NONE);
+    assert_eq!(j.leader, j.member_id);
+    set_topic_config(&mut c, "__consumer_offsets", "max.message.bytes", "300").await;
+    let s = sync(
+        &mut c,
+        "big",
+        j.generation_id,
+        &j.member_id,
+        vec![(j.member_id.clone(), &[7u8; 1000])],
+    )
+    .await;
+    assert_eq!(s.error_code, UNKNOWN_SERVER_ERROR);
+    assert!(s.assignment.is_empty());
+    let d = describe(&mut c, "big").await;
+    assert_eq!(d.group_state, "PreparingRebalance");
+    assert_eq!(
+        heartbeat(&mut c, "big", j.generation_id, &j.member_id).await,
+        REBALANCE_IN_PROGRESS
+    );
+    // With room for the record again, the rejoin completes normally.
+    set_topic_config(&mut c, "__consumer_offsets", "max.message.bytes", "1048588").await;
+    let j2 = join(&mut c, "big", &j.member_id).await;
+    assert_eq!(j2.error_code, NONE);
+    assert_eq!(j2.generation_id, j.generation_id + 1);
+    let s2 = sync(
+        &mut c,
+        "big",
+        j2.generation_id,
+        &j2.member_id,
+        vec![(j2.member_id.clone(), &[7u8; 1000])],
+    )
+    .await;
+    assert_eq!(s2.error_code, NONE);
+    assert_eq!(s2.assignment.len(), 1000);
+    drop(c);
+    b.shutdown().await.unwrap();
+}

@@ -1,4 +1,5 @@
-//! CreatePartitions.
+//! CreatePartitions. Internal topics are refused with
+//! INVALID_TOPIC_EXCEPTION.
 
 use weir_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use weir_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseBody};
@@ -17,6 +18,16 @@ pub async fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> Reply
                 (
                     codes::UNKNOWN_TOPIC_OR_PARTITION,
                     Some(format!("The topic '{}' does not exist.", t.name)),
+                )
+            } else if crate::groups::is_internal_topic(&t.name) {
+                // Group placement hashes over the partition count: adding
+                // partitions would move groups away from their offsets.
+                (
+                    codes::INVALID_TOPIC_EXCEPTION,
+                    Some(format!(
+                        "Cannot change the number of partitions of internal topic {}",
+                        t.name
+                    )),
                 )
             } else if t.assignments.as_ref().is_some_and(|a| {
                 a.iter()

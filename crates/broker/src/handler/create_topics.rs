@@ -1,4 +1,5 @@
-//! CreateTopics.
+//! CreateTopics. Internal topics are not created here: TOPIC_ALREADY_EXISTS
+//! once the broker made them, INVALID_TOPIC_EXCEPTION before.
 
 use std::collections::BTreeMap;
 
@@ -42,7 +43,18 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
                 }
             }
         }
-        let outcome = if let Some(msg) = bad_config {
+        let outcome = if crate::groups::is_internal_topic(&t.name) {
+            // Created by the broker on first group use, with the partition
+            // count group placement depends on and a compacted policy.
+            if b.topic(&t.name).is_some() {
+                Err(CreateTopicError::Exists(t.name.clone()))
+            } else {
+                Err(CreateTopicError::InvalidName(format!(
+                    "{} is an internal topic; the broker creates it on first group use",
+                    t.name
+                )))
+            }
+        } else if let Some(msg) = bad_config {
             Err(CreateTopicError::InvalidConfig(msg))
         } else if !t.assignments.is_empty() {
             let all_local = t

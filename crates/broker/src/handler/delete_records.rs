@@ -1,4 +1,5 @@
 //! DeleteRecords: moves the log start offset (-1 = the high watermark).
+//! Internal topics are refused with INVALID_TOPIC_EXCEPTION, as in Kafka.
 
 use weir_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -21,6 +22,11 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> Reply {
                 .map(|p| {
                     let (error_code, low_watermark) = match b.log(&t.name, p.partition_index) {
                         None => (codes::UNKNOWN_TOPIC_OR_PARTITION, -1),
+                        // as Kafka's ReplicaManager: "Cannot delete records
+                        // of internal topic"
+                        Some(_) if crate::groups::is_internal_topic(&t.name) => {
+                            (codes::INVALID_TOPIC_EXCEPTION, -1)
+                        }
                         Some(log) => {
                             let hw = log.high_watermark();
                             let target = if p.offset == -1 { hw } else { p.offset };

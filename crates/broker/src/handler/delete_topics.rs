@@ -1,4 +1,5 @@
-//! DeleteTopics (by name, or by id in v6+).
+//! DeleteTopics (by name, or by id in v6+). Internal topics are refused
+//! with INVALID_TOPIC_EXCEPTION.
 
 use weir_protocol::codec::Uuid;
 use weir_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -44,6 +45,14 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> Reply {
                     codes::UNKNOWN_TOPIC_OR_PARTITION
                 };
                 r.error_message = Some("This server does not host this topic.".into());
+            }
+            Some(t) if crate::groups::is_internal_topic(&t.name) => {
+                // The broker owns it: deleting it would lose every group's
+                // committed offsets (Kafka 4 leaves this to its CLI).
+                r.name = Some(t.name.clone());
+                r.topic_id = Uuid(t.id_bytes());
+                r.error_code = codes::INVALID_TOPIC_EXCEPTION;
+                r.error_message = Some(format!("Cannot delete internal topic {}", t.name));
             }
             Some(t) => {
                 r.name = Some(t.name.clone());

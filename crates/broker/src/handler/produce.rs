@@ -235,6 +235,10 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
         for p in topic.partition_data {
             let r = if let Some((code, msg)) = &global_error {
                 PartitionResult::error(*code, msg.clone())
+            } else if let Some((code, msg)) =
+                crate::groups::internal_produce_error(&topic.name, &ctx.client_id)
+            {
+                PartitionResult::error(code, msg)
             } else if let Some(e) = min_isr_error(&topic.name) {
                 e
             } else {
