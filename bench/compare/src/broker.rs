@@ -100,6 +100,14 @@ impl WeirProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// SIGKILL, as a crash would stop it (nothing flushed, no clean
+    /// shutdown marker); waits for the process to be gone.
+    pub fn kill9(&mut self) -> Result<()> {
+        self.child.kill().context("kill -9 weir")?;
+        self.child.wait().context("wait for weir")?;
+        Ok(())
+    }
+
     /// SIGTERM, then wait up to [`STOP_TIMEOUT`], then SIGKILL.
     pub fn stop(&mut self) {
         if !self.alive() {

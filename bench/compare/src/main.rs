@@ -13,8 +13,10 @@
 //! dir and the harness pins itself to core 1. See `docs/performance.md`.
 
 mod broker;
+mod e2e;
 mod limits;
 mod report;
+mod startup;
 mod workloads;
 
 use std::path::PathBuf;
@@ -25,7 +27,7 @@ use clap::Parser;
 
 use crate::broker::{ProcSample, WeirProcess};
 use crate::limits::{Cores, LimitSizes, Limits};
-use crate::report::{Report, Row};
+use crate::report::{Goal, Report, Row};
 use crate::workloads::{ProduceSpec, consume, create_topic, produce};
 
 #[derive(Parser)]
@@ -43,8 +45,9 @@ struct Args {
     /// Pid of the external broker, for its CPU seconds and peak RSS.
     #[arg(long, value_name = "PID")]
     broker_pid: Option<u32>,
-    /// Comma-separated subset of P1,P2,P3,P4.
-    #[arg(long, default_value = "P1,P2,P3,P4", value_delimiter = ',')]
+    /// Comma-separated subset of P1..P7 (P6 is computed from P1, which it
+    /// adds when missing; P7 needs --weir).
+    #[arg(long, default_value = "P1,P2,P3,P4,P5,P6,P7", value_delimiter = ',')]
     workloads: Vec<String>,
     /// small: a quick smoke run (tens of MiB); full: the sizes.
     #[arg(long, default_value = "small", value_parser = ["small", "full"])]
@@ -74,6 +77,9 @@ struct Scale {
     p3_records: u64,
     p4_probe_records: u64,
     p4_paced_seconds: f64,
+    p5_seconds: f64,
+    p7_start_runs: usize,
+    p7_unflushed_mib: u64,
     budget: Duration,
 }
 
@@ -93,6 +99,9 @@ impl Scale {
                 p3_records: 10_000_000,
                 p4_probe_records: 200_000,
                 p4_paced_seconds: 10.0,
+                p5_seconds: 30.0,
+                p7_start_runs: 10,
+                p7_unflushed_mib: 2048,
                 budget: Duration::from_secs(600),
             },
             _ => Scale {
@@ -108,6 +117,9 @@ impl Scale {
                 p3_records: 1_000_000,
                 p4_probe_records: 30_000,
                 p4_paced_seconds: 3.0,
+                p5_seconds: 5.0,
+                p7_start_runs: 5,
+                p7_unflushed_mib: 256,
                 budget: Duration::from_secs(120),
             },
         }
@@ -129,12 +141,7 @@ fn main() -> std::process::ExitCode {
 
 fn run(args: Args) -> Result<()> {
     let scale = Scale::new(&args.scale);
-    let workloads: Vec<String> = args.workloads.iter().map(|w| w.to_uppercase()).collect();
-    for w in &workloads {
-        if !["P1", "P2", "P3", "P4"].contains(&w.as_str()) {
-            bail!("unknown workload {w}; expected P1, P2, P3 or P4");
-        }
-    }
+    let workloads = workload_list(&args.workloads)?;
     let work = match &args.work_dir {
         Some(d) => tempfile::tempdir_in(d),
         None => tempfile::tempdir(),
@@ -214,7 +221,16 @@ fn run(args: Args) -> Result<()> {
             }),
             "P2" => run_p2(&ctx, &mut created),
             "P3" => run_p3(&ctx, &mut created),
-            _ => run_p4(&ctx, &mut created),
+            "P4" => run_p4(&ctx, &mut created),
+            "P5" => run_p5(&ctx, &mut created),
+            "P6" => p6_rows(&rows),
+            _ => match &args.weir {
+                // Its own broker processes, on the broker core.
+                Some(path) => run_p7(&ctx, path, cores.map_or(0, |c| c.broker), work.path()),
+                None => Err(anyhow::anyhow!(
+                    "P7 starts and kills weir itself: give --weir PATH"
+                )),
+            },
         };
         match result {
             Ok(r) => rows.extend(r),
@@ -254,6 +270,24 @@ fn run(args: Args) -> Result<()> {
         eprintln!("broker log (tail):\n{tail}");
     }
     Ok(())
+}
+
+/// The workloads to run, in order, upper-cased; P6 (derived from P1) pulls
+/// in P1 before it when missing.
+fn workload_list(given: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for w in given.iter().map(|w| w.trim().to_uppercase()) {
+        if !["P1", "P2", "P3", "P4", "P5", "P6", "P7"].contains(&w.as_str()) {
+            bail!("unknown workload {w}; expected P1 … P7");
+        }
+        if w == "P6" && !out.iter().any(|x| x == "P1") {
+            out.push("P1".into());
+        }
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    Ok(out)
 }
 
 /// Only loopback addresses are driven.
@@ -533,4 +567,183 @@ fn run_p4(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
             "latency_us": lat,
         }),
     ))])
+}
+
+/// P5: fixed rate (50 000 records/s of 1 KiB to 16 partitions), librdkafka
+/// producer and consumer; end-to-end latency from the intended send time;
+/// targets p99 ≤ 1 ms and p99.9 ≤ 5 ms.
+fn run_p5(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
+    let rate = 50_000.0;
+    let seconds = ctx.scale.p5_seconds;
+    eprintln!("P5: {rate} records/s for {seconds} s, 1 KiB, 16 partitions");
+    let topic = ctx.topic("p5", 16, &[], created)?;
+    let before = ctx.begin();
+    let out = e2e::run(
+        ctx.bootstrap,
+        &e2e::E2eSpec {
+            topic: &topic,
+            partitions: 16,
+            record_bytes: KIB,
+            rate,
+            seconds,
+            budget: ctx.scale.budget,
+        },
+    )?;
+    let usage = ctx.end(before);
+    let (cpu, rss) = (usage.cpu, usage.rss);
+    let us = |q: f64| out.latency.value_at_quantile(q) as f64 / 1e3;
+    let details = serde_json::json!({
+        "target_records_per_s": rate,
+        "achieved_records_per_s": out.achieved_rate,
+        "sent": out.sent,
+        "received": out.received,
+        "duplicates": out.duplicates,
+        "sent_more_than_1ms_late": out.sent_late,
+        "latency_us": {
+            "p50": us(0.5), "p95": us(0.95), "p99": us(0.99), "p999": us(0.999),
+            "max": out.latency.max() as f64 / 1e3,
+        },
+    });
+    if out.received < out.sent {
+        bail!(
+            "{} of {} records never arrived",
+            out.sent - out.received,
+            out.sent
+        );
+    }
+    Ok(vec![
+        usage.apply(Row::absolute(
+            "P5 e2e 50k/s 1KiB 16p p99",
+            us(0.99),
+            "us",
+            Goal::AtMost,
+            1000.0,
+            cpu,
+            rss,
+            details.clone(),
+        )),
+        usage.apply(Row::absolute(
+            "P5 e2e 50k/s 1KiB 16p p99.9",
+            us(0.999),
+            "us",
+            Goal::AtMost,
+            5000.0,
+            cpu,
+            rss,
+            details,
+        )),
+    ])
+}
+
+/// P6: broker CPU seconds per GB (10^9 bytes of payload) produced, from
+/// the P1 rows of this run. Reported, no target.
+fn p6_rows(rows: &[Row]) -> Result<Vec<Row>> {
+    let mut out = Vec::new();
+    for r in rows.iter().filter(|r| r.workload.starts_with("P1 ")) {
+        let bytes = r.details.get("payload_bytes").and_then(|v| v.as_f64());
+        let (Some(cpu), Some(bytes)) = (r.broker_cpu_seconds, bytes) else {
+            continue;
+        };
+        let per_gb = cpu / (bytes / 1e9);
+        out.push(Row::absolute(
+            &format!("P6 broker CPU per GB ({})", r.workload),
+            per_gb,
+            "CPU s/GB",
+            Goal::Report,
+            0.0,
+            Some(cpu),
+            r.broker_peak_rss_kib,
+            serde_json::json!({
+                "payload_bytes": bytes,
+                "broker_cpu_seconds": cpu,
+                "client_cpu_s_per_gb": r.client_cpu_seconds.map(|c| c / (bytes / 1e9)),
+            }),
+        ));
+    }
+    if out.is_empty() {
+        bail!("no P1 row with broker CPU seconds (P6 needs P1 and the broker pid)");
+    }
+    Ok(out)
+}
+
+/// P7: (a) best of N starts on an empty data dir, spawn → first ApiVersions
+/// answer, target < 50 ms; (b) produce a large log (acks=1, nothing
+/// flushed), `kill -9`, restart: bytes recovery had to scan / time to
+/// ready, target ≥ 1 GB/s.
+fn run_p7(
+    ctx: &Ctx<'_>,
+    weir: &std::path::Path,
+    core: usize,
+    work: &std::path::Path,
+) -> Result<Vec<Row>> {
+    let runs = ctx.scale.p7_start_runs;
+    eprintln!("P7: {runs} starts on an empty data dir");
+    let mut starts = Vec::new();
+    for i in 0..runs {
+        let dir = work.join(format!("p7-empty-{i}"));
+        std::fs::create_dir_all(&dir)?;
+        let (mut p, t) = startup::start_until_ready(weir, core, &dir)?;
+        p.stop();
+        starts.push(t.as_secs_f64() * 1e3);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let best = starts.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut rows = vec![Row::absolute(
+        &format!("P7 start, empty data dir (best of {runs})"),
+        best,
+        "ms",
+        Goal::AtMost,
+        50.0,
+        None,
+        None,
+        serde_json::json!({ "start_ms": starts }),
+    )];
+
+    let mib = ctx.scale.p7_unflushed_mib;
+    eprintln!("P7: {mib} MiB unflushed, then kill -9 and restart");
+    let dir = work.join("p7-recovery");
+    std::fs::create_dir_all(&dir)?;
+    let (mut p, _) = startup::start_until_ready(weir, core, &dir)?;
+    let topic = format!("wc-{}-p7", ctx.run_id);
+    create_topic(&p.bootstrap, &topic, 1, &[])?;
+    let fill = produce(
+        &p.bootstrap,
+        &ProduceSpec {
+            topic: &topic,
+            partitions: 1,
+            record_bytes: KIB,
+            records: mib << 10,
+            acks: "1",
+            linger_ms: 5,
+            rate: None,
+            timed: false,
+            budget: ctx.scale.budget,
+        },
+    )
+    .context("produce the log to recover")?;
+    p.kill9()?;
+    let bytes = startup::unflushed_bytes(&dir, &topic, 0)?;
+    let (mut p2, ready) = startup::start_until_ready(weir, core, &dir)?;
+    let ticks = broker::clock_ticks();
+    let cpu = broker::sample(p2.pid(), ticks).ok().map(|s| s.cpu_seconds);
+    p2.stop();
+    let secs = ready.as_secs_f64();
+    rows.push(Row::absolute(
+        &format!("P7 recovery after kill -9 ({mib} MiB unflushed)"),
+        bytes as f64 / secs / 1e6,
+        "MB/s",
+        Goal::AtLeast,
+        1000.0,
+        cpu,
+        None,
+        serde_json::json!({
+            "bytes_to_recover": bytes,
+            "ready_seconds": secs,
+            "best_empty_start_ms": best,
+            "produced_records": fill.records + fill.warmup_records,
+            "note": "the killed broker's page cache still holds the log (a process crash, not a power loss)",
+        }),
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(rows)
 }

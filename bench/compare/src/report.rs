@@ -15,6 +15,8 @@ pub enum Goal {
     AtLeast,
     /// ratio (result / limit) must be at most the target.
     AtMost,
+    /// No target: the value is reported (P6).
+    Report,
 }
 
 /// One workload result. `limit` and `ratio` are absent when the target is
@@ -119,6 +121,41 @@ impl Row {
             goal: Goal::AtMost,
             target: max_ratio,
             met: Some(ratio <= max_ratio),
+            broker_cpu_seconds: cpu,
+            broker_peak_rss_kib: rss,
+            client_cpu_seconds: None,
+            error: None,
+            details,
+        }
+    }
+
+    /// A value against an absolute target in its own unit (no limit).
+    #[allow(clippy::too_many_arguments)]
+    pub fn absolute(
+        workload: &str,
+        value: f64,
+        unit: &str,
+        goal: Goal,
+        target: f64,
+        cpu: Option<f64>,
+        rss: Option<u64>,
+        details: serde_json::Value,
+    ) -> Row {
+        let met = match goal {
+            Goal::AtLeast => Some(value >= target),
+            Goal::AtMost => Some(value <= target),
+            Goal::Report => None,
+        };
+        Row {
+            workload: workload.to_string(),
+            result: Some(value),
+            unit: unit.into(),
+            limit: None,
+            limit_name: "absolute target".into(),
+            ratio: None,
+            goal,
+            target,
+            met,
             broker_cpu_seconds: cpu,
             broker_peak_rss_kib: rss,
             client_cpu_seconds: None,
@@ -305,6 +342,8 @@ fn row_line(r: &Row) -> String {
     };
     let target = if r.error.is_some() {
         "-".into()
+    } else if r.goal == Goal::Report {
+        "report (lower is better)".into()
     } else if r.limit.is_some() {
         format!("ratio {op} {:.2}", r.target)
     } else {
@@ -313,6 +352,7 @@ fn row_line(r: &Row) -> String {
     let met = match r.met {
         Some(true) => "yes",
         Some(false) => "NO",
+        None if r.error.is_none() => "-",
         None => "error",
     };
     let cpu = r
@@ -394,6 +434,38 @@ mod tests {
         assert_eq!(r.met, Some(true));
         assert!(row_line(&r).contains("2.0 MiB"));
         assert_eq!(row_line(&r).matches('|').count(), 10);
+    }
+
+    #[test]
+    fn absolute_rows_judge_their_goal() {
+        let v = serde_json::Value::Null;
+        let r = Row::absolute(
+            "P5",
+            900.0,
+            "us",
+            Goal::AtMost,
+            1000.0,
+            None,
+            None,
+            v.clone(),
+        );
+        assert_eq!(r.met, Some(true));
+        assert!(row_line(&r).contains("≤ 1000 us"));
+        let r = Row::absolute(
+            "P7",
+            800.0,
+            "MB/s",
+            Goal::AtLeast,
+            1000.0,
+            None,
+            None,
+            v.clone(),
+        );
+        assert_eq!(r.met, Some(false));
+        let r = Row::absolute("P6", 1.3, "CPU s/GB", Goal::Report, 0.0, None, None, v);
+        assert_eq!(r.met, None);
+        let line = row_line(&r);
+        assert!(line.contains("| - |") && !line.contains("error"), "{line}");
     }
 
     #[test]
