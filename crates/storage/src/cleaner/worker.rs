@@ -345,8 +345,25 @@ fn filter_batch(
     if kept.len() == recs.len() && new_horizon == horizon {
         return Ok(Some(b.clone()));
     }
-    if kept.is_empty() && !keep_empty {
-        return Ok(None);
+    if kept.is_empty() {
+        if !keep_empty {
+            return Ok(None);
+        }
+        // As Kafka's `writeEmptyHeader`: a header-only, uncompressed batch
+        // that keeps the offset range. (A compressed batch with an empty
+        // payload makes librdkafka abort.)
+        let mut nb = RecordBatchBuilder::new(Compression::None)
+            .base_offset(h.base_offset)
+            .partition_leader_epoch(h.partition_leader_epoch)
+            .producer(h.producer_id, h.producer_epoch, h.base_sequence)
+            .transactional(h.is_transactional())
+            .last_offset_delta(h.last_offset_delta);
+        nb = if h.is_log_append_time() {
+            nb.log_append_time(h.max_timestamp)
+        } else {
+            nb.base_timestamp(h.max_timestamp)
+        };
+        return nb.build().map(Some);
     }
     let mut nb = RecordBatchBuilder::new(Compression::from_id(h.compression())?)
         .base_offset(h.base_offset)
@@ -460,7 +477,48 @@ pub(crate) fn read_file(storage: &dyn Storage, p: &Path) -> Result<Vec<u8>, Stor
 
 #[cfg(test)]
 mod tests {
-    use super::throttle_delay_ms;
+    use super::*;
+
+    /// An emptied batch that must stay (the group's last) is written as
+    /// Kafka's empty header: uncompressed, no payload, same offset range.
+    #[test]
+    fn emptied_compressed_batch_becomes_an_uncompressed_header() {
+        let mut b = RecordBatchBuilder::new(Compression::Lz4)
+            .base_offset(100)
+            .producer(7, 1, 5);
+        for i in 0..3 {
+            b.push(
+                1_000 + i,
+                Some(Bytes::from_static(b"k")),
+                Some(Bytes::from_static(b"v")),
+                vec![],
+            )
+            .unwrap();
+        }
+        let batch = b.build().unwrap();
+        let mut map = OffsetMap::new(1 << 16);
+        assert!(map.put(b"k", 200));
+        let cfg = crate::LogConfig::default();
+        let mut stats = CleanStats::default();
+        assert!(
+            filter_batch(&batch, &map, &cfg, 0, false, &mut stats)
+                .unwrap()
+                .is_none()
+        );
+        let kept = filter_batch(&batch, &map, &cfg, 0, true, &mut stats)
+            .unwrap()
+            .expect("kept as the group's last batch");
+        let h = *kept.header();
+        assert_eq!(h.compression(), 0);
+        assert_eq!(h.records_count, 0);
+        assert_eq!(h.batch_length, 49, "header only");
+        assert_eq!((h.base_offset, h.last_offset_delta), (100, 2));
+        assert_eq!(
+            (h.producer_id, h.producer_epoch, h.base_sequence),
+            (7, 1, 5)
+        );
+        assert_eq!(stats.records_dropped, 6);
+    }
 
     #[test]
     fn throttle_table() {
