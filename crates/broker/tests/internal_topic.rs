@@ -291,3 +291,34 @@ async fn create_topics_cannot_make_the_offsets_topic() {
     drop(c);
     b.shutdown().await.unwrap();
 }
+
+/// Metadata with auto-creation for `__consumer_offsets` (as a Java consumer
+/// reading the topic sends it) creates it as the coordinator needs it, not
+/// with the defaults of an ordinary topic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_auto_creation_makes_the_coordinator_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(
+        dir.path(),
+        &[
+            ("offsets.topic.num.partitions", "4"),
+            ("num.partitions", "2"),
+        ],
+    )
+    .await;
+    let mut c = Client::connect(b.local_addr).await;
+    let m = metadata(&mut c, Some(vec![OFFSETS]), true).await;
+    assert_eq!(m.topics[0].error_code, NONE);
+    assert!(m.topics[0].is_internal);
+    assert_eq!(m.topics[0].partitions.len(), 4);
+    let configs = topic_config(&mut c, OFFSETS).await;
+    assert_eq!(
+        configs
+            .get("cleanup.policy")
+            .and_then(|(v, _)| v.as_deref()),
+        Some("compact")
+    );
+    use_groups(&mut c).await;
+    drop(c);
+    b.shutdown().await.unwrap();
+}

@@ -82,7 +82,23 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                             ));
                             continue;
                         }
-                        if allow_auto && b.config.auto_create_topics_enable {
+                        let internal = crate::groups::is_internal_topic(name);
+                        if allow_auto && b.config.auto_create_topics_enable && internal {
+                            // created as the group coordinator needs it
+                            // (partition count, compaction), as Kafka does
+                            if let Some(g) = b.groups()
+                                && g.ensure_topic(b).await.is_ok()
+                                && let Some(t) = b.topic(name)
+                            {
+                                out.push(topic_response(node_id, &t));
+                            } else {
+                                out.push(error_topic(
+                                    Some(name.clone()),
+                                    Uuid::ZERO,
+                                    codes::COORDINATOR_NOT_AVAILABLE,
+                                ));
+                            }
+                        } else if allow_auto && b.config.auto_create_topics_enable {
                             let _guard = b.admin.lock().await;
                             let created = match b.topic(name) {
                                 Some(t) => Ok(t),
