@@ -9,7 +9,8 @@
 //!   assignments the coordinator forwards;
 //! * an accepted commit comes from a current member with the current
 //!   generation, outside CompletingRebalance;
-//! * replaying the appended records reproduces every committed offset.
+//! * replaying the appended records reproduces every committed offset;
+//!   a second run fails about one append in five and checks the same.
 //!
 //! A failing seed is printed; rerun it with `WEIR_GROUP_SEED=<seed>`.
 
@@ -362,7 +363,13 @@ impl Sim {
     }
 }
 
+/// Runs one scenario; with `fail_one_in`, about one `__consumer_offsets`
+/// append in that many fails (the invariants must hold all the same).
 fn run(seed: u64, steps: usize) {
+    run_with_failures(seed, steps, None);
+}
+
+fn run_with_failures(seed: u64, steps: usize, fail_one_in: Option<u64>) {
     let mut rng = Rng(seed);
     let n = 2 + rng.below(4) as usize;
     let config = GroupConfig {
@@ -404,8 +411,12 @@ fn run(seed: u64, steps: usize) {
         last_generation: 0,
         next_offset: 0,
     };
+    sim.h.random_failures = fail_one_in.map(|n| (seed ^ 0x5eed, n));
     for _ in 0..steps {
         sim.step();
+    }
+    if fail_one_in.is_some() && sim.h.failed_appends == 0 {
+        sim.fail("no append failed".into());
     }
     // Replaying the log reproduces the committed offsets.
     let replayed = sim.h.replayed();
@@ -444,6 +455,23 @@ fn random_scenarios_keep_invariants() {
         let result = catch_unwind(AssertUnwindSafe(|| run(seed, 600)));
         if result.is_err() {
             panic!("random scenario failed; rerun with WEIR_GROUP_SEED={seed}");
+        }
+    }
+}
+
+/// The same scenarios with about one append in five failing: failed
+/// commits stay invisible, failed assignment writes make the group
+/// rebalance, and the log still reproduces every visible offset.
+#[test]
+fn random_scenarios_with_failed_appends_keep_invariants() {
+    let seeds: Vec<u64> = match std::env::var("WEIR_GROUP_SEED") {
+        Ok(s) => vec![s.parse().expect("WEIR_GROUP_SEED must be a u64")],
+        Err(_) => (1..=150).collect(),
+    };
+    for seed in seeds {
+        let result = catch_unwind(AssertUnwindSafe(|| run_with_failures(seed, 600, Some(5))));
+        if result.is_err() {
+            panic!("random scenario with failed appends failed; rerun with WEIR_GROUP_SEED={seed}");
         }
     }
 }

@@ -19,6 +19,11 @@ pub struct Harness {
     pub syncs: HashMap<u64, SyncResponse>,
     /// Every appended record in append order: (partition, key, value).
     pub log: Vec<(i32, Bytes, Option<Bytes>)>,
+    /// When set, (generator state, n): about one append in n fails, chosen
+    /// by a seeded generator (deterministic per seed).
+    pub random_failures: Option<(u64, u64)>,
+    /// Appends that failed so far.
+    pub failed_appends: usize,
 }
 
 impl Harness {
@@ -31,7 +36,21 @@ impl Harness {
             joins: HashMap::new(),
             syncs: HashMap::new(),
             log: Vec::new(),
+            random_failures: None,
+            failed_appends: 0,
         }
+    }
+
+    /// Whether the next append fails under `random_failures`.
+    fn inject_failure(&mut self) -> bool {
+        let Some((state, n)) = &mut self.random_failures else {
+            return false;
+        };
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % (*n).max(1) == 0
     }
 
     /// Default config without the initial rebalance delay.
@@ -100,7 +119,10 @@ impl Harness {
                     records,
                     write,
                 } => {
-                    let ok = durable(partition);
+                    let ok = durable(partition) && !self.inject_failure();
+                    if !ok {
+                        self.failed_appends += 1;
+                    }
                     if ok {
                         for r in records {
                             self.log.push((partition, r.key, r.value));
