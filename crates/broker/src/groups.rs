@@ -498,3 +498,50 @@ pub async fn timer_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>
         groups.tick(&broker, now);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_storage::StorageError;
+
+    #[test]
+    fn append_errors_map_as_kafka_coordinator_does() {
+        let io = || std::io::Error::other("disk gone");
+        let cases: Vec<(GroupsError, ErrorCode)> = vec![
+            (
+                GroupsError::MissingPartition(3),
+                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+            ),
+            (
+                GroupsError::CreateTopic("no".into()),
+                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+            ),
+            (
+                GroupsError::Append(StorageError::UnknownLog("x".into())),
+                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+            ),
+            (
+                GroupsError::Append(StorageError::Io {
+                    path: "00000000000000000000.log".into(),
+                    source: io(),
+                }),
+                ErrorCode::NOT_COORDINATOR,
+            ),
+            (
+                GroupsError::Append(StorageError::Closed("x".into())),
+                ErrorCode::NOT_COORDINATOR,
+            ),
+            (
+                GroupsError::Append(StorageError::RecordTooLarge { size: 9, max: 1 }),
+                ErrorCode::UNKNOWN_SERVER_ERROR,
+            ),
+            (
+                GroupsError::Build("too many".into()),
+                ErrorCode::UNKNOWN_SERVER_ERROR,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(append_error_code(&e), want, "{e}");
+        }
+    }
+}
