@@ -1,9 +1,12 @@
 //! Produce: validation, idempotent sequence checks, append, acks.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use weir_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use weir_protocol::messages::{ProduceRequest, ProduceResponse, ResponseBody};
 use weir_protocol::records::{BatchHeader, BatchIter, DecompressLimits};
+use weir_storage::Log;
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
@@ -110,36 +113,62 @@ fn require_keys(records: &Bytes) -> Result<(), PartitionResult> {
     Ok(())
 }
 
-/// Appends one partition's records. Pure of wire types so tests can call it.
+/// A sync the flush policy (`flush.messages`) asks for before an append may
+/// be acknowledged: every record of `log` below `end_offset`.
+pub struct PendingFlush {
+    pub log: Arc<Log>,
+    pub end_offset: i64,
+    pub now_ms: i64,
+}
+
+impl PendingFlush {
+    /// Starts the sync on a blocking thread (group-committed with any other
+    /// sync of the same partition).
+    pub fn start(self) -> tokio::task::JoinHandle<Result<(), weir_storage::StorageError>> {
+        tokio::task::spawn_blocking(move || self.log.flush_through(self.end_offset, self.now_ms))
+    }
+}
+
+/// Appends one partition's records, without the sync the flush policy may
+/// ask for: that comes back as a [`PendingFlush`] to run before answering.
+/// Pure of wire types so tests can call it.
 pub fn append_partition(
     b: &Broker,
     topic: &str,
     partition: i32,
     records: Option<&Bytes>,
-) -> PartitionResult {
+) -> (PartitionResult, Option<PendingFlush>) {
     let Some(log) = b.log(topic, partition) else {
-        return PartitionResult::error(
-            b.missing_log_error(topic, partition),
-            format!("unknown topic or partition {topic}-{partition}"),
+        return (
+            PartitionResult::error(
+                b.missing_log_error(topic, partition),
+                format!("unknown topic or partition {topic}-{partition}"),
+            ),
+            None,
         );
     };
     let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return PartitionResult::error(codes::INVALID_RECORD, "no records");
+        return (
+            PartitionResult::error(codes::INVALID_RECORD, "no records"),
+            None,
+        );
     };
     let idem = match inspect(records) {
         Ok(i) => i,
-        Err(e) => return e,
+        Err(e) => return (e, None),
     };
     if log.config().compact()
         && let Err(e) = require_keys(records)
     {
-        return e;
+        return (e, None);
     }
-    let mut buf = records.to_vec();
     let now = b.now_ms();
-    let do_append = |buf: &mut Vec<u8>| match log.append(buf, now) {
-        Ok(info) => {
+    let mut flush_end = None;
+    // The request's bytes go to the segment file as they are (no copy).
+    let mut do_append = |buf: &[u8]| match log.append_shared(buf, now) {
+        Ok((info, flush)) => {
             b.advance_high_watermark(&log);
+            flush_end = flush;
             Ok(info)
         }
         Err(e) => Err(PartitionResult::error(
@@ -148,11 +177,11 @@ pub fn append_partition(
         )),
     };
     let result = match idem {
-        None => do_append(&mut buf).map(|i| (i.base_offset, i.log_append_time, i.log_start_offset)),
+        None => do_append(records).map(|i| (i.base_offset, i.log_append_time, i.log_start_offset)),
         Some(ib) => b.with_producers(&log, |state| {
             match state.check(ib.producer_id, ib.epoch, ib.first_seq, ib.last_seq) {
                 SeqCheck::Append => {
-                    let info = do_append(&mut buf)?;
+                    let info = do_append(records)?;
                     state.record(
                         ib.producer_id,
                         ib.epoch,
@@ -182,14 +211,21 @@ pub fn append_partition(
         }),
     };
     match result {
-        Ok((base_offset, append_time, log_start_offset)) => PartitionResult {
-            error_code: codes::NONE,
-            error_message: None,
-            base_offset,
-            log_append_time: append_time.unwrap_or(-1),
-            log_start_offset,
-        },
-        Err(e) => e,
+        Ok((base_offset, append_time, log_start_offset)) => (
+            PartitionResult {
+                error_code: codes::NONE,
+                error_message: None,
+                base_offset,
+                log_append_time: append_time.unwrap_or(-1),
+                log_start_offset,
+            },
+            flush_end.map(|end_offset| PendingFlush {
+                log,
+                end_offset,
+                now_ms: now,
+            }),
+        ),
+        Err(e) => (e, None),
     }
 }
 
@@ -230,6 +266,9 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     let mut any_appended = false;
     let mut any_error = false;
     let mut responses = Vec::with_capacity(req.topic_data.len());
+    // Syncs asked for by the flush policy, with the (topic, partition) slot
+    // of the response they belong to: run together after all appends.
+    let mut flushes = Vec::new();
     for topic in req.topic_data {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
@@ -242,7 +281,11 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
             } else if let Some(e) = min_isr_error(&topic.name) {
                 e
             } else {
-                append_partition(b, &topic.name, p.index, p.records.as_ref())
+                let (r, flush) = append_partition(b, &topic.name, p.index, p.records.as_ref());
+                if let Some(f) = flush {
+                    flushes.push(((responses.len(), partitions.len()), f));
+                }
+                r
             };
             if r.error_code == codes::NONE {
                 any_appended = true;
@@ -268,6 +311,31 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     }
     if any_appended {
         b.notify_append();
+    }
+    // The partitions of one request sync concurrently, each on a blocking
+    // thread; the response waits for all of them.
+    let started: Vec<_> = flushes
+        .into_iter()
+        .map(|(slot, f)| (slot, f.start()))
+        .collect();
+    for ((t, p), task) in started {
+        let failed = match task.await {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some((codes::from_storage(&e), e.to_string())),
+            Err(e) => Some((codes::KAFKA_STORAGE_ERROR, format!("flush failed: {e}"))),
+        };
+        if let Some((code, msg)) = failed
+            && let Some(topic) = responses.get_mut(t)
+            && let Some(slot) = topic.partition_responses.get_mut(p)
+        {
+            tracing::warn!(topic = %topic.name, partition = slot.index, "flush failed: {msg}");
+            slot.error_code = code;
+            slot.error_message = Some(msg);
+            slot.base_offset = -1;
+            slot.log_append_time_ms = -1;
+            slot.log_start_offset = -1;
+            any_error = true;
+        }
     }
     if acks == 0 {
         // no response to carry the error: close the connection so the
