@@ -1,5 +1,8 @@
 //! `weir perf`: throughput and latency tools, the equivalents of Kafka's
-//! `kafka-producer-perf-test` and `kafka-consumer-perf-test`.
+//! `kafka-producer-perf-test` and `kafka-consumer-perf-test`, plus `e2e`
+//! (end-to-end latency at a fixed rate, see [`e2e`]).
+
+pub mod e2e;
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -25,6 +28,45 @@ enum Tool {
     Produce(ProduceArgs),
     /// Consume records from the beginning and report throughput.
     Consume(ConsumeArgs),
+    /// End-to-end latency at a fixed rate (producer and consumer in this
+    /// process), measured from each record's intended send time.
+    E2e(E2eArgs),
+}
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Example:\n  weir perf e2e --topic lat --partitions 16 --throughput 50000 --record-size 1024 --duration 30"
+)]
+struct E2eArgs {
+    #[command(flatten)]
+    bootstrap: Bootstrap,
+    #[arg(long)]
+    topic: String,
+    /// Records per second, sent on a fixed schedule.
+    #[arg(long)]
+    throughput: u64,
+    /// Value bytes per record (at least 16: send time and sequence).
+    #[arg(long = "record-size", default_value_t = 1024)]
+    record_size: usize,
+    /// Records to send (or give --duration).
+    #[arg(long = "num-records", required_unless_present = "duration")]
+    num_records: Option<u64>,
+    /// Seconds to run (num-records = throughput × duration).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Create the topic with this many partitions if it does not exist.
+    #[arg(long)]
+    partitions: Option<i32>,
+    /// Producer properties: acks (default 1), batch.size (per partition and
+    /// request, default 1048576).
+    #[arg(long = "producer-props", value_parser = parse_kv, num_args = 1..)]
+    producer_props: Vec<(String, String)>,
+    /// Stop waiting for missing records this long after the last one was sent.
+    #[arg(long = "timeout", default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -76,7 +118,63 @@ pub fn run(args: Args) -> ExitCode {
     match args.tool {
         Tool::Produce(a) => run_async(produce(a)),
         Tool::Consume(a) => run_async(consume(a)),
+        Tool::E2e(a) => match run_e2e(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        },
     }
+}
+
+fn run_e2e(a: E2eArgs) -> Result<()> {
+    let mut acks = 1;
+    let mut batch_size = 1 << 20;
+    for (k, v) in &a.producer_props {
+        match k.as_str() {
+            "acks" => {
+                acks = match v.as_str() {
+                    "all" | "-1" => -1,
+                    "0" => 0,
+                    "1" => 1,
+                    other => bail!("invalid acks {other:?}"),
+                }
+            }
+            "batch.size" => batch_size = v.parse().context("batch.size")?,
+            other => bail!("unsupported producer property {other:?} (acks, batch.size)"),
+        }
+    }
+    let num_records = match (a.num_records, a.duration) {
+        (Some(n), _) => n,
+        (None, Some(d)) if d > 0.0 => (d * a.throughput as f64).ceil() as u64,
+        _ => bail!("give --num-records or a positive --duration"),
+    };
+    let spec = e2e::E2eSpec {
+        bootstrap: a.bootstrap.bootstrap_server,
+        topic: a.topic,
+        throughput: a.throughput,
+        record_size: a.record_size,
+        num_records,
+        partitions: a.partitions,
+        acks,
+        batch_size,
+        tail_timeout: Duration::from_millis(a.timeout_ms),
+    };
+    let summary = e2e::run(&spec)?;
+    if a.json {
+        println!("{}", summary.json());
+    } else {
+        println!("{}", summary.text());
+    }
+    if summary.received < summary.sent {
+        bail!(
+            "{} of {} records never arrived",
+            summary.sent - summary.received,
+            summary.sent
+        );
+    }
+    Ok(())
 }
 
 struct ProducerProps {
