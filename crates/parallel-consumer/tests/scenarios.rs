@@ -7,7 +7,14 @@
 
 mod common;
 
+use std::collections::HashSet;
+use std::time::Duration;
+
 use common::TestBroker;
+use tokio::sync::watch;
+use weir_compat_tests::WeirProcess;
+use weir_parallel_consumer::driver::ParallelConsumer;
+use weir_parallel_consumer::scheduler::Ordering;
 
 #[test]
 fn row1_unfinished_first_record_holds_the_commit() {
@@ -47,4 +54,152 @@ fn row8_paused_partition_keeps_its_membership() {
 #[test]
 fn failing_record_goes_to_the_dead_letter_topic_with_its_reason() {
     common::failing_record_goes_to_the_dead_letter_topic_with_its_reason(&TestBroker::from_env());
+}
+
+/// Row 4 against weir: the broker refuses every commit that carries
+/// metadata (`offset.metadata.max.bytes=4`), so while record 0 runs and 1, 2
+/// are done, the commit (0, {1, 2}) fails. It is not recorded as a
+/// checkpoint, does not stop commits, and a crash at that point re-runs the
+/// finished records; the next commit (3, no metadata) goes through.
+#[test]
+fn row4_refused_commit_is_not_a_checkpoint() {
+    let weir = WeirProcess::start_with_args(&["--set", "offset.metadata.max.bytes=4"])
+        .unwrap_or_else(|e| panic!("weir: {e}"));
+    let broker = TestBroker::Weir(weir);
+    let b = &broker.bootstrap();
+    let rt = common::runtime();
+    let (topic, group) = (common::unique("row4"), common::unique("g4"));
+    broker.create_topic(&rt, &topic, 1);
+    common::produce(b, &topic, 0, &[(None, "10"), (None, "11"), (None, "12")]);
+    let log = common::Log::default();
+    let (_closed, gate) = watch::channel(false);
+    let pc = ParallelConsumer::start(
+        common::client(b, &group),
+        &[topic.as_str()],
+        common::config(Ordering::Unordered, 8),
+        rt.handle().clone(),
+        common::gated_handler(log.clone(), [(0, 0)].into(), gate),
+    )
+    .expect("start");
+    common::wait_until("1 and 2 done while 0 runs", || {
+        common::stats_of(&pc, &topic, 0)
+            .is_some_and(|s| s.position == 3 && s.in_flight == 1 && s.tracked == 3)
+            && log.lock().unwrap().contains(&("end", 0, 1))
+            && log.lock().unwrap().contains(&("end", 0, 2))
+    });
+    // Let several commit rounds (every 100 ms) be refused.
+    std::thread::sleep(Duration::from_millis(600));
+    let s = common::stats_of(&pc, &topic, 0).expect("stats");
+    assert_eq!(s.committed, None, "a refused commit was recorded");
+    assert!(!s.commits_stopped, "a refused commit stopped commits");
+    assert_eq!(common::committed(b, &group, &topic, 0), None);
+    // Crash: the next owner runs everything again.
+    pc.abort().expect("abort");
+    let log2 = common::Log::default();
+    let (_open, gate2) = watch::channel(true);
+    let pc = ParallelConsumer::start(
+        common::client(b, &group),
+        &[topic.as_str()],
+        common::config(Ordering::Unordered, 8),
+        rt.handle().clone(),
+        common::gated_handler(log2.clone(), HashSet::new(), gate2),
+    )
+    .expect("restart");
+    common::wait_until("3 committed (no metadata left to refuse)", || {
+        common::committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 3)
+    });
+    for offset in 0..3 {
+        assert!(log2.lock().unwrap().contains(&("end", 0, offset)));
+    }
+    pc.shutdown().expect("shutdown");
+}
+
+/// Stops (SIGSTOP) a broker process until dropped (SIGCONT).
+struct Frozen(u32);
+
+impl Frozen {
+    fn new(pid: u32) -> Frozen {
+        signal("-STOP", pid);
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal("-CONT", self.0);
+    }
+}
+
+fn signal(which: &str, pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args([which, &pid.to_string()])
+        .status()
+        .expect("running kill");
+    assert!(status.success(), "kill {which} {pid}: {status}");
+}
+
+/// Row 7 against weir: the broker is frozen while record 0 runs (1 done and
+/// committed as metadata); librdkafka sees its session time out and reports
+/// the assignment lost. After the broker resumes, the member rejoins under a
+/// new generation and runs 0 again; the first run's late result is
+/// discarded, and record 1 is not run again.
+#[test]
+fn row7_lost_assignment_discards_the_late_result() {
+    let weir = WeirProcess::start().unwrap_or_else(|e| panic!("weir: {e}"));
+    let pid = weir.pid().expect("broker pid");
+    let broker = TestBroker::Weir(weir);
+    let b = &broker.bootstrap();
+    let rt = common::runtime();
+    let (topic, group) = (common::unique("row7"), common::unique("g7"));
+    broker.create_topic(&rt, &topic, 1);
+    common::produce(b, &topic, 0, &[(None, "10"), (None, "11")]);
+    let log = common::Log::default();
+    let (open, gate) = watch::channel(false);
+    let mut client = common::client(b, &group);
+    client.set("session.timeout.ms", "6000");
+    let pc = ParallelConsumer::start(
+        client,
+        &[topic.as_str()],
+        common::config(Ordering::Unordered, 8),
+        rt.handle().clone(),
+        common::gated_handler(log.clone(), [(0, 0)].into(), gate),
+    )
+    .expect("start");
+    common::wait_until("0 committed with {1} in metadata", || {
+        common::committed(b, &group, &topic, 0).is_some_and(|(o, m)| o == 0 && !m.is_empty())
+    });
+    let first = common::stats_of(&pc, &topic, 0).expect("stats").generation;
+    {
+        let _frozen = Frozen::new(pid);
+        common::wait_until("the assignment is lost", || {
+            common::stats_of(&pc, &topic, 0).is_none()
+        });
+    }
+    common::wait_until("reassigned and record 0 started again", || {
+        common::stats_of(&pc, &topic, 0).is_some_and(|s| s.generation != first)
+            && log
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|e| **e == ("start", 0, 0))
+                .count()
+                == 2
+    });
+    let s = common::stats_of(&pc, &topic, 0).expect("stats");
+    assert_eq!(s.skipped, 1, "record 1 came back but was restored as done");
+    // Both runs of 0 finish; only the new one counts.
+    open.send(true).expect("open gate");
+    common::wait_until("2 committed", || {
+        common::committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 2)
+    });
+    assert_eq!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|e| **e == ("start", 0, 1))
+            .count(),
+        1,
+        "record 1 ran again"
+    );
+    pc.shutdown().expect("shutdown");
 }

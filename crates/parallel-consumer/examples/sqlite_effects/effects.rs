@@ -7,7 +7,9 @@
 //! The effect here is a balance change: a record's payload is
 //! `ACCOUNT:DELTA`, for example `alice:-30`.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 /// What [`EffectStore::apply`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +61,17 @@ impl EffectStore {
         Self::init(Connection::open(path)?)
     }
 
+    /// Opens a database that several processes write at once: WAL journal
+    /// (readers do not block the writer) and a busy timeout (a writer waits
+    /// for another process's transaction instead of failing at once).
+    pub fn open_shared(path: &str, busy_timeout: Duration) -> Result<EffectStore, EffectError> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(busy_timeout)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        Self::init(conn)
+    }
+
     pub fn open_in_memory() -> Result<EffectStore, EffectError> {
         Self::init(Connection::open_in_memory()?)
     }
@@ -78,7 +91,11 @@ impl EffectStore {
 
     /// Applies `change` for `event_id` unless that event was applied before.
     pub fn apply(&mut self, event_id: &str, change: &Change) -> Result<Applied, EffectError> {
-        let tx = self.conn.transaction()?;
+        // IMMEDIATE takes the write lock up front, so a concurrent writer
+        // makes this wait (busy timeout) rather than fail on upgrade.
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let inserted = tx.execute(
             "INSERT INTO processed_events (event_id) VALUES (?1) ON CONFLICT DO NOTHING",
             params![event_id],
@@ -105,6 +122,19 @@ impl EffectStore {
                 |row| row.get(0),
             )
             .optional()?)
+    }
+
+    /// The ids of all applied events in the order their effects were
+    /// committed (rowids grow with each insert and rows are never deleted;
+    /// writers are serialized by the database lock).
+    pub fn events_in_applied_order(&self) -> Result<Vec<String>, EffectError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT event_id FROM processed_events ORDER BY rowid")?;
+        let ids = stmt
+            .query_map([], |row| row.get(0))?
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok(ids)
     }
 
     pub fn processed_events(&self) -> Result<i64, EffectError> {

@@ -72,8 +72,9 @@ pub struct DriverConfig {
     pub revoke_timeout: Duration,
     /// How long shutdown waits for in-flight work.
     pub shutdown_timeout: Duration,
-    /// Longest block in one `poll`; also the delay before a worker's result
-    /// is seen when no records arrive.
+    /// Longest wait of one loop turn: in `poll` for records while no task
+    /// runs; otherwise on the worker result queue (a result ends it at once,
+    /// a record that arrives meanwhile waits up to this long).
     pub poll_timeout: Duration,
     /// Records taken from the consumer per loop turn.
     pub max_poll_records: usize,

@@ -112,13 +112,23 @@ pub(super) fn run(
             periodic_commit(&consumer, &shared);
             next_commit = Instant::now() + config.commit_interval;
         }
-        let mut timeout = config.poll_timeout;
+        // With tasks running, a finished task must not wait for `poll` to
+        // time out: poll without blocking, and if no record came, block on
+        // the result queue instead (a result wakes the loop at once).
+        let running = shared.lock_engine().running() > 0;
+        let mut timeout = if running {
+            Duration::ZERO
+        } else {
+            config.poll_timeout
+        };
+        let mut polled_any = false;
         for _ in 0..config.max_poll_records {
             // Rebalance callbacks run inside this call, on this thread.
             let Some(polled) = consumer.poll(timeout) else {
                 break;
             };
             timeout = Duration::ZERO;
+            polled_any = true;
             let m = match polled {
                 Ok(m) => m,
                 Err(e) => {
@@ -143,6 +153,9 @@ pub(super) fn run(
                     tracing::warn!(topic = %tp.topic, partition = tp.partition, offset, error = %e, "record not tracked");
                 }
             }
+        }
+        if running && !polled_any {
+            shared.apply_one_result(config.poll_timeout);
         }
         shared.publish_stats();
     }

@@ -12,7 +12,7 @@
 
 #[path = "../../examples/sqlite_effects/effects.rs"]
 #[allow(dead_code)]
-mod effects;
+pub mod effects;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,323 @@
+//! Throughput and CPU overhead of the parallel consumer against a real
+//! broker, printed as Markdown tables:
+//!
+//! 1. A handler that sleeps 10 ms per record, at concurrency 1, 16 and 256
+//!    (unordered and key order with 10 000 keys), versus a plain sequential
+//!    rdkafka consumer (poll, sleep 10 ms, synchronous commit of that
+//!    record). Each throughput is given as a ratio to the ideal
+//!    (concurrency / 10 ms).
+//! 2. CPU time per record with a no-op handler (getrusage of this whole
+//!    process: owner thread, librdkafka threads, handler runtime), versus a
+//!    plain rdkafka consumer reading the same records.
+//!
+//! ```text
+//! WEIR_BIN=target/release/weir cargo bench -p weir-parallel-consumer --bench throughput
+//! ```
+//!
+//! The broker is `WEIR_PC_BOOTSTRAP` when set, else a `weir serve` started
+//! like the tests start it (`WEIR_BIN` picks the binary).
+
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use weir_compat_tests::WeirProcess;
+use weir_parallel_consumer::driver::{DriverConfig, ParallelConsumer};
+use weir_parallel_consumer::record::Record;
+use weir_parallel_consumer::scheduler::Ordering;
+
+const PARTITIONS: i32 = 8;
+const KEYS: u64 = 10_000;
+const SLEEP: Duration = Duration::from_millis(10);
+/// Records per run: about this long at the ideal rate.
+const IDEAL_RUN: Duration = Duration::from_secs(4);
+const NOOP_RECORDS: u64 = 200_000;
+const RUN_WAIT: Duration = Duration::from_secs(180);
+
+fn unique(name: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("pc-bench-{name}-{nanos}")
+}
+
+/// CPU time (user + system) of this process so far, all threads.
+#[allow(unsafe_code)]
+fn process_cpu() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one `rusage` into the pointer it is given,
+    // which points to a zeroed, properly aligned `rusage` we own.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    assert_eq!(rc, 0, "getrusage failed");
+    // SAFETY: an all-zero `rusage` (plain integers) is a valid value, and
+    // getrusage filled it in.
+    let usage = unsafe { usage.assume_init() };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn create_topic(rt: &tokio::runtime::Runtime, bootstrap: &str, topic: &str) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let results = rt
+        .block_on(admin.create_topics(
+            [&NewTopic::new(
+                topic,
+                PARTITIONS,
+                TopicReplication::Fixed(1),
+            )],
+            &opts,
+        ))
+        .expect("create_topics");
+    for r in results {
+        r.unwrap_or_else(|(name, code)| panic!("creating {name}: {code:?}"));
+    }
+}
+
+/// A fresh topic with `n` records keyed by `KEYS` values.
+fn topic_with(rt: &tokio::runtime::Runtime, bootstrap: &str, n: u64) -> String {
+    let topic = unique("t");
+    create_topic(rt, bootstrap, &topic);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "20")
+        .set("queue.buffering.max.messages", "500000")
+        .create()
+        .expect("producer");
+    let payload = [b'x'; 100];
+    for i in 0..n {
+        let key = format!("key-{}", i.wrapping_mul(7919) % KEYS);
+        loop {
+            let r = BaseRecord::<str, [u8]>::to(&topic)
+                .key(&key)
+                .payload(&payload);
+            match producer.send(r) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    producer.poll(Duration::from_millis(20));
+                }
+                Err((e, _)) => panic!("send: {e}"),
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(120)).expect("flush");
+    topic
+}
+
+fn client(bootstrap: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap)
+        .set("group.id", unique("g"))
+        .set("auto.offset.reset", "earliest");
+    c
+}
+
+/// What a parallel run measured.
+struct Run {
+    records: u64,
+    /// From the first handler start to the last handler end.
+    elapsed: Duration,
+    cpu: Duration,
+}
+
+impl Run {
+    fn per_second(&self) -> f64 {
+        self.records as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Consumes `records` records of `topic` with the parallel consumer.
+fn parallel(
+    rt: &tokio::runtime::Runtime,
+    bootstrap: &str,
+    topic: &str,
+    records: u64,
+    ordering: Ordering,
+    concurrency: usize,
+    sleep: Option<Duration>,
+) -> Run {
+    let done = Arc::new(AtomicU64::new(0));
+    let first_start: Arc<OnceLock<Instant>> = Arc::default();
+    let last_end: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let mut config = DriverConfig::default();
+    config.engine.scheduler.ordering = ordering;
+    config.engine.scheduler.max_concurrency = concurrency;
+    let handler = {
+        let (done, first_start, last_end) = (done.clone(), first_start.clone(), last_end.clone());
+        move |_r: Record| {
+            let (done, first_start, last_end) =
+                (done.clone(), first_start.clone(), last_end.clone());
+            async move {
+                first_start.get_or_init(Instant::now);
+                if let Some(d) = sleep {
+                    tokio::time::sleep(d).await;
+                }
+                let now = Instant::now();
+                let mut last = last_end.lock().unwrap_or_else(|p| p.into_inner());
+                done.fetch_add(1, AtomicOrdering::SeqCst);
+                *last = Some(last.map_or(now, |l| l.max(now)));
+                Ok::<(), String>(())
+            }
+        }
+    };
+    let cpu_before = process_cpu();
+    let pc = ParallelConsumer::start(
+        client(bootstrap),
+        &[topic],
+        config,
+        rt.handle().clone(),
+        handler,
+    )
+    .expect("start");
+    let deadline = Instant::now() + RUN_WAIT;
+    while done.load(AtomicOrdering::SeqCst) < records {
+        assert!(
+            Instant::now() < deadline,
+            "run did not finish: {} of {records}",
+            done.load(AtomicOrdering::SeqCst)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let cpu = process_cpu() - cpu_before;
+    pc.shutdown().expect("shutdown");
+    let start = *first_start.get().expect("a record ran");
+    let end = last_end
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .expect("a record ended");
+    Run {
+        records,
+        elapsed: end - start,
+        cpu,
+    }
+}
+
+/// A plain rdkafka consumer: poll one record, optionally sleep, optionally
+/// commit that record synchronously.
+fn plain(
+    bootstrap: &str,
+    topic: &str,
+    records: u64,
+    sleep: Option<Duration>,
+    commit_each: bool,
+) -> Run {
+    let mut c = client(bootstrap);
+    if commit_each {
+        c.set("enable.auto.commit", "false");
+    }
+    let consumer: BaseConsumer = c.create().expect("consumer");
+    let cpu_before = process_cpu();
+    consumer.subscribe(&[topic]).expect("subscribe");
+    let deadline = Instant::now() + RUN_WAIT;
+    let mut seen = 0u64;
+    let mut first: Option<Instant> = None;
+    let mut last = Instant::now();
+    while seen < records {
+        assert!(Instant::now() < deadline, "plain run: {seen} of {records}");
+        let Some(m) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let m = m.expect("record");
+        first.get_or_insert_with(Instant::now);
+        if let Some(d) = sleep {
+            std::thread::sleep(d);
+        }
+        if commit_each {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(m.topic(), m.partition(), Offset::Offset(m.offset() + 1))
+                .expect("tpl");
+            consumer.commit(&tpl, CommitMode::Sync).expect("commit");
+        }
+        seen += 1;
+        last = Instant::now();
+    }
+    let cpu = process_cpu() - cpu_before;
+    Run {
+        records,
+        elapsed: last - first.expect("a record came"),
+        cpu,
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing to parse.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut weir = None;
+    let bootstrap = match std::env::var("WEIR_PC_BOOTSTRAP") {
+        Ok(b) if !b.is_empty() => b,
+        _ => weir
+            .insert(
+                WeirProcess::start_with_args(&["--set", "group.initial.rebalance.delay.ms=0"])
+                    .unwrap_or_else(|e| panic!("weir: {e}")),
+            )
+            .bootstrap()
+            .to_string(),
+    };
+    println!(
+        "broker {bootstrap}, {PARTITIONS} partitions, {KEYS} keys, handler sleeps {SLEEP:?}\n"
+    );
+
+    println!("| consumer | ordering | concurrency | records | records/s | ideal/s | ratio |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
+    let row = |name: &str, ordering: &str, c: usize, run: &Run| {
+        let ideal = c as f64 / SLEEP.as_secs_f64();
+        println!(
+            "| {name} | {ordering} | {c} | {} | {:.0} | {ideal:.0} | {:.3} |",
+            run.records,
+            run.per_second(),
+            run.per_second() / ideal
+        );
+    };
+    let per_run = |c: usize| (IDEAL_RUN.as_secs_f64() * c as f64 / SLEEP.as_secs_f64()) as u64;
+    {
+        let n = per_run(1);
+        let topic = topic_with(&rt, &bootstrap, n);
+        let run = plain(&bootstrap, &topic, n, Some(SLEEP), true);
+        row("plain rdkafka (poll, sleep, commit)", "partition", 1, &run);
+    }
+    for c in [1usize, 16, 256] {
+        let n = per_run(c);
+        for (ordering, name) in [(Ordering::Unordered, "unordered"), (Ordering::Key, "key")] {
+            let topic = topic_with(&rt, &bootstrap, n);
+            let run = parallel(&rt, &bootstrap, &topic, n, ordering, c, Some(SLEEP));
+            row("parallel consumer", name, c, &run);
+        }
+    }
+
+    println!("\n| consumer (no-op handler) | records | CPU ms | CPU µs/record | records/s |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    let topic = topic_with(&rt, &bootstrap, NOOP_RECORDS);
+    let cpu_row = |name: &str, run: &Run| {
+        println!(
+            "| {name} | {} | {:.0} | {:.2} | {:.0} |",
+            run.records,
+            run.cpu.as_secs_f64() * 1e3,
+            run.cpu.as_secs_f64() * 1e6 / run.records as f64,
+            run.per_second()
+        );
+    };
+    let run = plain(&bootstrap, &topic, NOOP_RECORDS, None, false);
+    cpu_row("plain rdkafka (poll loop, auto commit)", &run);
+    for (ordering, name) in [(Ordering::Unordered, "unordered"), (Ordering::Key, "key")] {
+        let run = parallel(&rt, &bootstrap, &topic, NOOP_RECORDS, ordering, 256, None);
+        cpu_row(&format!("parallel consumer, {name}, concurrency 256"), &run);
+    }
+}
