@@ -19,9 +19,6 @@ impl VirtualClock {
     fn advance(&self, ms: i64) {
         self.0.fetch_add(ms, Ordering::SeqCst);
     }
-    fn now(&self) -> i64 {
-        self.0.load(Ordering::SeqCst)
-    }
 }
 
 const T0: i64 = 1_700_000_000_000;

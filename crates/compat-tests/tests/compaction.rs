@@ -364,7 +364,7 @@ async fn compaction_keeps_each_keys_latest_record_and_drops_tombstones_after_the
     let recs: Vec<Rec> = (0..n)
         .map(|i| {
             let k = rng.next() % keys;
-            let tombstone = rng.next() % 10 == 0;
+            let tombstone = rng.next().is_multiple_of(10);
             let value = (!tombstone).then(|| {
                 let mut v = format!("value-{i}-of-key-{k}-").into_bytes();
                 v.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, 8 + i % 64));
@@ -493,13 +493,23 @@ async fn kill_9_during_throttled_cleanings_loses_no_latest_value() {
     let mut rng = Rng(0xD1B5_4A32_D192_ED03);
     let mut model = Model::default();
     // Delays after each round's writes before the kill, in ms.
-    let delays = [200u64, 700, 1_300, 2_100, 3_000];
+    // When to kill after each round's writes: after a delay in ms, or
+    // (`None`) as soon as a `.cleaned` / `.swap` file shows up (polled
+    // every millisecond for up to 20 s), to land inside a swap.
+    let delays = [
+        Some(200u64),
+        Some(700),
+        Some(1_300),
+        Some(2_100),
+        Some(3_000),
+        None,
+    ];
     let mut during = 0;
     for (round, delay) in delays.iter().enumerate() {
         let recs: Vec<Rec> = (0..4_000)
             .map(|i| {
                 let k = rng.next() % 1_000;
-                let tombstone = rng.next() % 10 == 0;
+                let tombstone = rng.next().is_multiple_of(10);
                 Rec {
                     key: format!("key-{k}"),
                     value: (!tombstone).then(|| {
@@ -521,8 +531,24 @@ async fn kill_9_during_throttled_cleanings_loses_no_latest_value() {
         )
         .await;
         drop(p);
-        tokio::time::sleep(Duration::from_millis(*delay)).await;
-        let files = cleaning_files(broker.data_dir(), topic);
+        let waited = Instant::now();
+        let files = match delay {
+            Some(ms) => {
+                tokio::time::sleep(Duration::from_millis(*ms)).await;
+                cleaning_files(broker.data_dir(), topic)
+            }
+            None => loop {
+                let files = cleaning_files(broker.data_dir(), topic);
+                let swapping = files
+                    .iter()
+                    .any(|f| f.ends_with(".cleaned") || f.ends_with(".swap"));
+                if swapping || waited.elapsed() > Duration::from_secs(20) {
+                    break files;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            },
+        };
+        let waited = waited.elapsed();
         if files
             .iter()
             .any(|f| f.ends_with(".cleaned") || f.ends_with(".swap"))
@@ -533,7 +559,7 @@ async fn kill_9_during_throttled_cleanings_loses_no_latest_value() {
         // Cleanings this broker process finished before the kill.
         let finished = broker.stderr_tail().matches("cleaned log").count();
         eprintln!(
-            "round {round}: SIGKILL after {delay} ms, {finished} cleaning(s) finished by this process; cleaning files then: {files:?}"
+            "round {round}: SIGKILL after {waited:.1?}, {finished} cleaning(s) finished by this process; cleaning files then: {files:?}"
         );
         broker
             .restart()
