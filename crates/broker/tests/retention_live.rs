@@ -350,8 +350,14 @@ async fn delete_records_deletes_segments_through_retention() {
         }
         other => panic!("{other:?}"),
     }
-    // The log start moved at once; no file is touched until retention runs.
+    // The log start moved at once and is checkpointed; no segment file is
+    // touched until retention runs.
     assert_eq!(list_offset(&mut c, "dr", -2).await.1, target);
+    let ck = std::fs::read_to_string(dir.path().join("log-start-offset-checkpoint")).unwrap();
+    assert!(
+        ck.lines().any(|l| l == format!("dr 0 {target}")),
+        "checkpoint right after DeleteRecords:\n{ck}"
+    );
     assert_eq!(fetch(&mut c, 12, "dr", Uuid::ZERO, bases[1], 0).await.0, 1);
     assert_eq!(files(dir.path(), "dr", ".log"), logs_before);
 

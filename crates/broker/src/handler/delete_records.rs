@@ -33,7 +33,14 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> Reply {
                             if target < 0 || target > hw {
                                 (codes::OFFSET_OUT_OF_RANGE, -1)
                             } else {
-                                match super::blocking(|| log.delete_records_before(target)) {
+                                // The new log start is checkpointed before the
+                                // reply; retention deletes the segments below it.
+                                let moved = || {
+                                    let start = log.delete_records_before(target)?;
+                                    b.logs.checkpoint()?;
+                                    Ok::<_, weir_storage::StorageError>(start)
+                                };
+                                match super::blocking(moved) {
                                     Ok(start) => (codes::NONE, start),
                                     Err(e) => (codes::from_storage(&e), -1),
                                 }
