@@ -187,6 +187,28 @@ impl WeirProcess {
         self.spawn()
     }
 
+    /// Kill the broker with SIGKILL (no shutdown of any kind, like a crash or
+    /// `kill -9`) and reap it. [`restart`](Self::restart) starts it again on
+    /// the same data directory.
+    pub fn kill_hard(&mut self) -> Result<(), HarnessError> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        // `Child::kill` sends SIGKILL on Unix.
+        child.kill()?;
+        let status = child.wait()?;
+        if status.success() {
+            return Err(HarnessError::UncleanShutdown {
+                status,
+                stderr: format!(
+                    "the broker exited cleanly before SIGKILL reached it\n{}",
+                    self.stderr_tail()
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Send SIGTERM and wait (bounded) for the process to exit with success.
     pub fn stop(&mut self) -> Result<(), HarnessError> {
         let Some(mut child) = self.child.take() else {

@@ -15,7 +15,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
@@ -454,20 +453,6 @@ fn cleaning_files(data_dir: &Path, topic: &str) -> Vec<String> {
     v
 }
 
-fn kill_9(broker: &mut WeirProcess) {
-    let pid = broker.pid().expect("the broker is running");
-    let status = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill -KILL {pid} failed: {status}");
-    // Reaps the killed process: it did not exit cleanly, by design.
-    assert!(
-        broker.stop().is_err(),
-        "the broker exited cleanly after SIGKILL"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_throttled_cleanings_loses_no_latest_value() {
     let mut broker = start(&[
@@ -555,7 +540,9 @@ async fn kill_9_during_throttled_cleanings_loses_no_latest_value() {
         {
             during += 1;
         }
-        kill_9(&mut broker);
+        broker
+            .kill_hard()
+            .unwrap_or_else(|e| panic!("SIGKILL of the broker: {e}"));
         // Cleanings this broker process finished before the kill.
         let finished = broker.stderr_tail().matches("cleaned log").count();
         eprintln!(

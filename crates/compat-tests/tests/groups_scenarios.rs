@@ -131,17 +131,9 @@ fn kafka_python_commits_survive_clean_restart_and_sigkill() {
     verify_offsets(&python, &broker, &commits);
 
     commits.push(commit_known_offsets(&python, &broker, "killed"));
-    let pid = broker.pid().expect("the broker is running");
-    let status = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill -KILL {pid} failed: {status}");
-    // Reaps the killed process: it did not exit cleanly, by design.
-    assert!(
-        broker.stop().is_err(),
-        "the broker exited cleanly after SIGKILL"
-    );
+    broker
+        .kill_hard()
+        .unwrap_or_else(|e| panic!("SIGKILL of the broker: {e}"));
     broker
         .restart()
         .unwrap_or_else(|e| panic!("weir did not start again after SIGKILL: {e}"));

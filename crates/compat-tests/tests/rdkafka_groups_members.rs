@@ -835,20 +835,6 @@ fn acked_and_read(m: &Member) -> (BTreeMap<i32, i64>, BTreeMap<i32, i64>) {
     (acked, read)
 }
 
-fn sigkill_broker(broker: &mut WeirProcess) {
-    let pid = broker.pid().expect("the broker is running");
-    let status = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill -KILL {pid} failed: {status}");
-    // Reaps the killed process: it did not exit cleanly, by design.
-    assert!(
-        broker.stop().is_err(),
-        "the broker exited cleanly after SIGKILL"
-    );
-}
-
 /// The smallest offset `m` read per partition.
 fn first_reads(m: &Member) -> BTreeMap<i32, i64> {
     let mut first = BTreeMap::new();
@@ -890,7 +876,9 @@ fn rdkafka_commits_survive_broker_restart_mid_stream() {
         });
         match how {
             "SIGTERM" => broker.stop().unwrap_or_else(|e| panic!("clean stop: {e}")),
-            _ => sigkill_broker(&mut broker),
+            _ => broker
+                .kill_hard()
+                .unwrap_or_else(|e| panic!("SIGKILL of the broker: {e}")),
         }
         // The member cannot follow the broker to its new port.
         m.kill();
