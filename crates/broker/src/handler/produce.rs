@@ -176,6 +176,7 @@ pub fn append_partition(
             e.to_string(),
         )),
     };
+    let mut dup_flush = None;
     let result = match idem {
         None => do_append(records).map(|i| (i.base_offset, i.log_append_time, i.log_start_offset)),
         Some(ib) => b.with_producers(&log, |state| {
@@ -195,7 +196,15 @@ pub fn append_partition(
                     );
                     Ok((info.base_offset, info.log_append_time, info.log_start_offset))
                 }
-                SeqCheck::Duplicate(m) => Ok((m.first_offset, None, log.log_start_offset())),
+                SeqCheck::Duplicate(m) => {
+                    // The original append's sync may have failed (its answer
+                    // was then an error): a retry is acknowledged only once
+                    // the duplicate's records are synced too.
+                    if log.config().flush_messages != u64::MAX {
+                        dup_flush = Some(m.last_offset + 1);
+                    }
+                    Ok((m.first_offset, None, log.log_start_offset()))
+                }
                 SeqCheck::OutOfOrder { expected, got } => Err(PartitionResult::error(
                     codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
                     format!(
@@ -219,7 +228,7 @@ pub fn append_partition(
                 log_append_time: append_time.unwrap_or(-1),
                 log_start_offset,
             },
-            flush_end.map(|end_offset| PendingFlush {
+            flush_end.or(dup_flush).map(|end_offset| PendingFlush {
                 log,
                 end_offset,
                 now_ms: now,
