@@ -100,23 +100,54 @@ def committed_offsets(admin, group, topic):
 
 
 class Member:
-    """An in-process group member that commits after every batch it reads."""
+    """An in-process group member that commits after every batch it reads.
+
+    Each member polls in its own thread, as an application would. Polling
+    several consumers in turn from one thread makes kafka-python lose group
+    joins: `poll(timeout_ms=...)` returns while its JoinGroup/SyncGroup is
+    still in flight, and if that exchange completes while the thread is
+    polling another consumer, the next poll discards the finished result and
+    sends a new JoinGroup. For the group leader that starts yet another
+    rebalance (as it would on any broker), so the group can keep
+    rebalancing instead of settling.
+    """
 
     def __init__(self, name, bootstrap, topic, group, seen):
         self.name = name
         self.seen = seen
         self.c = consumer(bootstrap, topic, group)
+        self.error = None
+        self._assigned = frozenset()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"member-{name}", daemon=True)
+        self._thread.start()
 
-    def step(self):
-        batch = self.c.poll(timeout_ms=200, max_records=50)
-        if batch:
-            for recs in batch.values():
-                for r in recs:
-                    self.seen.add(r.value.decode())
-            self.c.commit()
+    def _run(self):
+        try:
+            while not self._stop.is_set():
+                batch = self.c.poll(timeout_ms=200, max_records=50)
+                if batch:
+                    for recs in batch.values():
+                        for r in recs:
+                            self.seen.add(r.value.decode())
+                    self.c.commit()
+                self._assigned = frozenset(tp.partition for tp in self.c.assignment())
+        except Exception as exc:  # noqa: BLE001 - reported by check()
+            self.error = exc
+            traceback.print_exc(file=sys.stderr)
+
+    def check(self):
+        expect(self.error is None, f"member {self.name} failed: {type(self.error).__name__}: {self.error}")
+        expect(self._thread.is_alive(), f"member {self.name} stopped polling")
 
     def assigned(self):
-        return {tp.partition for tp in self.c.assignment()}
+        return set(self._assigned)
+
+    def close(self):
+        """Stops polling, then closes the consumer (leaving the group)."""
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self.c.close()
 
 
 def scenario_members(bootstrap, admin):
@@ -141,16 +172,17 @@ def scenario_members(bootstrap, admin):
         produced.extend(vals)
 
     def pump(members, until, what, limit_s=120):
+        # The members poll in their own threads; this waits for `until`
+        # while watching the committed offsets.
         deadline = time.monotonic() + limit_s
-        last_watch = 0.0
-        while not until():
-            expect(time.monotonic() < deadline, f"timed out waiting for {what}")
+        while True:
             for m in members:
-                m.step()
-            if time.monotonic() - last_watch > 0.5:
-                watch_commits()
-                last_watch = time.monotonic()
-        watch_commits()
+                m.check()
+            watch_commits()
+            if until():
+                return
+            expect(time.monotonic() < deadline, f"timed out waiting for {what}")
+            time.sleep(0.2)
 
     def all_seen():
         return set(produced) <= (seen | child_seen)
@@ -214,7 +246,7 @@ def scenario_members(bootstrap, admin):
             pump(members, lambda: rebalanced() and all_seen(), "a and b to take over after the session timeout")
 
         def first_leaves():
-            members.pop(0).c.close()
+            members.pop(0).close()
             produce_batch(120)
             pump(members, lambda: members[0].assigned() == set(range(6)) and all_seen(), "b to own all partitions")
 
@@ -228,7 +260,7 @@ def scenario_members(bootstrap, admin):
             child.kill()
             child.wait(timeout=10)
         for m in members:
-            m.c.close()
+            m.close()
 
     if not ok:
         return
