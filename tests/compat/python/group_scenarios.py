@@ -150,6 +150,49 @@ class Member:
         self.c.close()
 
 
+class Poller:
+    """Polls one consumer in its own thread (see `Member` for why) and
+    publishes its assignment after every poll."""
+
+    def __init__(self, c):
+        self.c = c
+        self.error = None
+        self.assigned = frozenset()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            while not self._stop.is_set():
+                self.c.poll(timeout_ms=100)
+                self.assigned = frozenset(tp.partition for tp in self.c.assignment())
+        except Exception as exc:  # noqa: BLE001 - reported by poll_together()
+            self.error = exc
+            traceback.print_exc(file=sys.stderr)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
+def poll_together(consumers, until, deadline, what):
+    """Polls every consumer in its own thread until `until(assignments)`
+    (one set of partitions per consumer) holds."""
+    pollers = [Poller(c) for c in consumers]
+    try:
+        while True:
+            for p in pollers:
+                expect(p.error is None, f"poll failed: {type(p.error).__name__}: {p.error}")
+            if until([p.assigned for p in pollers]):
+                return
+            expect(time.monotonic() < deadline, what)
+            time.sleep(0.1)
+    finally:
+        for p in pollers:
+            p.stop()
+
+
 def scenario_members(bootstrap, admin):
     topic = f"pyg-members-{uuid.uuid4().hex[:8]}"
     group = f"pyg-members-{uuid.uuid4().hex[:8]}"
@@ -399,24 +442,20 @@ def scenario_static(bootstrap, admin):
         restarted = None
         try:
             deadline = time.monotonic() + 120
-            while not (first.assignment() and other.assignment()
-                       and len(first.assignment()) + len(other.assignment()) == 4):
-                expect(time.monotonic() < deadline, "two static members did not split the partitions")
-                first.poll(timeout_ms=100)
-                other.poll(timeout_ms=100)
+            poll_together([first, other], lambda a: a[0] and a[1] and len(a[0]) + len(a[1]) == 4,
+                          deadline, "two static members did not split the partitions")
             before = set(first.assignment())
             settled = len(events)
             first.close()  # a static member does not leave the group
             first = None
             restarted = static_member("restarting")
             restarted.subscribe([topic])
-            while not restarted.assignment():
-                expect(time.monotonic() < deadline, "restarted static member got no assignment")
-                restarted.poll(timeout_ms=100)
-                other.poll(timeout_ms=100)
-            for _ in range(20):  # give a rebalance, if any, the chance to show
-                restarted.poll(timeout_ms=100)
-                other.poll(timeout_ms=100)
+            poll_together([restarted, other], lambda a: a[0], deadline,
+                          "restarted static member got no assignment")
+            # give a rebalance, if any, the chance to show
+            window_end = time.monotonic() + 4
+            poll_together([restarted, other], lambda a: time.monotonic() >= window_end, deadline,
+                          "polling after the restart")
             expect(set(restarted.assignment()) == before,
                    f"restarted member got {restarted.assignment()}, had {before}")
             expect(events[settled:] == [], f"the other member saw a rebalance: {events[settled:]}")
