@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -188,20 +188,7 @@ async fn accept_loop(
 ) {
     let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
     let max_request = broker.config.socket_request_max_bytes;
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = shutdown.changed() => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                // e.g. EMFILE: back off instead of spinning
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    while let Some((stream, peer)) = accept_next(&listener, &mut shutdown, "Kafka").await {
         let Some(slot) = limits.acquire(peer.ip()) else {
             tracing::warn!(%peer, "connection refused: max.connections or max.connections.per.ip reached");
             broker
@@ -222,6 +209,28 @@ async fn accept_loop(
             drop(slot);
             drop(done);
         });
+    }
+}
+
+/// Waits for the next connection on `listener`; `None` once `shutdown`
+/// changes. A failed accept (e.g. EMFILE) is logged and retried after a
+/// short back-off instead of spinning.
+pub(crate) async fn accept_next(
+    listener: &TcpListener,
+    shutdown: &mut watch::Receiver<bool>,
+    what: &str,
+) -> Option<(TcpStream, SocketAddr)> {
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => return Some(x),
+                Err(e) => {
+                    tracing::warn!("{what} accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => return None,
+        }
     }
 }
 

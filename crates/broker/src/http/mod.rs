@@ -62,19 +62,9 @@ async fn accept_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = shutdown.changed() => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!("HTTP accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    while let Some((stream, peer)) =
+        crate::server::accept_next(&listener, &mut shutdown, "HTTP").await
+    {
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             tracing::debug!(%peer, "HTTP connection refused: {MAX_CONNECTIONS} already open");
             continue;
