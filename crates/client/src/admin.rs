@@ -174,16 +174,12 @@ impl Client {
         let resp = conn.send(&req).await?;
         let mut out = Vec::new();
         for r in resp.results {
-            if resource == ResourceType::Topic
-                && r.error_code
-                    == weir_protocol::error_code::ErrorCode::UnknownTopicOrPartition.code()
-            {
-                return Err(ClientError::UnknownTopic(name.to_string()));
-            }
-            ClientError::check(
+            check_config_result(
+                resource,
+                name,
                 r.error_code,
-                || format!("describe configs of {name}"),
                 r.error_message,
+                "describe configs of",
             )?;
             for c in r.configs {
                 out.push(ConfigEntry {
@@ -223,16 +219,12 @@ impl Client {
         };
         let resp = self.controller_connection().await?.send(&req).await?;
         for r in resp.responses {
-            if resource == ResourceType::Topic
-                && r.error_code
-                    == weir_protocol::error_code::ErrorCode::UnknownTopicOrPartition.code()
-            {
-                return Err(ClientError::UnknownTopic(name.to_string()));
-            }
-            ClientError::check(
+            check_config_result(
+                resource,
+                name,
                 r.error_code,
-                || format!("alter configs of {name}"),
                 r.error_message,
+                "alter configs of",
             )?;
         }
         Ok(())
@@ -336,4 +328,22 @@ impl Client {
         }
         Ok(out)
     }
+}
+
+/// A config resource's result: an unknown topic becomes
+/// [`ClientError::UnknownTopic`], any other error a broker error naming
+/// `what` and the resource.
+fn check_config_result(
+    resource: ResourceType,
+    name: &str,
+    code: i16,
+    message: Option<String>,
+    what: &str,
+) -> Result<(), ClientError> {
+    if resource == ResourceType::Topic
+        && code == weir_protocol::error_code::ErrorCode::UnknownTopicOrPartition.code()
+    {
+        return Err(ClientError::UnknownTopic(name.to_string()));
+    }
+    ClientError::check(code, || format!("{what} {name}"), message)
 }
