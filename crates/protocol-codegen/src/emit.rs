@@ -60,6 +60,28 @@ impl Ctx<'_> {
         n
     }
 
+    /// Whether struct `name` has an `ErrorCode` field, directly or in a
+    /// struct it holds.
+    pub fn has_error_codes(&self, name: &str) -> bool {
+        self.has_error_codes_depth(name, 0)
+    }
+
+    fn has_error_codes_depth(&self, name: &str, depth: usize) -> bool {
+        // Kafka's structs do not nest recursively; the bound only guards
+        // against a malformed definition.
+        if depth > 32 {
+            return false;
+        }
+        let Some(s) = self.msg.struct_def(name) else {
+            return false;
+        };
+        s.fields.iter().any(|f| {
+            is_error_code(f)
+                || crate::spec::struct_name(&f.ty)
+                    .is_some_and(|n| self.has_error_codes_depth(n, depth + 1))
+        })
+    }
+
     pub fn type_min(&self, ty: &Type, version: i16, compact: bool, nullable: bool) -> usize {
         match ty {
             Type::Bool | Type::Int8 => 1,
@@ -498,6 +520,11 @@ fn emit_struct(ctx: &Ctx<'_>, s: &StructDef, top: bool, out: &mut String) -> Res
         );
     }
 
+    // --- error codes (responses) ---
+    if msg.kind == Kind::Response && (top || ctx.has_error_codes(&s.name)) {
+        emit_error_codes(ctx, s, out);
+    }
+
     // --- random values ---
     let mut r = String::new();
     for f in &s.fields {
@@ -551,6 +578,47 @@ fn emit_struct(ctx: &Ctx<'_>, s: &StructDef, top: bool, out: &mut String) -> Res
         s.name
     );
     Ok(())
+}
+
+/// An `int16` field named `ErrorCode`: what `for_each_error_code` visits.
+fn is_error_code(f: &Field) -> bool {
+    f.name == "ErrorCode" && f.ty == Type::Int16
+}
+
+/// `for_each_error_code`: calls `f` with every `ErrorCode` field of the
+/// struct and of the structs it holds (arrays and nullable ones included),
+/// in definition order, whatever the version (a field absent from a
+/// version holds its default, 0).
+fn emit_error_codes(ctx: &Ctx<'_>, s: &StructDef, out: &mut String) {
+    let mut body = String::new();
+    for f in &s.fields {
+        let a = format!("self.{}", field_ident(&f.name));
+        if is_error_code(f) {
+            let _ = writeln!(body, "f({a});");
+            continue;
+        }
+        let Some(n) = crate::spec::struct_name(&f.ty) else {
+            continue;
+        };
+        if !ctx.has_error_codes(n) {
+            continue;
+        }
+        let visit = match (&f.ty, is_option(f)) {
+            (Type::Array(_), false) => format!("for x in &{a} {{\nx.for_each_error_code(f);\n}}\n"),
+            (Type::Array(_), true) => format!(
+                "if let Some(v) = &{a} {{\nfor x in v {{\nx.for_each_error_code(f);\n}}\n}}\n"
+            ),
+            (_, false) => format!("{a}.for_each_error_code(f);\n"),
+            (_, true) => format!("if let Some(x) = &{a} {{\nx.for_each_error_code(f);\n}}\n"),
+        };
+        body.push_str(&visit);
+    }
+    let fp = if body.is_empty() { "_f" } else { "f" };
+    let _ = writeln!(
+        out,
+        "impl {} {{\n    /// Calls `f` with every `ErrorCode` of this struct and the structs it\n    /// holds, in definition order (one call per array element).\n    pub fn for_each_error_code(&self, {fp}: &mut impl FnMut(i16)) {{\n{body}}}\n}}\n",
+        s.name
+    );
 }
 
 /// The versions in which each struct of the message can occur: the

@@ -243,6 +243,15 @@ fn emit_body_enum<'a>(
         let _ = writeln!(out, "{name}::{v}(_) => ApiKey::{v},", v = var(a.1));
     }
     out.push_str("}\n}\n\n");
+    if name == "ResponseBody" {
+        out.push_str(
+            "    /// Calls `f` with every `ErrorCode` field of this response, nested\n    /// ones included (one call per array element), in definition order.\n    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {\n        match self {\n",
+        );
+        for a in apis {
+            let _ = writeln!(out, "{name}::{}(m) => m.for_each_error_code(f),", var(a.1));
+        }
+        out.push_str("}\n}\n\n");
+    }
     out.push_str(
         "    /// A random body of `api_key` valid in `version` (property tests).\n    #[cfg(any(test, feature = \"arbitrary\"))]\n    pub fn random(api_key: ApiKey, rng: &mut crate::codec::arbitrary::Rng, version: i16) -> Self {\n        use crate::codec::arbitrary::Random;\n        match api_key {\n",
     );

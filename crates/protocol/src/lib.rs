@@ -10,6 +10,7 @@
 //! - [`varint`]: Kafka's variable-length integers.
 //! - [`codec`]: the `Encodable`/`Decodable` traits and errors of the messages.
 //! - [`frame`]: whole request/response frames (header + body).
+//! - [`weir_ext`]: weir's opt-in protocol extensions (tagged fields).
 
 pub mod codec;
 pub mod error_code;
@@ -18,6 +19,7 @@ pub mod messages;
 pub mod partitioner;
 pub mod records;
 pub mod varint;
+pub mod weir_ext;
 
 pub use codec::{
     Decodable, DecodeError, Encodable, EncodeError, Message, RawTaggedField, Request, Uuid,

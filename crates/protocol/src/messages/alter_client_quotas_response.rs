@@ -107,6 +107,16 @@ impl Message for AlterClientQuotasResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(1);
 }
 
+impl AlterClientQuotasResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.entries {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for AlterClientQuotasResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -337,6 +347,14 @@ impl Decodable for EntryData {
             }
         }
         Ok(this)
+    }
+}
+
+impl EntryData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

@@ -130,6 +130,17 @@ impl Message for AlterPartitionReassignmentsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl AlterPartitionReassignmentsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.responses {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for AlterPartitionReassignmentsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -231,6 +242,14 @@ impl Decodable for ReassignablePartitionResponse {
     }
 }
 
+impl ReassignablePartitionResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for ReassignablePartitionResponse {
     fn random(rng: &mut Rng, _version: i16) -> Self {
@@ -327,6 +346,16 @@ impl Decodable for ReassignableTopicResponse {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl ReassignableTopicResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

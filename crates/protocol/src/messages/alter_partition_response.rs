@@ -100,6 +100,17 @@ impl Message for AlterPartitionResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl AlterPartitionResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for AlterPartitionResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -222,6 +233,14 @@ impl Decodable for PartitionData {
     }
 }
 
+impl PartitionData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for PartitionData {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -332,6 +351,16 @@ impl Decodable for TopicData {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl TopicData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

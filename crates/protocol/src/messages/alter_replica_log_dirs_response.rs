@@ -110,6 +110,16 @@ impl Message for AlterReplicaLogDirsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(2);
 }
 
+impl AlterReplicaLogDirsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.results {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for AlterReplicaLogDirsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -191,6 +201,14 @@ impl Decodable for AlterReplicaLogDirPartitionResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl AlterReplicaLogDirPartitionResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -301,6 +319,16 @@ impl Decodable for AlterReplicaLogDirTopicResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl AlterReplicaLogDirTopicResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -99,6 +99,16 @@ impl Message for AlterUserScramCredentialsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl AlterUserScramCredentialsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.results {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for AlterUserScramCredentialsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -201,6 +211,14 @@ impl Decodable for AlterUserScramCredentialsResult {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl AlterUserScramCredentialsResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

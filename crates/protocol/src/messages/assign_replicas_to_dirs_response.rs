@@ -100,6 +100,17 @@ impl Message for AssignReplicasToDirsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl AssignReplicasToDirsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.directories {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for AssignReplicasToDirsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -169,6 +180,14 @@ impl Decodable for PartitionData {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl PartitionData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -254,6 +273,16 @@ impl Decodable for TopicData {
     }
 }
 
+impl TopicData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for TopicData {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -335,6 +364,16 @@ impl Decodable for DirectoryData {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl DirectoryData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
     }
 }
 

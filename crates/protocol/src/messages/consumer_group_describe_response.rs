@@ -96,6 +96,16 @@ impl Message for ConsumerGroupDescribeResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl ConsumerGroupDescribeResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.groups {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for ConsumerGroupDescribeResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -472,6 +482,14 @@ impl Decodable for DescribedGroup {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl DescribedGroup {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

@@ -230,6 +230,14 @@ impl Message for CreateDelegationTokenResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(2);
 }
 
+impl CreateDelegationTokenResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for CreateDelegationTokenResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {

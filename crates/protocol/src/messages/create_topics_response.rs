@@ -115,6 +115,16 @@ impl Message for CreateTopicsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(5);
 }
 
+impl CreateTopicsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for CreateTopicsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -540,6 +550,14 @@ impl Decodable for CreatableTopicResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl CreatableTopicResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

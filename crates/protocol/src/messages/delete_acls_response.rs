@@ -110,6 +110,16 @@ impl Message for DeleteAclsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(2);
 }
 
+impl DeleteAclsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.filter_results {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DeleteAclsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -302,6 +312,14 @@ impl Decodable for DeleteAclsMatchingAcl {
     }
 }
 
+impl DeleteAclsMatchingAcl {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DeleteAclsMatchingAcl {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -436,6 +454,17 @@ impl Decodable for DeleteAclsFilterResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl DeleteAclsFilterResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.matching_acls {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -110,6 +110,16 @@ impl Message for DeleteRecordsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(2);
 }
 
+impl DeleteRecordsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DeleteRecordsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -197,6 +207,14 @@ impl Decodable for DeleteRecordsPartitionResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl DeleteRecordsPartitionResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -308,6 +326,16 @@ impl Decodable for DeleteRecordsTopicResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl DeleteRecordsTopicResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -115,6 +115,16 @@ impl Message for DeleteTopicsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(4);
 }
 
+impl DeleteTopicsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.responses {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DeleteTopicsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -259,6 +269,14 @@ impl Decodable for DeletableTopicResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl DeletableTopicResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

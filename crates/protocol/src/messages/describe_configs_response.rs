@@ -110,6 +110,16 @@ impl Message for DescribeConfigsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(4);
 }
 
+impl DescribeConfigsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.results {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DescribeConfigsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -674,6 +684,14 @@ impl Decodable for DescribeConfigsResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl DescribeConfigsResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

@@ -121,6 +121,17 @@ impl Message for DescribeLogDirsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(2);
 }
 
+impl DescribeLogDirsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.results {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DescribeLogDirsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -476,6 +487,14 @@ impl Decodable for DescribeLogDirsResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl DescribeLogDirsResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

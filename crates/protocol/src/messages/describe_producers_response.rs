@@ -96,6 +96,16 @@ impl Message for DescribeProducersResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl DescribeProducersResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DescribeProducersResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -298,6 +308,14 @@ impl Decodable for PartitionResponse {
     }
 }
 
+impl PartitionResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for PartitionResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -394,6 +412,16 @@ impl Decodable for TopicResponse {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl TopicResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -163,6 +163,17 @@ impl Message for DescribeQuorumResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl DescribeQuorumResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DescribeQuorumResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -341,6 +352,14 @@ impl Decodable for PartitionData {
     }
 }
 
+impl PartitionData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for PartitionData {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -443,6 +462,16 @@ impl Decodable for TopicData {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl TopicData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

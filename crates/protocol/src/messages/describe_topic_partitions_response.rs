@@ -115,6 +115,16 @@ impl Message for DescribeTopicPartitionsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl DescribeTopicPartitionsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DescribeTopicPartitionsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -313,6 +323,14 @@ impl Decodable for DescribeTopicPartitionsResponsePartition {
     }
 }
 
+impl DescribeTopicPartitionsResponsePartition {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DescribeTopicPartitionsResponsePartition {
     fn random(rng: &mut Rng, _version: i16) -> Self {
@@ -461,6 +479,17 @@ impl Decodable for DescribeTopicPartitionsResponseTopic {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl DescribeTopicPartitionsResponseTopic {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

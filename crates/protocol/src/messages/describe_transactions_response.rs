@@ -94,6 +94,16 @@ impl Message for DescribeTransactionsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl DescribeTransactionsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.transaction_states {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DescribeTransactionsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -302,6 +312,14 @@ impl Decodable for TransactionState {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl TransactionState {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

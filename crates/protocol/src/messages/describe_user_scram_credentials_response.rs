@@ -130,6 +130,17 @@ impl Message for DescribeUserScramCredentialsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl DescribeUserScramCredentialsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.results {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for DescribeUserScramCredentialsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -329,6 +340,14 @@ impl Decodable for DescribeUserScramCredentialsResult {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl DescribeUserScramCredentialsResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

@@ -128,6 +128,17 @@ impl Message for ElectLeadersResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(2);
 }
 
+impl ElectLeadersResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.replica_election_results {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for ElectLeadersResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -233,6 +244,14 @@ impl Decodable for PartitionResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl PartitionResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -348,6 +367,16 @@ impl Decodable for ReplicaElectionResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl ReplicaElectionResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partition_result {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -165,6 +165,17 @@ impl Message for EndQuorumEpochResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(1);
 }
 
+impl EndQuorumEpochResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for EndQuorumEpochResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -263,6 +274,14 @@ impl Decodable for PartitionData {
             }
         }
         Ok(this)
+    }
+}
+
+impl PartitionData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -367,6 +386,16 @@ impl Decodable for TopicData {
             }
         }
         Ok(this)
+    }
+}
+
+impl TopicData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -203,6 +203,17 @@ impl Message for FetchResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(12);
 }
 
+impl FetchResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.responses {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for FetchResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -937,6 +948,14 @@ impl Decodable for PartitionData {
     }
 }
 
+impl PartitionData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for PartitionData {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -1097,6 +1116,16 @@ impl Decodable for FetchableTopicResponse {
             }
         }
         Ok(this)
+    }
+}
+
+impl FetchableTopicResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

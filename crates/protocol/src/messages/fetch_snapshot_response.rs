@@ -162,6 +162,17 @@ impl Message for FetchSnapshotResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl FetchSnapshotResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for FetchSnapshotResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -435,6 +446,14 @@ impl Decodable for PartitionSnapshot {
     }
 }
 
+impl PartitionSnapshot {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for PartitionSnapshot {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -530,6 +549,16 @@ impl Decodable for TopicSnapshot {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl TopicSnapshot {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -241,6 +241,17 @@ impl Message for FindCoordinatorResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(3);
 }
 
+impl FindCoordinatorResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.coordinators {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for FindCoordinatorResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -470,6 +481,14 @@ impl Decodable for Coordinator {
             }
         }
         Ok(this)
+    }
+}
+
+impl Coordinator {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

@@ -110,6 +110,16 @@ impl Message for IncrementalAlterConfigsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(1);
 }
 
+impl IncrementalAlterConfigsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.responses {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for IncrementalAlterConfigsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -232,6 +242,14 @@ impl Decodable for AlterConfigsResourceResponse {
             }
         }
         Ok(this)
+    }
+}
+
+impl AlterConfigsResourceResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

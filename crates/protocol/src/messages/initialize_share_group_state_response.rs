@@ -90,6 +90,16 @@ impl Message for InitializeShareGroupStateResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl InitializeShareGroupStateResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.results {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for InitializeShareGroupStateResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -170,6 +180,14 @@ impl Decodable for PartitionResult {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl PartitionResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -259,6 +277,16 @@ impl Decodable for InitializeStateResult {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl InitializeStateResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -234,6 +234,14 @@ impl Message for JoinGroupResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(6);
 }
 
+impl JoinGroupResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for JoinGroupResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {

@@ -156,6 +156,20 @@ impl Message for LeaderAndIsrResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(4);
 }
 
+impl LeaderAndIsrResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.partition_errors {
+            x.for_each_error_code(f);
+        }
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for LeaderAndIsrResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -287,6 +301,16 @@ impl Decodable for LeaderAndIsrTopicError {
     }
 }
 
+impl LeaderAndIsrTopicError {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partition_errors {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for LeaderAndIsrTopicError {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -392,6 +416,14 @@ impl Decodable for LeaderAndIsrPartitionError {
             }
         }
         Ok(this)
+    }
+}
+
+impl LeaderAndIsrPartitionError {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

@@ -130,6 +130,17 @@ impl Message for LeaveGroupResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(4);
 }
 
+impl LeaveGroupResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.members {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for LeaveGroupResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -289,6 +300,14 @@ impl Decodable for MemberResponse {
             }
         }
         Ok(this)
+    }
+}
+
+impl MemberResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

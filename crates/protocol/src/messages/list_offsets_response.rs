@@ -115,6 +115,16 @@ impl Message for ListOffsetsResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(6);
 }
 
+impl ListOffsetsResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for ListOffsetsResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -296,6 +306,14 @@ impl Decodable for ListOffsetsPartitionResponse {
     }
 }
 
+impl ListOffsetsPartitionResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for ListOffsetsPartitionResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -415,6 +433,16 @@ impl Decodable for ListOffsetsTopicResponse {
             }
         }
         Ok(this)
+    }
+}
+
+impl ListOffsetsTopicResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

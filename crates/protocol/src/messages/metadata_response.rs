@@ -208,6 +208,16 @@ impl Message for MetadataResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(9);
 }
 
+impl MetadataResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for MetadataResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -535,6 +545,14 @@ impl Decodable for MetadataResponsePartition {
     }
 }
 
+impl MetadataResponsePartition {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for MetadataResponsePartition {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -715,6 +733,17 @@ impl Decodable for MetadataResponseTopic {
             }
         }
         Ok(this)
+    }
+}
+
+impl MetadataResponseTopic {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

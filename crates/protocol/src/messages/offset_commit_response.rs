@@ -115,6 +115,16 @@ impl Message for OffsetCommitResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(8);
 }
 
+impl OffsetCommitResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for OffsetCommitResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -198,6 +208,14 @@ impl Decodable for OffsetCommitResponsePartition {
             }
         }
         Ok(this)
+    }
+}
+
+impl OffsetCommitResponsePartition {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -308,6 +326,16 @@ impl Decodable for OffsetCommitResponseTopic {
             }
         }
         Ok(this)
+    }
+}
+
+impl OffsetCommitResponseTopic {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -99,6 +99,17 @@ impl Message for OffsetDeleteResponse {
     const FLEXIBLE_MIN: Option<i16> = None;
 }
 
+impl OffsetDeleteResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for OffsetDeleteResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -161,6 +172,14 @@ impl Decodable for OffsetDeleteResponsePartition {
         this.partition_index = rt::get_i32(buf)?;
         this.error_code = rt::get_i16(buf)?;
         Ok(this)
+    }
+}
+
+impl OffsetDeleteResponsePartition {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -248,6 +267,16 @@ impl Decodable for OffsetDeleteResponseTopic {
             "OffsetDeleteResponseTopic.partitions",
         )?;
         Ok(this)
+    }
+}
+
+impl OffsetDeleteResponseTopic {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

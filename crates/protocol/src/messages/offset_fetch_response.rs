@@ -173,6 +173,20 @@ impl Message for OffsetFetchResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(6);
 }
 
+impl OffsetFetchResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+        f(self.error_code);
+        for x in &self.groups {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for OffsetFetchResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -363,6 +377,14 @@ impl Decodable for OffsetFetchResponsePartition {
     }
 }
 
+impl OffsetFetchResponsePartition {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for OffsetFetchResponsePartition {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -510,6 +532,16 @@ impl Decodable for OffsetFetchResponseTopic {
             }
         }
         Ok(this)
+    }
+}
+
+impl OffsetFetchResponseTopic {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 
@@ -694,6 +726,14 @@ impl Decodable for OffsetFetchResponsePartitions {
     }
 }
 
+impl OffsetFetchResponsePartitions {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for OffsetFetchResponsePartitions {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -840,6 +880,16 @@ impl Decodable for OffsetFetchResponseTopics {
             }
         }
         Ok(this)
+    }
+}
+
+impl OffsetFetchResponseTopics {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 
@@ -995,6 +1045,17 @@ impl Decodable for OffsetFetchResponseGroup {
             }
         }
         Ok(this)
+    }
+}
+
+impl OffsetFetchResponseGroup {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+        f(self.error_code);
     }
 }
 

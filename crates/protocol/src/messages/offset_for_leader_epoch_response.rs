@@ -115,6 +115,16 @@ impl Message for OffsetForLeaderEpochResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(4);
 }
 
+impl OffsetForLeaderEpochResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for OffsetForLeaderEpochResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -230,6 +240,14 @@ impl Decodable for EpochEndOffset {
     }
 }
 
+impl EpochEndOffset {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for EpochEndOffset {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -338,6 +356,16 @@ impl Decodable for OffsetForLeaderTopicResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl OffsetForLeaderTopicResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

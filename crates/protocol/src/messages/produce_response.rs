@@ -175,6 +175,16 @@ impl Message for ProduceResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(9);
 }
 
+impl ProduceResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.responses {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for ProduceResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -645,6 +655,14 @@ impl Decodable for PartitionProduceResponse {
     }
 }
 
+impl PartitionProduceResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for PartitionProduceResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -773,6 +791,16 @@ impl Decodable for TopicProduceResponse {
             }
         }
         Ok(this)
+    }
+}
+
+impl TopicProduceResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partition_responses {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -90,6 +90,16 @@ impl Message for ReadShareGroupStateResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl ReadShareGroupStateResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.results {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for ReadShareGroupStateResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -287,6 +297,14 @@ impl Decodable for PartitionResult {
     }
 }
 
+impl PartitionResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for PartitionResult {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -378,6 +396,16 @@ impl Decodable for ReadStateResult {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl ReadStateResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

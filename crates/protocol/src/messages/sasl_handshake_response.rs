@@ -100,6 +100,14 @@ impl Message for SaslHandshakeResponse {
     const FLEXIBLE_MIN: Option<i16> = None;
 }
 
+impl SaslHandshakeResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for SaslHandshakeResponse {
     fn random(rng: &mut Rng, _version: i16) -> Self {

@@ -139,6 +139,17 @@ impl Message for ShareAcknowledgeResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl ShareAcknowledgeResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.responses {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for ShareAcknowledgeResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -305,6 +316,14 @@ impl Decodable for PartitionData {
     }
 }
 
+impl PartitionData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for PartitionData {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -392,6 +411,16 @@ impl Decodable for ShareAcknowledgeTopicResponse {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl ShareAcknowledgeTopicResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

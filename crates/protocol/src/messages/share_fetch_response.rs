@@ -139,6 +139,17 @@ impl Message for ShareFetchResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl ShareFetchResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.responses {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for ShareFetchResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -435,6 +446,14 @@ impl Decodable for PartitionData {
     }
 }
 
+impl PartitionData {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for PartitionData {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -536,6 +555,16 @@ impl Decodable for ShareFetchableTopicResponse {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl ShareFetchableTopicResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -110,6 +110,17 @@ impl Message for StopReplicaResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(2);
 }
 
+impl StopReplicaResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.partition_errors {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for StopReplicaResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -204,6 +215,14 @@ impl Decodable for StopReplicaPartitionError {
             }
         }
         Ok(this)
+    }
+}
+
+impl StopReplicaPartitionError {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

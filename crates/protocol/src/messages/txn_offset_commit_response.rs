@@ -110,6 +110,16 @@ impl Message for TxnOffsetCommitResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(3);
 }
 
+impl TxnOffsetCommitResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for TxnOffsetCommitResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -191,6 +201,14 @@ impl Decodable for TxnOffsetCommitResponsePartition {
             }
         }
         Ok(this)
+    }
+}
+
+impl TxnOffsetCommitResponsePartition {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -301,6 +319,16 @@ impl Decodable for TxnOffsetCommitResponseTopic {
             }
         }
         Ok(this)
+    }
+}
+
+impl TxnOffsetCommitResponseTopic {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
     }
 }
 

@@ -134,6 +134,17 @@ impl Message for UpdateFeaturesResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(0);
 }
 
+impl UpdateFeaturesResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
+        for x in &self.results {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for UpdateFeaturesResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -241,6 +252,14 @@ impl Decodable for UpdatableFeatureResult {
                 .push(RawTaggedField { tag, data });
         }
         Ok(this)
+    }
+}
+
+impl UpdatableFeatureResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 

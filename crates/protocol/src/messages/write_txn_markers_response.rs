@@ -104,6 +104,16 @@ impl Message for WriteTxnMarkersResponse {
     const FLEXIBLE_MIN: Option<i16> = Some(1);
 }
 
+impl WriteTxnMarkersResponse {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.markers {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for WriteTxnMarkersResponse {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -184,6 +194,14 @@ impl Decodable for WritableTxnMarkerPartitionResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl WritableTxnMarkerPartitionResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        f(self.error_code);
     }
 }
 
@@ -297,6 +315,16 @@ impl Decodable for WritableTxnMarkerTopicResult {
     }
 }
 
+impl WritableTxnMarkerTopicResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.partitions {
+            x.for_each_error_code(f);
+        }
+    }
+}
+
 #[cfg(any(test, feature = "arbitrary"))]
 impl Random for WritableTxnMarkerTopicResult {
     fn random(rng: &mut Rng, version: i16) -> Self {
@@ -396,6 +424,16 @@ impl Decodable for WritableTxnMarkerResult {
             }
         }
         Ok(this)
+    }
+}
+
+impl WritableTxnMarkerResult {
+    /// Calls `f` with every `ErrorCode` of this struct and the structs it
+    /// holds, in definition order (one call per array element).
+    pub fn for_each_error_code(&self, f: &mut impl FnMut(i16)) {
+        for x in &self.topics {
+            x.for_each_error_code(f);
+        }
     }
 }
 
