@@ -3,9 +3,10 @@
 //!
 //! Two kinds of metrics:
 //! - **event counters** updated on the request path: per-API request
-//!   counts, failures and latency histograms, network bytes, connections.
-//!   Each update is a relaxed atomic add on a slot created at start (the
-//!   per-API slots are indexed by api key), so the hot path takes no lock
+//!   counts, failures and latency histograms, error codes in responses,
+//!   network bytes, connections. Each update is a relaxed atomic add on a
+//!   slot created at start (the per-API slots are indexed by api key, the
+//!   error slots by api key and error code), so the hot path takes no lock
 //!   and allocates nothing;
 //! - **state gauges** computed when scraped ([`render`]): per-partition
 //!   offsets and sizes, consumer-group lag, cleaner and retention totals.
@@ -19,6 +20,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use weir_protocol::messages::ResponseBody;
 use weir_storage::cleaner::LogCleaner;
 use weir_storage::retention::RetentionReport;
 
@@ -54,6 +56,26 @@ const LATENCY_BUCKETS_NS: [u64; 17] = [
 
 /// One slot per api key 0..API_SLOTS; higher keys are not counted.
 const API_SLOTS: usize = 128;
+
+/// Error-code slots per API: codes -1..=254 at index `code + 1`, then one
+/// slot for any other code.
+pub const ERROR_SLOTS: usize = 257;
+
+/// The slot of error code `code` in an API's row of the error table.
+fn error_slot(code: i16) -> usize {
+    usize::try_from(i32::from(code) + 1)
+        .ok()
+        .filter(|&i| i < ERROR_SLOTS - 1)
+        .unwrap_or(ERROR_SLOTS - 1)
+}
+
+/// The error code of slot `slot`; None for the last ("any other code").
+pub fn error_slot_code(slot: usize) -> Option<i16> {
+    if slot >= ERROR_SLOTS - 1 {
+        return None;
+    }
+    i16::try_from(slot).ok().map(|s| s - 1)
+}
 
 /// A latency histogram with fixed buckets ([`LATENCY_BUCKETS_SECONDS`]).
 /// Observations are three relaxed atomic adds.
@@ -127,6 +149,9 @@ pub struct RetentionStats {
 #[derive(Debug)]
 pub struct BrokerMetrics {
     apis: Box<[ApiStats]>,
+    /// Non-zero error codes found in responses: `API_SLOTS` rows of
+    /// `ERROR_SLOTS`, row = api key, column = [`error_slot`].
+    response_errors: Box<[AtomicU64]>,
     /// Request frames received, size prefix included.
     pub bytes_in: AtomicU64,
     /// Response bytes written (in memory and sendfile).
@@ -150,6 +175,9 @@ impl BrokerMetrics {
     pub fn new(start_time_unix_ms: i64, recovery: Duration) -> BrokerMetrics {
         BrokerMetrics {
             apis: (0..API_SLOTS).map(|_| ApiStats::default()).collect(),
+            response_errors: (0..API_SLOTS * ERROR_SLOTS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             connections_accepted: AtomicU64::new(0),
@@ -178,6 +206,29 @@ impl BrokerMetrics {
             }
             a.latency.observe(elapsed);
         }
+    }
+
+    /// The error-code counters of api key `key` (indexed by
+    /// [`error_slot`]); None for keys outside the table.
+    pub fn response_errors(&self, key: i16) -> Option<&[AtomicU64]> {
+        let k = usize::try_from(key).ok().filter(|&k| k < API_SLOTS)?;
+        self.response_errors
+            .get(k * ERROR_SLOTS..(k + 1) * ERROR_SLOTS)
+    }
+
+    /// Counts every non-zero `ErrorCode` in `body`, a response of api key
+    /// `key`: one walk of the response, one relaxed atomic add per error.
+    /// `NONE` is not counted (that would be an atomic add per partition
+    /// of every Produce and Fetch response).
+    pub fn record_response_errors(&self, key: i16, body: &ResponseBody) {
+        let Some(row) = self.response_errors(key) else {
+            return;
+        };
+        body.for_each_error_code(&mut |code| {
+            if code != 0 {
+                row[error_slot(code)].fetch_add(1, Ordering::Relaxed);
+            }
+        });
     }
 
     pub fn connection_opened(&self) {
@@ -281,6 +332,71 @@ mod tests {
         assert_eq!(m.api(1).unwrap().requests.load(Ordering::Relaxed), 1);
         assert!(m.api(-1).is_none());
         assert!(m.api(i16::MAX).is_none());
+    }
+
+    #[test]
+    fn error_slots_cover_known_codes_and_fold_the_rest() {
+        assert_eq!(error_slot(-1), 0);
+        assert_eq!(error_slot(0), 1);
+        assert_eq!(error_slot(254), ERROR_SLOTS - 2);
+        assert_eq!(error_slot(255), ERROR_SLOTS - 1);
+        assert_eq!(error_slot(-2), ERROR_SLOTS - 1);
+        assert_eq!(error_slot(i16::MIN), ERROR_SLOTS - 1);
+        assert_eq!(error_slot(i16::MAX), ERROR_SLOTS - 1);
+        for code in -1..=254 {
+            assert_eq!(error_slot_code(error_slot(code)), Some(code));
+        }
+        assert_eq!(error_slot_code(ERROR_SLOTS - 1), None);
+        let highest = weir_protocol::error_code::ErrorCode::ALL
+            .iter()
+            .map(|c| c.code())
+            .max()
+            .unwrap();
+        assert!(error_slot(highest) < ERROR_SLOTS - 1);
+    }
+
+    #[test]
+    fn response_errors_count_every_non_zero_code_per_api() {
+        use weir_protocol::messages::ProduceResponse;
+        use weir_protocol::messages::produce_response::{
+            PartitionProduceResponse, TopicProduceResponse,
+        };
+        let part = |code: i16| PartitionProduceResponse {
+            error_code: code,
+            ..Default::default()
+        };
+        let body = ResponseBody::Produce(ProduceResponse {
+            responses: vec![
+                TopicProduceResponse {
+                    partition_responses: vec![part(3), part(0), part(3)],
+                    ..Default::default()
+                },
+                TopicProduceResponse {
+                    partition_responses: vec![part(3), part(-1), part(1000)],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        });
+        let m = BrokerMetrics::new(0, Duration::ZERO);
+        m.record_response_errors(0, &body);
+        m.record_response_errors(-5, &body); // ignored
+        let row = m.response_errors(0).unwrap();
+        let get = |code: i16| row[error_slot(code)].load(Ordering::Relaxed);
+        assert_eq!(get(3), 3);
+        assert_eq!(get(-1), 1);
+        assert_eq!(row[ERROR_SLOTS - 1].load(Ordering::Relaxed), 1);
+        assert_eq!(get(0), 0);
+        let total: u64 = row.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+        assert_eq!(total, 5);
+        let fetch: u64 = m
+            .response_errors(1)
+            .unwrap()
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .sum();
+        assert_eq!(fetch, 0);
+        assert!(m.response_errors(API_SLOTS as i16).is_none());
     }
 
     #[test]

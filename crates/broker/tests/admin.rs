@@ -341,3 +341,106 @@ async fn create_partitions_and_describe_log_dirs() {
     );
     b.shutdown().await.unwrap();
 }
+
+/// `.log` files in a partition directory: the segments on disk.
+fn log_files(dir: &std::path::Path, topic: &str, partition: i32) -> u64 {
+    std::fs::read_dir(dir.join(format!("{topic}-{partition}")))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".log")
+        })
+        .count() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_log_dirs_reports_segment_counts_only_when_asked() {
+    use weir_protocol::weir_ext;
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(
+        create_topic(&mut c, "segs", 2, &[("segment.bytes", "200")]).await,
+        NONE
+    );
+    // each batch is larger than half a segment: one segment per batch
+    let value = "v".repeat(100);
+    for i in 0..5 {
+        assert_eq!(
+            produce(&mut c, "segs", 0, batch(&[&value], i), 1).await,
+            (NONE, i)
+        );
+    }
+    let on_disk = [
+        log_files(dir.path(), "segs", 0),
+        log_files(dir.path(), "segs", 1),
+    ];
+    assert!(on_disk[0] >= 5, "{on_disk:?}");
+    assert_eq!(on_disk[1], 1);
+
+    let partitions =
+        |r: &DescribeLogDirsResponse| -> Vec<describe_log_dirs_response::DescribeLogDirsPartition> {
+            r.results
+                .iter()
+                .flat_map(|d| d.topics.iter())
+                .filter(|t| t.name == "segs")
+                .flat_map(|t| t.partitions.iter().cloned())
+                .collect()
+        };
+    for version in 1..=4 {
+        // without the tag: no tagged field anywhere
+        let req = DescribeLogDirsRequest {
+            topics: None,
+            ..Default::default()
+        };
+        let r = match c.call(RequestBody::DescribeLogDirs(req), version).await {
+            ResponseBody::DescribeLogDirs(r) => r,
+            other => panic!("{other:?}"),
+        };
+        assert!(r.unknown_tagged_fields.is_empty());
+        for d in &r.results {
+            assert!(d.unknown_tagged_fields.is_empty());
+            for t in &d.topics {
+                assert!(t.unknown_tagged_fields.is_empty());
+                for p in &t.partitions {
+                    assert!(p.unknown_tagged_fields.is_empty(), "v{version}: {p:?}");
+                }
+            }
+        }
+        assert_eq!(partitions(&r).len(), 2);
+        if version < 2 {
+            continue; // tagged fields need a flexible version
+        }
+        // with the tag: one count per partition, as many as .log files
+        let mut req = DescribeLogDirsRequest {
+            topics: Some(vec![describe_log_dirs_request::DescribableLogDirTopic {
+                topic: "segs".into(),
+                partitions: vec![0, 1],
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        weir_ext::request_segment_counts(&mut req);
+        let r = match c.call(RequestBody::DescribeLogDirs(req), version).await {
+            ResponseBody::DescribeLogDirs(r) => r,
+            other => panic!("{other:?}"),
+        };
+        let got: Vec<(i32, Option<u64>)> = partitions(&r)
+            .iter()
+            .map(|p| (p.partition_index, weir_ext::segment_count(p)))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(0, Some(on_disk[0])), (1, Some(on_disk[1]))],
+            "v{version}"
+        );
+        // only that one tagged field was added
+        for p in partitions(&r) {
+            assert_eq!(p.unknown_tagged_fields.len(), 1);
+        }
+    }
+    b.shutdown().await.unwrap();
+}

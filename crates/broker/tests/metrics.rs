@@ -383,3 +383,118 @@ async fn cleaner_and_retention_activity_shows_in_metrics() {
     }
     b.shutdown().await.unwrap();
 }
+
+/// Sum of `weir_request_errors_total` samples of `api` (all errors).
+fn api_errors(s: &Scrape, api: &str) -> f64 {
+    s.samples
+        .iter()
+        .filter(|x| x.metric == "weir_request_errors_total" && x.labels.get("api") == Some(api))
+        .map(|x| match x.value {
+            Value::Counter(v) => v,
+            _ => panic!("{x:?}"),
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_codes_in_responses_are_counted_per_api_and_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), GROUP_CONFIG).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "m", 1, &[]).await, NONE);
+    assert_eq!(
+        produce(&mut c, "m", 0, batch(&["a"], 1), -1).await,
+        (NONE, 0)
+    );
+    // the group coordinator answers (and has loaded) before the group error
+    assert_eq!(commit(&mut c, "g", "m", 0, 1).await, NONE);
+
+    let before = scrape(&b).await;
+    let count = |s: &Scrape, api: &str, error: &str| {
+        value(
+            s,
+            "weir_request_errors_total",
+            &[("api", api), ("error", error)],
+        )
+        .unwrap_or(0.0)
+    };
+    let produce_before = api_errors(&before, "Produce");
+
+    // a successful produce adds nothing (NONE is not counted)
+    assert_eq!(
+        produce(&mut c, "m", 0, batch(&["b"], 2), -1).await,
+        (NONE, 1)
+    );
+
+    // one Produce request, three partitions of a topic that does not exist
+    let req = ProduceRequest {
+        acks: -1,
+        timeout_ms: 5000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: "no-such-topic".into(),
+            partition_data: (0..3)
+                .map(|i| produce_request::PartitionProduceData {
+                    index: i,
+                    records: Some(batch(&["x"], 1)),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::Produce(req), 9).await {
+        ResponseBody::Produce(r) => {
+            let codes: Vec<i16> = r.responses[0]
+                .partition_responses
+                .iter()
+                .map(|p| p.error_code)
+                .collect();
+            assert_eq!(codes, [3, 3, 3]);
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // two fetches beyond the log end
+    for _ in 0..2 {
+        let (err, _, _) = fetch(&mut c, 12, "m", Uuid::ZERO, 100, 0).await;
+        assert_eq!(err, 1);
+    }
+
+    // a heartbeat from a member the group does not know
+    let req = HeartbeatRequest {
+        group_id: "g".into(),
+        generation_id: 1,
+        member_id: "nobody".into(),
+        ..Default::default()
+    };
+    let heartbeat_error = match c.call(RequestBody::Heartbeat(req), 4).await {
+        ResponseBody::Heartbeat(r) => r.error_code,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(heartbeat_error, 25);
+
+    let after = scrape(&b).await;
+    let delta = |api: &str, error: &str| count(&after, api, error) - count(&before, api, error);
+    assert_eq!(delta("Produce", "UNKNOWN_TOPIC_OR_PARTITION"), 3.0);
+    assert_eq!(api_errors(&after, "Produce") - produce_before, 3.0);
+    assert_eq!(delta("Fetch", "OFFSET_OUT_OF_RANGE"), 2.0);
+    assert_eq!(
+        api_errors(&after, "Fetch") - api_errors(&before, "Fetch"),
+        2.0
+    );
+    assert_eq!(delta("Heartbeat", "UNKNOWN_MEMBER_ID"), 1.0);
+    assert_eq!(
+        api_errors(&after, "Heartbeat") - api_errors(&before, "Heartbeat"),
+        1.0
+    );
+    // NONE never appears as a series
+    assert!(
+        !after
+            .samples
+            .iter()
+            .any(|x| x.metric == "weir_request_errors_total"
+                && x.labels.get("error") == Some("NONE"))
+    );
+    b.shutdown().await.unwrap();
+}

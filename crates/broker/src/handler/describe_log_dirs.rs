@@ -1,4 +1,7 @@
-//! DescribeLogDirs: partition sizes per data dir.
+//! DescribeLogDirs: partition sizes per data dir, and segment counts for
+//! a client that asks with weir's extension tag
+//! ([`weir_protocol::weir_ext::SEGMENT_COUNT_TAG`]); without it the response
+//! is what Kafka sends.
 
 use std::collections::BTreeMap;
 
@@ -6,12 +9,14 @@ use weir_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
 use weir_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, ResponseBody};
+use weir_protocol::weir_ext;
 
 use super::{Reply, RequestContext};
 use crate::codes;
 
 pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Reply {
     let b = &ctx.broker;
+    let segment_counts = weir_ext::wants_segment_counts(&req);
     let wanted = |topic: &str, p: i32| -> bool {
         match &req.topics {
             None => true,
@@ -36,18 +41,22 @@ pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Reply {
             .parent()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
+        let mut partition = DescribeLogDirsPartition {
+            partition_index: tp.partition,
+            partition_size: log.size_bytes() as i64,
+            offset_lag: 0,
+            is_future_key: false,
+            ..Default::default()
+        };
+        if segment_counts {
+            weir_ext::set_segment_count(&mut partition, log.segment_count() as u64);
+        }
         by_dir
             .entry(dir)
             .or_default()
             .entry(tp.topic.clone())
             .or_default()
-            .push(DescribeLogDirsPartition {
-                partition_index: tp.partition,
-                partition_size: log.size_bytes() as i64,
-                offset_lag: 0,
-                is_future_key: false,
-                ..Default::default()
-            });
+            .push(partition);
     }
     let results = by_dir
         .into_iter()

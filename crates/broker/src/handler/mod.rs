@@ -120,7 +120,19 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// Answers one request and counts the error codes of its response
+/// (`weir_request_errors_total`).
 pub async fn handle(ctx: &RequestContext, body: RequestBody) -> Reply {
+    let reply = dispatch(ctx, body).await;
+    if let Reply::Body(body) | Reply::WithFiles { body, .. } = &reply {
+        ctx.broker
+            .metrics
+            .record_response_errors(ctx.api_key as i16, body);
+    }
+    reply
+}
+
+async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
     match body {
         RequestBody::ApiVersions(r) => api_versions::handle(ctx, r),
         RequestBody::Metadata(r) => metadata::handle(ctx, r).await,

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use weir_group::{GroupState, OffsetFetchGroup};
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::ApiKey;
 
 use super::text::{Kind, TextWriter};
@@ -113,6 +114,7 @@ fn requests(w: &mut TextWriter, b: &Broker) {
             load(&a.failures),
         );
     }
+    response_errors(w, b);
     w.family(
         "weir_request_duration_seconds",
         Kind::Histogram,
@@ -124,6 +126,39 @@ fn requests(w: &mut TextWriter, b: &Broker) {
             &[("api", name)],
             &a.latency.snapshot(),
         );
+    }
+}
+
+/// `weir_request_errors_total{api, error}`: only series that are non-zero.
+fn response_errors(w: &mut TextWriter, b: &Broker) {
+    let m = &b.metrics;
+    w.family(
+        "weir_request_errors_total",
+        Kind::Counter,
+        "Non-zero error codes in Kafka responses, by API and error (each occurrence: a Produce response with 3 failed partitions adds 3; NONE is not counted).",
+    );
+    for key in ApiKey::ALL {
+        let Some(row) = m.response_errors(key as i16) else {
+            continue;
+        };
+        for (slot, n) in row.iter().enumerate() {
+            let n = n.load(Ordering::Relaxed);
+            if n == 0 {
+                continue;
+            }
+            let error = match super::error_slot_code(slot) {
+                Some(code) => match ErrorCode::from_code(code) {
+                    Some(e) => e.name().to_string(),
+                    None => code.to_string(),
+                },
+                None => "OTHER".to_string(),
+            };
+            w.sample_int(
+                "weir_request_errors_total",
+                &[("api", key.name()), ("error", &error)],
+                i128::from(n),
+            );
+        }
     }
 }
 
