@@ -14,6 +14,8 @@ use weir_protocol::messages::{
     CreatePartitionsRequest, DeleteRecordsRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
     IncrementalAlterConfigsRequest,
 };
+use weir_protocol::weir_ext;
+use weir_protocol::{Message, Request};
 
 use crate::client::Client;
 use crate::error::ClientError;
@@ -122,6 +124,10 @@ pub struct ReplicaLogDir {
     pub log_dir: String,
     pub size_bytes: i64,
     pub offset_lag: i64,
+    /// Number of segments, from weir's DescribeLogDirs extension
+    /// ([`weir_protocol::weir_ext`]); None when the broker did not send it
+    /// (not a weir broker, or DescribeLogDirs below v2).
+    pub segment_count: Option<u64>,
 }
 
 impl Client {
@@ -290,13 +296,18 @@ impl Client {
 
     /// Partition sizes of `topic` as reported by DescribeLogDirs on
     /// broker `node`: partition → replicas in log dirs.
+    ///
+    /// In v2+ the request carries weir's segment-count tag
+    /// ([`weir_protocol::weir_ext::SEGMENT_COUNT_TAG`]); a weir broker then
+    /// reports [`ReplicaLogDir::segment_count`], any other broker ignores
+    /// the tag.
     pub async fn describe_log_dirs(
         &mut self,
         node: i32,
         topic: &str,
         partitions: &[i32],
     ) -> Result<BTreeMap<i32, Vec<ReplicaLogDir>>, ClientError> {
-        let req = DescribeLogDirsRequest {
+        let mut req = DescribeLogDirsRequest {
             topics: Some(vec![DescribableLogDirTopic {
                 topic: topic.to_string(),
                 partitions: partitions.to_vec(),
@@ -304,7 +315,15 @@ impl Client {
             }]),
             ..Default::default()
         };
-        let resp = self.node_connection(node).await?.send(&req).await?;
+        let conn = self.node_connection(node).await?;
+        let version = conn.version_for(
+            DescribeLogDirsRequest::API_KEY,
+            DescribeLogDirsRequest::VALID_VERSIONS,
+        )?;
+        if DescribeLogDirsRequest::FLEXIBLE_MIN.is_some_and(|flex| version >= flex) {
+            weir_ext::request_segment_counts(&mut req);
+        }
+        let resp = conn.send_version(&req, version).await?;
         ClientError::check(resp.error_code, || "describe log dirs".into(), None)?;
         let mut out: BTreeMap<i32, Vec<ReplicaLogDir>> = BTreeMap::new();
         for d in resp.results {
@@ -322,6 +341,7 @@ impl Client {
                             log_dir: d.log_dir.clone(),
                             size_bytes: p.partition_size,
                             offset_lag: p.offset_lag,
+                            segment_count: weir_ext::segment_count(p),
                         });
                 }
             }

@@ -104,7 +104,8 @@ fn topics_create_list_describe_alter_delete() {
         assert_eq!(f["HighWatermark"], "0");
         assert_eq!(f["LogEndOffset"], "0");
         assert_eq!(f["Size"], "0");
-        assert_eq!(f["Segments"], "-");
+        // weir reports its segment count (DescribeLogDirs extension)
+        assert_eq!(f["Segments"], "1");
     }
 
     // Records move the high watermark and the size of partition 1 only.
@@ -534,6 +535,61 @@ fn configs_describe_alter_round_trip() {
     ]);
     assert_eq!(static_alter.code, 1);
     assert_one_error_line(&static_alter.stderr);
+}
+
+/// `.log` files in a partition directory: the segments on disk.
+fn log_files(partition_dir: &std::path::Path) -> usize {
+    std::fs::read_dir(partition_dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".log")
+        })
+        .count()
+}
+
+#[test]
+fn topics_describe_counts_the_segment_files() {
+    let b = Broker::start();
+    let create = b.run(&[
+        "topics",
+        "create",
+        "--topic",
+        "segs",
+        "--partitions",
+        "2",
+        "--config",
+        "segment.bytes=200",
+    ]);
+    assert_eq!(create.code, 0, "{}", create.stderr);
+    // one produce run per record: one batch each, larger than half a
+    // segment, so each batch rolls a new segment
+    let value = "v".repeat(100);
+    for _ in 0..4 {
+        let p = b.run_stdin(
+            &["produce", "--topic", "segs", "--partition", "0"],
+            &format!("{value}\n"),
+        );
+        assert_eq!(p.code, 0, "{}", p.stderr);
+    }
+    let d = b.run(&["topics", "describe", "--topic", "segs"]);
+    assert_eq!(d.code, 0, "{}", d.stderr);
+    let lines: Vec<&str> = d.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", d.stdout);
+    let mut counts = Vec::new();
+    for line in &lines[1..] {
+        let f = fields(line);
+        let partition = f["Partition"];
+        let segments: usize = f["Segments"].parse().unwrap();
+        let on_disk = log_files(&b.data_dir().join(format!("segs-{partition}")));
+        assert_eq!(segments, on_disk, "partition {partition}: {line}");
+        counts.push(segments);
+    }
+    assert!(counts[0] >= 4, "{counts:?}");
+    assert_eq!(counts[1], 1);
 }
 
 #[test]

@@ -49,7 +49,7 @@ enum Action {
     },
     /// Show partitions with leader, offsets and size, and non-default configs.
     #[command(
-        after_help = "Example:\n  weir topics describe --topic orders\n\nPer partition: Leader, Replicas, Isr, LogStartOffset, HighWatermark, LogEndOffset\n(the latest offset ListOffsets reports; equal to the high watermark on a single\nbroker), Size (bytes on disk, from DescribeLogDirs) and Segments (\"-\": not\navailable over the Kafka protocol; see `weir dump-log` or the data dir)."
+        after_help = "Example:\n  weir topics describe --topic orders\n\nPer partition: Leader, Replicas, Isr, LogStartOffset, HighWatermark, LogEndOffset\n(the latest offset ListOffsets reports; equal to the high watermark on a single\nbroker), Size (bytes on disk, from DescribeLogDirs) and Segments (number of segment files,\nfrom weir's DescribeLogDirs extension; \"-\" when the broker does not report it,\ne.g. a Kafka broker)."
     )]
     Describe {
         /// Only this topic (default: all).
@@ -146,8 +146,16 @@ async fn overrides(client: &mut Client, topic: &str) -> Result<String> {
         .join(","))
 }
 
-/// Partition → size in bytes, asked of each leader.
-async fn sizes(client: &mut Client, t: &TopicInfo) -> BTreeMap<i32, i64> {
+/// Size in bytes and segment count of one partition (DescribeLogDirs).
+#[derive(Debug)]
+struct DiskUsage {
+    size_bytes: i64,
+    /// None when the broker did not report segment counts.
+    segments: Option<u64>,
+}
+
+/// Partition → size and segments, asked of each leader.
+async fn sizes(client: &mut Client, t: &TopicInfo) -> BTreeMap<i32, DiskUsage> {
     let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
     for p in &t.partitions {
         by_leader.entry(p.leader).or_default().push(p.partition);
@@ -157,7 +165,17 @@ async fn sizes(client: &mut Client, t: &TopicInfo) -> BTreeMap<i32, i64> {
         // Sizes are informative: a broker without DescribeLogDirs leaves "-".
         if let Ok(dirs) = client.describe_log_dirs(leader, &t.name, &parts).await {
             for (p, replicas) in dirs {
-                out.insert(p, replicas.iter().map(|r| r.size_bytes).sum());
+                let segments = replicas
+                    .iter()
+                    .map(|r| r.segment_count)
+                    .sum::<Option<u64>>();
+                out.insert(
+                    p,
+                    DiskUsage {
+                        size_bytes: replicas.iter().map(|r| r.size_bytes).sum(),
+                        segments,
+                    },
+                );
             }
         }
     }
@@ -193,8 +211,9 @@ async fn describe(
             let (end, _) = client
                 .list_offset(&t.name, p.partition, -1, p.leader)
                 .await?;
+            let usage = sizes.get(&p.partition);
             println!(
-                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tLogStartOffset: {}\tHighWatermark: {}\tLogEndOffset: {}\tSize: {}\tSegments: -",
+                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tLogStartOffset: {}\tHighWatermark: {}\tLogEndOffset: {}\tSize: {}\tSegments: {}",
                 t.name,
                 p.partition,
                 p.leader,
@@ -203,9 +222,10 @@ async fn describe(
                 start,
                 end,
                 end,
-                sizes
-                    .get(&p.partition)
-                    .map_or("-".to_string(), |s| s.to_string()),
+                usage.map_or("-".to_string(), |u| u.size_bytes.to_string()),
+                usage
+                    .and_then(|u| u.segments)
+                    .map_or("-".to_string(), |n| n.to_string()),
             );
         }
     }
