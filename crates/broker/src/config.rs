@@ -111,6 +111,10 @@ pub struct BrokerConfig {
     pub default_replication_factor: i16,
     /// `socket.request.max.bytes`: largest accepted request frame.
     pub socket_request_max_bytes: u32,
+    /// `fetch.inline.max.bytes` (weir): a fetch response carrying at most
+    /// this many bytes of record data is read into memory and sent with one
+    /// write; larger ones use sendfile. 0 = always sendfile.
+    pub fetch_inline_max_bytes: usize,
     pub max_connections: u32,
     pub max_connections_per_ip: u32,
     pub connections_max_idle_ms: u64,
@@ -247,6 +251,8 @@ impl BrokerConfig {
                 int("socket.request.max.bytes")?,
             )?
             .min(i32::MAX as i64) as u32,
+            fetch_inline_max_bytes: int("fetch.inline.max.bytes")?.clamp(0, i32::MAX as i64)
+                as usize,
             max_connections: positive("max.connections", int("max.connections")?)?
                 .min(u32::MAX as i64) as u32,
             max_connections_per_ip: positive(

@@ -101,6 +101,9 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     min(def("default.replication.factor", Int, Some("1")), 1),
     min(def("min.insync.replicas", Int, Some("1")), 1),
     min(def("socket.request.max.bytes", Int, Some("104857600")), 1),
+    // weir-specific: fetch responses with at most this many bytes of record
+    // data are copied into one write instead of sendfile (0: always sendfile)
+    min(def("fetch.inline.max.bytes", Int, Some("32768")), 0),
     min(def("max.connections", Int, Some("2147483647")), 1),
     min(def("max.connections.per.ip", Int, Some("2147483647")), 1),
     min(def("connections.max.idle.ms", Long, Some("600000")), 1),

@@ -68,6 +68,8 @@ pub struct Connection {
     idle: Duration,
     /// Response bytes written since last taken (for `weir_bytes_out_total`).
     written: u64,
+    /// The local address, read once (handlers may need it per request).
+    local: Option<SocketAddr>,
 }
 
 impl Connection {
@@ -78,6 +80,7 @@ impl Connection {
         idle: Duration,
     ) -> Self {
         let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().ok();
         Connection {
             stream,
             peer,
@@ -85,6 +88,7 @@ impl Connection {
             max_request_bytes,
             idle,
             written: 0,
+            local,
         }
     }
 
@@ -263,7 +267,7 @@ impl Connection {
             correlation_id,
             client_id: header.client_id.clone().unwrap_or_default(),
             peer: self.peer,
-            local: self.stream.local_addr().ok(),
+            local: self.local,
             shutdown: shutdown.clone(),
         };
         match handler::handle(&ctx, body).await {
@@ -273,7 +277,19 @@ impl Connection {
                 let mut buf = BytesMut::new();
                 encode_response(&mut buf, correlation_id, key, version, &body)
                     .map_err(|e| ConnectionError::Encode(e.to_string()))?;
+                let file_bytes: usize = files
+                    .iter()
+                    .flat_map(|(_, regions)| regions)
+                    .map(FileRegion::len)
+                    .sum();
                 let parts = splice_files(buf, files, version >= 12)?;
+                let parts = if file_bytes <= broker.config.fetch_inline_max_bytes {
+                    // Small responses (a consumer at the tail): one copy and
+                    // one write beat a sendfile plus a write per partition.
+                    vec![ResponsePart::Bytes(flatten(parts)?)]
+                } else {
+                    parts
+                };
                 self.write_parts(parts).await
             }
             Reply::Close(reason) => Err(ConnectionError::InvalidRequest(reason)),
@@ -388,6 +404,31 @@ pub fn splice_files(
         *first = b.freeze();
     }
     Ok(parts)
+}
+
+/// Joins response parts into one buffer, reading file regions into it.
+pub fn flatten(parts: Vec<ResponsePart>) -> Result<Bytes, ConnectionError> {
+    let total: usize = parts
+        .iter()
+        .map(|p| match p {
+            ResponsePart::Bytes(b) => b.len(),
+            ResponsePart::File(r) => r.len(),
+        })
+        .sum();
+    let mut out = BytesMut::with_capacity(total);
+    for part in parts {
+        match part {
+            ResponsePart::Bytes(b) => out.extend_from_slice(&b),
+            ResponsePart::File(region) => {
+                let start = out.len();
+                out.resize(start + region.len(), 0);
+                region
+                    .read_into(&mut out[start..])
+                    .map_err(|e| ConnectionError::Io(std::io::Error::other(e)))?;
+            }
+        }
+    }
+    Ok(out.freeze())
 }
 
 /// Sends `len` bytes of the file `fd` from `position` to the socket with
@@ -505,6 +546,8 @@ mod tests {
             frame.extend_from_slice(&body);
             let parts = splice_files(frame, vec![(marker, read.regions.clone())], compact).unwrap();
             let out = region_bytes(&parts);
+            // the inline form is the same bytes in one part
+            assert_eq!(flatten(parts).unwrap().to_vec(), out, "compact={compact}");
             let mut expect = Vec::new();
             expect.extend_from_slice(b"head");
             if compact {

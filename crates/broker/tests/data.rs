@@ -4,10 +4,21 @@ mod common;
 
 use common::*;
 
+/// Small responses are copied into one write by default.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_fetch_round_trip_in_every_fetch_encoding() {
+    round_trip(&[], false).await;
+}
+
+/// With `fetch.inline.max.bytes=0` every record byte goes through sendfile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_fetch_round_trip_with_sendfile() {
+    round_trip(&[("fetch.inline.max.bytes", "0")], true).await;
+}
+
+async fn round_trip(config: &[(&str, &str)], expect_sendfile: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let b = start_broker(dir.path(), &[]).await;
+    let b = start_broker(dir.path(), config).await;
     let mut c = Client::connect(b.local_addr).await;
     assert_eq!(create_topic(&mut c, "rt", 1, &[]).await, NONE);
     let vals: Vec<String> = (0..10).map(|i| format!("value-{i}")).collect();
@@ -34,10 +45,13 @@ async fn produce_fetch_round_trip_in_every_fetch_encoding() {
             .collect();
         assert_eq!(got, expect, "v{version}");
     }
-    // record data went through sendfile (6 fetches of both batches at least)
-    let sent = weir_broker::connection::SENDFILE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
-        - sent_before;
-    assert!(sent >= 6 * (batch(&refs[..5], 1000).len() + batch(&refs[5..], 2000).len()) as u64);
+    if expect_sendfile {
+        // record data went through sendfile (6 fetches of both batches at least)
+        let sent = weir_broker::connection::SENDFILE_BYTES
+            .load(std::sync::atomic::Ordering::Relaxed)
+            - sent_before;
+        assert!(sent >= 6 * (batch(&refs[..5], 1000).len() + batch(&refs[5..], 2000).len()) as u64);
+    }
     // a fetch in the middle of a batch gets the whole batch
     let (_, _, got) = fetch(&mut c, 12, "rt", id, 7, 0).await;
     assert_eq!(got.first().map(|x| x.0), Some(5));

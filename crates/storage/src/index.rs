@@ -10,12 +10,20 @@
 //! [`OffsetIndex::write_pending`] then writes every entry not yet in the file
 //! with one positional write through the [`StorageFile`] seam, so every
 //! backend sees the same bytes (the real backend gets them into the page
-//! cache with a positional write instead of a memory map). The segment calls
-//! it at the end of each of its operations, so between them the file holds
-//! every entry; a rebuild of many entries costs one write, not one each.
+//! cache with a positional write instead of a memory map). A rebuild writes
+//! at the end, so many entries cost one write, not one each. Appends to the
+//! active segment write once [`PENDING_WRITE_BATCH`] entries are waiting,
+//! and always before the file matters: when the segment stops being active
+//! (`trim`, on roll and close), which is before its index is synced and
+//! trusted. Until then the file may lack the newest entries; that is safe
+//! because recovery never trusts the index of the segment holding the
+//! recovery point or of any later one (it rebuilds them from the log).
 
 use crate::backend::StorageFile;
 use std::io;
+
+/// Entries an append lets wait in memory before writing them out.
+pub const PENDING_WRITE_BATCH: usize = 64;
 use std::sync::Arc;
 
 pub const OFFSET_ENTRY: usize = 8;
@@ -159,6 +167,11 @@ impl OffsetIndex {
     /// Whether every entry is in the file.
     pub fn is_written(&self) -> bool {
         self.written == self.entries.len()
+    }
+
+    /// Entries not yet in the file.
+    pub fn pending(&self) -> usize {
+        self.entries.len() - self.written
     }
 
     /// The largest entry with offset ≤ `target` as (absolute offset, position);
@@ -330,6 +343,11 @@ impl TimeIndex {
     /// Whether every entry is in the file.
     pub fn is_written(&self) -> bool {
         self.written == self.entries.len()
+    }
+
+    /// Entries not yet in the file.
+    pub fn pending(&self) -> usize {
+        self.entries.len() - self.written
     }
 
     /// The largest entry with timestamp ≤ `target` as (timestamp, offset);

@@ -11,7 +11,7 @@ use crate::batch::{BatchScanner, Scanned, validate_and_assign, validate_and_plan
 use crate::checkpoint::{PARTITION_METADATA, encode_partition_metadata, write_atomic};
 use crate::config::{LogConfig, TopicPartition};
 use crate::error::{IoContext, StorageError};
-use crate::segment::{LOG_SUFFIX, Segment};
+use crate::segment::{LOG_SUFFIX, RecentHit, Segment};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -50,6 +50,25 @@ impl FileRegion {
     pub fn position(&self) -> u64 {
         self.position
     }
+    /// Reads the region into `out`, which must be exactly `len()` bytes.
+    pub fn read_into(&self, out: &mut [u8]) -> Result<(), StorageError> {
+        if out.len() != self.len {
+            return Err(StorageError::Io {
+                path: PathBuf::from("<file region>"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "buffer length differs from the region's",
+                ),
+            });
+        }
+        self.file
+            .read_exact_at(out, self.position)
+            .map_err(|source| StorageError::Io {
+                path: PathBuf::from("<file region>"),
+                source,
+            })
+    }
+
     /// Copies the bytes out (TLS, in-memory backends, tests).
     pub fn read_to_vec(&self) -> Result<Vec<u8>, StorageError> {
         let mut buf = vec![0u8; self.len];
@@ -471,34 +490,50 @@ impl Log {
             if fetch_offset >= max_offset {
                 break;
             }
-            let start = if i == 0 {
-                match seg.translate_offset(fetch_offset)? {
-                    Some((pos, _)) => pos,
-                    None => continue,
-                }
+            // Batches appended recently are found without reading headers.
+            let cached = if i == 0 {
+                seg.recent.find(fetch_offset, seg.size)
             } else {
-                0
+                seg.recent
+                    .find(seg.base_offset, seg.size)
+                    .filter(|h| *h == RecentHit::At(0))
+                    .filter(|_| seg.recent.from(0).next().is_some_and(|b| b.position == 0))
             };
-            let path = seg.path(LOG_SUFFIX);
-            let mut sc = BatchScanner::new(&*seg.log, start, seg.size, false);
+            let (start, mut batches) = match cached {
+                Some(RecentHit::PastEnd) => continue,
+                Some(RecentHit::At(k)) => {
+                    let mut it = seg.recent.from(k).peekable();
+                    let start = it.peek().map_or(seg.size, |b| b.position);
+                    (
+                        start,
+                        Batches::Cached(it.map(|b| (b.last_offset, b.size as usize))),
+                    )
+                }
+                None => {
+                    let start = if i == 0 {
+                        match seg.translate_offset(fetch_offset)? {
+                            Some((pos, _)) => pos,
+                            None => continue,
+                        }
+                    } else {
+                        0
+                    };
+                    (
+                        start,
+                        Batches::Scanned(
+                            BatchScanner::new(&*seg.log, start, seg.size, false),
+                            seg.path(LOG_SUFFIX),
+                        ),
+                    )
+                }
+            };
             let mut end = start;
             let mut stop = false;
-            while let Some(item) = sc.next_batch().at(&path)? {
-                let header = match item {
-                    Scanned::Batch { header, .. } => header,
-                    Scanned::Invalid { position, reason } => {
-                        return Err(StorageError::CorruptLog {
-                            path,
-                            position,
-                            reason,
-                        });
-                    }
-                };
-                if header.last_offset() >= max_offset {
+            while let Some((last_offset, size)) = batches.next()? {
+                if last_offset >= max_offset {
                     stop = true;
                     break;
                 }
-                let size = header.total_size();
                 if total + size > max_bytes && !(total == 0 && min_one_batch) {
                     stop = true;
                     break;
@@ -690,6 +725,7 @@ impl Log {
     ///
     /// What is synced: the `.log` of the segment that will hold the new
     /// recovery point, and all three files of every segment before it.
+    /// Index entries still in memory are written first (not synced).
     /// That segment's indexes may stay unsynced because recovery scans the
     /// segment holding the recovery point (and everything after it) and
     /// rebuilds its indexes from the log; the segments before it are
@@ -723,6 +759,11 @@ impl Log {
                 .range(..=upto)
                 .next_back()
                 .map_or(i64::MIN, |(b, _)| *b);
+            // Index entries appends left in memory go to the files now, so
+            // a flush leaves every index file complete (if not synced).
+            for seg in g.segments.range_mut(from..=upto).map(|(_, s)| s) {
+                seg.write_index_entries()?;
+            }
             let mut files = Vec::new();
             for (&base, seg) in g.segments.range(from..upto) {
                 if base < holder {
@@ -812,5 +853,31 @@ impl Log {
             }
         }
         Ok(None)
+    }
+}
+
+/// The batches a read walks: from the recent-batch cache or from the file.
+enum Batches<'a, I: Iterator<Item = (i64, usize)>> {
+    Cached(I),
+    Scanned(BatchScanner<'a>, std::path::PathBuf),
+}
+
+impl<I: Iterator<Item = (i64, usize)>> Batches<'_, I> {
+    /// (last offset, total size) of the next batch.
+    fn next(&mut self) -> Result<Option<(i64, usize)>, StorageError> {
+        match self {
+            Batches::Cached(it) => Ok(it.next()),
+            Batches::Scanned(sc, path) => match sc.next_batch().at(&*path)? {
+                None => Ok(None),
+                Some(Scanned::Batch { header, .. }) => {
+                    Ok(Some((header.last_offset(), header.total_size())))
+                }
+                Some(Scanned::Invalid { position, reason }) => Err(StorageError::CorruptLog {
+                    path: path.clone(),
+                    position,
+                    reason,
+                }),
+            },
+        }
     }
 }

@@ -61,6 +61,93 @@ pub(crate) struct Segment {
     /// `segment.ms` counts from it when records carry timestamps.
     pub first_batch_timestamp: Option<i64>,
     pub roll_jitter_ms: i64,
+    /// The last batches appended to this segment while it is active, so a
+    /// read at the tail (a consumer that has caught up) finds positions and
+    /// sizes without reading batch headers from the file. See
+    /// [`RecentBatches`].
+    pub recent: RecentBatches,
+}
+
+/// Where one recently appended batch sits in its segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RecentBatch {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub position: u64,
+    pub size: u32,
+}
+
+/// The last [`RecentBatches::CAPACITY`] batches of the active segment, in
+/// file order and contiguous up to the segment's end: entry `i + 1` starts
+/// where entry `i` ends, and the last one ends at the segment's size. Only
+/// appends add entries; anything else that changes the file (recovery,
+/// truncation, the segment becoming inactive) clears it, and readers fall
+/// back to the index and header scans.
+#[derive(Debug, Default)]
+pub(crate) struct RecentBatches {
+    batches: std::collections::VecDeque<RecentBatch>,
+}
+
+/// Where a read starts according to [`RecentBatches::find`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum RecentHit {
+    /// The batch holding the offset is entry `k` (and the rest follow it).
+    At(usize),
+    /// The offset is past the last batch (nothing to read here).
+    PastEnd,
+}
+
+impl RecentBatches {
+    /// Enough for the batches appended between two fetches of a consumer
+    /// that keeps up; small, so idle partitions cost nothing and busy ones
+    /// a few KiB.
+    pub const CAPACITY: usize = 64;
+
+    /// Records a batch appended at the end of the segment (`position` must
+    /// be where the previous entry ends; otherwise the cache restarts).
+    pub fn push(&mut self, b: RecentBatch) {
+        if let Some(last) = self.batches.back()
+            && last.position + last.size as u64 != b.position
+        {
+            self.batches.clear();
+        }
+        if self.batches.len() == Self::CAPACITY {
+            self.batches.pop_front();
+        }
+        self.batches.push_back(b);
+    }
+
+    pub fn clear(&mut self) {
+        self.batches.clear();
+        self.batches.shrink_to_fit();
+    }
+
+    /// The batch holding `offset` (the first whose last offset is ≥ it),
+    /// when the cache covers it: `offset` must be at or after the first
+    /// cached batch's base offset, and the cache must end at `segment_size`.
+    pub fn find(&self, offset: i64, segment_size: u64) -> Option<RecentHit> {
+        let first = self.batches.front()?;
+        let last = self.batches.back()?;
+        if offset < first.base_offset || last.position + last.size as u64 != segment_size {
+            return None;
+        }
+        let k = self.batches.partition_point(|b| b.last_offset < offset);
+        Some(if k == self.batches.len() {
+            RecentHit::PastEnd
+        } else {
+            RecentHit::At(k)
+        })
+    }
+
+    /// The cached batches from entry `k` on.
+    pub fn from(&self, k: usize) -> impl Iterator<Item = &RecentBatch> {
+        self.batches.range(k..)
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.batches.len()
+    }
 }
 
 impl Segment {
@@ -112,6 +199,7 @@ impl Segment {
             created_ms: now_ms,
             first_batch_timestamp: None,
             roll_jitter_ms,
+            recent: RecentBatches::default(),
         })
     }
 
@@ -210,6 +298,7 @@ impl Segment {
             created_ms: now_ms,
             first_batch_timestamp: None,
             roll_jitter_ms,
+            recent: RecentBatches::default(),
         };
         if let Ok(Some(h)) = read_header(&*seg.log, 0, size) {
             seg.first_batch_timestamp = Some(h.max_timestamp);
@@ -262,20 +351,36 @@ impl Segment {
         index_interval: u32,
         write_base_offsets: bool,
     ) -> Result<(), StorageError> {
-        self.log
-            .write_all_at(bytes, self.size)
-            .map_err(self.io_err(LOG_SUFFIX))?;
         if write_base_offsets {
-            let mut pos = 0usize;
-            for b in batches {
-                let base = b.base_offset.to_be_bytes();
+            // Each batch's assigned base offset replaces the first 8 bytes of
+            // its stored copy: one vectored write of the caller's bytes with
+            // the new offsets spliced in (no copy, one system call).
+            let bases: Vec<[u8; 8]> = batches
+                .iter()
+                .map(|b| b.base_offset.to_be_bytes())
+                .collect();
+            let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * batches.len());
+            let (mut pos, mut run_start) = (0usize, 0usize);
+            for (b, base) in batches.iter().zip(&bases) {
                 if bytes.get(pos..pos + 8) != Some(&base[..]) {
-                    self.log
-                        .write_all_at(&base, self.size + pos as u64)
-                        .map_err(self.io_err(LOG_SUFFIX))?;
+                    if run_start < pos {
+                        parts.push(&bytes[run_start..pos]);
+                    }
+                    parts.push(base);
+                    run_start = pos + 8;
                 }
                 pos += b.size;
             }
+            if run_start < bytes.len() {
+                parts.push(&bytes[run_start..]);
+            }
+            self.log
+                .write_vectored_all_at(&parts, self.size)
+                .map_err(self.io_err(LOG_SUFFIX))?;
+        } else {
+            self.log
+                .write_all_at(bytes, self.size)
+                .map_err(self.io_err(LOG_SUFFIX))?;
         }
         if self.size == 0 {
             self.first_batch_timestamp = batches.first().map(|b| b.max_timestamp);
@@ -291,7 +396,23 @@ impl Segment {
             );
             pos += b.size as u64;
         }
-        self.write_index_entries()?;
+        // Index entries wait in memory (see `index`): the file must hold them
+        // only once the segment is trimmed, before its index is trusted.
+        if self.index.pending() >= crate::index::PENDING_WRITE_BATCH
+            || self.time_index.pending() >= crate::index::PENDING_WRITE_BATCH
+        {
+            self.write_index_entries()?;
+        }
+        let mut at = self.size;
+        for b in batches {
+            self.recent.push(RecentBatch {
+                base_offset: b.base_offset,
+                last_offset: b.last_offset,
+                position: at,
+                size: b.size as u32,
+            });
+            at += b.size as u64;
+        }
         self.size = pos;
         if let Some(b) = batches.last() {
             self.next_offset = b.last_offset + 1;
@@ -301,7 +422,7 @@ impl Segment {
 
     /// Writes the index entries added by the current operation (one write per
     /// index file, whatever the number of entries).
-    fn write_index_entries(&mut self) -> Result<(), StorageError> {
+    pub(crate) fn write_index_entries(&mut self) -> Result<(), StorageError> {
         self.index
             .write_pending()
             .map_err(self.io_err(INDEX_SUFFIX))?;
@@ -372,6 +493,7 @@ impl Segment {
 
     /// Cuts the log file after its valid prefix found by `recover`.
     pub fn cut_log(&mut self, valid_bytes: u64) -> Result<(), StorageError> {
+        self.recent.clear();
         if valid_bytes == 0 {
             self.first_batch_timestamp = None;
         }
@@ -387,6 +509,7 @@ impl Segment {
     /// file: the caller decides whether to `cut_log` or report corruption.
     pub fn recover(&mut self, index_interval: u32) -> Result<Recovered, StorageError> {
         let log_path = self.path(LOG_SUFFIX);
+        self.recent.clear();
         self.index.reset().at(&self.path(INDEX_SUFFIX))?;
         self.time_index.reset().at(&self.path(TIME_INDEX_SUFFIX))?;
         self.max_timestamp = -1;
@@ -540,6 +663,7 @@ impl Segment {
     /// Called when the segment stops being the active one: final time index
     /// entry, indexes trimmed to their entries.
     pub fn on_become_inactive(&mut self) -> Result<(), StorageError> {
+        self.recent.clear();
         if self.max_timestamp >= 0 {
             self.time_index
                 .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
@@ -585,4 +709,66 @@ pub(crate) fn read_all(f: &dyn StorageFile) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len as usize];
     f.read_exact_at(&mut buf, 0)?;
     Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(base: i64, records: i64, position: u64, size: u32) -> RecentBatch {
+        RecentBatch {
+            base_offset: base,
+            last_offset: base + records - 1,
+            position,
+            size,
+        }
+    }
+
+    /// Batches of 2 records and 100 bytes from offset 10, position 0.
+    fn filled(n: usize) -> RecentBatches {
+        let mut r = RecentBatches::default();
+        for i in 0..n {
+            r.push(batch(10 + 2 * i as i64, 2, 100 * i as u64, 100));
+        }
+        r
+    }
+
+    #[test]
+    fn find_locates_the_batch_holding_an_offset() {
+        let r = filled(4); // offsets 10..=17, bytes 0..400
+        assert_eq!(r.find(10, 400), Some(RecentHit::At(0)));
+        assert_eq!(r.find(11, 400), Some(RecentHit::At(0)));
+        assert_eq!(r.find(12, 400), Some(RecentHit::At(1)));
+        assert_eq!(r.find(17, 400), Some(RecentHit::At(3)));
+        assert_eq!(r.find(18, 400), Some(RecentHit::PastEnd));
+        // before the first cached batch: unknown
+        assert_eq!(r.find(9, 400), None);
+        // the cache must end where the segment ends
+        assert_eq!(r.find(12, 500), None);
+        assert_eq!(RecentBatches::default().find(0, 0), None);
+        let from: Vec<i64> = r.from(2).map(|b| b.base_offset).collect();
+        assert_eq!(from, vec![14, 16]);
+    }
+
+    #[test]
+    fn keeps_the_last_capacity_batches() {
+        let n = RecentBatches::CAPACITY + 5;
+        let r = filled(n);
+        assert_eq!(r.len(), RecentBatches::CAPACITY);
+        let end = 100 * n as u64;
+        // the oldest five fell out
+        assert_eq!(r.find(10, end), None);
+        assert_eq!(r.find(10 + 2 * 5, end), Some(RecentHit::At(0)));
+    }
+
+    #[test]
+    fn a_gap_in_positions_restarts_the_cache() {
+        let mut r = filled(3);
+        r.push(batch(16, 1, 999, 50));
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.find(16, 1049), Some(RecentHit::At(0)));
+        assert_eq!(r.find(12, 1049), None);
+        r.clear();
+        assert_eq!(r.len(), 0);
+    }
 }

@@ -42,6 +42,8 @@ fn fresh(batches: &[(i64, Vec<u8>)]) -> (MemStorage, Log) {
     for (_, b) in batches {
         log.append(&mut b.clone(), 0).unwrap();
     }
+    // index entries of the active segment reach its file at the latest here
+    log.flush().unwrap();
     (m, log)
 }
 

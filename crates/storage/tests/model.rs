@@ -12,11 +12,15 @@ use weir_storage::{Log, OpenOptions, record_timestamps};
 
 #[derive(Debug, Clone)]
 enum Op {
-    Append(Vec<(usize, usize, i64)>),
+    /// Batches (records, value size, timestamp); `true`: through
+    /// `append_shared` (stored as sent, offsets written over the copy).
+    Append(Vec<(usize, usize, i64)>, bool),
     Read {
         at: f64,
         max_bytes: usize,
         min_one: bool,
+        /// Read below this fraction of the way to the LEO (a high watermark).
+        below: Option<f64>,
     },
     ReadTs(i64),
     Truncate(f64),
@@ -29,8 +33,10 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => prop::collection::vec((1usize..5, 0usize..120, 0i64..1000), 1..4).prop_map(Op::Append),
-        4 => (0.0..1.0f64, 1usize..3000, any::<bool>()).prop_map(|(at, max_bytes, min_one)| Op::Read { at, max_bytes, min_one }),
+        6 => (prop::collection::vec((1usize..5, 0usize..120, 0i64..1000), 1..4), any::<bool>())
+            .prop_map(|(spec, shared)| Op::Append(spec, shared)),
+        4 => (0.0..1.0f64, 1usize..3000, any::<bool>(), prop::option::of(0.0..1.0f64))
+            .prop_map(|(at, max_bytes, min_one, below)| Op::Read { at, max_bytes, min_one, below }),
         2 => (-10i64..1100).prop_map(Op::ReadTs),
         1 => (0.0..1.0f64).prop_map(Op::Truncate),
         1 => (0.0..1.0f64).prop_map(Op::DeleteRecords),
@@ -96,12 +102,25 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut model = Model::default();
     for op in ops {
         match op {
-            Op::Append(spec) => {
+            Op::Append(spec, shared) => {
                 let mut req = Vec::new();
                 for (i, (n, size, ts)) in spec.iter().enumerate() {
                     req.extend(make_batch(*n, *size, *ts, i as u8));
                 }
-                let info = log.append(&mut req, 0).unwrap();
+                let info = if shared {
+                    let info = log.append_shared(&req, 0).unwrap().0;
+                    // what the log stores: each batch with its assigned base offset
+                    let (mut p, mut next) = (0, info.base_offset);
+                    while p < req.len() {
+                        let h = BatchHeader::parse(&req[p..]).unwrap();
+                        req[p..p + 8].copy_from_slice(&next.to_be_bytes());
+                        next += h.last_offset_delta as i64 + 1;
+                        p += h.total_size();
+                    }
+                    info
+                } else {
+                    log.append(&mut req, 0).unwrap()
+                };
                 prop_assert_eq!(info.base_offset, model.leo());
                 let mut p = 0;
                 while p < req.len() {
@@ -119,12 +138,17 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 at,
                 max_bytes,
                 min_one,
+                below,
             } => {
                 let (start, leo) = (model.log_start, model.leo());
                 let off = start + ((leo - start) as f64 * at) as i64;
-                let r = log.read(off, max_bytes, i64::MAX, min_one).unwrap();
+                let max_offset = below.map_or(i64::MAX, |f| off + ((leo - off) as f64 * f) as i64);
+                let r = log.read(off, max_bytes, max_offset, min_one).unwrap();
                 let mut want = Vec::new();
                 for b in model.batches.iter().filter(|b| b.last >= off) {
+                    if b.last >= max_offset {
+                        break;
+                    }
                     if want.len() + b.bytes.len() > max_bytes && !(want.is_empty() && min_one) {
                         break;
                     }

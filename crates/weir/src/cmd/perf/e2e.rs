@@ -61,6 +61,10 @@ pub struct E2eSummary {
     pub latency_us: Histogram<u64>,
     /// Records received more than once (should be 0).
     pub duplicates: u64,
+    /// Produce acknowledgement latency in microseconds, from the intended
+    /// send time to the acknowledgement (empty with acks=0). Compared with
+    /// `latency_us` it tells the produce leg from the fetch leg.
+    pub ack_us: Histogram<u64>,
 }
 
 impl E2eSummary {
@@ -79,22 +83,36 @@ impl E2eSummary {
         ]
     }
 
+    /// Acknowledgement p50, p99, p99.9, max in milliseconds.
+    pub fn ack_percentiles_ms(&self) -> [f64; 4] {
+        let q = |q: f64| self.ack_us.value_at_quantile(q) as f64 / 1000.0;
+        [q(0.5), q(0.99), q(0.999), self.ack_us.max() as f64 / 1000.0]
+    }
+
     pub fn text(&self) -> String {
         let [p50, p95, p99, p999, max] = self.percentiles_ms();
-        format!(
+        let mut s = format!(
             "{} records sent, {} received, {:.1} records/sec (target {}), end-to-end latency {:.3} ms avg, {p50:.3} ms 50th, {p95:.3} ms 95th, {p99:.3} ms 99th, {p999:.3} ms 99.9th, {max:.3} ms max.",
             self.sent,
             self.received,
             self.achieved_rate,
             self.target_rate,
             self.latency_us.mean() / 1000.0,
-        )
+        );
+        if !self.ack_us.is_empty() {
+            let [a50, a99, a999, amax] = self.ack_percentiles_ms();
+            s.push_str(&format!(
+                "\nproduce acknowledgement (from intended send time): {a50:.3} ms 50th, {a99:.3} ms 99th, {a999:.3} ms 99.9th, {amax:.3} ms max."
+            ));
+        }
+        s
     }
 
     pub fn json(&self) -> String {
         let [p50, p95, p99, p999, max] = self.percentiles_ms();
+        let [a50, a99, a999, amax] = self.ack_percentiles_ms();
         format!(
-            "{{\"records_sent\":{},\"records_received\":{},\"duplicates\":{},\"target_records_per_sec\":{},\"records_per_sec\":{:.1},\"avg_ms\":{:.3},\"p50_ms\":{p50:.3},\"p95_ms\":{p95:.3},\"p99_ms\":{p99:.3},\"p999_ms\":{p999:.3},\"max_ms\":{max:.3}}}",
+            "{{\"records_sent\":{},\"records_received\":{},\"duplicates\":{},\"target_records_per_sec\":{},\"records_per_sec\":{:.1},\"avg_ms\":{:.3},\"p50_ms\":{p50:.3},\"p95_ms\":{p95:.3},\"p99_ms\":{p99:.3},\"p999_ms\":{p999:.3},\"max_ms\":{max:.3},\"ack_p50_ms\":{a50:.3},\"ack_p99_ms\":{a99:.3},\"ack_p999_ms\":{a999:.3},\"ack_max_ms\":{amax:.3}}}",
             self.sent,
             self.received,
             self.duplicates,
@@ -128,6 +146,7 @@ pub fn run(spec: &E2eSpec) -> Result<E2eSummary> {
     let sent = Arc::new(AtomicU64::new(0));
     let producer_done = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
+    let mut ack_us = Histogram::<u64>::new(3).expect("valid sigfig");
 
     let consumer = {
         let spec = spec.clone();
@@ -155,7 +174,7 @@ pub fn run(spec: &E2eSpec) -> Result<E2eSummary> {
         .recv()
         .map_err(|_| anyhow::anyhow!("the consumer thread stopped before it was ready"));
     let produced = match ready.and_then(|r| r) {
-        Ok(()) => rt.block_on(produce(spec, &parts, origin, &sent)),
+        Ok(()) => rt.block_on(produce(spec, &parts, origin, &sent, &mut ack_us)),
         Err(e) => Err(e),
     };
     producer_done.store(true, Ordering::SeqCst);
@@ -172,6 +191,7 @@ pub fn run(spec: &E2eSpec) -> Result<E2eSummary> {
         achieved_rate: sent as f64 / elapsed.as_secs_f64().max(1e-9),
         latency_us,
         duplicates,
+        ack_us,
     })
 }
 
@@ -231,6 +251,7 @@ async fn produce(
     parts: &[Part],
     origin: Instant,
     sent: &AtomicU64,
+    ack_us: &mut Histogram<u64>,
 ) -> Result<Duration> {
     let mut client = Client::connect(&spec.bootstrap, "weir-perf-e2e-producer").await?;
     let filler = vec![b'x'; spec.record_size - HEADER_BYTES];
@@ -310,6 +331,13 @@ async fn produce(
                         );
                     }
                 }
+            }
+        }
+        if spec.acks != 0 {
+            let acked = origin.elapsed();
+            for s in next..seq {
+                let us = acked.saturating_sub(due_at(s)).as_micros() as u64;
+                ack_us.record(us.max(1)).ok();
             }
         }
         sent.store(seq, Ordering::SeqCst);
