@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::ResponseBody;
 use weir_storage::cleaner::LogCleaner;
 use weir_storage::retention::RetentionReport;
@@ -75,6 +76,18 @@ pub fn error_slot_code(slot: usize) -> Option<i16> {
         return None;
     }
     i16::try_from(slot).ok().map(|s| s - 1)
+}
+
+/// The `error` label of slot `slot`: Kafka's name of the code, the number
+/// for a code weir does not know, `OTHER` for the last slot.
+pub fn error_slot_label(slot: usize) -> String {
+    match error_slot_code(slot) {
+        Some(code) => match ErrorCode::from_code(code) {
+            Some(e) => e.name().to_string(),
+            None => code.to_string(),
+        },
+        None => "OTHER".to_string(),
+    }
 }
 
 /// A latency histogram with fixed buckets ([`LATENCY_BUCKETS_SECONDS`]).
@@ -347,11 +360,14 @@ mod tests {
             assert_eq!(error_slot_code(error_slot(code)), Some(code));
         }
         assert_eq!(error_slot_code(ERROR_SLOTS - 1), None);
-        let highest = weir_protocol::error_code::ErrorCode::ALL
-            .iter()
-            .map(|c| c.code())
-            .max()
-            .unwrap();
+        assert_eq!(error_slot_label(error_slot(-1)), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(
+            error_slot_label(error_slot(3)),
+            "UNKNOWN_TOPIC_OR_PARTITION"
+        );
+        assert_eq!(error_slot_label(error_slot(200)), "200");
+        assert_eq!(error_slot_label(error_slot(-7)), "OTHER");
+        let highest = ErrorCode::ALL.iter().map(|c| c.code()).max().unwrap();
         assert!(error_slot(highest) < ERROR_SLOTS - 1);
     }
 

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use weir_group::{GroupState, OffsetFetchGroup};
-use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::ApiKey;
 
 use super::text::{Kind, TextWriter};
@@ -146,16 +145,12 @@ fn response_errors(w: &mut TextWriter, b: &Broker) {
             if n == 0 {
                 continue;
             }
-            let error = match super::error_slot_code(slot) {
-                Some(code) => match ErrorCode::from_code(code) {
-                    Some(e) => e.name().to_string(),
-                    None => code.to_string(),
-                },
-                None => "OTHER".to_string(),
-            };
             w.sample_int(
                 "weir_request_errors_total",
-                &[("api", key.name()), ("error", &error)],
+                &[
+                    ("api", key.name()),
+                    ("error", &super::error_slot_label(slot)),
+                ],
                 i128::from(n),
             );
         }
