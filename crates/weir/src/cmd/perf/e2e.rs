@@ -30,6 +30,12 @@ use super::super::common::now_ms;
 /// Bytes at the start of every value: intended send time (ns) + sequence.
 pub const HEADER_BYTES: usize = 16;
 
+/// Upper bound of a record's framing around its value (length, attributes,
+/// deltas, key and header counts as varints), so a batch of records never
+/// exceeds `batch_size` bytes; the batch header is counted once.
+const RECORD_OVERHEAD: usize = 32;
+const BATCH_HEADER: usize = 61;
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct E2eSpec {
@@ -256,11 +262,15 @@ async fn produce(
     let mut client = Client::connect(&spec.bootstrap, "weir-perf-e2e-producer").await?;
     let filler = vec![b'x'; spec.record_size - HEADER_BYTES];
     let interval_ns = 1e9 / spec.throughput as f64;
-    let due_at = |seq: u64| Duration::from_nanos((seq as f64 * interval_ns) as u64);
+    // The schedule starts now (the consumer's setup is not the producer's
+    // backlog); times stay relative to the shared `origin`.
+    let start = origin.elapsed();
+    let due_at = |seq: u64| start + Duration::from_nanos((seq as f64 * interval_ns) as u64);
     let mut next = 0u64;
     while next < spec.num_records {
         let now = origin.elapsed();
-        let due = ((now.as_nanos() as f64 / interval_ns) as u64 + 1).min(spec.num_records);
+        let due =
+            (((now - start).as_nanos() as f64 / interval_ns) as u64 + 1).min(spec.num_records);
         if due <= next {
             // Sleep to the next record's intended time. A blocking sleep:
             // this runtime runs nothing else, and the OS timer is finer than
@@ -277,8 +287,11 @@ async fn produce(
             let p = (seq % parts.len() as u64) as usize;
             let (b, bytes) = batches
                 .entry(p)
-                .or_insert_with(|| (RecordBatchBuilder::new(Compression::None), 0));
-            if *bytes > 0 && *bytes + spec.record_size > spec.batch_size {
+                .or_insert_with(|| (RecordBatchBuilder::new(Compression::None), BATCH_HEADER));
+            // encoded size: the value plus at most RECORD_OVERHEAD of framing
+            if *bytes > BATCH_HEADER
+                && *bytes + spec.record_size + RECORD_OVERHEAD > spec.batch_size
+            {
                 break;
             }
             let mut v = BytesMut::with_capacity(spec.record_size);
@@ -286,7 +299,7 @@ async fn produce(
             v.put_u64(seq);
             v.put_slice(&filler);
             b.push(ts, None, Some(v.freeze()), vec![])?;
-            *bytes += spec.record_size;
+            *bytes += spec.record_size + RECORD_OVERHEAD;
             seq += 1;
         }
         // One request per leader, all its partitions in it.
