@@ -11,6 +11,7 @@
 //! buffer grows only as bytes actually arrive (at most 64 KiB ahead), so a
 //! client that declares a huge frame and sends nothing costs nothing.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
@@ -54,6 +55,35 @@ pub enum ConnectionError {
     Idle,
 }
 
+/// Most answers a connection keeps waiting (produce syncs in flight) before
+/// it stops reading requests.
+pub const MAX_PIPELINED: usize = 16;
+
+/// A handled request whose answer is ready to send.
+pub struct Outgoing {
+    correlation_id: i32,
+    key: ApiKey,
+    version: i16,
+    reply: Reply,
+}
+
+/// An answer with the time its request started (for the latency metric).
+struct Done {
+    out: Outgoing,
+    started: std::time::Instant,
+}
+
+/// An answer still waiting (or ready, queued behind one that waits).
+type Waiting = std::pin::Pin<Box<dyn std::future::Future<Output = Done> + Send>>;
+
+/// Waits for the oldest waiting answer (the queue must not be empty).
+async fn front(pending: &mut VecDeque<Waiting>) -> Done {
+    match pending.front_mut() {
+        Some(w) => w.as_mut().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A piece of an outgoing response.
 pub enum ResponsePart {
     Bytes(Bytes),
@@ -70,6 +100,8 @@ pub struct Connection {
     written: u64,
     /// The local address, read once (handlers may need it per request).
     local: Option<SocketAddr>,
+    /// `fetch.inline.max.bytes`.
+    inline_max_bytes: usize,
 }
 
 impl Connection {
@@ -89,7 +121,15 @@ impl Connection {
             idle,
             written: 0,
             local,
+            inline_max_bytes: 0,
         }
+    }
+
+    /// Fetch responses with at most this many bytes of record data are
+    /// sent with one write instead of sendfile (`fetch.inline.max.bytes`).
+    pub fn with_inline_max_bytes(mut self, n: usize) -> Self {
+        self.inline_max_bytes = n;
+        self
     }
 
     /// Reads one frame (without its size prefix). `Ok(None)` on a clean EOF
@@ -178,55 +218,138 @@ impl Connection {
     }
 
     /// Serves requests until EOF, an error, or shutdown.
+    ///
+    /// Answers go out in request order. A Produce whose answer waits for a
+    /// sync (`flush.messages`) returns [`Reply::Later`]; while it waits, the
+    /// next Produce requests on the connection are read and appended (up to
+    /// [`MAX_PIPELINED`] waiting answers), so their syncs are group-committed
+    /// instead of running one after another. Any other request first waits
+    /// until every earlier answer has been sent.
     pub async fn run(mut self, broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
         let peer = self.peer;
-        loop {
-            let frame = tokio::select! {
-                r = self.read_frame() => r,
-                _ = shutdown.changed() => break,
-            };
-            let frame = match frame {
-                Ok(Some(f)) => f,
-                Ok(None) => break,
-                Err(e) => {
-                    match e {
-                        ConnectionError::FrameTooLarge { .. } => {
-                            tracing::info!(%peer, "closing connection: {e}")
-                        }
-                        _ => tracing::debug!(%peer, "closing connection: {e}"),
+        let mut pending: VecDeque<Waiting> = VecDeque::new();
+        let result: Result<(), ConnectionError> = async {
+            loop {
+                let frame = if pending.is_empty() {
+                    tokio::select! {
+                        r = self.read_frame() => r,
+                        _ = shutdown.changed() => return Ok(()),
                     }
-                    break;
+                } else {
+                    let room = pending.len() < MAX_PIPELINED;
+                    tokio::select! {
+                        biased;
+                        done = front(&mut pending) => {
+                            pending.pop_front();
+                            self.finish(&broker, done).await?;
+                            continue;
+                        }
+                        r = self.read_frame(), if room => r,
+                        _ = shutdown.changed() => return Ok(()),
+                    }
+                };
+                let frame = match frame? {
+                    Some(f) => f,
+                    None => {
+                        // EOF: still answer what was accepted
+                        while let Some(w) = pending.pop_front() {
+                            let done = w.await;
+                            self.finish(&broker, done).await?;
+                        }
+                        return Ok(());
+                    }
+                };
+                let started = std::time::Instant::now();
+                broker
+                    .metrics
+                    .bytes_in
+                    .fetch_add(4 + frame.len() as u64, Ordering::Relaxed);
+                let api_key = frame.get(..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
+                if api_key != Some(ApiKey::Produce as i16) {
+                    while let Some(w) = pending.pop_front() {
+                        let done = w.await;
+                        self.finish(&broker, done).await?;
+                    }
                 }
-            };
-            let metrics = &broker.metrics;
-            let started = std::time::Instant::now();
-            metrics
-                .bytes_in
-                .fetch_add(4 + frame.len() as u64, Ordering::Relaxed);
-            let api_key = frame.get(..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
-            let result = self.process(&broker, frame, &shutdown).await;
-            if let Some(key) = api_key {
-                metrics.record_request(key, started.elapsed(), result.is_ok());
+                let out = match self.process(&broker, frame, &shutdown).await {
+                    Ok(out) => out,
+                    Err(e) => {
+                        if let Some(key) = api_key {
+                            broker.metrics.record_request(key, started.elapsed(), false);
+                        }
+                        return Err(e);
+                    }
+                };
+                let done = Done { out, started };
+                match done.out.reply {
+                    Reply::Later(_) => {
+                        let Done { out, started } = done;
+                        let Outgoing {
+                            correlation_id,
+                            key,
+                            version,
+                            reply,
+                        } = out;
+                        let Reply::Later(fut) = reply else {
+                            unreachable!("matched above")
+                        };
+                        pending.push_back(Box::pin(async move {
+                            Done {
+                                out: Outgoing {
+                                    correlation_id,
+                                    key,
+                                    version,
+                                    reply: fut.await,
+                                },
+                                started,
+                            }
+                        }));
+                    }
+                    _ if !pending.is_empty() => {
+                        pending.push_back(Box::pin(std::future::ready(done)));
+                    }
+                    _ => self.finish(&broker, done).await?,
+                }
             }
-            metrics
-                .bytes_out
-                .fetch_add(std::mem::take(&mut self.written), Ordering::Relaxed);
-            if let Err(e) = result {
-                match e {
-                    ConnectionError::Io(_) => tracing::debug!(%peer, "closing connection: {e}"),
-                    _ => tracing::info!(%peer, "closing connection: {e}"),
+        }
+        .await;
+        if let Err(e) = result {
+            match e {
+                ConnectionError::FrameTooLarge { .. } => {
+                    tracing::info!(%peer, "closing connection: {e}")
                 }
-                break;
+                ConnectionError::Io(_)
+                | ConnectionError::TruncatedFrame
+                | ConnectionError::Idle => {
+                    tracing::debug!(%peer, "closing connection: {e}")
+                }
+                _ => tracing::info!(%peer, "closing connection: {e}"),
             }
         }
     }
 
+    /// Sends one answer and records its metrics.
+    async fn finish(&mut self, broker: &Arc<Broker>, done: Done) -> Result<(), ConnectionError> {
+        let Done { out, started } = done;
+        let key = out.key as i16;
+        let r = self.send_reply(out).await;
+        broker
+            .metrics
+            .record_request(key, started.elapsed(), r.is_ok());
+        broker
+            .metrics
+            .bytes_out
+            .fetch_add(std::mem::take(&mut self.written), Ordering::Relaxed);
+        r
+    }
+
+    /// Decodes and handles one request; the answer is not sent yet.
     async fn process(
         &mut self,
         broker: &Arc<Broker>,
         frame: Bytes,
         shutdown: &watch::Receiver<bool>,
-    ) -> Result<(), ConnectionError> {
+    ) -> Result<Outgoing, ConnectionError> {
         if frame.len() < 8 {
             return Err(ConnectionError::InvalidRequest(format!(
                 "frame of {} bytes has no request header",
@@ -242,7 +365,12 @@ impl Connection {
             if key == ApiKey::ApiVersions {
                 // Answer in v0 so that any client can read it and downgrade.
                 let body = handler::api_versions::unsupported_version_response();
-                return self.send_body(correlation_id, key, 0, &body).await;
+                return Ok(Outgoing {
+                    correlation_id,
+                    key,
+                    version: 0,
+                    reply: Reply::Body(body),
+                });
             }
             return Err(ConnectionError::InvalidRequest(format!(
                 "unsupported version {version} of {}",
@@ -270,7 +398,24 @@ impl Connection {
             local: self.local,
             shutdown: shutdown.clone(),
         };
-        match handler::handle(&ctx, body).await {
+        let reply = handler::handle(&ctx, body).await;
+        Ok(Outgoing {
+            correlation_id,
+            key,
+            version,
+            reply,
+        })
+    }
+
+    /// Writes an answer (a [`Reply::Later`] must have been resolved).
+    async fn send_reply(&mut self, out: Outgoing) -> Result<(), ConnectionError> {
+        let Outgoing {
+            correlation_id,
+            key,
+            version,
+            reply,
+        } = out;
+        match reply {
             Reply::None => Ok(()),
             Reply::Body(body) => self.send_body(correlation_id, key, version, &body).await,
             Reply::WithFiles { body, files } => {
@@ -283,7 +428,7 @@ impl Connection {
                     .map(FileRegion::len)
                     .sum();
                 let parts = splice_files(buf, files, version >= 12)?;
-                let parts = if file_bytes <= broker.config.fetch_inline_max_bytes {
+                let parts = if file_bytes <= self.inline_max_bytes {
                     // Small responses (a consumer at the tail): one copy and
                     // one write beat a sendfile plus a write per partition.
                     vec![ResponsePart::Bytes(flatten(parts)?)]
@@ -293,6 +438,9 @@ impl Connection {
                 self.write_parts(parts).await
             }
             Reply::Close(reason) => Err(ConnectionError::InvalidRequest(reason)),
+            Reply::Later(_) => Err(ConnectionError::Encode(
+                "a deferred answer was not resolved".into(),
+            )),
         }
     }
 

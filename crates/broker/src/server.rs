@@ -198,7 +198,8 @@ async fn accept_loop(
             drop(stream);
             continue;
         };
-        let conn = Connection::new(stream, peer, max_request, idle);
+        let conn = Connection::new(stream, peer, max_request, idle)
+            .with_inline_max_bytes(broker.config.fetch_inline_max_bytes);
         let broker = broker.clone();
         let shutdown = shutdown.clone();
         let done = done_tx.clone();

@@ -64,3 +64,84 @@ async fn multi_partition_produce_is_synced_before_the_answer() {
     assert_eq!(got, vec![0, 1, 2, 3, 4, 5]);
     b.shutdown().await.unwrap();
 }
+
+/// Produce requests sent back to back on one connection (as a producer with
+/// several requests in flight does) are appended while earlier ones wait
+/// for their syncs, and every answer still comes in request order, after
+/// its own records are synced. A request of another kind in between is
+/// answered in its place and sees the earlier produces' records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_produces_are_answered_in_order_once_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(
+        create_topic(&mut c, "piped", 2, &[("flush.messages", "1")]).await,
+        NONE
+    );
+    let produce = |i: usize| {
+        RequestBody::Produce(ProduceRequest {
+            acks: -1,
+            timeout_ms: 5000,
+            topic_data: vec![produce_request::TopicProduceData {
+                name: "piped".into(),
+                partition_data: (0..2)
+                    .map(|p| produce_request::PartitionProduceData {
+                        index: p,
+                        records: Some(batch(&[&format!("r{i}-a"), &format!("r{i}-b")], 1000)),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+    };
+    // 20 produces with a ListOffsets after the 10th, all written before any
+    // answer is read
+    let mut sent = Vec::new();
+    for i in 0..20 {
+        sent.push((c.send_only(produce(i), 9).await, ApiKey::Produce, 9));
+        if i == 9 {
+            let lo = RequestBody::ListOffsets(ListOffsetsRequest {
+                replica_id: -1,
+                topics: vec![list_offsets_request::ListOffsetsTopic {
+                    name: "piped".into(),
+                    partitions: vec![list_offsets_request::ListOffsetsPartition {
+                        partition_index: 0,
+                        timestamp: -1,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            sent.push((c.send_only(lo, 7).await, ApiKey::ListOffsets, 7));
+        }
+    }
+    let mut produced = 0i64;
+    for (corr, key, version) in sent {
+        let frame = c.read_frame().await.expect("answer");
+        let (header, body) = decode_response(frame, key, version).unwrap();
+        assert_eq!(header.correlation_id, corr, "answers in request order");
+        match body {
+            ResponseBody::Produce(r) => {
+                for p in &r.responses[0].partition_responses {
+                    assert_eq!(p.error_code, NONE, "{:?}", p.error_message);
+                    assert_eq!(p.base_offset, produced * 2, "offsets in request order");
+                    let log = b.broker.log("piped", p.index).unwrap();
+                    assert!(log.recovery_point() >= produced * 2 + 2, "synced first");
+                }
+                produced += 1;
+            }
+            ResponseBody::ListOffsets(r) => {
+                // after the first ten produces: their records are visible
+                assert_eq!(produced, 10);
+                assert_eq!(r.topics[0].partitions[0].offset, 20);
+            }
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    assert_eq!(produced, 20);
+    b.shutdown().await.unwrap();
+}

@@ -48,6 +48,10 @@ pub enum Reply {
     },
     /// Close the connection (Kafka closes on requests it cannot parse).
     Close(String),
+    /// The answer once work already started has finished (a produce's
+    /// syncs). The connection keeps reading and appending later Produce
+    /// requests meanwhile and sends answers in request order.
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = Reply> + Send>>),
 }
 
 /// Everything a handler may need about the request besides its body.
@@ -124,12 +128,23 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
 /// (`weir_request_errors_total`).
 pub async fn handle(ctx: &RequestContext, body: RequestBody) -> Reply {
     let reply = dispatch(ctx, body).await;
-    if let Reply::Body(body) | Reply::WithFiles { body, .. } = &reply {
-        ctx.broker
-            .metrics
-            .record_response_errors(ctx.api_key as i16, body);
+    if let Reply::Later(fut) = reply {
+        let broker = ctx.broker.clone();
+        let key = ctx.api_key as i16;
+        return Reply::Later(Box::pin(async move {
+            let reply = fut.await;
+            record_errors(&broker, key, &reply);
+            reply
+        }));
     }
+    record_errors(&ctx.broker, ctx.api_key as i16, &reply);
     reply
+}
+
+fn record_errors(broker: &Broker, key: i16, reply: &Reply) {
+    if let Reply::Body(body) | Reply::WithFiles { body, .. } = reply {
+        broker.metrics.record_response_errors(key, body);
+    }
 }
 
 async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {

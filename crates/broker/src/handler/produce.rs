@@ -321,31 +321,43 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     if any_appended {
         b.notify_append();
     }
+    if flushes.is_empty() {
+        return answer(acks, any_error, responses);
+    }
     // The partitions of one request sync concurrently, each on a blocking
-    // thread; the response waits for all of them.
+    // thread, started now; the answer waits for all of them, while the
+    // connection goes on with the next Produce request.
     let started: Vec<_> = flushes
         .into_iter()
         .map(|(slot, f)| (slot, f.start()))
         .collect();
-    for ((t, p), task) in started {
-        let failed = match task.await {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some((codes::from_storage(&e), e.to_string())),
-            Err(e) => Some((codes::KAFKA_STORAGE_ERROR, format!("flush failed: {e}"))),
-        };
-        if let Some((code, msg)) = failed
-            && let Some(topic) = responses.get_mut(t)
-            && let Some(slot) = topic.partition_responses.get_mut(p)
-        {
-            tracing::warn!(topic = %topic.name, partition = slot.index, "flush failed: {msg}");
-            slot.error_code = code;
-            slot.error_message = Some(msg);
-            slot.base_offset = -1;
-            slot.log_append_time_ms = -1;
-            slot.log_start_offset = -1;
-            any_error = true;
+    Reply::Later(Box::pin(async move {
+        let mut any_error = any_error;
+        let mut responses = responses;
+        for ((t, p), task) in started {
+            let failed = match task.await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some((codes::from_storage(&e), e.to_string())),
+                Err(e) => Some((codes::KAFKA_STORAGE_ERROR, format!("flush failed: {e}"))),
+            };
+            if let Some((code, msg)) = failed
+                && let Some(topic) = responses.get_mut(t)
+                && let Some(slot) = topic.partition_responses.get_mut(p)
+            {
+                tracing::warn!(topic = %topic.name, partition = slot.index, "flush failed: {msg}");
+                slot.error_code = code;
+                slot.error_message = Some(msg);
+                slot.base_offset = -1;
+                slot.log_append_time_ms = -1;
+                slot.log_start_offset = -1;
+                any_error = true;
+            }
         }
-    }
+        answer(acks, any_error, responses)
+    }))
+}
+
+fn answer(acks: i16, any_error: bool, responses: Vec<TopicProduceResponse>) -> Reply {
     if acks == 0 {
         // no response to carry the error: close the connection so the
         // producer notices and refreshes its metadata (as Kafka does)
