@@ -245,18 +245,17 @@ impl Connection {
                             continue;
                         }
                         r = self.read_frame(), if room => r,
-                        _ = shutdown.changed() => return Ok(()),
+                        // answers of records already appended still go out
+                        _ = shutdown.changed() => return self.drain(&broker, &mut pending).await,
                     }
                 };
-                let frame = match frame? {
-                    Some(f) => f,
-                    None => {
-                        // EOF: still answer what was accepted
-                        while let Some(w) = pending.pop_front() {
-                            let done = w.await;
-                            self.finish(&broker, done).await?;
-                        }
-                        return Ok(());
+                let frame = match frame {
+                    Ok(Some(f)) => f,
+                    // EOF: still answer what was accepted
+                    Ok(None) => return self.drain(&broker, &mut pending).await,
+                    Err(e) => {
+                        let _ = self.drain(&broker, &mut pending).await;
+                        return Err(e);
                     }
                 };
                 let started = std::time::Instant::now();
@@ -266,10 +265,7 @@ impl Connection {
                     .fetch_add(4 + frame.len() as u64, Ordering::Relaxed);
                 let api_key = frame.get(..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
                 if api_key != Some(ApiKey::Produce as i16) {
-                    while let Some(w) = pending.pop_front() {
-                        let done = w.await;
-                        self.finish(&broker, done).await?;
-                    }
+                    self.drain(&broker, &mut pending).await?;
                 }
                 let out = match self.process(&broker, frame, &shutdown).await {
                     Ok(out) => out,
@@ -277,6 +273,8 @@ impl Connection {
                         if let Some(key) = api_key {
                             broker.metrics.record_request(key, started.elapsed(), false);
                         }
+                        // earlier requests are answered before the close
+                        let _ = self.drain(&broker, &mut pending).await;
                         return Err(e);
                     }
                 };
@@ -326,6 +324,19 @@ impl Connection {
                 _ => tracing::info!(%peer, "closing connection: {e}"),
             }
         }
+    }
+
+    /// Sends every waiting answer, in order.
+    async fn drain(
+        &mut self,
+        broker: &Arc<Broker>,
+        pending: &mut VecDeque<Waiting>,
+    ) -> Result<(), ConnectionError> {
+        while let Some(w) = pending.pop_front() {
+            let done = w.await;
+            self.finish(broker, done).await?;
+        }
+        Ok(())
     }
 
     /// Sends one answer and records its metrics.

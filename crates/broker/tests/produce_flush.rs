@@ -145,3 +145,53 @@ async fn pipelined_produces_are_answered_in_order_once_synced() {
     assert_eq!(produced, 20);
     b.shutdown().await.unwrap();
 }
+
+/// A request that closes the connection (here a Produce in a version the
+/// broker does not support) still lets the produces sent before it get
+/// their answers first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_produce_answers_go_out_before_a_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(
+        create_topic(&mut c, "closing", 1, &[("flush.messages", "1")]).await,
+        NONE
+    );
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        let req = RequestBody::Produce(ProduceRequest {
+            acks: -1,
+            timeout_ms: 5000,
+            topic_data: vec![produce_request::TopicProduceData {
+                name: "closing".into(),
+                partition_data: vec![produce_request::PartitionProduceData {
+                    index: 0,
+                    records: Some(batch(&[&format!("v{i}")], 1000)),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        sent.push(c.send_only(req, 9).await);
+    }
+    // size 8: api key 0 (Produce), version 99, correlation id 77
+    let mut garbage = 8i32.to_be_bytes().to_vec();
+    garbage.extend_from_slice(&0i16.to_be_bytes());
+    garbage.extend_from_slice(&99i16.to_be_bytes());
+    garbage.extend_from_slice(&77i32.to_be_bytes());
+    c.stream.write_all(&garbage).await.unwrap();
+    for (i, corr) in sent.into_iter().enumerate() {
+        let frame = c.read_frame().await.expect("answer before the close");
+        let (header, body) = decode_response(frame, ApiKey::Produce, 9).unwrap();
+        assert_eq!(header.correlation_id, corr);
+        let ResponseBody::Produce(r) = body else {
+            panic!("not a produce answer");
+        };
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!((p.error_code, p.base_offset), (NONE, i as i64));
+    }
+    assert!(c.is_closed().await);
+    b.shutdown().await.unwrap();
+}
