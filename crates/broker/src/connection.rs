@@ -376,6 +376,7 @@ impl Connection {
             if key == ApiKey::ApiVersions {
                 // Answer in v0 so that any client can read it and downgrade.
                 let body = handler::api_versions::unsupported_version_response();
+                broker.metrics.record_response_errors(api_key, &body);
                 return Ok(Outgoing {
                     correlation_id,
                     key,

@@ -474,8 +474,21 @@ async fn error_codes_in_responses_are_counted_per_api_and_error() {
     };
     assert_eq!(heartbeat_error, 25);
 
+    // ApiVersions in a version the broker does not know: answered in v0
+    // with UNSUPPORTED_VERSION (35) by the connection itself
+    let mut frame = 10i32.to_be_bytes().to_vec();
+    frame.extend_from_slice(&18i16.to_be_bytes());
+    frame.extend_from_slice(&99i16.to_be_bytes());
+    frame.extend_from_slice(&4242i32.to_be_bytes());
+    frame.extend_from_slice(&(-1i16).to_be_bytes());
+    c.stream.write_all(&frame).await.unwrap();
+    let answer = c.read_frame().await.expect("ApiVersions answer");
+    assert_eq!(answer[..4], 4242i32.to_be_bytes());
+    assert_eq!(answer[4..6], 35i16.to_be_bytes());
+
     let after = scrape(&b).await;
     let delta = |api: &str, error: &str| count(&after, api, error) - count(&before, api, error);
+    assert_eq!(delta("ApiVersions", "UNSUPPORTED_VERSION"), 1.0);
     assert_eq!(delta("Produce", "UNKNOWN_TOPIC_OR_PARTITION"), 3.0);
     assert_eq!(api_errors(&after, "Produce") - produce_before, 3.0);
     assert_eq!(delta("Fetch", "OFFSET_OUT_OF_RANGE"), 2.0);
