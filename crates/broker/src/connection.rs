@@ -278,35 +278,29 @@ impl Connection {
                         return Err(e);
                     }
                 };
-                let done = Done { out, started };
-                match done.out.reply {
-                    Reply::Later(_) => {
-                        let Done { out, started } = done;
-                        let Outgoing {
-                            correlation_id,
-                            key,
-                            version,
-                            reply,
-                        } = out;
-                        let Reply::Later(fut) = reply else {
-                            unreachable!("matched above")
-                        };
-                        pending.push_back(Box::pin(async move {
-                            Done {
-                                out: Outgoing {
-                                    correlation_id,
-                                    key,
-                                    version,
-                                    reply: fut.await,
-                                },
-                                started,
-                            }
-                        }));
+                let Outgoing {
+                    correlation_id,
+                    key,
+                    version,
+                    reply,
+                } = out;
+                let resolved = move |reply| Done {
+                    out: Outgoing {
+                        correlation_id,
+                        key,
+                        version,
+                        reply,
+                    },
+                    started,
+                };
+                match reply {
+                    Reply::Later(fut) => {
+                        pending.push_back(Box::pin(async move { resolved(fut.await) }));
                     }
-                    _ if !pending.is_empty() => {
-                        pending.push_back(Box::pin(std::future::ready(done)));
+                    reply if !pending.is_empty() => {
+                        pending.push_back(Box::pin(std::future::ready(resolved(reply))));
                     }
-                    _ => self.finish(&broker, done).await?,
+                    reply => self.finish(&broker, resolved(reply)).await?,
                 }
             }
         }

@@ -72,12 +72,7 @@ impl FileRegion {
     /// Copies the bytes out (TLS, in-memory backends, tests).
     pub fn read_to_vec(&self) -> Result<Vec<u8>, StorageError> {
         let mut buf = vec![0u8; self.len];
-        self.file
-            .read_exact_at(&mut buf, self.position)
-            .map_err(|source| StorageError::Io {
-                path: PathBuf::from("<file region>"),
-                source,
-            })?;
+        self.read_into(&mut buf)?;
         Ok(buf)
     }
 }
@@ -494,10 +489,7 @@ impl Log {
             let cached = if i == 0 {
                 seg.recent.find(fetch_offset, seg.size)
             } else {
-                seg.recent
-                    .find(seg.base_offset, seg.size)
-                    .filter(|h| *h == RecentHit::At(0))
-                    .filter(|_| seg.recent.from(0).next().is_some_and(|b| b.position == 0))
+                seg.recent.covers(seg.size).then_some(RecentHit::At(0))
             };
             let (start, mut batches) = match cached {
                 Some(RecentHit::PastEnd) => continue,

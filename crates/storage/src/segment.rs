@@ -139,6 +139,17 @@ impl RecentBatches {
         })
     }
 
+    /// Whether the cache holds every batch of a segment of `segment_size`
+    /// bytes (it starts at position 0 and ends at the segment's end).
+    pub fn covers(&self, segment_size: u64) -> bool {
+        match (self.batches.front(), self.batches.back()) {
+            (Some(first), Some(last)) => {
+                first.position == 0 && last.position + last.size as u64 == segment_size
+            }
+            _ => false,
+        }
+    }
+
     /// The cached batches from entry `k` on.
     pub fn from(&self, k: usize) -> impl Iterator<Item = &RecentBatch> {
         self.batches.range(k..)
@@ -748,6 +759,9 @@ mod tests {
         assert_eq!(RecentBatches::default().find(0, 0), None);
         let from: Vec<i64> = r.from(2).map(|b| b.base_offset).collect();
         assert_eq!(from, vec![14, 16]);
+        assert!(r.covers(400));
+        assert!(!r.covers(500));
+        assert!(!RecentBatches::default().covers(0));
     }
 
     #[test]
@@ -758,6 +772,7 @@ mod tests {
         let end = 100 * n as u64;
         // the oldest five fell out
         assert_eq!(r.find(10, end), None);
+        assert!(!r.covers(end));
         assert_eq!(r.find(10 + 2 * 5, end), Some(RecentHit::At(0)));
     }
 
