@@ -6,6 +6,26 @@
 mod common;
 use common::*;
 
+/// An acks=all Produce of `records` to each of partitions `0..partitions`.
+fn produce_all(topic: &str, partitions: i32, records: Bytes) -> RequestBody {
+    RequestBody::Produce(ProduceRequest {
+        acks: -1,
+        timeout_ms: 5000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: topic.into(),
+            partition_data: (0..partitions)
+                .map(|p| produce_request::PartitionProduceData {
+                    index: p,
+                    records: Some(records.clone()),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_partition_produce_is_synced_before_the_answer() {
     let dir = tempfile::tempdir().unwrap();
@@ -16,23 +36,8 @@ async fn multi_partition_produce_is_synced_before_the_answer() {
         NONE
     );
     for round in 0..3i64 {
-        let req = ProduceRequest {
-            acks: -1,
-            timeout_ms: 5000,
-            topic_data: vec![produce_request::TopicProduceData {
-                name: "durable".into(),
-                partition_data: (0..4)
-                    .map(|p| produce_request::PartitionProduceData {
-                        index: p,
-                        records: Some(batch(&["a", "b"], 1_700_000_000_000)),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        let ResponseBody::Produce(r) = c.call(RequestBody::Produce(req), 9).await else {
+        let req = produce_all("durable", 4, batch(&["a", "b"], 1_700_000_000_000));
+        let ResponseBody::Produce(r) = c.call(req, 9).await else {
             panic!("not a produce response");
         };
         let parts = &r.responses[0].partition_responses;
@@ -80,22 +85,11 @@ async fn pipelined_produces_are_answered_in_order_once_synced() {
         NONE
     );
     let produce = |i: usize| {
-        RequestBody::Produce(ProduceRequest {
-            acks: -1,
-            timeout_ms: 5000,
-            topic_data: vec![produce_request::TopicProduceData {
-                name: "piped".into(),
-                partition_data: (0..2)
-                    .map(|p| produce_request::PartitionProduceData {
-                        index: p,
-                        records: Some(batch(&[&format!("r{i}-a"), &format!("r{i}-b")], 1000)),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        })
+        produce_all(
+            "piped",
+            2,
+            batch(&[&format!("r{i}-a"), &format!("r{i}-b")], 1000),
+        )
     };
     // 20 produces with a ListOffsets after the 10th, all written before any
     // answer is read
@@ -103,19 +97,8 @@ async fn pipelined_produces_are_answered_in_order_once_synced() {
     for i in 0..20 {
         sent.push((c.send_only(produce(i), 9).await, ApiKey::Produce, 9));
         if i == 9 {
-            let lo = RequestBody::ListOffsets(ListOffsetsRequest {
-                replica_id: -1,
-                topics: vec![list_offsets_request::ListOffsetsTopic {
-                    name: "piped".into(),
-                    partitions: vec![list_offsets_request::ListOffsetsPartition {
-                        partition_index: 0,
-                        timestamp: -1,
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }],
-                ..Default::default()
-            });
+            // the latest offset of partition 0
+            let lo = request_for(ApiKey::ListOffsets, 7, "piped", Uuid::ZERO, 0);
             sent.push((c.send_only(lo, 7).await, ApiKey::ListOffsets, 7));
         }
     }
@@ -160,20 +143,7 @@ async fn waiting_produce_answers_go_out_before_a_close() {
     );
     let mut sent = Vec::new();
     for i in 0..5 {
-        let req = RequestBody::Produce(ProduceRequest {
-            acks: -1,
-            timeout_ms: 5000,
-            topic_data: vec![produce_request::TopicProduceData {
-                name: "closing".into(),
-                partition_data: vec![produce_request::PartitionProduceData {
-                    index: 0,
-                    records: Some(batch(&[&format!("v{i}")], 1000)),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        });
+        let req = produce_all("closing", 1, batch(&[&format!("v{i}")], 1000));
         sent.push(c.send_only(req, 9).await);
     }
     // size 8: api key 0 (Produce), version 99, correlation id 77
