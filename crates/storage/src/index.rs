@@ -6,6 +6,12 @@
 //! the active segment is preallocated to `segment.index.bytes` (zeros past
 //! the last entry) and trimmed to its entries on roll and close.
 //!
+//! Preallocation is lazy when a segment becomes active again (on open, after
+//! a rebuild): [`OffsetIndex::preallocate`] only marks the file, and the
+//! first [`OffsetIndex::write_pending`] that has entries to write grows it.
+//! Opening a log for reading therefore never writes to an index file, so a
+//! log dir on a full disk still opens and serves reads.
+//!
 //! Entries are kept in memory for lookups. An append only adds to memory;
 //! [`OffsetIndex::write_pending`] then writes every entry not yet in the file
 //! with one positional write through the [`StorageFile`] seam, so every
@@ -21,6 +27,7 @@
 
 use crate::backend::StorageFile;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Entries an append lets wait in memory before writing them out.
 pub const PENDING_WRITE_BATCH: usize = 64;
@@ -77,6 +84,10 @@ pub struct OffsetIndex {
     /// `entries[..written]` are in the file; the rest await `write_pending`.
     written: usize,
     max_entries: usize,
+    /// The file is to be grown to `max_entries` entries before the next
+    /// write (set by `preallocate`, done by `write_pending`). Atomic only
+    /// because `preallocate` takes `&self`; the log's lock orders access.
+    grow_before_write: AtomicBool,
 }
 
 impl OffsetIndex {
@@ -94,6 +105,7 @@ impl OffsetIndex {
             entries: Vec::new(),
             written: 0,
             max_entries,
+            grow_before_write: AtomicBool::new(false),
         })
     }
 
@@ -111,6 +123,7 @@ impl OffsetIndex {
             written: entries.len(),
             entries,
             max_entries,
+            grow_before_write: AtomicBool::new(false),
         }
     }
 
@@ -147,12 +160,17 @@ impl OffsetIndex {
         self.entries.push((rel, pos));
     }
 
-    /// Writes the entries appended since the last call, in one write.
+    /// Writes the entries appended since the last call, in one write (after
+    /// a preallocation left pending by [`OffsetIndex::preallocate`]).
     pub fn write_pending(&mut self) -> io::Result<()> {
-        let pending = &self.entries[self.written..];
-        if pending.is_empty() {
+        if self.written == self.entries.len() {
             return Ok(());
         }
+        if self.grow_before_write.load(Ordering::Relaxed) {
+            grow_to(&*self.file, (self.max_entries * OFFSET_ENTRY) as u64)?;
+            self.grow_before_write.store(false, Ordering::Relaxed);
+        }
+        let pending = &self.entries[self.written..];
         let mut buf = Vec::with_capacity(pending.len() * OFFSET_ENTRY);
         for &(rel, pos) in pending {
             buf.extend_from_slice(&rel.to_be_bytes());
@@ -219,13 +237,22 @@ impl OffsetIndex {
     /// Writes pending entries and cuts the file to them (done on roll and
     /// close).
     pub fn trim(&mut self) -> io::Result<()> {
+        self.grow_before_write.store(false, Ordering::Relaxed);
         self.write_pending()?;
         self.file
             .set_len((self.entries.len() * OFFSET_ENTRY) as u64)
     }
-    /// Preallocates the file again (when a segment becomes active).
+    /// Preallocates the file again (when a segment becomes active), lazily:
+    /// the file grows at the next write of entries, so opening a log writes
+    /// nothing here (see the module doc). Never fails; the `Result` stays
+    /// for callers written against the eager version.
     pub fn preallocate(&self) -> io::Result<()> {
-        self.file.set_len((self.max_entries * OFFSET_ENTRY) as u64)
+        self.grow_before_write.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+    /// Whether a preallocation is still waiting for the next write.
+    pub fn preallocation_pending(&self) -> bool {
+        self.grow_before_write.load(Ordering::Relaxed)
     }
     pub fn sync(&self) -> io::Result<()> {
         self.file.sync()
@@ -245,6 +272,8 @@ pub struct TimeIndex {
     /// `entries[..written]` are in the file; the rest await `write_pending`.
     written: usize,
     max_entries: usize,
+    /// See [`OffsetIndex`]'s field of the same name.
+    grow_before_write: AtomicBool,
 }
 
 impl TimeIndex {
@@ -261,6 +290,7 @@ impl TimeIndex {
             entries: Vec::new(),
             written: 0,
             max_entries,
+            grow_before_write: AtomicBool::new(false),
         })
     }
 
@@ -277,6 +307,7 @@ impl TimeIndex {
             written: entries.len(),
             entries,
             max_entries,
+            grow_before_write: AtomicBool::new(false),
         }
     }
 
@@ -323,12 +354,17 @@ impl TimeIndex {
         }
     }
 
-    /// Writes the entries appended since the last call, in one write.
+    /// Writes the entries appended since the last call, in one write (after
+    /// a pending preallocation, see [`OffsetIndex::write_pending`]).
     pub fn write_pending(&mut self) -> io::Result<()> {
-        let pending = &self.entries[self.written..];
-        if pending.is_empty() {
+        if self.written == self.entries.len() {
             return Ok(());
         }
+        if self.grow_before_write.load(Ordering::Relaxed) {
+            grow_to(&*self.file, (self.max_entries * TIME_ENTRY) as u64)?;
+            self.grow_before_write.store(false, Ordering::Relaxed);
+        }
+        let pending = &self.entries[self.written..];
         let mut buf = Vec::with_capacity(pending.len() * TIME_ENTRY);
         for &(ts, rel) in pending {
             buf.extend_from_slice(&ts.to_be_bytes());
@@ -380,11 +416,18 @@ impl TimeIndex {
 
     /// See [`OffsetIndex::trim`].
     pub fn trim(&mut self) -> io::Result<()> {
+        self.grow_before_write.store(false, Ordering::Relaxed);
         self.write_pending()?;
         self.file.set_len((self.entries.len() * TIME_ENTRY) as u64)
     }
+    /// See [`OffsetIndex::preallocate`]: lazy, writes nothing now.
     pub fn preallocate(&self) -> io::Result<()> {
-        self.file.set_len((self.max_entries * TIME_ENTRY) as u64)
+        self.grow_before_write.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+    /// Whether a preallocation is still waiting for the next write.
+    pub fn preallocation_pending(&self) -> bool {
+        self.grow_before_write.load(Ordering::Relaxed)
     }
     pub fn sync(&self) -> io::Result<()> {
         self.file.sync()
@@ -392,6 +435,14 @@ impl TimeIndex {
     pub fn file(&self) -> Arc<dyn StorageFile> {
         self.file.clone()
     }
+}
+
+/// Grows `file` to `len` bytes (zeros); never shrinks it.
+fn grow_to(file: &dyn StorageFile, len: u64) -> io::Result<()> {
+    if file.len()? < len {
+        file.set_len(len)?;
+    }
+    Ok(())
 }
 
 /// Parses `.index` bytes: strictly increasing entries, then only zero padding

@@ -30,6 +30,7 @@ mod batch;
 pub mod checkpoint;
 pub mod cleaner;
 mod config;
+mod creation;
 mod error;
 pub mod index;
 mod log;
@@ -41,6 +42,7 @@ pub mod testing;
 
 pub use batch::record_timestamps;
 pub use config::{LogConfig, Ratio, TimestampType, TopicPartition};
+pub use creation::{CREATING_SUFFIX, KnownTopic, PendingCreation};
 pub use error::StorageError;
 pub use log::{AppendInfo, FileRegion, Log, ReadResult};
 pub use manager::{LogManager, LogManagerConfig};

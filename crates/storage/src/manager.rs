@@ -1,5 +1,13 @@
 //! The log manager: every partition under the data dirs, opened in parallel,
 //! checkpointed, and shut down cleanly.
+//!
+//! Start-up never refuses to start over one bad file or one failing dir
+//! (see `docs/storage-format.md`, "Start-up rules"): a malformed offset
+//! checkpoint is ignored with a warning (full recovery, log start from the
+//! segments); a log dir that cannot be listed, or whose clean-shutdown
+//! marker cannot be removed, is taken offline ([`LogManager::offline_dirs`])
+//! and its partitions are listed by [`LogManager::failed_logs`]; creations
+//! interrupted by a crash are settled (`creation`).
 
 use crate::backend::{FileStorage, Storage};
 use crate::checkpoint::{
@@ -7,6 +15,7 @@ use crate::checkpoint::{
     write_atomic, write_checkpoint,
 };
 use crate::config::{LogConfig, TopicPartition};
+use crate::creation::{self, Intent, KnownTopic, PendingCreation};
 use crate::error::{IoContext, StorageError};
 use crate::log::Log;
 use crate::recovery::OpenOptions;
@@ -29,6 +38,11 @@ pub struct LogManagerConfig {
     /// `log.flush.offset.checkpoint.interval.ms`: `tick` writes the
     /// checkpoint files this often.
     pub checkpoint_interval_ms: i64,
+    /// The caller's table of committed topics, used at start to settle
+    /// creations a crash interrupted ([`LogManager::prepare_logs`]). `None`
+    /// when the caller keeps no table or lost it: then an interrupted
+    /// creation counts as done when all its partitions exist.
+    pub topic_table: Option<HashMap<String, KnownTopic>>,
     pub storage: Arc<dyn Storage>,
 }
 
@@ -52,6 +66,7 @@ impl LogManagerConfig {
             topic_configs: HashMap::new(),
             verify_flushed_on_recovery: false,
             checkpoint_interval_ms: 60_000,
+            topic_table: None,
             storage,
         }
     }
@@ -69,6 +84,9 @@ pub struct LogManager {
     cfg: LogManagerConfig,
     logs: RwLock<BTreeMap<TopicPartition, Arc<Log>>>,
     failed: Mutex<BTreeMap<TopicPartition, String>>,
+    /// Log dirs taken offline at start, with the reason. Nothing is read
+    /// from or written to them until the next start.
+    offline_dirs: BTreeMap<PathBuf, String>,
     now_ms: Mutex<i64>,
     last_checkpoint_ms: Mutex<i64>,
 }
@@ -85,30 +103,59 @@ impl LogManager {
     /// [`LogManager::failed_logs`]; the others open normally.
     pub fn open(cfg: LogManagerConfig, now_ms: i64) -> Result<LogManager, StorageError> {
         let storage = cfg.storage.clone();
+        let mut offline_dirs = BTreeMap::new();
+        let mut online = Vec::new();
+        for data_dir in &cfg.log_dirs {
+            match storage
+                .create_dir_all(data_dir)
+                .and_then(|()| storage.list_dir(data_dir))
+            {
+                Ok(_) => online.push(data_dir.clone()),
+                Err(e) => {
+                    tracing::error!(dir = %data_dir.display(), error = %e, "log dir is offline: cannot open it");
+                    offline_dirs.insert(data_dir.clone(), format!("cannot open the log dir: {e}"));
+                }
+            }
+        }
+        let mut failed = creation::settle(&*storage, &online, cfg.topic_table.as_ref());
         let mut per_dir: Vec<Vec<Job>> = Vec::new();
         let mut markers = Vec::new();
-        for data_dir in &cfg.log_dirs {
-            storage.create_dir_all(data_dir).at(data_dir)?;
+        for data_dir in &online {
             let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
             let clean = storage.exists(&marker);
             if clean {
                 markers.push(marker);
             }
-            let rps = read_checkpoint(&*storage, &data_dir.join(RECOVERY_POINT_CHECKPOINT))?;
-            let starts = read_checkpoint(&*storage, &data_dir.join(LOG_START_OFFSET_CHECKPOINT))?;
+            let rps = read_checkpoint_or_empty(&*storage, data_dir, RECOVERY_POINT_CHECKPOINT);
+            let starts = read_checkpoint_or_empty(&*storage, data_dir, LOG_START_OFFSET_CHECKPOINT);
+            let listing = match storage.list_dir(data_dir) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(dir = %data_dir.display(), error = %e, "log dir is offline: cannot list it");
+                    offline_dirs.insert(data_dir.clone(), format!("cannot list the log dir: {e}"));
+                    continue;
+                }
+            };
             let mut jobs = Vec::new();
-            for (name, is_dir) in storage.list_dir(data_dir).at(data_dir)? {
+            for (name, is_dir) in listing {
                 if !is_dir {
                     continue;
                 }
                 let p = data_dir.join(&name);
                 if name.ends_with("-delete") {
-                    storage.remove_dir_all(&p).at(&p)?;
+                    // A delete already decided; retried at the next start if
+                    // it fails now.
+                    if let Err(e) = storage.remove_dir_all(&p) {
+                        tracing::warn!(dir = %p.display(), error = %e, "cannot remove a deleted partition");
+                    }
                     continue;
                 }
                 let Some(tp) = TopicPartition::from_dir_name(&name) else {
                     continue;
                 };
+                if failed.contains_key(&tp) {
+                    continue;
+                }
                 let opts = OpenOptions {
                     recovery_point: rps.get(&tp).copied().unwrap_or(0),
                     log_start: starts.get(&tp).copied().unwrap_or(0),
@@ -154,7 +201,6 @@ impl LogManager {
         });
 
         let mut logs = BTreeMap::new();
-        let mut failed = BTreeMap::new();
         for (tp, r) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
             match r {
                 Ok(log) => {
@@ -170,17 +216,38 @@ impl LogManager {
                 }
             }
         }
-        // From now on a crash is an unclean shutdown.
+        // From now on a crash is an unclean shutdown. A dir whose marker
+        // stays would skip recovery after a crash: it goes offline instead
+        // (its logs are left as they were opened, so the marker stays true).
         for m in markers {
-            storage.remove_file(&m).at(&m)?;
-            if let Some(d) = m.parent() {
-                storage.sync_dir(d).at(d)?;
+            let removed = storage
+                .remove_file(&m)
+                .and_then(|()| m.parent().map_or(Ok(()), |d| storage.sync_dir(d)));
+            if let Err(e) = removed {
+                let dir = m.parent().unwrap_or(Path::new("/")).to_path_buf();
+                tracing::error!(dir = %dir.display(), error = %e, "log dir is offline: cannot remove the clean-shutdown marker");
+                offline_dirs.insert(dir, format!("cannot remove {CLEAN_SHUTDOWN_FILE}: {e}"));
+            }
+        }
+        for (dir, reason) in &offline_dirs {
+            let gone: Vec<TopicPartition> = logs
+                .iter()
+                .filter(|(_, l)| l.dir.parent() == Some(dir.as_path()))
+                .map(|(tp, _)| tp.clone())
+                .collect();
+            for tp in gone {
+                logs.remove(&tp);
+                failed.insert(
+                    tp,
+                    format!("log dir {} is offline: {reason}", dir.display()),
+                );
             }
         }
         Ok(LogManager {
             cfg,
             logs: RwLock::new(logs),
             failed: Mutex::new(failed),
+            offline_dirs,
             now_ms: Mutex::new(now_ms),
             last_checkpoint_ms: Mutex::new(now_ms),
         })
@@ -192,6 +259,30 @@ impl LogManager {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Records a partition the caller could not open or create (it is then
+    /// listed by [`LogManager::failed_logs`] until the next start).
+    pub fn record_failed(&self, tp: &TopicPartition, reason: String) {
+        self.failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tp.clone(), reason);
+    }
+
+    /// Log dirs taken offline at start, with the reason.
+    pub fn offline_dirs(&self) -> &BTreeMap<PathBuf, String> {
+        &self.offline_dirs
+    }
+
+    /// The log dirs in use (`log.dirs` without the offline ones).
+    pub fn online_dirs(&self) -> Vec<PathBuf> {
+        self.cfg
+            .log_dirs
+            .iter()
+            .filter(|d| !self.offline_dirs.contains_key(*d))
+            .cloned()
+            .collect()
     }
 
     fn read_logs(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<TopicPartition, Arc<Log>>> {
@@ -212,16 +303,15 @@ impl LogManager {
         if logs.contains_key(tp) {
             return Err(StorageError::LogExists(tp.to_string()));
         }
-        let dir = self
-            .cfg
-            .log_dirs
+        let online = self.online_dirs();
+        let dir = online
             .iter()
             .min_by_key(|d| {
                 logs.values()
                     .filter(|l| l.dir.parent() == Some(d.as_path()))
                     .count()
             })
-            .ok_or_else(|| StorageError::InvalidArgument("no log dirs".into()))?;
+            .ok_or_else(|| StorageError::InvalidArgument("no online log dirs".into()))?;
         let now = *self.now_ms.lock().unwrap_or_else(|e| e.into_inner());
         let log = Arc::new(Log::create(
             self.cfg.storage.clone(),
@@ -233,6 +323,71 @@ impl LogManager {
         )?);
         logs.insert(tp.clone(), log.clone());
         Ok(log)
+    }
+
+    /// Creates the logs of partitions `partitions` of `topic` all or nothing
+    /// (see `creation`): an intent file in every online log dir first, then
+    /// the logs. If one fails, the others are removed and the error
+    /// returned. On success the creation is pending until
+    /// [`PendingCreation::commit`]; a crash before that undoes it at the
+    /// next start unless [`LogManagerConfig::topic_table`] holds the topic.
+    pub fn prepare_logs(
+        &self,
+        topic: &str,
+        topic_id: [u8; 16],
+        partitions: std::ops::Range<i32>,
+        config: LogConfig,
+    ) -> Result<PendingCreation<'_>, StorageError> {
+        if partitions.start < 0 || partitions.is_empty() {
+            return Err(StorageError::InvalidArgument(format!(
+                "bad partition range {partitions:?}"
+            )));
+        }
+        let dirs = self.online_dirs();
+        if dirs.is_empty() {
+            return Err(StorageError::InvalidArgument("no online log dirs".into()));
+        }
+        // Never start over an existing partition: an undo removes every
+        // directory of the range.
+        for p in partitions.clone() {
+            let tp = TopicPartition::new(topic, p);
+            if self.get(&tp).is_some()
+                || self
+                    .cfg
+                    .log_dirs
+                    .iter()
+                    .any(|d| self.cfg.storage.exists(&d.join(tp.to_string())))
+            {
+                return Err(StorageError::LogExists(tp.to_string()));
+            }
+        }
+        let intent = Intent {
+            topic: topic.to_string(),
+            topic_id,
+            partitions: partitions.clone(),
+        };
+        creation::write_intents(&*self.cfg.storage, &dirs, &intent)?;
+        let mut pending = PendingCreation {
+            mgr: self,
+            intent,
+            dirs,
+            logs: Vec::new(),
+            settled: false,
+        };
+        for p in partitions {
+            let tp = TopicPartition::new(topic, p);
+            match self.create_log(&tp, topic_id, config.clone()) {
+                Ok(log) => pending.logs.push(log),
+                Err(e) => {
+                    tracing::warn!(partition = %tp, error = %e, "topic creation failed; removing the partitions made so far");
+                    if let Err(undo) = pending.abort() {
+                        tracing::error!(topic, error = %undo, "cannot undo the failed creation; the next start settles it");
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(pending)
     }
 
     /// The storage backend the logs live on.
@@ -274,7 +429,7 @@ impl LogManager {
     /// `log-start-offset-checkpoint` in every data dir.
     pub fn checkpoint(&self) -> Result<(), StorageError> {
         let logs = self.logs();
-        for data_dir in &self.cfg.log_dirs {
+        for data_dir in &self.online_dirs() {
             let mut rps = BTreeMap::new();
             let mut starts = BTreeMap::new();
             for log in logs
@@ -331,7 +486,7 @@ impl LogManager {
             log.close()?;
         }
         self.checkpoint()?;
-        for data_dir in &self.cfg.log_dirs {
+        for data_dir in &self.online_dirs() {
             write_atomic(
                 &*self.cfg.storage,
                 &data_dir.join(CLEAN_SHUTDOWN_FILE),
@@ -340,4 +495,19 @@ impl LogManager {
         }
         Ok(())
     }
+}
+
+/// Reads an offset checkpoint; a malformed or unreadable one is treated as
+/// absent, with a warning, as Kafka does (no recovery point: every log is
+/// recovered fully; no log start: the first segment's base offset).
+fn read_checkpoint_or_empty(
+    storage: &dyn Storage,
+    data_dir: &Path,
+    name: &str,
+) -> BTreeMap<TopicPartition, i64> {
+    let path = data_dir.join(name);
+    read_checkpoint(storage, &path).unwrap_or_else(|e| {
+        tracing::warn!(path = %path.display(), error = %e, "ignoring the checkpoint file; recovering every log of the dir as if it were absent");
+        BTreeMap::new()
+    })
 }
