@@ -44,6 +44,7 @@ pub fn from_storage(e: &StorageError) -> i16 {
     match e {
         StorageError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
         StorageError::CorruptRecord { .. } => CORRUPT_MESSAGE,
+        StorageError::InvalidRecord { .. } => INVALID_RECORD,
         StorageError::RecordTooLarge { .. } => MESSAGE_TOO_LARGE,
         StorageError::InvalidTimestamp { .. } => INVALID_TIMESTAMP,
         StorageError::UnknownLog(_) => UNKNOWN_TOPIC_OR_PARTITION,

@@ -7,7 +7,7 @@ use crate::error::StorageError;
 use weir_protocol::records::header::{
     self, ATTRIBUTES_OFFSET, BATCH_HEADER_LEN, MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK,
 };
-use weir_protocol::records::{BatchHeader, DecompressLimits, RecordBatch};
+use weir_protocol::records::{BatchHeader, DecompressLimits, RecordBatch, validate_records};
 
 /// One batch of an accepted append, after offset assignment.
 #[derive(Debug, Clone, Copy)]
@@ -87,8 +87,9 @@ pub(crate) fn validate_and_plan(
     Ok(out)
 }
 
-/// Checks every batch (header, size limits, CRC-32C, counts, timestamps);
-/// returns (position, size, header) of each, in order.
+/// Checks every batch (header, size limits, CRC-32C, every record with
+/// [`validate_records`], timestamps); returns (position, size, header) of
+/// each, in order. Nothing is written unless every batch passes.
 fn validate(
     records: &[u8],
     config: &LogConfig,
@@ -118,18 +119,6 @@ fn validate(
         }
         h.verify_crc(&rest[..size])
             .map_err(|e| corrupt(e.to_string()))?;
-        if h.last_offset_delta < 0 || h.records_count <= 0 {
-            return Err(corrupt(format!(
-                "lastOffsetDelta {} / record count {}",
-                h.last_offset_delta, h.records_count
-            )));
-        }
-        if h.compression() == 0 && h.records_count as i64 != h.last_offset_delta as i64 + 1 {
-            return Err(corrupt(format!(
-                "record count {} does not match lastOffsetDelta {}",
-                h.records_count, h.last_offset_delta
-            )));
-        }
         if config.message_timestamp_type == TimestampType::CreateTime {
             for ts in [h.base_timestamp, h.max_timestamp] {
                 if ts < now_ms.saturating_sub(config.message_timestamp_before_max_ms) {
@@ -148,6 +137,23 @@ fn validate(
                 }
             }
         }
+        // Every record last (the costliest check), decompressing within the
+        // bound; no allocation for an uncompressed batch.
+        validate_records(
+            &h,
+            &rest[BATCH_HEADER_LEN..size],
+            &DecompressLimits::default(),
+        )
+        .map_err(|e| {
+            if e.is_invalid_record() {
+                StorageError::InvalidRecord {
+                    position: pos,
+                    reason: e.to_string(),
+                }
+            } else {
+                corrupt(e.to_string())
+            }
+        })?;
         spans.push((pos, size, h));
         pos += size;
     }

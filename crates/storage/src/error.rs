@@ -13,6 +13,11 @@ pub enum StorageError {
     },
     #[error("corrupt record batch at position {position} of the request: {reason}")]
     CorruptRecord { position: usize, reason: String },
+    /// A batch whose header and CRC are sound but whose records are not
+    /// (counts, offsets, a record that does not parse): Kafka's
+    /// `INVALID_RECORD`.
+    #[error("invalid records in the batch at position {position} of the request: {reason}")]
+    InvalidRecord { position: usize, reason: String },
     #[error("record batch of {size} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge { size: usize, max: usize },
     #[error("invalid timestamp {timestamp} (now {now_ms}): {reason}")]

@@ -103,7 +103,7 @@ const XERIAL_HEADER: [u8; 16] = *b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x0
 /// Uncompressed bytes per xerial block (snappy-java's default).
 const XERIAL_BLOCK_SIZE: usize = 32 * 1024;
 /// Read granularity of the streaming decoders.
-const READ_CHUNK: usize = 32 * 1024;
+pub(crate) const READ_CHUNK: usize = 32 * 1024;
 
 /// Compresses `input` with `codec` and appends the result to `out`.
 pub fn compress(codec: Compression, input: &[u8], out: &mut Vec<u8>) -> Result<(), RecordsError> {
@@ -170,15 +170,10 @@ pub fn decompress(
             }
             Ok(input.to_vec())
         }
-        Compression::Gzip => read_bounded(codec, flate2::read::MultiGzDecoder::new(input), max),
-        Compression::Lz4 => read_bounded(codec, lz4_flex::frame::FrameDecoder::new(input), max),
-        Compression::Zstd => {
-            let mut dec = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| fail(&e))?;
-            // The decoder allocates a window of the size the frame asks for;
-            // refuse windows larger than the whole output may be.
-            dec.window_log_max(window_log_for(max))
-                .map_err(|e| fail(&e))?;
-            read_bounded(codec, dec, max)
+        Compression::Gzip | Compression::Lz4 | Compression::Zstd => {
+            let reader = stream_decoder(codec, input, limits)?
+                .ok_or_else(|| fail(&"no streaming decoder"))?;
+            read_bounded(codec, reader, max)
         }
         Compression::Snappy => {
             if input.len() >= XERIAL_MAGIC.len() && input[..XERIAL_MAGIC.len()] == XERIAL_MAGIC {
@@ -190,6 +185,34 @@ pub fn decompress(
             }
         }
     }
+}
+
+/// A streaming decoder of `input` for the codecs that have one (gzip, lz4,
+/// zstd); `None` for none and snappy. The reader itself is not bounded: the
+/// caller counts what it reads against `limits.max_bytes`. Only zstd's
+/// window (memory the decoder allocates up front) is capped here.
+pub(crate) fn stream_decoder<'a>(
+    codec: Compression,
+    input: &'a [u8],
+    limits: &DecompressLimits,
+) -> Result<Option<Box<dyn Read + 'a>>, RecordsError> {
+    let fail = |e: &dyn std::fmt::Display| RecordsError::Decompress {
+        codec,
+        message: e.to_string(),
+    };
+    Ok(match codec {
+        Compression::None | Compression::Snappy => None,
+        Compression::Gzip => Some(Box::new(flate2::read::MultiGzDecoder::new(input))),
+        Compression::Lz4 => Some(Box::new(lz4_flex::frame::FrameDecoder::new(input))),
+        Compression::Zstd => {
+            let mut dec = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| fail(&e))?;
+            // The decoder allocates a window of the size the frame asks for;
+            // refuse windows larger than the whole output may be.
+            dec.window_log_max(window_log_for(limits.max_bytes))
+                .map_err(|e| fail(&e))?;
+            Some(Box::new(dec))
+        }
+    })
 }
 
 /// Largest zstd window (as a log) accepted for output bounded by `max`:

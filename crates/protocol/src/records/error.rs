@@ -53,9 +53,21 @@ pub enum RecordsError {
         batch_size: usize,
         buffer_len: usize,
     },
-    /// The header's record count is negative.
+    /// The header's record count is negative (or, for a produced batch,
+    /// zero).
     #[error("invalid record count {count}")]
     InvalidRecordCount { count: i32 },
+    /// A produced batch's `lastOffsetDelta` does not cover exactly its
+    /// `recordsCount` records.
+    #[error("batch declares {records_count} records but lastOffsetDelta {last_offset_delta}")]
+    InconsistentOffsetRange {
+        records_count: i32,
+        last_offset_delta: i32,
+    },
+    /// A record of a produced batch whose offset delta is not its position
+    /// in the batch (deltas must run 0, 1, 2, …).
+    #[error("record #{index} has offset delta {offset_delta}, expected {index}")]
+    OffsetDeltaMismatch { index: usize, offset_delta: i32 },
     /// Fewer records than the header declares.
     #[error("batch declares {declared} records but its data ends after {found}")]
     MissingRecords { declared: i32, found: usize },
@@ -81,6 +93,22 @@ impl RecordsError {
     /// True when the error only means "more bytes are needed".
     pub fn is_incomplete(&self) -> bool {
         matches!(self, RecordsError::Incomplete { .. })
+    }
+
+    /// True for the errors Kafka answers a produce with `INVALID_RECORD`
+    /// (its `InvalidRecordException`: counts, offsets, a record that does not
+    /// parse, missing or left-over records); false for the `CORRUPT_MESSAGE`
+    /// ones (header, CRC, codec, compressed stream, decompression bound).
+    pub fn is_invalid_record(&self) -> bool {
+        matches!(
+            self,
+            RecordsError::InvalidRecordCount { .. }
+                | RecordsError::InconsistentOffsetRange { .. }
+                | RecordsError::OffsetDeltaMismatch { .. }
+                | RecordsError::MissingRecords { .. }
+                | RecordsError::TrailingBytes { .. }
+                | RecordsError::CorruptRecord { .. }
+        )
     }
 
     pub(crate) fn from_header(position: usize, error: HeaderError) -> Self {

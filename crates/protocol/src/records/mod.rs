@@ -8,6 +8,8 @@
 //!   torn ([`RecordsError::Incomplete`]) and invalid batches.
 //! - [`RecordBatchBuilder`]: encode a batch, with any codec.
 //! - [`compression`]: gzip, snappy (xerial framing), lz4 (frame), zstd.
+//! - [`validate_records`]: every record of a produced batch checked before
+//!   it is appended (counts, offsets, structure, decompression bound).
 //!
 //! The byte layout is documented in `docs/record-batch.md`.
 //!
@@ -38,6 +40,7 @@ mod error;
 mod fuzz;
 pub mod header;
 mod record;
+mod validate;
 
 pub use batch::{BatchIter, BatchRef, BatchSlices, RecordBatch, Records, next_batch};
 pub use builder::{
@@ -50,3 +53,4 @@ pub use error::{RecordError, RecordField, RecordsError};
 pub use fuzz::fuzz_records;
 pub use header::{BatchHeader, HeaderError};
 pub use record::{MIN_RECORD_SIZE, Record, RecordHeader};
+pub use validate::validate_records;

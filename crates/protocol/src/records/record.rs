@@ -14,6 +14,8 @@
 //!                  headerValueLength varint (−1 = null), headerValue]
 //! ```
 
+use std::ops::Range;
+
 use bytes::{BufMut, Bytes};
 
 use super::error::{RecordError, RecordField};
@@ -110,79 +112,122 @@ impl Record {
     /// Decodes the record starting at `data[*pos..]` and advances `pos`
     /// past it. Key, value and header values are slices of `data`.
     pub fn decode(data: &Bytes, pos: &mut usize) -> Result<Record, RecordError> {
-        let mut r = Reader {
-            data,
-            pos: *pos,
-            end: data.len(),
-        };
-        let length = r.varint("length")?;
-        if length < 0 {
-            return Err(RecordError::NegativeLength {
-                field: RecordField::Length,
-                length: length as i64,
+        let mut headers = Vec::new();
+        let layout = scan_record(data, pos, |count, key, value| {
+            if headers.capacity() == 0 {
+                headers.reserve_exact(count);
+            }
+            headers.push(RecordHeader {
+                key: key.to_owned(),
+                value: value.map(|r| data.slice(r)),
             });
-        }
-        let length = length as usize;
-        if length > r.remaining() {
-            return Err(RecordError::LengthExceedsRemaining {
-                field: RecordField::Length,
-                length: length as i64,
-                remaining: r.remaining(),
-            });
-        }
-        let body_start = r.pos;
-        r.end = body_start + length;
-        let attributes = r.byte("attributes")? as i8;
-        let timestamp_delta = r.varlong("timestampDelta")?;
-        let offset_delta = r.varint("offsetDelta")?;
-        let key = r.nullable(RecordField::Key)?;
-        let value = r.nullable(RecordField::Value)?;
-        let count = r.varint("headerCount")?;
-        if count < 0 {
-            return Err(RecordError::NegativeLength {
-                field: RecordField::HeaderCount,
-                length: count as i64,
-            });
-        }
-        // Each header takes at least two bytes: never reserve more than the
-        // body could hold.
-        let count = count as usize;
-        if count > r.remaining() / 2 {
-            return Err(RecordError::LengthExceedsRemaining {
-                field: RecordField::HeaderCount,
-                length: count as i64,
-                remaining: r.remaining(),
-            });
-        }
-        let mut headers = Vec::with_capacity(count);
-        for _ in 0..count {
-            let key_len = r.varint("headerKeyLength")?;
-            let key = r.take(RecordField::HeaderKey, key_len)?;
-            let key = String::from_utf8(key.to_vec()).map_err(|_| RecordError::InvalidHeaderKey)?;
-            let value = r.nullable(RecordField::HeaderValue)?;
-            headers.push(RecordHeader { key, value });
-        }
-        if r.pos != r.end {
-            return Err(RecordError::SizeMismatch {
-                declared: length,
-                consumed: r.pos - body_start,
-            });
-        }
-        *pos = r.end;
+        })?;
         Ok(Record {
-            attributes,
-            timestamp_delta,
-            offset_delta,
-            key,
-            value,
+            attributes: layout.attributes,
+            timestamp_delta: layout.timestamp_delta,
+            offset_delta: layout.offset_delta,
+            key: layout.key.map(|r| data.slice(r)),
+            value: layout.value.map(|r| data.slice(r)),
             headers,
         })
     }
 }
 
+/// Where the fields of one record lie in the buffer it was scanned from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RecordLayout {
+    pub attributes: i8,
+    pub timestamp_delta: i64,
+    pub offset_delta: i32,
+    /// Byte range of the key, `None` for a null key.
+    pub key: Option<Range<usize>>,
+    /// Byte range of the value, `None` for a null value.
+    pub value: Option<Range<usize>>,
+}
+
+/// Reads the record starting at `data[*pos..]` without allocating: every
+/// length is checked against the bytes present and against the record's own
+/// length, header keys must be UTF-8, and the fields must fill the record
+/// exactly. Calls `on_header(header_count, key, value_range)` for each header,
+/// in order. Advances `pos` past the record only on success.
+///
+/// The one parser of the record layout: [`Record::decode`] builds a record
+/// from it, the produce validator (`validate.rs`) only checks.
+pub(crate) fn scan_record<'d>(
+    data: &'d [u8],
+    pos: &mut usize,
+    mut on_header: impl FnMut(usize, &'d str, Option<Range<usize>>),
+) -> Result<RecordLayout, RecordError> {
+    let mut r = Reader {
+        data,
+        pos: *pos,
+        end: data.len(),
+    };
+    let length = r.varint("length")?;
+    if length < 0 {
+        return Err(RecordError::NegativeLength {
+            field: RecordField::Length,
+            length: length as i64,
+        });
+    }
+    let length = length as usize;
+    if length > r.remaining() {
+        return Err(RecordError::LengthExceedsRemaining {
+            field: RecordField::Length,
+            length: length as i64,
+            remaining: r.remaining(),
+        });
+    }
+    let body_start = r.pos;
+    r.end = body_start + length;
+    let attributes = r.byte("attributes")? as i8;
+    let timestamp_delta = r.varlong("timestampDelta")?;
+    let offset_delta = r.varint("offsetDelta")?;
+    let key = r.nullable(RecordField::Key)?;
+    let value = r.nullable(RecordField::Value)?;
+    let count = r.varint("headerCount")?;
+    if count < 0 {
+        return Err(RecordError::NegativeLength {
+            field: RecordField::HeaderCount,
+            length: count as i64,
+        });
+    }
+    // Each header takes at least two bytes: a count the body cannot hold is
+    // refused before `on_header` may reserve room for it.
+    let count = count as usize;
+    if count > r.remaining() / 2 {
+        return Err(RecordError::LengthExceedsRemaining {
+            field: RecordField::HeaderCount,
+            length: count as i64,
+            remaining: r.remaining(),
+        });
+    }
+    for _ in 0..count {
+        let key_len = r.varint("headerKeyLength")?;
+        let key = r.take(RecordField::HeaderKey, key_len)?;
+        let key = std::str::from_utf8(&data[key]).map_err(|_| RecordError::InvalidHeaderKey)?;
+        let value = r.nullable(RecordField::HeaderValue)?;
+        on_header(count, key, value);
+    }
+    if r.pos != r.end {
+        return Err(RecordError::SizeMismatch {
+            declared: length,
+            consumed: r.pos - body_start,
+        });
+    }
+    *pos = r.end;
+    Ok(RecordLayout {
+        attributes,
+        timestamp_delta,
+        offset_delta,
+        key,
+        value,
+    })
+}
+
 /// Cursor over `data[pos..end]`.
 struct Reader<'a> {
-    data: &'a Bytes,
+    data: &'a [u8],
     pos: usize,
     end: usize,
 }
@@ -223,8 +268,8 @@ impl Reader<'_> {
         Ok(v)
     }
 
-    /// Takes `len` bytes; `len` must be non-negative and fit.
-    fn take(&mut self, field: RecordField, len: i32) -> Result<Bytes, RecordError> {
+    /// The range of the next `len` bytes; `len` must be non-negative and fit.
+    fn take(&mut self, field: RecordField, len: i32) -> Result<Range<usize>, RecordError> {
         if len < 0 {
             return Err(RecordError::NegativeLength {
                 field,
@@ -239,14 +284,14 @@ impl Reader<'_> {
                 remaining: self.remaining(),
             });
         }
-        let b = self.data.slice(self.pos..self.pos + len);
+        let range = self.pos..self.pos + len;
         self.pos += len;
-        Ok(b)
+        Ok(range)
     }
 
     /// A length-prefixed byte string where a negative length means null
     /// (writers use −1; Kafka's reader treats any negative length as null).
-    fn nullable(&mut self, field: RecordField) -> Result<Option<Bytes>, RecordError> {
+    fn nullable(&mut self, field: RecordField) -> Result<Option<Range<usize>>, RecordError> {
         let name = match field {
             RecordField::Key => "keyLength",
             RecordField::Value => "valueLength",
