@@ -111,6 +111,9 @@ pub struct BrokerConfig {
     pub default_replication_factor: i16,
     /// `socket.request.max.bytes`: largest accepted request frame.
     pub socket_request_max_bytes: u32,
+    /// `queued.max.request.bytes`: broker-wide budget of memory for request
+    /// frames being received or handled; None = unbounded (-1).
+    pub queued_max_request_bytes: Option<u64>,
     /// `fetch.inline.max.bytes` (weir): a fetch response carrying at most
     /// this many bytes of record data is read into memory and sent with one
     /// write; larger ones use sendfile. 0 = always sendfile.
@@ -251,6 +254,17 @@ impl BrokerConfig {
                 int("socket.request.max.bytes")?,
             )?
             .min(i32::MAX as i64) as u32,
+            queued_max_request_bytes: match int("queued.max.request.bytes")? {
+                -1 => None,
+                n if n >= 1 => Some(n as u64),
+                n => {
+                    return Err(invalid(
+                        "queued.max.request.bytes",
+                        &n.to_string(),
+                        "must be -1 (unbounded) or at least 1",
+                    ));
+                }
+            },
             fetch_inline_max_bytes: int("fetch.inline.max.bytes")?.clamp(0, i32::MAX as i64)
                 as usize,
             max_connections: positive("max.connections", int("max.connections")?)?
@@ -458,6 +472,21 @@ mod tests {
         let mut s = ConfigSources::default();
         assert!(s.add_override("novalue").is_err());
         assert_eq!(s.add_properties_text("a=1\njunk\n"), Err(2));
+    }
+
+    #[test]
+    fn queued_max_request_bytes_is_bounded_by_default() {
+        assert_eq!(
+            BrokerConfig::default().queued_max_request_bytes,
+            Some(256 << 20)
+        );
+        let with = |v: &str| BrokerConfig::from_pairs([("queued.max.request.bytes", v)]);
+        assert_eq!(with("-1").unwrap().queued_max_request_bytes, None);
+        assert_eq!(with("1024").unwrap().queued_max_request_bytes, Some(1024));
+        for bad in ["0", "-2", "lots"] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.contains("queued.max.request.bytes"), "{e}");
+        }
     }
 
     #[test]

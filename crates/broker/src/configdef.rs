@@ -101,6 +101,9 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     min(def("default.replication.factor", Int, Some("1")), 1),
     min(def("min.insync.replicas", Int, Some("1")), 1),
     min(def("socket.request.max.bytes", Int, Some("104857600")), 1),
+    // Kafka's default is -1 (unbounded); weir bounds the memory of request
+    // frames being received by default. -1 = unbounded, 0 is refused.
+    min(def("queued.max.request.bytes", Long, Some("268435456")), -1),
     // weir-specific: fetch responses with at most this many bytes of record
     // data are copied into one write instead of sendfile (0: always sendfile)
     min(def("fetch.inline.max.bytes", Int, Some("32768")), 0),

@@ -10,6 +10,14 @@
 //! `socket.request.max.bytes` before anything is allocated, and the frame
 //! buffer grows only as bytes actually arrive (at most 64 KiB ahead), so a
 //! client that declares a huge frame and sends nothing costs nothing.
+//! Across connections, a frame's declared size is reserved from the
+//! broker-wide [`RequestBudget`] (`queued.max.request.bytes`) before its
+//! body is buffered and released once the request is handled; while the
+//! budget is used up the connection does not read its socket.
+
+mod budget;
+
+pub use budget::{RequestBudget, Reservation};
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -102,6 +110,11 @@ pub struct Connection {
     local: Option<SocketAddr>,
     /// `fetch.inline.max.bytes`.
     inline_max_bytes: usize,
+    /// `queued.max.request.bytes`, shared by all connections.
+    budget: RequestBudget,
+    /// The reservation of the frame being read or handled; kept here so a
+    /// `read_frame` cancelled mid-frame resumes without reserving twice.
+    reservation: Option<Reservation>,
 }
 
 impl Connection {
@@ -122,7 +135,15 @@ impl Connection {
             written: 0,
             local,
             inline_max_bytes: 0,
+            budget: RequestBudget::unbounded(),
+            reservation: None,
         }
+    }
+
+    /// Reserves each frame's size from `budget` before reading its body.
+    pub fn with_budget(mut self, budget: RequestBudget) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Fetch responses with at most this many bytes of record data are
@@ -162,6 +183,10 @@ impl Connection {
             });
         }
         let total = 4 + size as usize;
+        if self.reservation.is_none() && self.read_buf.len() < total {
+            // no idle timer: waiting for room is the broker's doing
+            self.reservation = Some(self.budget.reserve(size as u64).await);
+        }
         while self.read_buf.len() < total {
             // a frame that stops making progress is idle too
             let n = match tokio::time::timeout(self.idle, self.fill(total)).await {
@@ -173,6 +198,14 @@ impl Connection {
             }
         }
         let mut frame = self.read_buf.split_to(total);
+        if total > READ_CHUNK {
+            // The rest shares the frame's allocation and would keep it alive
+            // after the request is handled and its reservation released:
+            // move the (at most READ_CHUNK-sized) rest to its own buffer.
+            let mut rest = BytesMut::with_capacity(self.read_buf.len().max(4096));
+            rest.extend_from_slice(&self.read_buf);
+            self.read_buf = rest;
+        }
         frame.advance(4);
         Ok(Some(frame.freeze()))
     }
@@ -267,7 +300,11 @@ impl Connection {
                 if api_key != Some(ApiKey::Produce as i16) {
                     self.drain(&broker, &mut pending).await?;
                 }
-                let out = match self.process(&broker, frame, &shutdown).await {
+                let handled = self.process(&broker, frame, &shutdown).await;
+                // the request is handled: its frame's memory goes back to
+                // the budget (a deferred produce answer holds no frame)
+                self.reservation = None;
+                let out = match handled {
                     Ok(out) => out,
                     Err(e) => {
                         if let Some(key) = api_key {

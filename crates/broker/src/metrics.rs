@@ -158,6 +158,16 @@ pub struct RetentionStats {
     pub files_unlinked: AtomicU64,
 }
 
+/// The request-memory budget (`queued.max.request.bytes`) as gauges,
+/// updated by [`crate::connection::RequestBudget`].
+#[derive(Debug, Default)]
+pub struct RequestMemoryGauges {
+    /// Bytes reserved by request frames being received or handled.
+    pub reserved: AtomicU64,
+    /// Connections waiting for room in the budget before reading on.
+    pub waiting: AtomicU64,
+}
+
 /// Every event counter of a broker. Lives in [`crate::Broker::metrics`].
 #[derive(Debug)]
 pub struct BrokerMetrics {
@@ -174,6 +184,8 @@ pub struct BrokerMetrics {
     /// Connections closed at once by `max.connections(.per.ip)`.
     pub connections_rejected: AtomicU64,
     open_connections: AtomicI64,
+    /// Memory of request frames (`queued.max.request.bytes`).
+    pub request_memory: Arc<RequestMemoryGauges>,
     pub http_requests: AtomicU64,
     pub retention: RetentionStats,
     /// Set once the log cleaner runs (absent when disabled).
@@ -196,6 +208,7 @@ impl BrokerMetrics {
             connections_accepted: AtomicU64::new(0),
             connections_rejected: AtomicU64::new(0),
             open_connections: AtomicI64::new(0),
+            request_memory: Arc::default(),
             http_requests: AtomicU64::new(0),
             retention: RetentionStats::default(),
             cleaner: OnceLock::new(),

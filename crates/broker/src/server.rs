@@ -188,6 +188,10 @@ async fn accept_loop(
 ) {
     let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
     let max_request = broker.config.socket_request_max_bytes;
+    let budget = crate::connection::RequestBudget::new(
+        broker.config.queued_max_request_bytes,
+        broker.metrics.request_memory.clone(),
+    );
     while let Some((stream, peer)) = accept_next(&listener, &mut shutdown, "Kafka").await {
         let Some(slot) = limits.acquire(peer.ip()) else {
             tracing::warn!(%peer, "connection refused: max.connections or max.connections.per.ip reached");
@@ -199,7 +203,8 @@ async fn accept_loop(
             continue;
         };
         let conn = Connection::new(stream, peer, max_request, idle)
-            .with_inline_max_bytes(broker.config.fetch_inline_max_bytes);
+            .with_inline_max_bytes(broker.config.fetch_inline_max_bytes)
+            .with_budget(budget.clone());
         let broker = broker.clone();
         let shutdown = shutdown.clone();
         let done = done_tx.clone();

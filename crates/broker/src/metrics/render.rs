@@ -201,6 +201,22 @@ fn network(w: &mut TextWriter, b: &Broker) {
         "Kafka connections open now.",
     );
     w.sample_int("weir_connections_open", &[], m.open_connections() as i128);
+    let gauges = [
+        (
+            "weir_request_memory_reserved_bytes",
+            "Bytes of request frames being received or handled, reserved from queued.max.request.bytes.",
+            load(&m.request_memory.reserved),
+        ),
+        (
+            "weir_request_memory_waiting_connections",
+            "Kafka connections waiting for room in queued.max.request.bytes before reading on.",
+            load(&m.request_memory.waiting),
+        ),
+    ];
+    for (name, help, v) in gauges {
+        w.family(name, Kind::Gauge, help);
+        w.sample_int(name, &[], v);
+    }
 }
 
 fn partitions(w: &mut TextWriter, b: &Broker) {
@@ -272,6 +288,16 @@ fn partitions(w: &mut TextWriter, b: &Broker) {
         "weir_partitions_offline",
         &[],
         b.logs.failed_logs().len() as i128,
+    );
+    w.family(
+        "weir_log_dirs_offline",
+        Kind::Gauge,
+        "Log dirs taken offline at start (cannot be listed, or the clean-shutdown marker cannot be removed); DescribeLogDirs answers KAFKA_STORAGE_ERROR for them.",
+    );
+    w.sample_int(
+        "weir_log_dirs_offline",
+        &[],
+        b.logs.offline_dirs().len() as i128,
     );
 }
 
