@@ -30,6 +30,15 @@ pub enum ConfigError {
     Syntax { path: PathBuf, line: usize },
     #[error("--set expects name=value, got {arg:?}")]
     BadOverride { arg: String },
+    #[error(
+        "{flag} {value} disagrees with {name}={setting} set in the config file, a WEIR_ variable or --set: give one of them"
+    )]
+    ShorthandConflict {
+        flag: &'static str,
+        value: String,
+        name: &'static str,
+        setting: String,
+    },
 }
 
 /// A listener address: only PLAINTEXT is supported.
@@ -39,12 +48,24 @@ pub struct Listener {
     pub port: u16,
 }
 
+/// Kafka's security protocols other than PLAINTEXT; weir serves none of
+/// them yet, so a listener that uses one is refused, never skipped.
+const UNSUPPORTED_PROTOCOLS: &[&str] = &["SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+
 impl Listener {
-    /// Parses `PLAINTEXT://host:port`, `host:port` or a comma-separated list
-    /// of those: the first PLAINTEXT (or scheme-less) entry is used, other
-    /// listeners (e.g. `CONTROLLER://:9093` in a Kafka server.properties) are
-    /// ignored.
+    /// [`Listener::parse_with_map`] without a `listener.security.protocol.map`.
     pub fn parse(s: &str) -> Result<Listener, String> {
+        Listener::parse_with_map(s, "")
+    }
+
+    /// Parses `PLAINTEXT://host:port`, `host:port` or a comma-separated list
+    /// of those: the first PLAINTEXT (or scheme-less) entry is used. An
+    /// entry whose security protocol is not PLAINTEXT (`SSL://`,
+    /// `SASL_SSL://`, or a listener name that `protocol_map` — Kafka's
+    /// `listener.security.protocol.map`, `NAME:PROTOCOL,…` — maps to one)
+    /// is an error. Other listener names (e.g. `CONTROLLER://:9093` in a
+    /// Kafka server.properties) are not served and ignored.
+    pub fn parse_with_map(s: &str, protocol_map: &str) -> Result<Listener, String> {
         let entries: Vec<&str> = s
             .split(',')
             .map(str::trim)
@@ -53,11 +74,29 @@ impl Listener {
         if entries.is_empty() {
             return Err("empty listener".to_string());
         }
-        let chosen = entries.iter().find_map(|e| match e.split_once("://") {
-            Some((proto, rest)) if proto.eq_ignore_ascii_case("PLAINTEXT") => Some(rest),
-            Some(_) => None,
-            None => Some(*e),
-        });
+        let protocol_of = |name: &str| -> String {
+            protocol_map
+                .split(',')
+                .filter_map(|m| m.split_once(':'))
+                .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+                .map_or(name, |(_, p)| p.trim())
+                .to_ascii_uppercase()
+        };
+        let mut chosen = None;
+        for e in &entries {
+            let (protocol, rest) = match e.split_once("://") {
+                Some((name, rest)) => (protocol_of(name), rest),
+                None => ("PLAINTEXT".to_string(), *e),
+            };
+            if UNSUPPORTED_PROTOCOLS.contains(&protocol.as_str()) {
+                return Err(format!(
+                    "security protocol {protocol} in {e:?} is not supported (only PLAINTEXT)"
+                ));
+            }
+            if protocol == "PLAINTEXT" && chosen.is_none() {
+                chosen = Some(rest);
+            }
+        }
         let Some(rest) = chosen else {
             return Err("no PLAINTEXT listener (only PLAINTEXT is supported)".to_string());
         };
@@ -187,15 +226,17 @@ impl BrokerConfig {
             v.parse::<i64>()
                 .map_err(|_| invalid(name, &v, "expected an integer"))
         };
+        let protocol_map = get("listener.security.protocol.map");
         let listener_s = get("listeners");
-        let listener =
-            Listener::parse(&listener_s).map_err(|e| invalid("listeners", &listener_s, e))?;
+        let listener = Listener::parse_with_map(&listener_s, &protocol_map)
+            .map_err(|e| invalid("listeners", &listener_s, e))?;
         listener
             .bind_addr()
             .map_err(|e| invalid("listeners", &listener_s, e))?;
         let advertised_listener = match explicit.get("advertised.listeners") {
             Some(s) if !s.is_empty() => {
-                let l = Listener::parse(s).map_err(|e| invalid("advertised.listeners", s, e))?;
+                let l = Listener::parse_with_map(s, &protocol_map)
+                    .map_err(|e| invalid("advertised.listeners", s, e))?;
                 if l.host.is_empty() || l.port == 0 {
                     return Err(invalid(
                         "advertised.listeners",
@@ -408,6 +449,47 @@ impl ConfigSources {
         Ok(())
     }
 
+    /// Applies a CLI shorthand for a listener setting (`--listen` →
+    /// `listeners`, `--advertised-listener` → `advertised.listeners`): the
+    /// value must be a valid PLAINTEXT listener, and a value of `name`
+    /// given by an earlier source must be valid and name the same address,
+    /// so a shorthand never hides a setting.
+    pub fn listener_shorthand(
+        &mut self,
+        flag: &'static str,
+        name: &'static str,
+        value: &str,
+    ) -> Result<(), ConfigError> {
+        let map = self
+            .last("listener.security.protocol.map")
+            .unwrap_or_default();
+        let wanted =
+            Listener::parse_with_map(value, &map).map_err(|reason| invalid(flag, value, reason))?;
+        if let Some(setting) = self.last(name) {
+            let same = Listener::parse_with_map(&setting, &map)
+                .map_err(|reason| invalid(name, &setting, reason))?;
+            if same != wanted {
+                return Err(ConfigError::ShorthandConflict {
+                    flag,
+                    value: value.to_string(),
+                    name,
+                    setting,
+                });
+            }
+        }
+        self.set(name, value);
+        Ok(())
+    }
+
+    /// The value of `name` given by the sources so far (the last one).
+    fn last(&self, name: &str) -> Option<String> {
+        self.pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k.trim() == name)
+            .map(|(_, v)| v.trim().to_string())
+    }
+
     pub fn set(&mut self, name: &str, value: &str) {
         self.pairs.push((name.to_string(), value.to_string()));
     }
@@ -487,6 +569,68 @@ mod tests {
             let e = with(bad).unwrap_err().to_string();
             assert!(e.contains("queued.max.request.bytes"), "{e}");
         }
+    }
+
+    #[test]
+    fn unsupported_security_protocols_are_refused_not_skipped() {
+        for v in [
+            "SASL_SSL://127.0.0.1:9093",
+            "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093",
+            "sasl_plaintext://h:1",
+        ] {
+            let e = BrokerConfig::from_pairs([("listeners", v)])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("listeners") && e.contains("not supported"),
+                "{e}"
+            );
+        }
+        // a listener name mapped to an unsupported protocol
+        let e = BrokerConfig::from_pairs([
+            ("listeners", "PLAINTEXT://127.0.0.1:1,CLIENT://127.0.0.1:2"),
+            ("listener.security.protocol.map", "CLIENT:SASL_SSL"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("SASL_SSL"), "{e}");
+        let e = BrokerConfig::from_pairs([("advertised.listeners", "SSL://h:1")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("advertised.listeners"), "{e}");
+    }
+
+    #[test]
+    fn listen_shorthand_is_validated_and_never_hides_a_setting() {
+        let listen = |earlier: Option<&str>, value: &str| {
+            let mut s = ConfigSources::default();
+            if let Some(v) = earlier {
+                s.set("listeners", v);
+            }
+            s.listener_shorthand("--listen", "listeners", value)?;
+            s.build()
+        };
+        let c = listen(None, "127.0.0.1:0").unwrap();
+        assert_eq!(c.listener.port, 0);
+        // the same address in another spelling agrees
+        assert!(listen(Some("PLAINTEXT://127.0.0.1:0"), "127.0.0.1:0").is_ok());
+        let e = listen(Some("SASL_SSL://127.0.0.1:9093"), "127.0.0.1:0")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("listeners") && e.contains("SASL_SSL"), "{e}");
+        let e = listen(Some("PLAINTEXT://127.0.0.1:9092"), "127.0.0.1:0").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ConfigError::ShorthandConflict {
+                    flag: "--listen",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = listen(None, "SSL://127.0.0.1:1").unwrap_err().to_string();
+        assert!(e.contains("--listen") && e.contains("SSL"), "{e}");
     }
 
     #[test]

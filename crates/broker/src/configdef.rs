@@ -86,6 +86,12 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     min(def("node.id", Int, Some("1")), 0),
     def("listeners", List, Some("PLAINTEXT://127.0.0.1:9092")),
     def("advertised.listeners", List, None),
+    // listener name → security protocol; only PLAINTEXT is served
+    def(
+        "listener.security.protocol.map",
+        Str,
+        Some("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    ),
     // weir-specific: the HTTP listener for /metrics and the console
     def("http.listeners", Str, Some("127.0.0.1:9644")),
     def("log.dirs", List, Some("./weir-data")),

@@ -264,3 +264,104 @@ fn a_frame_larger_than_the_budget_is_served() {
         broker.metric("weir_request_memory_reserved_bytes") == 0
     });
 }
+
+/// Runs `weir serve args…` in a fresh data dir, expecting it to refuse to
+/// start: returns its exit status and stderr. A broker that starts anyway
+/// is killed at the deadline and fails the test.
+fn serve_refused(args: &[&str]) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--set", "http.listeners="])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn weir serve");
+    let end = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("weir serve {args:?} started instead of refusing the configuration");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    (status.code().unwrap_or(-1), stderr)
+}
+
+/// `--listen` never hides a `listeners` setting: an unsupported security
+/// protocol is a start error naming the setting, and a disagreeing
+/// address is refused; both print one line and exit with status 2.
+#[test]
+fn listen_shorthand_and_listeners_are_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("server.properties");
+    std::fs::write(&file, "listeners=SASL_SSL://127.0.0.1:9093\n").unwrap();
+    let file = file.display().to_string();
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--listen", "127.0.0.1:0", "--config", &file],
+            &["listeners", "SASL_SSL"],
+        ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--set",
+                "listeners=SSL://127.0.0.1:9093",
+            ],
+            &["listeners", "SSL"],
+        ),
+        (
+            &[
+                "--set",
+                "listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+            ],
+            &["listeners", "SASL_SSL", "not supported"],
+        ),
+        (
+            &["--listen", "SASL_SSL://127.0.0.1:0"],
+            &["--listen", "SASL_SSL"],
+        ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--set",
+                "listeners=PLAINTEXT://127.0.0.1:19092",
+            ],
+            &["--listen", "listeners=PLAINTEXT://127.0.0.1:19092"],
+        ),
+    ];
+    for (args, words) in cases {
+        let (code, stderr) = serve_refused(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        let line = stderr.trim_end();
+        assert!(
+            !line.contains('\n'),
+            "{args:?}: more than one line: {stderr}"
+        );
+        assert!(
+            line.starts_with("weir serve: invalid configuration:"),
+            "{line}"
+        );
+        for w in *words {
+            assert!(line.contains(w), "{args:?}: {w:?} not in {line:?}");
+        }
+    }
+}

@@ -2,7 +2,9 @@
 //!
 //! Configuration precedence (later wins): embedded defaults, `--config`
 //! file, `WEIR_*` environment variables, `--set name=value`, then the
-//! shorthands `--listen`, `--advertised-listener`, `--data-dir`.
+//! shorthands `--listen`, `--advertised-listener`, `--data-dir`. A listener
+//! shorthand must agree with a `listeners` / `advertised.listeners` value
+//! from an earlier source (an unsupported protocol there is still an error).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -18,10 +20,12 @@ pub struct Args {
     /// Override one config: --set name=value (repeatable).
     #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
-    /// Shorthand for listeners (host:port; port 0 picks a free port).
+    /// Shorthand for listeners=PLAINTEXT://HOST:PORT (port 0 picks a free
+    /// port); an error when listeners is also set to another address.
     #[arg(long, value_name = "HOST:PORT")]
     listen: Option<String>,
-    /// Shorthand for advertised.listeners (host:port announced to clients).
+    /// Shorthand for advertised.listeners (host:port announced to clients);
+    /// an error when advertised.listeners is also set to another address.
     #[arg(long, value_name = "HOST:PORT")]
     advertised_listener: Option<String>,
     /// Shorthand for log.dirs.
@@ -38,11 +42,12 @@ fn build_config(args: &Args) -> Result<weir_broker::BrokerConfig, weir_broker::C
     for kv in &args.set {
         s.add_override(kv)?;
     }
+    // a shorthand must agree with a setting from another source
     if let Some(l) = &args.listen {
-        s.set("listeners", l);
+        s.listener_shorthand("--listen", "listeners", l)?;
     }
     if let Some(l) = &args.advertised_listener {
-        s.set("advertised.listeners", l);
+        s.listener_shorthand("--advertised-listener", "advertised.listeners", l)?;
     }
     if let Some(d) = &args.data_dir {
         s.set("log.dirs", &d.display().to_string());
