@@ -47,3 +47,4 @@ pub use error::StorageError;
 pub use log::{AppendInfo, FileRegion, Log, ReadResult};
 pub use manager::{LogManager, LogManagerConfig};
 pub use recovery::OpenOptions;
+pub use segment::Damage;

@@ -11,7 +11,7 @@ use crate::batch::{BatchScanner, Scanned, validate_and_assign, validate_and_plan
 use crate::checkpoint::{PARTITION_METADATA, encode_partition_metadata, write_atomic};
 use crate::config::{LogConfig, TopicPartition};
 use crate::error::{IoContext, StorageError};
-use crate::segment::{LOG_SUFFIX, RecentHit, Segment};
+use crate::segment::{Damage, HeaderWalk, LOG_SUFFIX, RecentHit, Segment, Step};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -118,6 +118,25 @@ pub(crate) struct FlushState {
 }
 
 impl Inner {
+    /// The log's offset invariants, checked after every change to them in
+    /// debug builds (and so in every test).
+    #[track_caller]
+    pub(crate) fn debug_check(&self) {
+        debug_assert!(
+            self.log_start <= self.hw && self.hw <= self.leo,
+            "log start {} <= high watermark {} <= log end {}",
+            self.log_start,
+            self.hw,
+            self.leo
+        );
+        debug_assert!(
+            self.recovery_point <= self.leo,
+            "recovery point {} <= log end {}",
+            self.recovery_point,
+            self.leo
+        );
+    }
+
     pub(crate) fn active(&mut self) -> &mut Segment {
         self.segments
             .values_mut()
@@ -239,6 +258,7 @@ impl Log {
     pub fn set_high_watermark(&self, hw: i64) {
         let mut g = self.lock();
         g.hw = hw.clamp(g.log_start, g.leo);
+        g.debug_check();
     }
     pub fn recovery_point(&self) -> i64 {
         self.lock().recovery_point
@@ -249,6 +269,17 @@ impl Log {
     pub fn segment_count(&self) -> usize {
         self.lock().segments.len()
     }
+    /// The damage found so far in this log's segments, as (segment base
+    /// offset, damage), oldest first. Found at start (segments recovered or
+    /// verified) or by reads; see [`Damage`].
+    pub fn damage(&self) -> Vec<(i64, Damage)> {
+        self.lock()
+            .segments
+            .iter()
+            .filter_map(|(b, s)| s.damage().map(|d| (*b, d)))
+            .collect()
+    }
+
     /// Base offsets of the segments, oldest first.
     pub fn segment_base_offsets(&self) -> Vec<i64> {
         self.lock().segments.keys().copied().collect()
@@ -370,11 +401,19 @@ impl Log {
             config.index_interval_bytes,
             write_base_offsets,
         ) {
-            // Undo derived state; the bytes past `size` are overwritten later.
+            // Undo derived state, and cut what part of the write reached the
+            // file (a full disk fails part-way): the segment must end on a
+            // batch boundary, or a later restart would take the partial
+            // batch for part of the log. Should the cut fail too, appends
+            // still write at `size` and the next start cuts the rest.
             let _ = seg.index.truncate_to_position(old_size as u32);
             let _ = seg.time_index.truncate_to(base);
             seg.size = old_size;
             seg.next_offset = base;
+            seg.recent.clear();
+            if let Err(cut) = seg.log.set_len(old_size) {
+                tracing::warn!(tp = %self.tp, position = old_size, error = %cut, "cannot cut a failed append");
+            }
             return Err(e);
         }
         g.leo = last + 1;
@@ -389,6 +428,7 @@ impl Log {
             record_count: count,
         };
         let flush = (g.unflushed_messages >= config.flush_messages).then_some(last + 1);
+        g.debug_check();
         Ok((info, flush))
     }
 
@@ -502,26 +542,49 @@ impl Log {
                     )
                 }
                 None => {
-                    let start = if i == 0 {
+                    let (start, expected) = if i == 0 {
                         match seg.translate_offset(fetch_offset)? {
-                            Some((pos, _)) => pos,
+                            Some((pos, h)) => (pos, h.base_offset),
                             None => continue,
                         }
                     } else {
-                        0
+                        (0, seg.base_offset)
                     };
                     (
                         start,
-                        Batches::Scanned(
-                            BatchScanner::new(&*seg.log, start, seg.size, false),
-                            seg.path(LOG_SUFFIX),
-                        ),
+                        Batches::Walked(HeaderWalk::new(seg, start, Some(expected))),
                     )
                 }
             };
             let mut end = start;
             let mut stop = false;
-            while let Some((last_offset, size)) = batches.next()? {
+            loop {
+                let (last_offset, size) = match batches.next()? {
+                    Next::Batch(last_offset, size) => (last_offset, size),
+                    // At known damage: never go on to a later segment, which
+                    // would skip the damaged offsets without a word.
+                    Next::End if seg.damage().is_some() => {
+                        if total == 0 {
+                            let d = seg.damage().expect("damage");
+                            return Err(seg.damage_error(&d));
+                        }
+                        stop = true;
+                        break;
+                    }
+                    Next::End => break,
+                    Next::Damaged(d) => {
+                        // Serve the intact batches before the damage (the
+                        // walk may have found the last one counted bad).
+                        let cut = end.saturating_sub(d.position.max(start));
+                        end -= cut;
+                        total -= cut as usize;
+                        if total == 0 {
+                            return Err(seg.damage_error(&d));
+                        }
+                        stop = true;
+                        break;
+                    }
+                };
                 if last_offset >= max_offset {
                     stop = true;
                     break;
@@ -604,6 +667,7 @@ impl Log {
         if offset > g.log_start {
             g.log_start = offset;
         }
+        g.debug_check();
         Ok(g.log_start)
     }
 
@@ -690,6 +754,7 @@ impl Log {
         g.hw = g.hw.min(g.leo);
         g.recovery_point = g.leo;
         g.unflushed_messages = 0;
+        g.debug_check();
         Ok(())
     }
 
@@ -782,6 +847,7 @@ impl Log {
                 if let Some(now) = now_ms {
                     g.last_flush_ms = now;
                 }
+                g.debug_check();
             }
         }
     }
@@ -828,6 +894,11 @@ impl Log {
         g.closed = true;
         let seg = g.active();
         seg.on_become_inactive()?;
+        // The file ends at the last batch (a failed append whose cut also
+        // failed may have left bytes after it).
+        if seg.log.len().at(&seg.path(LOG_SUFFIX))? > seg.size {
+            seg.log.set_len(seg.size).at(&seg.path(LOG_SUFFIX))?;
+        }
         seg.flush()?;
         Ok(())
     }
@@ -851,25 +922,25 @@ impl Log {
 /// The batches a read walks: from the recent-batch cache or from the file.
 enum Batches<'a, I: Iterator<Item = (i64, usize)>> {
     Cached(I),
-    Scanned(BatchScanner<'a>, std::path::PathBuf),
+    Walked(HeaderWalk<'a>),
+}
+
+/// The next batch of a read as (last offset, total size), or why there is none.
+enum Next {
+    Batch(i64, usize),
+    End,
+    Damaged(Damage),
 }
 
 impl<I: Iterator<Item = (i64, usize)>> Batches<'_, I> {
-    /// (last offset, total size) of the next batch.
-    fn next(&mut self) -> Result<Option<(i64, usize)>, StorageError> {
+    fn next(&mut self) -> Result<Next, StorageError> {
         match self {
-            Batches::Cached(it) => Ok(it.next()),
-            Batches::Scanned(sc, path) => match sc.next_batch().at(&*path)? {
-                None => Ok(None),
-                Some(Scanned::Batch { header, .. }) => {
-                    Ok(Some((header.last_offset(), header.total_size())))
-                }
-                Some(Scanned::Invalid { position, reason }) => Err(StorageError::CorruptLog {
-                    path: path.clone(),
-                    position,
-                    reason,
-                }),
-            },
+            Batches::Cached(it) => Ok(it.next().map_or(Next::End, |(l, s)| Next::Batch(l, s))),
+            Batches::Walked(walk) => Ok(match walk.next_step()? {
+                Step::Batch(_, h) => Next::Batch(h.last_offset(), h.total_size()),
+                Step::End => Next::End,
+                Step::Damaged(d) => Next::Damaged(d),
+            }),
         }
     }
 }

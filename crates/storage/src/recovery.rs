@@ -7,7 +7,7 @@ use crate::config::{LogConfig, TopicPartition};
 use crate::error::{IoContext, StorageError};
 use crate::log::{Inner, Log, roll_jitter};
 use crate::segment::{
-    INDEX_SUFFIX, LOG_SUFFIX, Segment, TIME_INDEX_SUFFIX, parse_file_name, read_all,
+    Damage, INDEX_SUFFIX, LOG_SUFFIX, Segment, TIME_INDEX_SUFFIX, parse_file_name, read_all,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -110,8 +110,10 @@ impl Log {
 
         // 3. Recover.
         let bases: Vec<i64> = segments.keys().copied().collect();
+        let last_base = bases.last().copied();
         let mut recovered_any = false;
         let mut cut_after = None;
+        let mut damaged_active = None;
         for &base in &bases {
             let unflushed = base >= first_unflushed;
             let Some(seg) = segments.get_mut(&base) else {
@@ -124,12 +126,26 @@ impl Log {
             recovered_any = true;
             if let Some((position, reason, expected)) = r.invalid {
                 if !unflushed || expected < rp || opts.clean_shutdown {
-                    return Err(StorageError::CorruptBelowRecoveryPoint {
-                        path: seg.path(LOG_SUFFIX),
+                    // Damage in data that was flushed: not a torn write.
+                    if Some(base) != last_base {
+                        // An inactive segment keeps its bytes; reads stop
+                        // before the damage and fail from its offset on.
+                        seg.record_damage(Damage {
+                            position,
+                            offset: expected,
+                            reason,
+                        });
+                        continue;
+                    }
+                    // The active segment keeps its bytes too and stops
+                    // being appended to; see `after_damaged_active`.
+                    seg.record_damage(Damage {
                         position,
-                        recovery_point: rp,
+                        offset: expected,
                         reason,
                     });
+                    damaged_active = Some(after_damaged_active(seg, rp, expected));
+                    break;
                 }
                 seg.cut_log(r.valid_bytes)?;
                 tracing::warn!(
@@ -161,10 +177,46 @@ impl Log {
             }
         }
 
+        // After a clean shutdown the active segment was not scanned: check
+        // that it ends on a batch boundary.
+        let last = *segments.keys().next_back().expect("at least one segment");
+        let scanned_last = !opts.clean_shutdown || rebuild.contains(&last) || opts.verify_flushed;
+        if !scanned_last && let Some(active) = segments.get_mut(&last) {
+            match active.verify_tail() {
+                Ok(_) => {}
+                Err(StorageError::CorruptLog { reason, .. }) => {
+                    // The index does not lead to the tail: rebuild it.
+                    tracing::warn!(tp = %tp, segment = last, %reason, "recovering the active segment");
+                    let r = active.recover(config.index_interval_bytes)?;
+                    recovered_any = true;
+                    if let Some((position, reason, expected)) = r.invalid {
+                        active.record_damage(Damage {
+                            position,
+                            offset: expected,
+                            reason,
+                        });
+                        damaged_active = Some(after_damaged_active(active, rp, expected));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(base) = damaged_active {
+            tracing::error!(tp = %tp, segment = last, next = base, "damaged active segment: appends go to a new segment");
+            let seg = Segment::create(
+                &*storage,
+                dir,
+                base,
+                config.segment_index_bytes,
+                opts.now_ms,
+                roll_jitter(&config),
+            )?;
+            segments.insert(base, seg);
+            recovered_any = true;
+        }
+
         // 4. The active segment.
         let active_base = *segments.keys().next_back().expect("at least one segment");
-        let recovered_active =
-            !opts.clean_shutdown || rebuild.contains(&active_base) || opts.verify_flushed;
         for (b, seg) in segments.iter_mut() {
             if *b != active_base && recovered_any {
                 // Rebuilt indexes of inactive segments are trimmed, as on roll.
@@ -172,9 +224,6 @@ impl Log {
             }
         }
         let active = segments.get_mut(&active_base).expect("active segment");
-        if !recovered_active {
-            active.load_next_offset()?;
-        }
         active.make_active()?;
         let leo = active.next_offset;
         if recovered_any {
@@ -213,7 +262,7 @@ impl Log {
         } else {
             rp.min(leo)
         };
-        Ok(Log {
+        let log = Log {
             tp,
             topic_id,
             dir: dir.to_path_buf(),
@@ -232,8 +281,20 @@ impl Log {
                 closed: false,
                 flush: Default::default(),
             }),
-        })
+        };
+        log.lock().debug_check();
+        Ok(log)
     }
+}
+
+/// Where appends go after damage found in the active segment `seg` below
+/// the recovery point: a new segment at the recovery point, so no offset the
+/// log may have handed out is used twice (the offsets from the damage up to
+/// it stay in the damaged segment, where reads fail). The recovery point is
+/// only trusted inside the offsets the segment can hold.
+fn after_damaged_active(seg: &Segment, rp: i64, expected: i64) -> i64 {
+    let max = seg.base_offset.saturating_add(i32::MAX as i64);
+    rp.clamp(expected.max(seg.base_offset + 1), max.max(expected + 1))
 }
 
 fn read_topic_id(storage: &dyn Storage, dir: &Path) -> Result<[u8; 16], StorageError> {

@@ -164,6 +164,7 @@ impl Log {
         if g.recovery_point < g.log_start {
             g.recovery_point = g.log_start;
         }
+        g.debug_check();
         Taken { segments: taken }
     }
 }

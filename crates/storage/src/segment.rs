@@ -66,6 +66,25 @@ pub(crate) struct Segment {
     /// sizes without reading batch headers from the file. See
     /// [`RecentBatches`].
     pub recent: RecentBatches,
+    /// The first damaged position found in this segment, if any: reads
+    /// stop before it and fail at or after its offset. See [`Damage`].
+    /// Found by readers holding the log's lock only for reading, hence the
+    /// mutex (never contended: the log's own lock is held).
+    pub damage: std::sync::Mutex<Option<Damage>>,
+}
+
+/// Damage found in a segment's log file (a batch that does not parse, fails
+/// its CRC, or breaks the offset order), below its end. Bytes from
+/// `position` on are never served: a read before `offset` returns the
+/// intact batches up to `position`, a read at or after it (and below the
+/// next segment) fails with [`StorageError::CorruptLog`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// Byte position of the first unreadable batch.
+    pub position: u64,
+    /// The offset expected there (one past the last intact batch before it).
+    pub offset: i64,
+    pub reason: String,
 }
 
 /// Where one recently appended batch sits in its segment.
@@ -166,6 +185,43 @@ impl Segment {
         self.dir.join(file_name(self.base_offset, suffix))
     }
 
+    /// Where reads of this segment stop: its size, or the damage found in it.
+    pub fn readable_end(&self) -> u64 {
+        self.damage()
+            .map_or(self.size, |d| d.position.min(self.size))
+    }
+
+    /// The damage found in this segment, if any.
+    pub fn damage(&self) -> Option<Damage> {
+        self.damage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records damage (keeping the earliest found), with a log line the
+    /// first time.
+    pub fn record_damage(&self, d: Damage) {
+        let mut g = self.damage.lock().unwrap_or_else(|e| e.into_inner());
+        if g.as_ref().is_none_or(|old| d.position < old.position) {
+            tracing::error!(
+                path = %self.path(LOG_SUFFIX).display(), position = d.position,
+                offset = d.offset, reason = %d.reason,
+                "damaged log segment: reads stop before this position"
+            );
+            *g = Some(d);
+        }
+    }
+
+    /// The error for a read at `offset` at or past the damage.
+    pub(crate) fn damage_error(&self, d: &Damage) -> StorageError {
+        StorageError::CorruptLog {
+            path: self.path(LOG_SUFFIX),
+            position: d.position,
+            reason: format!("damaged from offset {}: {}", d.offset, d.reason),
+        }
+    }
+
     /// Maps an I/O error on one of the segment's files, building the path
     /// only when there is an error (the append path must not format names).
     fn io_err(&self, suffix: &'static str) -> impl FnOnce(std::io::Error) -> StorageError + '_ {
@@ -211,6 +267,7 @@ impl Segment {
             first_batch_timestamp: None,
             roll_jitter_ms,
             recent: RecentBatches::default(),
+            damage: Default::default(),
         })
     }
 
@@ -310,6 +367,7 @@ impl Segment {
             first_batch_timestamp: None,
             roll_jitter_ms,
             recent: RecentBatches::default(),
+            damage: Default::default(),
         };
         if let Ok(Some(h)) = read_header(&*seg.log, 0, size) {
             seg.first_batch_timestamp = Some(h.max_timestamp);
@@ -333,20 +391,6 @@ impl Segment {
                 self.offset_of_max_timestamp = header.last_offset();
             }
         }
-        Ok(())
-    }
-
-    /// Finds the offset after the last batch by scanning from the last index
-    /// entry (headers only). Stops silently at anything unreadable.
-    pub fn load_next_offset(&mut self) -> Result<(), StorageError> {
-        let (_, pos) = self.index.lookup(i64::MAX);
-        let mut next = self.base_offset;
-        let mut sc = BatchScanner::new(&*self.log, pos as u64, self.size, false);
-        while let Some(Scanned::Batch { header, .. }) = sc.next_batch().at(&self.path(LOG_SUFFIX))?
-        {
-            next = header.last_offset() + 1;
-        }
-        self.next_offset = next;
         Ok(())
     }
 
@@ -465,41 +509,126 @@ impl Segment {
 
     /// Position and header of the first batch whose last offset is ≥ `target`,
     /// searching from the index entry for `target`. `None` if past the end.
+    /// Fails with [`StorageError::CorruptLog`] when the search meets damage
+    /// (recorded for later reads) or `target` lies at or past known damage.
     pub fn translate_offset(
         &self,
         target: i64,
     ) -> Result<Option<(u64, BatchHeader)>, StorageError> {
+        if let Some(d) = self.damage()
+            && target >= d.offset
+        {
+            return Err(self.damage_error(&d));
+        }
         let (_, pos) = self.index.lookup(target);
-        let mut p = pos as u64;
+        let mut pos = pos as u64;
+        if pos >= self.readable_end() {
+            pos = 0;
+        }
         let path = self.path(LOG_SUFFIX);
-        let mut first = p > 0;
         loop {
-            match read_header(&*self.log, p, self.size) {
-                Ok(Some(h)) => {
-                    if first && h.base_offset > target {
-                        // The index disagrees with the log: never skip
-                        // batches because of it; scan from the start.
-                        tracing::warn!(path = %path.display(), target, "index entry past its offset");
+            let from_index = pos > 0;
+            let mut walk = HeaderWalk::new(self, pos, (!from_index).then_some(self.base_offset));
+            let mut first = true;
+            let restart = loop {
+                match walk.next_step()? {
+                    Step::Batch(p, h) => {
+                        if first && from_index && h.base_offset > target {
+                            // The index disagrees with the log: never skip
+                            // batches because of it; scan from the start.
+                            tracing::warn!(path = %path.display(), target, "index entry past its offset");
+                            break true;
+                        }
                         first = false;
-                        p = 0;
-                        continue;
+                        if h.last_offset() >= target {
+                            return Ok(Some((p, h)));
+                        }
                     }
-                    first = false;
-                    if h.last_offset() >= target {
-                        return Ok(Some((p, h)));
+                    Step::End => {
+                        return match self.damage() {
+                            // The search reached the damage without finding
+                            // `target`: it lies in the damaged part.
+                            Some(d) => Err(self.damage_error(&d)),
+                            None => Ok(None),
+                        };
                     }
-                    p += h.total_size() as u64;
+                    // Where an index entry led straight into damage, find
+                    // where it starts (and the offset expected there) from
+                    // the segment's start.
+                    Step::Damaged(_) if first && from_index => break true,
+                    Step::Damaged(d) => return Err(self.damage_error(&d)),
                 }
-                Ok(None) => return Ok(None),
-                Err(reason) => {
-                    return Err(StorageError::CorruptLog {
-                        path,
-                        position: p,
-                        reason,
-                    });
+            };
+            debug_assert!(restart);
+            pos = 0;
+        }
+    }
+
+    /// After a clean shutdown: checks that the segment ends on a batch
+    /// boundary by reading (with CRCs) the batches after its last index
+    /// entry, and cuts whatever follows the last intact one — bytes of a
+    /// write that failed (a full disk) before the shutdown, or appended
+    /// since. Sets the next offset and the max timestamp from what stays.
+    /// Returns the number of bytes cut.
+    pub fn verify_tail(&mut self) -> Result<u64, StorageError> {
+        let (_, pos) = self.index.lookup(i64::MAX);
+        let mut pos = pos as u64;
+        if pos >= self.size {
+            pos = 0;
+        }
+        let path = self.path(LOG_SUFFIX);
+        let (ts, off) = self.time_index.last_entry();
+        let (mut max_ts, mut max_off) = (ts, off);
+        let mut next = None;
+        let mut valid = pos;
+        let mut bad = None;
+        let mut sc = BatchScanner::new(&*self.log, pos, self.size, true);
+        while let Some(item) = sc.next_batch().at(&path)? {
+            match item {
+                Scanned::Batch { position, header } => {
+                    if next.is_some_and(|n| header.base_offset < n) {
+                        bad = Some((position, "offsets go backwards".to_string()));
+                        break;
+                    }
+                    if header.max_timestamp > max_ts {
+                        max_ts = header.max_timestamp;
+                        max_off = header.last_offset();
+                    }
+                    next = Some(header.last_offset() + 1);
+                    valid = position + header.total_size() as u64;
+                }
+                Scanned::Invalid { position, reason } => {
+                    bad = Some((position, reason));
+                    break;
                 }
             }
         }
+        if pos > 0 && next.is_none() && bad.is_some() {
+            // The last index entry does not lead to a batch: trust nothing
+            // of the index and recover the whole segment instead.
+            return Err(StorageError::CorruptLog {
+                path,
+                position: pos,
+                reason: "the last index entry does not point at an intact batch".into(),
+            });
+        }
+        self.next_offset = next.unwrap_or(if pos == 0 {
+            self.base_offset
+        } else {
+            self.next_offset
+        });
+        self.max_timestamp = max_ts;
+        self.offset_of_max_timestamp = max_off;
+        let cut = self.size - valid;
+        if cut > 0 {
+            let reason = bad.map(|(_, r)| r).unwrap_or_default();
+            tracing::warn!(
+                path = %path.display(), position = valid, bytes = cut, %reason,
+                "segment does not end on a batch boundary after a clean shutdown; cutting the bytes after its last intact batch"
+            );
+            self.cut_log(valid)?;
+        }
+        Ok(cut)
     }
 
     /// Cuts the log file after its valid prefix found by `recover`.
@@ -630,8 +759,9 @@ impl Segment {
         let (_, pos) = self.index.lookup(off.max(start_offset));
         let path = self.path(LOG_SUFFIX);
         let mut p = pos as u64;
+        let end = self.readable_end();
         loop {
-            let h = match read_header(&*self.log, p, self.size) {
+            let h = match read_header(&*self.log, p, end) {
                 Ok(Some(h)) => h,
                 Ok(None) => return Ok(None),
                 Err(reason) => {
@@ -712,6 +842,131 @@ impl Segment {
             }
         }
         Ok(())
+    }
+}
+
+/// One step of a [`HeaderWalk`].
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// The next batch, at this position.
+    Batch(u64, BatchHeader),
+    /// The walk reached the readable end of the segment.
+    End,
+    /// The walk met damage (already recorded in the segment).
+    Damaged(Damage),
+}
+
+/// Walks a segment's batch headers from a batch start without reading the
+/// batches, checking what a header alone shows: it parses (magic 2, sane
+/// length), fits before the readable end, and continues the offset order
+/// (offsets only grow, stay inside the segment's range). On the first
+/// violation the batch before it has its CRC checked — a corrupt length
+/// there is what sends a walk astray — and the damage is recorded in the
+/// segment at whichever of the two is bad.
+pub(crate) struct HeaderWalk<'a> {
+    seg: &'a Segment,
+    scanner: BatchScanner<'a>,
+    /// Position and header of the previous batch of this walk.
+    prev: Option<(u64, BatchHeader)>,
+    /// The offset expected at the start, when known (a walk from an index
+    /// entry knows only a bound). Damage met at the very start of a walk
+    /// that does not know it is not recorded: the caller walks again from
+    /// the segment's start to find where the damage begins.
+    start_offset: Option<i64>,
+}
+
+impl<'a> HeaderWalk<'a> {
+    /// A walk from `start` (a batch start) where offset `start_offset` is
+    /// expected, when known.
+    pub fn new(seg: &'a Segment, start: u64, start_offset: Option<i64>) -> Self {
+        let end = seg.readable_end();
+        HeaderWalk {
+            seg,
+            scanner: BatchScanner::new(&*seg.log, start.min(end), end, false),
+            prev: None,
+            start_offset,
+        }
+    }
+
+    pub fn next_step(&mut self) -> Result<Step, StorageError> {
+        let path = || self.seg.path(LOG_SUFFIX);
+        let found = match self.scanner.next_batch().at(&path())? {
+            None => return Ok(Step::End),
+            Some(Scanned::Invalid { position, reason }) => (position, reason),
+            Some(Scanned::Batch { position, header }) => {
+                let floor = self
+                    .prev
+                    .map_or(self.seg.base_offset, |(_, p)| p.last_offset() + 1);
+                let bad = if header.base_offset < floor {
+                    Some(format!(
+                        "base offset {} is below the expected {floor}",
+                        header.base_offset
+                    ))
+                } else if header.last_offset_delta < 0
+                    || header.last_offset() - self.seg.base_offset > i32::MAX as i64
+                {
+                    Some(format!("last offset {} out of range", header.last_offset()))
+                } else {
+                    None
+                };
+                // A gap after the previous batch is normal in a compacted
+                // log, but is also what a corrupt length that happens to
+                // land on a later batch looks like: check that batch's CRC.
+                let gap = self.prev.is_some() && header.base_offset > floor;
+                match bad {
+                    None if !gap || self.prev_intact()? => {
+                        self.prev = Some((position, header));
+                        return Ok(Step::Batch(position, header));
+                    }
+                    None => (
+                        position,
+                        format!("offsets jump from {floor} to {}", header.base_offset),
+                    ),
+                    Some(reason) => (position, reason),
+                }
+            }
+        };
+        let (position, reason) = found;
+        let Some(offset) = self
+            .prev
+            .map(|(_, p)| p.last_offset() + 1)
+            .or(self.start_offset)
+        else {
+            return Ok(Step::Damaged(Damage {
+                position,
+                offset: -1,
+                reason,
+            }));
+        };
+        let mut damage = Damage {
+            position,
+            offset,
+            reason,
+        };
+        if let Some((ppos, ph)) = self.prev
+            && !self.prev_intact()?
+        {
+            damage = Damage {
+                position: ppos,
+                offset: ph.base_offset,
+                reason: format!("CRC mismatch (the next header at {position} does not follow)"),
+            };
+        }
+        self.seg.record_damage(damage.clone());
+        Ok(Step::Damaged(damage))
+    }
+
+    /// Whether the previous batch of the walk passes its CRC check.
+    fn prev_intact(&self) -> Result<bool, StorageError> {
+        let Some((pos, h)) = self.prev else {
+            return Ok(true);
+        };
+        let mut buf = vec![0u8; h.total_size()];
+        self.seg
+            .log
+            .read_exact_at(&mut buf, pos)
+            .at(&self.seg.path(LOG_SUFFIX))?;
+        Ok(h.verify_crc(&buf).is_ok())
     }
 }
 

@@ -103,7 +103,7 @@ fn unclean_restart_recovers_flushed_data_and_checkpoints_advance() {
 }
 
 #[test]
-fn corruption_below_recovery_point_fails_only_that_partition() {
+fn corruption_below_recovery_point_damages_only_that_partition() {
     let m = MemStorage::new();
     let mgr = LogManager::open(cfg(&m), 0).unwrap();
     fill(&mgr, 3);
@@ -121,9 +121,18 @@ fn corruption_below_recovery_point_fails_only_that_partition() {
     let mut c = cfg(&crashed);
     c.verify_flushed_on_recovery = true;
     let mgr2 = LogManager::open(c, 0).unwrap();
-    assert_eq!(mgr2.failed_logs().keys().collect::<Vec<_>>(), vec![&bad]);
-    assert!(mgr2.get(&bad).is_none());
-    assert_eq!(mgr2.logs().len(), 2);
+    assert!(mgr2.failed_logs().is_empty());
+    assert_eq!(mgr2.logs().len(), 3);
+    // Only that partition is damaged, and it says where.
+    let damaged: Vec<_> = mgr2
+        .logs()
+        .iter()
+        .filter(|l| !l.damage().is_empty())
+        .map(|l| l.topic_partition().clone())
+        .collect();
+    assert_eq!(damaged, vec![bad.clone()]);
+    let log = mgr2.get(&bad).unwrap();
+    assert!(log.read(0, 1 << 20, i64::MAX, true).is_err());
     // The bytes are still there: nothing was silently truncated.
     assert_eq!(crashed.read_all(&seg).unwrap(), bytes);
 }

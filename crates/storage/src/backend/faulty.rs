@@ -23,6 +23,9 @@ pub struct FaultConfig {
     /// grows a file fails with `ENOSPC`; reads, overwrites, shrinking,
     /// renames and removals still work.
     pub disk_full: AtomicBool,
+    /// When set, a write that fails (either way above) first writes the
+    /// first half of its bytes, as a short write on a full disk does.
+    pub partial_writes: AtomicBool,
     /// When set, every rename, removal and directory creation fails.
     pub fail_dir_ops: AtomicBool,
     /// When set, the first injected fault halts the storage: from then on
@@ -48,6 +51,7 @@ impl FaultyStorage {
             fail_sync: AtomicBool::new(false),
             creates_left: AtomicU64::new(u64::MAX),
             disk_full: AtomicBool::new(false),
+            partial_writes: AtomicBool::new(false),
             fail_dir_ops: AtomicBool::new(false),
             halt_on_fault: AtomicBool::new(false),
             halted: AtomicBool::new(false),
@@ -79,6 +83,11 @@ impl FaultyStorage {
     /// Models a full disk (see [`FaultConfig::disk_full`]).
     pub fn set_disk_full(&self, full: bool) {
         self.faults.disk_full.store(full, Ordering::SeqCst);
+    }
+    /// Failed writes write half their bytes first (see
+    /// [`FaultConfig::partial_writes`]).
+    pub fn set_partial_writes(&self, partial: bool) {
+        self.faults.partial_writes.store(partial, Ordering::SeqCst);
     }
     /// Fails every rename, removal and directory creation.
     pub fn set_fail_dir_ops(&self, fail: bool) {
@@ -181,8 +190,15 @@ impl StorageFile for FaultyFile {
         self.inner.read_exact_at(buf, pos)
     }
     fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
-        self.check_space(pos + buf.len() as u64)?;
-        self.take_write()?;
+        let allowed = self
+            .check_space(pos + buf.len() as u64)
+            .and_then(|()| self.take_write());
+        if let Err(e) = allowed {
+            if self.faults.partial_writes.load(Ordering::SeqCst) && buf.len() > 1 {
+                self.inner.write_all_at(&buf[..buf.len() / 2], pos)?;
+            }
+            return Err(e);
+        }
         self.inner.write_all_at(buf, pos)
     }
     fn set_len(&self, len: u64) -> io::Result<()> {

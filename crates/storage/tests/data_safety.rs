@@ -1,0 +1,401 @@
+//! Data-safety reproductions: a torn tail left by a failed write or
+//! appended after a clean shutdown must never cost acknowledged records,
+//! and damage below the recovery point must never make a read skip or
+//! return records other than the ones asked for.
+
+mod common;
+
+use common::*;
+use std::sync::Arc;
+use weir_protocol::records::BatchHeader;
+use weir_storage::backend::{CrashMode, FaultyStorage, MemStorage, Storage};
+use weir_storage::{LogConfig, StorageError};
+
+/// One record per batch, `flush.messages=1`: every append is synced before
+/// it returns, like an acknowledged produce with `log.flush.interval.messages=1`.
+fn synced_config() -> LogConfig {
+    LogConfig {
+        flush_messages: 1,
+        ..small_config()
+    }
+}
+
+fn log_len(m: &MemStorage, base: i64) -> usize {
+    m.read_all(&seg_file(base, ".log")).unwrap().len()
+}
+
+/// Every record offset readable from 0, through the public read API.
+fn readable_offsets(log: &weir_storage::Log) -> Vec<i64> {
+    read_all_batches(log, 0)
+        .iter()
+        .flat_map(|(base, b)| {
+            let h = BatchHeader::parse(b).unwrap();
+            *base..=h.last_offset()
+        })
+        .collect()
+}
+
+/// The junk a failed write or a careless operator leaves after the last
+/// batch: random bytes, zeros, and the first part of a valid batch.
+fn junk_kinds() -> Vec<(&'static str, Vec<u8>)> {
+    let mut random = vec![0u8; 3000];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for b in random.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    let big = make_batch(10, 1000, 5_000, 7);
+    assert!(big.len() > 5000);
+    vec![
+        ("3000 random bytes", random),
+        ("8 KiB of zeros", vec![0u8; 8192]),
+        ("the first 5000 bytes of a batch", big[..5000].to_vec()),
+    ]
+}
+
+/// Issue reproduction: stop cleanly, append junk to the active `.log`,
+/// start, append 100 synced records, crash, start: all 100 are there.
+#[test]
+fn junk_after_a_clean_shutdown_is_cut_and_later_records_survive_a_crash() {
+    for (what, junk) in junk_kinds() {
+        let config = LogConfig {
+            segment_bytes: 1 << 20,
+            ..synced_config()
+        };
+        let (m, s) = mem();
+        let log = new_log(s.clone(), config.clone());
+        for i in 0..5 {
+            log.append(&mut make_batch(1, 50, 1_000 + i, 1), 1_000)
+                .unwrap();
+        }
+        log.close().unwrap();
+        let clean_leo = log.log_end_offset();
+        drop(log);
+        let path = seg_file(0, ".log");
+        let before = log_len(&m, 0);
+        let mut bytes = m.read_all(&path).unwrap();
+        bytes.extend_from_slice(&junk);
+        m.write_all(&path, &bytes).unwrap();
+
+        let log = reopen(s.clone(), config.clone(), clean_leo, true).unwrap();
+        assert_eq!(log.log_end_offset(), clean_leo, "{what}");
+        assert_eq!(log_len(&m, 0), before, "{what}: junk cut at start");
+        for i in 0..100 {
+            let info = log
+                .append(&mut make_batch(1, 50, 2_000 + i, 2), 2_000)
+                .unwrap();
+            assert_eq!(info.base_offset, clean_leo + i, "{what}");
+        }
+        let acked_leo = log.log_end_offset();
+        // kill -9: only synced bytes survive; the recovery point checkpoint
+        // still says what the clean shutdown wrote.
+        let crashed: Arc<dyn Storage> = Arc::new(m.crash(CrashMode::LoseUnsynced));
+        drop(log);
+        let log = reopen(crashed, config, clean_leo, false).unwrap();
+        assert_eq!(
+            log.log_end_offset(),
+            acked_leo,
+            "{what}: acknowledged records lost"
+        );
+        assert_eq!(
+            readable_offsets(&log),
+            (0..acked_leo).collect::<Vec<_>>(),
+            "{what}"
+        );
+    }
+}
+
+/// A write that fails part-way (a full disk) is cut from the file before
+/// the error is returned, so the segment keeps ending on a batch boundary.
+#[test]
+fn a_failed_append_is_cut_from_the_segment() {
+    let config = synced_config();
+    let m = MemStorage::new();
+    let faulty = FaultyStorage::new(m.clone());
+    let s: Arc<dyn Storage> = Arc::new(faulty.clone());
+    let log = new_log(s.clone(), config.clone());
+    for i in 0..3 {
+        log.append(&mut make_batch(1, 50, 1_000 + i, 1), 1_000)
+            .unwrap();
+    }
+    let before = log_len(&m, 0);
+    faulty.set_partial_writes(true);
+    faulty.set_disk_full(true);
+    let err = log
+        .append(&mut make_batch(4, 100, 1_100, 3), 1_100)
+        .unwrap_err();
+    assert!(matches!(err, StorageError::Io { .. }), "{err}");
+    assert_eq!(log_len(&m, 0), before, "the partial write was cut");
+    faulty.heal();
+    faulty.set_partial_writes(false);
+
+    // More acknowledged appends, a crash, and everything acknowledged is there.
+    for i in 0..10 {
+        log.append(&mut make_batch(1, 20, 1_200 + i, 4), 1_200)
+            .unwrap();
+    }
+    let acked = log.log_end_offset();
+    assert_eq!(acked, 13);
+    let crashed: Arc<dyn Storage> = Arc::new(m.crash(CrashMode::LoseUnsynced));
+    drop(log);
+    let log = reopen(crashed, config, 0, false).unwrap();
+    assert_eq!(log.log_end_offset(), acked);
+    assert_eq!(readable_offsets(&log), (0..acked).collect::<Vec<_>>());
+}
+
+/// The failed write's bytes are cut even when the cut itself fails at the
+/// time: the clean shutdown trims the file to its last batch.
+#[test]
+fn a_clean_shutdown_trims_what_a_failed_cut_left() {
+    let config = synced_config();
+    let m = MemStorage::new();
+    let faulty = FaultyStorage::new(m.clone());
+    let s: Arc<dyn Storage> = Arc::new(faulty.clone());
+    let log = new_log(s.clone(), config.clone());
+    log.append(&mut make_batch(1, 50, 1_000, 1), 1_000).unwrap();
+    let before = log_len(&m, 0);
+    // Every write fails (the cut too), each after writing half its bytes.
+    faulty.set_partial_writes(true);
+    faulty.fail_writes_after(0);
+    log.append(&mut make_batch(4, 100, 1_100, 3), 1_100)
+        .unwrap_err();
+    assert!(log_len(&m, 0) > before, "the fault left bytes behind");
+    faulty.heal();
+    faulty.set_partial_writes(false);
+    log.close().unwrap();
+    assert_eq!(log_len(&m, 0), before);
+}
+
+/// Positions and offsets of every batch of one segment file.
+fn batches_of(bytes: &[u8]) -> Vec<(usize, BatchHeader)> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < bytes.len() {
+        let h = BatchHeader::parse(&bytes[p..]).unwrap();
+        out.push((p, h));
+        p += h.total_size();
+    }
+    out
+}
+
+/// A flushed log of many one-record batches over several segments, closed
+/// cleanly; returns the storage and every original batch by base offset.
+fn many_segments(config: &LogConfig) -> (MemStorage, Arc<dyn Storage>, Vec<(i64, Vec<u8>)>) {
+    let (m, s) = mem();
+    let log = new_log(s.clone(), config.clone());
+    for i in 0..120 {
+        log.append(
+            &mut make_batch(1 + (i % 3) as usize, 40, 1_000 + i, i as u8),
+            1_000,
+        )
+        .unwrap();
+    }
+    log.set_high_watermark(log.log_end_offset());
+    let all = read_all_batches(&log, 0);
+    log.close().unwrap();
+    (m, s, all)
+}
+
+/// Damaged `batchLength` fields inside a flushed (inactive) segment: a read
+/// before the damage returns intact batches up to it, a read at or inside
+/// it fails with CorruptLog, and no read ever returns a batch that does not
+/// hold the offset asked for, or one that fails its CRC.
+#[test]
+fn reads_around_a_corrupt_batch_length_never_skip_or_serve_damage() {
+    let config = small_config();
+    // How the length is damaged, given the batch's own length and the sizes
+    // of the two batches after it.
+    type Damage = fn(i32, usize, usize) -> i32;
+    let kinds: Vec<(&str, Damage)> = vec![
+        ("length + 1", |l, _, _| l + 1),
+        ("length - 1", |l, _, _| l - 1),
+        ("zero", |_, _, _| 0),
+        ("huge", |_, _, _| i32::MAX - 100),
+        ("spans the next two batches", |l, a, b| l + (a + b) as i32),
+    ];
+    for (what, damage) in kinds {
+        let (m, s, all) = many_segments(&config);
+        let dir = segment_dir();
+        let bases: Vec<i64> = m
+            .list_dir(&dir)
+            .unwrap()
+            .iter()
+            .filter_map(|(n, _)| n.strip_suffix(".log").and_then(|d| d.parse().ok()))
+            .collect();
+        assert!(bases.len() >= 4, "{bases:?}");
+        let victim_seg = bases[bases.len() / 2];
+        let next_seg = bases[bases.len() / 2 + 1];
+        let path = seg_file(victim_seg, ".log");
+        let mut bytes = m.read_all(&path).unwrap();
+        let layout = batches_of(&bytes);
+        assert!(layout.len() >= 5, "{what}: {} batches", layout.len());
+        let (pos, h) = layout[2];
+        let (a, b) = (layout[3].1.total_size(), layout[4].1.total_size());
+        let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().unwrap());
+        bytes[pos + 8..pos + 12].copy_from_slice(&damage(len, a, b).to_be_bytes());
+        m.write_all(&path, &bytes).unwrap();
+        let damaged_from = h.base_offset;
+
+        let log = reopen(s.clone(), config.clone(), i64::MAX, true).unwrap();
+        let leo = log.log_end_offset();
+        log.set_high_watermark(leo);
+        // Reads in several orders, since damage found by one read changes
+        // what the next sees.
+        let order: Vec<i64> = (0..leo).chain((0..leo).rev()).collect();
+        for o in order {
+            let r = log.read(o, 1 << 20, i64::MAX, true);
+            let in_damage = o >= damaged_from && o < next_seg;
+            match r {
+                Err(StorageError::CorruptLog { .. }) => assert!(
+                    o >= damaged_from && o < next_seg,
+                    "{what}: offset {o} is before the damage at {damaged_from} or in a later segment, yet failed"
+                ),
+                Err(e) => panic!("{what}: offset {o}: {e}"),
+                Ok(r) => {
+                    assert!(!r.regions.is_empty(), "{what}: nothing at {o}");
+                    let mut first = true;
+                    let mut next = None;
+                    for region in &r.regions {
+                        let got = region.read_to_vec().unwrap();
+                        for (p, gh) in batches_of(&got) {
+                            let b = &got[p..p + gh.total_size()];
+                            gh.verify_crc(b).unwrap_or_else(|e| {
+                                panic!("{what}: read at {o} returned a damaged batch: {e}")
+                            });
+                            let orig = all.iter().find(|(base, _)| *base == gh.base_offset);
+                            assert_eq!(
+                                orig.map(|(_, ob)| ob.as_slice()),
+                                Some(b),
+                                "{what}: read at {o} returned a batch that was never written"
+                            );
+                            assert!(
+                                next.is_none_or(|n| n == gh.base_offset),
+                                "{what}: read at {o} skips from {next:?} to {}",
+                                gh.base_offset
+                            );
+                            next = Some(gh.last_offset() + 1);
+                            if first {
+                                assert!(
+                                    gh.base_offset <= o && o <= gh.last_offset(),
+                                    "{what}: read at {o} starts at batch {}..={}",
+                                    gh.base_offset,
+                                    gh.last_offset()
+                                );
+                                first = false;
+                            }
+                        }
+                    }
+                    assert!(
+                        !in_damage || o > h.last_offset(),
+                        "{what}: offset {o} inside the damaged batch was served"
+                    );
+                }
+            }
+        }
+        // Reads before the damage reach it and stop there; the damage is
+        // reported by the log.
+        let d = log.damage();
+        assert_eq!(d.len(), 1, "{what}: {d:?}");
+        assert_eq!(d[0].0, victim_seg, "{what}");
+        assert!(d[0].1.offset <= damaged_from, "{what}: {:?}", d[0]);
+    }
+}
+
+/// Damage found while recovering (the index of a flushed segment was
+/// lost, so it is rebuilt) does not refuse the start: the segment keeps its
+/// bytes and reads stop before the damage.
+#[test]
+fn damage_found_at_start_marks_the_segment_and_keeps_the_rest() {
+    let config = small_config();
+    let (m, s, all) = many_segments(&config);
+    let dir = segment_dir();
+    let bases: Vec<i64> = m
+        .list_dir(&dir)
+        .unwrap()
+        .iter()
+        .filter_map(|(n, _)| n.strip_suffix(".log").and_then(|d| d.parse().ok()))
+        .collect();
+    let victim = bases[1];
+    let path = seg_file(victim, ".log");
+    let mut bytes = m.read_all(&path).unwrap();
+    let layout = batches_of(&bytes);
+    let (pos, h) = layout[1];
+    bytes[pos + 70] ^= 0xff; // a record byte: CRC mismatch
+    m.write_all(&path, &bytes).unwrap();
+    s.remove_file(&seg_file(victim, ".index")).unwrap();
+
+    let log = reopen(s.clone(), config.clone(), i64::MAX, true).unwrap();
+    let (_, last) = all.last().unwrap();
+    let expected_leo = BatchHeader::parse(last).unwrap().last_offset() + 1;
+    assert_eq!(log.log_end_offset(), expected_leo);
+    let d = log.damage();
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!((d[0].0, d[0].1.offset), (victim, h.base_offset));
+    // The bytes are all still there.
+    assert_eq!(m.read_all(&path).unwrap().len(), bytes.len());
+    // Before the damage: served; at it: CorruptLog; after the segment: served.
+    log.set_high_watermark(log.log_end_offset());
+    let r = log.read(victim, 1 << 20, i64::MAX, true).unwrap();
+    assert_eq!(r.total_bytes, pos);
+    assert!(matches!(
+        log.read(h.base_offset, 1 << 20, i64::MAX, true),
+        Err(StorageError::CorruptLog { .. })
+    ));
+    let next = bases[2];
+    assert!(log.read(next, 1 << 20, i64::MAX, true).is_ok());
+}
+
+/// Damage in the active segment below the recovery point (found when its
+/// index has to be rebuilt) is kept too: appends go to a new segment at the
+/// recovery point, so no offset is handed out twice, and the damaged
+/// offsets fail on read.
+#[test]
+fn damage_in_the_active_segment_moves_appends_to_a_new_segment() {
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        ..small_config()
+    };
+    let (m, s) = mem();
+    let log = new_log(s.clone(), config.clone());
+    for i in 0..20 {
+        log.append(&mut make_batch(1, 40, 1_000 + i, 1), 1_000)
+            .unwrap();
+    }
+    log.close().unwrap();
+    let clean_leo = log.log_end_offset();
+    drop(log);
+    let path = seg_file(0, ".log");
+    let mut bytes = m.read_all(&path).unwrap();
+    let layout = batches_of(&bytes);
+    let (pos, h) = layout[10];
+    bytes[pos + 70] ^= 0xff;
+    m.write_all(&path, &bytes).unwrap();
+    s.remove_file(&seg_file(0, ".index")).unwrap();
+
+    let log = reopen(s.clone(), config, clean_leo, true).unwrap();
+    assert_eq!(log.log_end_offset(), clean_leo);
+    assert_eq!(log.segment_base_offsets(), vec![0, clean_leo]);
+    assert_eq!(m.read_all(&path).unwrap(), bytes, "the bytes are kept");
+    let d = log.damage();
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(
+        (d[0].0, d[0].1.offset, d[0].1.position),
+        (0, h.base_offset, pos as u64)
+    );
+    let info = log.append(&mut make_batch(1, 40, 3_000, 2), 3_000).unwrap();
+    assert_eq!(info.base_offset, clean_leo);
+    log.set_high_watermark(log.log_end_offset());
+    for o in 0..=clean_leo {
+        let r = log.read(o, 1 << 20, i64::MAX, true);
+        if (h.base_offset..clean_leo).contains(&o) {
+            assert!(
+                matches!(r, Err(StorageError::CorruptLog { .. })),
+                "{o}: {r:?}"
+            );
+        } else {
+            assert!(!r.unwrap().regions.is_empty(), "{o}");
+        }
+    }
+}
