@@ -184,6 +184,8 @@ impl<R: Read> Stream<R> {
             if len == self.buf.len() {
                 return Err(self.too_large());
             }
+            // Exact: the default doubling would overshoot the cap.
+            self.buf.reserve_exact(len - self.buf.len());
             self.buf.resize(len, 0);
         }
         let n = loop {
