@@ -43,7 +43,11 @@ pub const THROTTLING_QUOTA_EXCEEDED: i16 = ErrorCode::ThrottlingQuotaExceeded as
 pub fn from_storage(e: &StorageError) -> i16 {
     match e {
         StorageError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
-        StorageError::CorruptRecord { .. } => CORRUPT_MESSAGE,
+        // A stored batch that cannot be read (Kafka's CorruptRecordException
+        // on the read path).
+        StorageError::CorruptRecord { .. }
+        | StorageError::CorruptLog { .. }
+        | StorageError::CorruptBelowRecoveryPoint { .. } => CORRUPT_MESSAGE,
         StorageError::InvalidRecord { .. } => INVALID_RECORD,
         StorageError::RecordTooLarge { .. } => MESSAGE_TOO_LARGE,
         StorageError::InvalidTimestamp { .. } => INVALID_TIMESTAMP,

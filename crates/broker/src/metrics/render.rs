@@ -223,7 +223,7 @@ fn partitions(w: &mut TextWriter, b: &Broker) {
     struct Row {
         topic: String,
         partition: String,
-        values: [i128; 5],
+        values: [i128; 6],
     }
     let mut rows: Vec<Row> = b
         .logs
@@ -240,6 +240,7 @@ fn partitions(w: &mut TextWriter, b: &Broker) {
                     log.log_end_offset() as i128,
                     log.size_bytes() as i128,
                     log.segment_count() as i128,
+                    log.damage().len() as i128,
                 ],
             }
         })
@@ -267,6 +268,10 @@ fn partitions(w: &mut TextWriter, b: &Broker) {
         (
             "weir_partition_segments",
             "Number of segments of the partition.",
+        ),
+        (
+            "weir_partition_damaged_segments",
+            "Segments of the partition found damaged (reads stop before the damage and fail at it).",
         ),
     ];
     for (i, (name, help)) in families.iter().enumerate() {
