@@ -19,7 +19,7 @@ use bytes::Bytes;
 use indicatif::ProgressBar;
 use weir_client::{Client, GroupMember, HeartbeatStatus, TopicInfo};
 use weir_protocol::error_code::ErrorCode;
-use weir_protocol::records::{BatchIter, DecompressLimits};
+use weir_protocol::records::{BatchIter, DecompressLimits, RecordsError};
 
 use super::common::{Bootstrap, parse_kv, progress_bar, run_async, unescape};
 
@@ -258,9 +258,28 @@ impl Reader {
         let mut out = stdout.lock();
         let mut got_any = false;
         let mut next = self.positions[&partition];
+        let topic = self.topic.name.clone();
+        // Bad data (a CRC mismatch, an unreadable header or record) is an
+        // error naming where it is; what came before it is printed first.
+        let bad = |out: &mut std::io::StdoutLock<'_>, offset: i64, e: &dyn std::fmt::Display| {
+            let _ = out.flush();
+            anyhow::anyhow!(
+                "cannot read topic {topic} partition {partition} at offset {offset}: {e}"
+            )
+        };
         'batches: for batch in BatchIter::new(records) {
-            // A partial batch at the end of a fetch is normal: stop there.
-            let Ok(batch) = batch else { break };
+            let batch = match batch {
+                Ok(b) => b,
+                // A partial batch at the end of a fetch is normal: stop there.
+                Err(e) if e.is_incomplete() => break,
+                Err(e) => {
+                    let offset = match e {
+                        RecordsError::CrcMismatch { base_offset, .. } => base_offset,
+                        _ => next,
+                    };
+                    return Err(bad(&mut out, offset, &e));
+                }
+            };
             if batch.is_control() {
                 next = next.max(batch.next_offset());
                 continue;
@@ -268,8 +287,11 @@ impl Reader {
             let base = batch.base_offset();
             let header = batch.header();
             let log_append = header.is_log_append_time();
-            for r in batch.records(&self.limits)? {
-                let r = r?;
+            let records = batch
+                .records(&self.limits)
+                .map_err(|e| bad(&mut out, base, &e))?;
+            for r in records {
+                let r = r.map_err(|e| bad(&mut out, base, &e))?;
                 let o = r.offset(base);
                 if o < next {
                     continue;
