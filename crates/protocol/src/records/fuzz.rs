@@ -6,6 +6,7 @@ use super::builder::RecordBatchBuilder;
 use super::compression::{Compression, DecompressLimits};
 use super::control::{ControlRecordType, EndTxnMarker};
 use super::record::Record;
+use super::validate::validate_records;
 
 /// Decompression bound used while fuzzing: small, so bombs fail fast.
 const FUZZ_LIMITS: DecompressLimits = DecompressLimits {
@@ -18,7 +19,8 @@ const FUZZ_LIMITS: DecompressLimits = DecompressLimits {
 /// invariant is broken: that is what the fuzzer looks for.
 ///
 /// Invariants checked: the splitter never reads past the buffer and its
-/// positions add up; a batch whose records all decode re-encodes (without
+/// positions add up; the produce validator accepts a batch exactly when it
+/// decodes with offset deltas 0, 1, 2, … up to `lastOffsetDelta`; a batch whose records all decode re-encodes (without
 /// compression, which the property tests cover) to a batch that decodes to
 /// the same records.
 pub fn fuzz_records(data: &[u8]) -> usize {
@@ -38,9 +40,20 @@ pub fn fuzz_records(data: &[u8]) -> usize {
             let _ = owned.control_type(&FUZZ_LIMITS);
             let _ = owned.end_txn_marker(&FUZZ_LIMITS);
         }
+        let valid = validate_records(owned.header(), owned.records_section(), &FUZZ_LIMITS);
         let Ok(records) = owned.collect_records(&FUZZ_LIMITS) else {
+            assert!(valid.is_err(), "validated, but does not decode");
             continue;
         };
+        // The validator accepts exactly the decodable batches whose offsets
+        // run 0, 1, 2, … up to lastOffsetDelta.
+        let numbered = !records.is_empty()
+            && owned.header().last_offset_delta as i64 == records.len() as i64 - 1
+            && records
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r.offset_delta as i64 == i as i64);
+        assert_eq!(valid.is_ok(), numbered, "{valid:?}");
         decoded += records.len();
         for r in &records {
             if let Some(k) = &r.key {
