@@ -220,11 +220,33 @@ fn dump_log(
     let reader = LogReader::open(path)?;
     let deep = args.deep_iteration || args.print_data_log;
     let mut pos = 0u64;
+    // The first damage met: a batch failing its CRC (a corrupt length
+    // fails it too, and misplaces every batch after it) or offsets that go
+    // backwards. The broker stops reads there (docs/storage-format.md).
+    let mut damage: Option<String> = None;
+    let mut expected = base_offset;
     while let Some((h, bytes)) = reader.batch_at(pos)? {
         writeln!(out, "{}", batch_line(&h, &bytes, pos))?;
-        if deep {
+        let problem = if let Err(e) = h.verify_crc(&bytes) {
+            Some(e.to_string())
+        } else if h.base_offset < expected {
+            Some(format!(
+                "base offset {} is below the expected {expected}",
+                h.base_offset
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = problem {
+            writeln!(
+                out,
+                "Damage at position {pos} (offset {expected} expected): {reason}"
+            )?;
+            damage.get_or_insert(format!("position {pos} (offset {expected}): {reason}"));
+        } else if deep {
             print_records(args, &h, bytes, out)?;
         }
+        expected = expected.max(h.last_offset() + 1);
         pos += h.total_size() as u64;
     }
     let trailing = reader.len - pos;
@@ -235,7 +257,10 @@ fn dump_log(
             .unwrap_or_default();
         writeln!(out, "Found {trailing} invalid bytes at the end of {name}")?;
     }
-    Ok(())
+    match damage {
+        Some(d) => anyhow::bail!("damaged at {d}"),
+        None => Ok(()),
+    }
 }
 
 fn print_records(
