@@ -37,17 +37,28 @@ fn batches_of(bytes: &[u8]) -> Vec<(usize, BatchHeader)> {
     out
 }
 
-async fn scrape_damaged(b: &RunningBroker, topic: &str) -> Option<f64> {
+/// The body of a GET on the broker's HTTP listener.
+async fn http_get(b: &RunningBroker, path: &str) -> String {
     let addr = b.http_addr().expect("HTTP listener");
     let mut s = TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut buf = Vec::new();
     tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf))
         .await
         .unwrap()
         .unwrap();
-    let text = String::from_utf8_lossy(&buf);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    body.to_string()
+}
+
+async fn scrape_damaged(b: &RunningBroker, topic: &str) -> Option<f64> {
+    let text = http_get(b, "/metrics").await;
     let want = format!("weir_partition_damaged_segments{{topic=\"{topic}\",partition=\"0\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&want).map(|v| v.trim().parse().unwrap()))
@@ -118,6 +129,16 @@ async fn fetches_around_a_damaged_segment_never_skip_records() {
     }
     assert!(corrupt.contains(&damaged_from), "{corrupt:?}");
     assert_eq!(scrape_damaged(&b, "d").await, Some(1.0));
+    // The console's API says where.
+    let detail: serde_json::Value =
+        serde_json::from_str(&http_get(&b, "/api/topics/d").await).unwrap();
+    let damage = &detail["partitions"][0]["damage"];
+    assert_eq!(damage.as_array().map(Vec::len), Some(1), "{detail}");
+    assert_eq!(damage[0]["segment_base_offset"], victim_base);
+    assert!(
+        damage[0]["offset"].as_i64().unwrap() <= damaged_from,
+        "{damage}"
+    );
     assert!(victim_base < damaged_from);
     b.shutdown().await.unwrap();
 }

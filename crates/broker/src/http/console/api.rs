@@ -121,6 +121,20 @@ pub struct PartitionSummary {
     pub log_end_offset: i64,
     pub size_bytes: u64,
     pub segment_count: usize,
+    /// Segments found damaged: reads stop before the damage and answer
+    /// CORRUPT_MESSAGE at it (docs/storage-format.md, "Damage").
+    pub damage: Vec<DamageView>,
+}
+
+/// Where one segment of a partition is damaged.
+#[derive(Serialize)]
+pub struct DamageView {
+    pub segment_base_offset: i64,
+    /// Byte position in the segment's `.log` file.
+    pub position: u64,
+    /// The first offset that cannot be read.
+    pub offset: i64,
+    pub reason: String,
 }
 
 #[derive(Serialize)]
@@ -146,6 +160,16 @@ fn partition_summary(log: Option<&Log>, partition: i32) -> PartitionSummary {
             log_end_offset: log.log_end_offset(),
             size_bytes: log.size_bytes(),
             segment_count: log.segment_count(),
+            damage: log
+                .damage()
+                .into_iter()
+                .map(|(base, d)| DamageView {
+                    segment_base_offset: base,
+                    position: d.position,
+                    offset: d.offset,
+                    reason: d.reason,
+                })
+                .collect(),
         },
         None => PartitionSummary {
             partition,
@@ -155,6 +179,7 @@ fn partition_summary(log: Option<&Log>, partition: i32) -> PartitionSummary {
             log_end_offset: 0,
             size_bytes: 0,
             segment_count: 0,
+            damage: Vec::new(),
         },
     }
 }
