@@ -304,3 +304,96 @@ pub fn record_timestamps(batch: &[u8]) -> Option<Vec<(i64, i64)>> {
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use weir_protocol::records::header::{ATTRIBUTES_OFFSET, RECORDS_COUNT_OFFSET};
+    use weir_protocol::records::{Compression, RecordBatchBuilder};
+
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn batch(codec: Compression, n: usize) -> Vec<u8> {
+        let mut b = RecordBatchBuilder::new(codec);
+        for i in 0..n {
+            b.push(NOW, None, Some(Bytes::from(format!("v{i}"))), vec![])
+                .unwrap();
+        }
+        b.build().unwrap().as_bytes().to_vec()
+    }
+
+    /// `batch` with bytes rewritten at `at`, CRC recomputed.
+    fn patched(mut b: Vec<u8>, at: usize, bytes: &[u8]) -> Vec<u8> {
+        b[at..at + bytes.len()].copy_from_slice(bytes);
+        header::write_crc(&mut b);
+        b
+    }
+
+    #[test]
+    fn invalid_records_refuse_the_whole_request_untouched() {
+        let config = LogConfig::default();
+        let cases = [
+            (
+                "count 3 for 2 records",
+                patched(
+                    batch(Compression::None, 2),
+                    RECORDS_COUNT_OFFSET,
+                    &3i32.to_be_bytes(),
+                ),
+                true,
+            ),
+            (
+                "codec 7",
+                patched(
+                    batch(Compression::None, 2),
+                    ATTRIBUTES_OFFSET,
+                    &7i16.to_be_bytes(),
+                ),
+                false,
+            ),
+            (
+                "zstd claiming 3 of 2",
+                patched(
+                    batch(Compression::Zstd, 2),
+                    RECORDS_COUNT_OFFSET,
+                    &3i32.to_be_bytes(),
+                ),
+                true,
+            ),
+        ];
+        for (name, bad, invalid_record) in cases {
+            // A valid batch first: all or nothing.
+            let good = batch(Compression::Lz4, 3);
+            let mut request = [good.clone(), bad].concat();
+            let before = request.clone();
+            let err = validate_and_assign(&mut request, 100, &config, NOW, Some(4)).unwrap_err();
+            match (&err, invalid_record) {
+                (StorageError::InvalidRecord { position, .. }, true)
+                | (StorageError::CorruptRecord { position, .. }, false) => {
+                    assert_eq!(*position, good.len(), "{name}")
+                }
+                _ => panic!("{name}: {err:?}"),
+            }
+            assert_eq!(request, before, "{name}: request changed");
+            assert!(
+                validate_and_plan(&before, 100, &config, NOW).is_err(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn valid_batches_get_offsets_with_every_codec() {
+        let config = LogConfig::default();
+        let mut request: Vec<u8> = Compression::ALL
+            .iter()
+            .flat_map(|&codec| batch(codec, 4))
+            .collect();
+        let appended = validate_and_assign(&mut request, 10, &config, NOW, None).unwrap();
+        let bases: Vec<i64> = appended.iter().map(|b| b.base_offset).collect();
+        assert_eq!(bases, [10, 14, 18, 22, 26]);
+        assert_eq!(appended.iter().map(|b| b.records).sum::<i64>(), 20);
+    }
+}

@@ -20,9 +20,9 @@ const FUZZ_LIMITS: DecompressLimits = DecompressLimits {
 ///
 /// Invariants checked: the splitter never reads past the buffer and its
 /// positions add up; the produce validator accepts a batch exactly when it
-/// decodes with offset deltas 0, 1, 2, … up to `lastOffsetDelta`; a batch whose records all decode re-encodes (without
-/// compression, which the property tests cover) to a batch that decodes to
-/// the same records.
+/// decodes with offset deltas 0, 1, 2, … up to `lastOffsetDelta`; a batch
+/// whose records all decode re-encodes (without compression, which the
+/// property tests cover) to a batch that decodes to the same records.
 pub fn fuzz_records(data: &[u8]) -> usize {
     let mut decoded = 0;
     // CRCs are checked but not required, so that mutated inputs still reach
