@@ -628,8 +628,16 @@
       root.appendChild(errorPanel(e));
       return root;
     }
-    const rows = page.records.map((r) =>
+    // a batch that could not be read is one row with its offsets and the reason
+    const errorRow = (r) =>
       h(
+        'tr',
+        { class: 'record-error', 'data-offset': r.offset },
+        h('td', { class: 'num' }, r.last_offset !== null && r.last_offset !== r.offset ? `${num(r.offset)}–${num(r.last_offset)}` : num(r.offset)),
+        h('td', { class: 'error', colspan: '4' }, `unreadable: ${r.error}`)
+      );
+    const rows = page.records.map((r) =>
+      typeof r.error === 'string' ? errorRow(r) : h(
         'tr',
         { class: 'record-row', 'data-offset': r.offset },
         h('td', { class: 'num' }, num(r.offset)),
@@ -643,6 +651,8 @@
         )
       )
     );
+    const bad = page.records.filter((r) => typeof r.error === 'string').length;
+    const good = page.records.length - bad;
     const next = new URLSearchParams(q);
     next.delete('timestamp');
     next.set('offset', String(page.next_offset));
@@ -654,7 +664,8 @@
           'p',
           { class: 'muted' },
           `${page.topic}-${page.partition}: log start ${num(page.log_start_offset)}, high watermark ${num(page.high_watermark)}; `,
-          `${page.records.length} record${page.records.length === 1 ? '' : 's'} from offset ${num(page.start_offset)} (limit ${page.limit})`
+          `${good} record${good === 1 ? '' : 's'} from offset ${num(page.start_offset)} (limit ${page.limit})`,
+          bad ? `; ${bad} unreadable batch${bad === 1 ? '' : 'es'}` : ''
         ),
         rows.length ? table([{ text: 'Offset', cls: 'num' }, 'Timestamp', 'Key', 'Value', 'Headers'], rows, { class: 'records' }) : h('p', { class: 'muted' }, 'No records here.'),
         page.next_offset < page.high_watermark ? h('p', null, link(`#/records?${next.toString()}`, `next page from offset ${num(page.next_offset)} →`)) : null

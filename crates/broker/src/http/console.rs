@@ -76,13 +76,6 @@ pub enum ConsoleError {
     CoordinatorUnavailable,
     #[error("group {group:?}: {code}")]
     Group { group: String, code: &'static str },
-    #[error("{topic}-{partition} at offset {offset}: {reason}")]
-    BadData {
-        topic: String,
-        partition: i32,
-        offset: i64,
-        reason: String,
-    },
     #[error("storage: {0}")]
     Storage(#[from] weir_storage::StorageError),
     #[error("cannot encode the response: {0}")]
@@ -95,9 +88,7 @@ impl ConsoleError {
             ConsoleError::BadRequest(_) => 400,
             ConsoleError::NotFound { .. } | ConsoleError::NoSuchPath(_) => 404,
             ConsoleError::CoordinatorUnavailable | ConsoleError::Group { .. } => 503,
-            ConsoleError::BadData { .. } | ConsoleError::Storage(_) | ConsoleError::Encode(_) => {
-                500
-            }
+            ConsoleError::Storage(_) | ConsoleError::Encode(_) => 500,
         }
     }
 }

@@ -6,10 +6,17 @@
 //! from the log, records below the start offset dropped, control batches
 //! (transaction markers) skipped. Keys, values and header values are shown
 //! as UTF-8 text when valid, else as hex, each cut to [`MAX_SHOWN_BYTES`].
+//!
+//! Damaged data does not fail the page: a batch whose CRC does not match or
+//! whose records cannot be decoded becomes one [`ErrorRow`] (its offsets and
+//! the reason) among the records and reading goes on after it; where the
+//! log cannot be read further (an unreadable batch header, a storage
+//! refusal) an error row at that offset ends the page.
 
 use bytes::Bytes;
 use serde::Serialize;
-use weir_protocol::records::{BatchIter, Compression, DecompressLimits};
+use weir_protocol::records::{BatchIter, Compression, DecompressLimits, RecordBatch};
+use weir_storage::StorageError;
 
 use super::ConsoleError;
 use super::query::Query;
@@ -99,6 +106,26 @@ pub struct ShownRecord {
     pub compression: &'static str,
 }
 
+/// A batch (or a place in the log) that could not be read, shown as a row
+/// among the records.
+#[derive(Debug, Serialize)]
+pub struct ErrorRow {
+    /// The batch's base offset, or the offset where reading stopped.
+    pub offset: i64,
+    /// The batch's last offset, when its header could be read.
+    pub last_offset: Option<i64>,
+    /// Why it could not be read.
+    pub error: String,
+}
+
+/// One row of a page: a record, or data that could not be read.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Row {
+    Record(ShownRecord),
+    Error(ErrorRow),
+}
+
 #[derive(Debug, Serialize)]
 pub struct RecordsPage {
     pub topic: String,
@@ -113,7 +140,27 @@ pub struct RecordsPage {
     pub start_offset: i64,
     /// The offset to ask for to continue after this page.
     pub next_offset: i64,
-    pub records: Vec<ShownRecord>,
+    /// Records and error rows, in offset order.
+    pub records: Vec<Row>,
+}
+
+/// Whether a storage error means damaged data (shown as an error row)
+/// rather than a failed read (a 500).
+fn is_damage(e: &StorageError) -> bool {
+    matches!(
+        e,
+        StorageError::CorruptLog { .. }
+            | StorageError::CorruptBelowRecoveryPoint { .. }
+            | StorageError::CorruptRecord { .. }
+    )
+}
+
+fn error_row(offset: i64, batch: Option<&RecordBatch>, error: impl ToString) -> Row {
+    Row::Error(ErrorRow {
+        offset: batch.map_or(offset, RecordBatch::base_offset),
+        last_offset: batch.map(RecordBatch::last_offset),
+        error: error.to_string(),
+    })
 }
 
 /// Reads one page of records as described in the module doc.
@@ -172,7 +219,14 @@ pub fn read(b: &Broker, q: &Query) -> Result<RecordsPage, ConsoleError> {
     let mut scanned = 0usize;
     let limits = DecompressLimits::default();
     'read: while records.len() < limit && pos < hw && scanned < MAX_SCAN_BYTES {
-        let read = log.read(pos, READ_CHUNK_BYTES, hw, true)?;
+        let read = match log.read(pos, READ_CHUNK_BYTES, hw, true) {
+            Ok(r) => r,
+            Err(e) if is_damage(&e) => {
+                records.push(error_row(pos, None, e));
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        };
         if read.total_bytes == 0 {
             break;
         }
@@ -182,14 +236,32 @@ pub fn read(b: &Broker, q: &Query) -> Result<RecordsPage, ConsoleError> {
         }
         scanned += data.len();
         let before = pos;
-        for batch in BatchIter::new(data) {
-            let batch = batch.map_err(|e| ConsoleError::BadData {
-                topic: topic.to_string(),
-                partition,
-                offset: pos,
-                reason: e.to_string(),
-            })?;
+        // CRCs are checked per batch below, so a bad one is a row, not the end
+        let mut batches = BatchIter::new(data).verify_crc(false);
+        for batch in batches.by_ref() {
+            let batch = match batch {
+                Ok(b) => b,
+                // a batch cut at the end of this read: read on from `pos`
+                Err(e) if e.is_incomplete() && pos > before => break,
+                Err(e) => {
+                    // the next batch cannot be located: nothing after it
+                    // can be read
+                    records.push(error_row(pos, None, e));
+                    break 'read;
+                }
+            };
             let header = *batch.header();
+            if batch.next_offset() <= pos {
+                continue;
+            }
+            if records.len() >= limit {
+                break 'read;
+            }
+            if let Err(e) = batch.validate_crc() {
+                records.push(error_row(pos, Some(&batch), e));
+                pos = pos.max(batch.next_offset());
+                continue;
+            }
             if batch.is_control() {
                 pos = pos.max(batch.next_offset());
                 continue;
@@ -197,14 +269,14 @@ pub fn read(b: &Broker, q: &Query) -> Result<RecordsPage, ConsoleError> {
             let compression = Compression::from_id(header.compression())
                 .map(Compression::name)
                 .unwrap_or("unknown");
-            let decoded = batch
-                .collect_records(&limits)
-                .map_err(|e| ConsoleError::BadData {
-                    topic: topic.to_string(),
-                    partition,
-                    offset: header.base_offset,
-                    reason: e.to_string(),
-                })?;
+            let decoded = match batch.collect_records(&limits) {
+                Ok(d) => d,
+                Err(e) => {
+                    records.push(error_row(pos, Some(&batch), e));
+                    pos = pos.max(batch.next_offset());
+                    continue;
+                }
+            };
             for r in decoded {
                 let off = r.offset(header.base_offset);
                 if off < pos {
@@ -218,7 +290,7 @@ pub fn read(b: &Broker, q: &Query) -> Result<RecordsPage, ConsoleError> {
                 } else {
                     (r.timestamp(header.base_timestamp), "CreateTime")
                 };
-                records.push(ShownRecord {
+                records.push(Row::Record(ShownRecord {
                     offset: off,
                     timestamp,
                     timestamp_type,
@@ -233,7 +305,7 @@ pub fn read(b: &Broker, q: &Query) -> Result<RecordsPage, ConsoleError> {
                         })
                         .collect(),
                     compression,
-                });
+                }));
                 pos = off + 1;
             }
             pos = pos.max(batch.next_offset());
