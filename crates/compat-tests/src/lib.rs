@@ -479,25 +479,7 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| manifest.to_path_buf())
 }
 
-/// True when running in CI (`CI` set to anything but empty/`false`/`0`):
-/// missing client tools are then a failure instead of a skip.
-pub fn in_ci() -> bool {
-    std::env::var("CI")
-        .map(|v| !v.is_empty() && v != "false" && v != "0")
-        .unwrap_or(false)
-}
-
-/// Either skip the test loudly (returns normally; the caller returns) or,
-/// in CI, panic: a missing prerequisite must not pass silently there.
-pub fn skip_or_fail(what: &str) {
-    let msg = format!(
-        "prerequisite missing: {what}. Run scripts/test (it installs everything), or see docs/testing.md."
-    );
-    if in_ci() {
-        panic!("{msg} (CI is set, so this is a failure, not a skip)");
-    }
-    eprintln!("\n!!!!!!!! SKIPPED: {msg} !!!!!!!!\n");
-}
+pub use weir_test_support::{in_ci, scaled, skip_or_fail, soak};
 
 /// Output of a command run with a time limit.
 #[derive(Debug)]

@@ -1,13 +1,13 @@
 //! kafka-python (pure Python, pinned in tests/compat/python/requirements.txt)
 //! against a real `weir serve`, by running `compat_check.py`.
 //!
-//! Records per codec: `WEIR_COMPAT_PY_RECORDS` (default 100000).
+//! Records per codec: `WEIR_COMPAT_PY_RECORDS` (default 5000; 100000 with `WEIR_SOAK=1`).
 
 use std::process::Command;
 
 use weir_compat_tests::segment::verify_reported_topics;
 use weir_compat_tests::{
-    WeirProcess, assert_checks_passed, client_timeout, env_count, run_with_timeout, skip_or_fail,
+    WeirProcess, assert_checks_passed, client_timeout, run_with_timeout, scaled, skip_or_fail,
     tools,
 };
 
@@ -18,7 +18,7 @@ fn kafka_python_admin_produce_consume_offsets_configs() {
         return;
     };
     let broker = WeirProcess::start().unwrap_or_else(|e| panic!("weir did not start: {e}"));
-    let records = env_count("WEIR_COMPAT_PY_RECORDS", 100_000).to_string();
+    let records = scaled("WEIR_COMPAT_PY_RECORDS", 5_000, 100_000).to_string();
     let script = tools::python_dir().join("compat_check.py");
     let out = run_with_timeout(
         Command::new(&python)

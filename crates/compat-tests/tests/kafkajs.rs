@@ -1,13 +1,13 @@
 //! kafkajs (pinned in tests/compat/js/package-lock.json) against a real
 //! `weir serve`, by running `compat_check.js`.
 //!
-//! Records per codec: `WEIR_COMPAT_JS_RECORDS` (default 100000).
+//! Records per codec: `WEIR_COMPAT_JS_RECORDS` (default 5000; 100000 with `WEIR_SOAK=1`).
 
 use std::process::Command;
 
 use weir_compat_tests::segment::verify_reported_topics;
 use weir_compat_tests::{
-    WeirProcess, assert_checks_passed, client_timeout, env_count, run_with_timeout, skip_or_fail,
+    WeirProcess, assert_checks_passed, client_timeout, run_with_timeout, scaled, skip_or_fail,
     tools,
 };
 
@@ -21,7 +21,7 @@ fn run_script(mode: &str) {
         return;
     }
     let broker = WeirProcess::start().unwrap_or_else(|e| panic!("weir did not start: {e}"));
-    let records = env_count("WEIR_COMPAT_JS_RECORDS", 100_000).to_string();
+    let records = scaled("WEIR_COMPAT_JS_RECORDS", 5_000, 100_000).to_string();
     let dir = tools::js_dir();
     let out = run_with_timeout(
         Command::new(&node)

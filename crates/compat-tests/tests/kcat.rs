@@ -1,6 +1,6 @@
 //! kcat (Debian's build on librdkafka 2.0.2) against a real `weir serve`.
 //!
-//! Record count per codec: `WEIR_COMPAT_KCAT_RECORDS` (default 100000).
+//! Record count per codec: `WEIR_COMPAT_KCAT_RECORDS` (default 5000; 100000 with `WEIR_SOAK=1`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,8 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 use weir_compat_tests::segment::stored_batches;
 use weir_compat_tests::{
-    WeirProcess, client_timeout, env_count, partition_for_key, run_with_timeout, skip_or_fail,
-    tools,
+    WeirProcess, client_timeout, partition_for_key, run_with_timeout, scaled, skip_or_fail, tools,
 };
 
 const PARTITIONS: u32 = 3;
@@ -176,7 +175,7 @@ fn round_trip(codec: &str, code: i16) {
         return;
     };
     let broker = start_broker();
-    let n = env_count("WEIR_COMPAT_KCAT_RECORDS", 100_000);
+    let n = scaled("WEIR_COMPAT_KCAT_RECORDS", 5_000, 100_000);
     let topic = format!("kcat-{codec}");
     produce_keyed(&kcat_bin, &broker, &topic, codec, n);
     let msgs = consume_all(&kcat_bin, &broker, &topic);

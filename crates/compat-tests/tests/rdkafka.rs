@@ -3,7 +3,8 @@
 //! every compression codec, an assign()-based consumer, offsets by time,
 //! and the admin client (create/describe/alter/delete).
 //!
-//! Records per codec: `WEIR_COMPAT_RDKAFKA_RECORDS` (see `DEFAULT_RECORDS`).
+//! Records per codec: `WEIR_COMPAT_RDKAFKA_RECORDS`, else `DEFAULT_RECORDS`
+//! (`SOAK_RECORDS` with `WEIR_SOAK=1`).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -20,14 +21,15 @@ use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use weir_compat_tests::segment::stored_batches;
-use weir_compat_tests::{WeirProcess, env_count, partition_for_key};
+use weir_compat_tests::{WeirProcess, env_count, partition_for_key, scaled};
 
 const PARTITIONS: i32 = 6;
-const DEFAULT_RECORDS: usize = 100_000;
+const DEFAULT_RECORDS: usize = 5_000;
+const SOAK_RECORDS: usize = 100_000;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn records() -> usize {
-    env_count("WEIR_COMPAT_RDKAFKA_RECORDS", DEFAULT_RECORDS)
+    scaled("WEIR_COMPAT_RDKAFKA_RECORDS", DEFAULT_RECORDS, SOAK_RECORDS)
 }
 
 fn start_broker() -> WeirProcess {

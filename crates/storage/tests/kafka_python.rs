@@ -1,7 +1,8 @@
 //! On-disk format check with an independent reader: kafka-python's record
 //! batch parser reads weir's `.log` files, and every index entry must point
-//! at a batch start whose last offset matches. Skips (with a message) when
-//! `python3 -c "import kafka"` fails.
+//! at a batch start whose last offset matches. Uses the test venv
+//! (`WEIR_COMPAT_PYTHON`, else `.test-deps/venv`, as `scripts/test` builds
+//! it); without it the test is skipped, or fails under CI.
 
 mod common;
 use common::make_batch;
@@ -11,24 +12,18 @@ use weir_protocol::records::{Compression, RecordBatchBuilder};
 use weir_storage::backend::{FileStorage, Storage};
 use weir_storage::{Log, LogConfig, TimestampType, TopicPartition};
 
-fn kafka_python_available() -> bool {
-    Command::new("python3")
-        .args(["-c", "import kafka"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[test]
 fn kafka_python_reads_weir_segments() {
-    if !kafka_python_available() {
-        eprintln!("SKIPPED: kafka-python is not installed (pip install kafka-python)");
+    let Some(python) = weir_test_support::kafka_python() else {
+        weir_test_support::skip_or_fail(
+            "the kafka-python venv (.test-deps/venv, or WEIR_COMPAT_PYTHON)",
+        );
         return;
-    }
+    };
     for ts_type in [TimestampType::CreateTime, TimestampType::LogAppendTime] {
         let tmp = tempfile::tempdir().unwrap();
         let s: Arc<dyn Storage> = Arc::new(FileStorage);
@@ -85,7 +80,7 @@ fn kafka_python_reads_weir_segments() {
         assert!(log.segment_count() > 2);
         log.close().unwrap();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafka_python_check.py");
-        let out = Command::new("python3")
+        let out = Command::new(&python)
             .arg(script)
             .arg(tmp.path().join("fmt-3"))
             .output()
