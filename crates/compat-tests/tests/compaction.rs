@@ -534,12 +534,18 @@ async fn kill_9_during_throttled_cleanings_loses_no_latest_value() {
             },
         };
         let waited = waited.elapsed();
-        if files
+        let swapping = files
             .iter()
-            .any(|f| f.ends_with(".cleaned") || f.ends_with(".swap"))
-        {
+            .any(|f| f.ends_with(".cleaned") || f.ends_with(".swap"));
+        if swapping {
             during += 1;
         }
+        // The round that waits for the cleaning files must kill inside a
+        // cleaning, or this test would not test what its name says.
+        assert!(
+            delay.is_some() || swapping,
+            "round {round}: no .cleaned/.swap file within 20 s; files: {files:?}"
+        );
         broker
             .kill_hard()
             .unwrap_or_else(|e| panic!("SIGKILL of the broker: {e}"));
@@ -559,6 +565,7 @@ async fn kill_9_during_throttled_cleanings_loses_no_latest_value() {
         "{during} of {} kills hit a cleaning's .cleaned/.swap files",
         delays.len()
     );
+    assert!(during >= 1, "no kill landed inside a cleaning");
     // Left alone, the cleaner finishes: exactly each key's latest record
     // (tombstones stay for delete.retention.ms, 24 h by default).
     let all_latest = model.latest_records(true);
