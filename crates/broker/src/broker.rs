@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use tokio::sync::watch;
+use weir_storage::backend::{FileStorage, Storage};
 use weir_storage::{Log, LogManager, LogManagerConfig, StorageError, TopicPartition};
 
 use crate::config::BrokerConfig;
@@ -56,6 +57,10 @@ pub enum CreateTopicError {
     InvalidReplicationFactor(String),
     #[error("{0}")]
     InvalidConfig(String),
+    /// The logs or the topic table could not be written (nothing of the
+    /// topic was kept); Kafka's KAFKA_STORAGE_ERROR.
+    #[error("{0}")]
+    Storage(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -111,12 +116,27 @@ impl Broker {
     /// Opens the data directory: meta.properties, the topic store and every
     /// partition log. Logs of topics missing from the store are adopted (a
     /// directory copied from Kafka opens), store entries without logs get
-    /// their logs created.
+    /// their logs created. Start-up rules (`docs/broker.md`): an unreadable
+    /// `weir-topics.json` is rebuilt from the partition directories; a
+    /// partition or log dir that cannot be opened, or a missing partition
+    /// that cannot be created (a full disk), is offline, not a reason to
+    /// exit.
     pub fn open(config: BrokerConfig, clock: Clock) -> Result<Broker, BrokerError> {
+        Self::open_with_storage(config, clock, Arc::new(FileStorage))
+    }
+
+    /// [`Broker::open`] with the partition logs on `storage` (tests inject
+    /// faults there; `meta.properties` and `weir-topics.json` stay on the
+    /// real file system).
+    pub fn open_with_storage(
+        config: BrokerConfig,
+        clock: Clock,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Broker, BrokerError> {
         let dir = config.log_dirs[0].clone();
         let meta = topics::load_or_create_meta(&dir, config.node_id)?;
         let mut store = TopicStore::open(&dir)?;
-        let mut lm_config = LogManagerConfig::new(config.log_dirs.clone());
+        let mut lm_config = LogManagerConfig::with_storage(config.log_dirs.clone(), storage);
         lm_config.recovery_threads_per_data_dir = config.num_recovery_threads_per_data_dir;
         lm_config.default_log_config = topic_config::log_config(&config, &BTreeMap::new());
         lm_config.topic_configs = store
@@ -128,46 +148,24 @@ impl Broker {
                 )
             })
             .collect();
+        // Settles creations a crash interrupted; a lost table cannot say
+        // which were committed (then a complete one stands).
+        lm_config.topic_table = store.lost().is_none().then(|| store.known_topics());
         let opening = std::time::Instant::now();
         let logs = LogManager::open(lm_config, clock())?;
         let recovery = opening.elapsed();
-        // adopt logs found on disk that the store does not know
-        let mut found: BTreeMap<String, (i32, [u8; 16])> = BTreeMap::new();
-        for log in logs.logs() {
-            let tp = log.topic_partition().clone();
-            let e = found.entry(tp.topic.clone()).or_insert((0, log.topic_id()));
-            e.0 = e.0.max(tp.partition + 1);
+        for (d, reason) in logs.offline_dirs() {
+            tracing::error!(dir = %d.display(), "log dir is offline: {reason}");
         }
-        for (name, (parts, id)) in found {
-            let known = store.get(&name).cloned();
-            match known {
-                Some(mut t) if t.partitions < parts => {
-                    t.partitions = parts;
-                    store.put(t)?;
-                }
-                Some(_) => {}
-                None => {
-                    let id = if id == [0; 16] {
-                        topics::random_uuid()
-                    } else {
-                        id
-                    };
-                    tracing::info!(topic = %name, partitions = parts, "adopting topic found on disk");
-                    store.put(TopicMeta {
-                        name,
-                        id: topics::uuid_to_base64(&id),
-                        partitions: parts,
-                        configs: BTreeMap::new(),
-                    })?;
-                }
-            }
-        }
+        adopt_found_topics(&mut store, &logs);
         // apply configs; create missing partition logs (but never over a
-        // partition that exists on disk and failed to open)
+        // partition that exists on disk and failed to open, nor while a log
+        // dir that may hold it is offline)
         let failed = logs.failed_logs();
         for (tp, reason) in &failed {
             tracing::error!(partition = %tp, "partition is offline: {reason}");
         }
+        let dirs_offline = !logs.offline_dirs().is_empty();
         for t in store.all() {
             let cfg = topic_config::log_config(&config, &t.configs);
             for p in 0..t.partitions {
@@ -175,8 +173,16 @@ impl Broker {
                 match logs.get(&tp) {
                     Some(log) => log.set_config(cfg.clone()),
                     None if failed.contains_key(&tp) => {}
+                    None if dirs_offline => {
+                        let reason = "not found in the online log dirs while a log dir is offline";
+                        tracing::error!(partition = %tp, "partition is offline: {reason}");
+                        logs.record_failed(&tp, reason.to_string());
+                    }
                     None => {
-                        logs.create_log(&tp, t.id_bytes(), cfg.clone())?;
+                        if let Err(e) = logs.create_log(&tp, t.id_bytes(), cfg.clone()) {
+                            tracing::error!(partition = %tp, error = %e, "partition is offline: its missing log cannot be created");
+                            logs.record_failed(&tp, format!("cannot create the missing log: {e}"));
+                        }
                     }
                 }
             }
@@ -326,19 +332,28 @@ impl Broker {
         }
         let cfg = topic_config::log_config(&self.config, &meta.configs);
         cfg.validate().map_err(CreateTopicError::InvalidConfig)?;
-        for p in 0..partitions {
-            let tp = TopicPartition::new(name, p);
-            if self.logs.get(&tp).is_none() {
-                self.logs
-                    .create_log(&tp, meta.id_bytes(), cfg.clone())
-                    .map_err(|e| CreateTopicError::Internal(e.to_string()))?;
-            }
-        }
-        self.topics
+        // All or nothing: every log under an intent, then the table, then
+        // the commit (see `weir_storage::PendingCreation`).
+        let pending = self
+            .logs
+            .prepare_logs(name, meta.id_bytes(), 0..partitions, cfg)
+            .map_err(|e| {
+                tracing::error!(topic = %name, error = %e, "topic creation failed");
+                CreateTopicError::Storage(e.to_string())
+            })?;
+        let recorded = self
+            .topics
             .write()
             .map_err(|_| CreateTopicError::Internal("topic store poisoned".into()))?
-            .put(meta.clone())
-            .map_err(|e| CreateTopicError::Internal(e.to_string()))?;
+            .put(meta.clone());
+        if let Err(e) = recorded {
+            tracing::error!(topic = %name, error = %e, "topic creation failed");
+            if let Err(undo) = pending.abort() {
+                tracing::error!(topic = %name, error = %undo, "cannot undo the topic creation; the next start does");
+            }
+            return Err(CreateTopicError::Storage(e.to_string()));
+        }
+        pending.commit();
         tracing::info!(topic = %name, partitions, "created topic");
         Ok(meta)
     }
@@ -386,20 +401,29 @@ impl Broker {
             return Ok(());
         }
         let cfg = topic_config::log_config(&self.config, &t.configs);
-        for p in t.partitions..count {
-            let tp = TopicPartition::new(name, p);
-            if self.logs.get(&tp).is_none() {
-                self.logs
-                    .create_log(&tp, t.id_bytes(), cfg.clone())
-                    .map_err(|e| e.to_string())?;
-            }
-        }
+        // All or nothing, as in `create_topic`.
+        let pending = self
+            .logs
+            .prepare_logs(name, t.id_bytes(), t.partitions..count, cfg)
+            .map_err(|e| e.to_string())?;
         t.partitions = count;
-        self.topics
+        let recorded = self
+            .topics
             .write()
             .map_err(|_| "topic store poisoned".to_string())?
-            .put(t)
-            .map_err(|e| e.to_string())
+            .put(t);
+        match recorded {
+            Ok(()) => {
+                pending.commit();
+                Ok(())
+            }
+            Err(e) => {
+                if let Err(undo) = pending.abort() {
+                    tracing::error!(topic = %name, error = %undo, "cannot undo the partition creation; the next start does");
+                }
+                Err(e.to_string())
+            }
+        }
     }
 
     /// Replaces a topic's config overrides (callers hold `admin`).
@@ -507,5 +531,74 @@ impl Broker {
     pub fn shutdown(&self) -> Result<(), StorageError> {
         self.snapshot_producers();
         self.logs.shutdown()
+    }
+}
+
+/// Adopts topics found on disk that the table does not know (a directory
+/// copied from Kafka, or every topic when `weir-topics.json` was lost), with
+/// their on-disk topic id and the partition count their directories show;
+/// grows a known topic whose directories show more partitions. A failure to
+/// rewrite the table (a full disk) keeps them in memory, with an error.
+fn adopt_found_topics(store: &mut TopicStore, logs: &LogManager) {
+    let mut found: BTreeMap<String, (i32, [u8; 16])> = BTreeMap::new();
+    for log in logs.logs() {
+        let tp = log.topic_partition().clone();
+        let e = found.entry(tp.topic.clone()).or_insert((0, [0; 16]));
+        e.0 = e.0.max(tp.partition + 1);
+        if e.1 == [0; 16] {
+            e.1 = log.topic_id();
+        }
+    }
+    // Rebuilding a lost table, offline partitions of a topic count too:
+    // their directories exist. (With the table intact it has them already.)
+    if store.lost().is_some() {
+        for tp in logs.failed_logs().keys() {
+            if let Some(e) = found.get_mut(&tp.topic) {
+                e.0 = e.0.max(tp.partition + 1);
+            }
+        }
+    }
+    let mut adopted = Vec::new();
+    for (name, (parts, id)) in found {
+        match store.get(&name) {
+            Some(t) if t.partitions < parts => {
+                let mut t = t.clone();
+                t.partitions = parts;
+                adopted.push(t);
+            }
+            Some(_) => {}
+            None => {
+                let id = if id == [0; 16] {
+                    topics::random_uuid()
+                } else {
+                    id
+                };
+                if store.lost().is_none() {
+                    tracing::info!(topic = %name, partitions = parts, "adopting topic found on disk");
+                }
+                adopted.push(TopicMeta {
+                    name,
+                    id: topics::uuid_to_base64(&id),
+                    partitions: parts,
+                    configs: BTreeMap::new(),
+                });
+            }
+        }
+    }
+    if let Some(reason) = store.lost() {
+        tracing::warn!(
+            "{} could not be read ({reason}); it was moved to {} and the topic table is rebuilt from the partition directories: {} topics ({}); per-topic config overrides were stored only in that file and are lost, these topics now use the broker defaults",
+            topics::TOPICS_FILE,
+            topics::CORRUPT_TOPICS_FILE,
+            adopted.len(),
+            adopted
+                .iter()
+                .map(|t| format!("{} ({} partitions)", t.name, t.partitions))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if let Err(e) = store.adopt(adopted) {
+        tracing::error!(error = %e, "cannot rewrite the topic table; the topics found on disk are served and written at the next topic change");
     }
 }

@@ -8,16 +8,24 @@
 //!   `weir-topics.json.tmp` + fsync + rename + directory fsync, so a crash
 //!   leaves either the old or the new file, never a torn one.
 //!
+//! A `weir-topics.json` that cannot be parsed (corrupt, empty) does not
+//! refuse the start: it is moved aside to `weir-topics.json.corrupt` and the
+//! store opens empty with [`TopicStore::lost`] set; the broker then rebuilds
+//! the table from the partition directories (see `broker.rs`). Per-topic
+//! config overrides live only in this file, so they are lost then.
+//!
 //! Invariant: names are unique, ids are unique and never zero, partition
 //! counts are ≥ 1 and only grow.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 pub const TOPICS_FILE: &str = "weir-topics.json";
+/// Where an unreadable `weir-topics.json` is moved before it is rebuilt.
+pub const CORRUPT_TOPICS_FILE: &str = "weir-topics.json.corrupt";
 pub const META_FILE: &str = "meta.properties";
 
 #[derive(Debug, thiserror::Error)]
@@ -73,13 +81,32 @@ struct TopicsFile {
 pub struct TopicStore {
     dir: PathBuf,
     topics: BTreeMap<String, TopicMeta>,
+    /// Why the file on disk could not be read, when it could not.
+    lost: Option<String>,
 }
 
 impl TopicStore {
     /// Loads `weir-topics.json` from `dir` (an empty store if absent). A
     /// leftover `.tmp` from a crash mid-write is discarded: the rename did
-    /// not happen, so the old file is the committed state.
+    /// not happen, so the old file is the committed state. A file that
+    /// cannot be parsed is moved to `weir-topics.json.corrupt` and the store
+    /// opens empty with [`TopicStore::lost`] saying why.
     pub fn open(dir: &Path) -> Result<TopicStore, TopicStoreError> {
+        match Self::load(dir) {
+            Err(TopicStoreError::Corrupt { path, reason }) => {
+                let aside = dir.join(CORRUPT_TOPICS_FILE);
+                std::fs::rename(&path, &aside).map_err(io_err(&aside))?;
+                Ok(TopicStore {
+                    dir: dir.to_path_buf(),
+                    topics: BTreeMap::new(),
+                    lost: Some(reason),
+                })
+            }
+            other => other,
+        }
+    }
+
+    fn load(dir: &Path) -> Result<TopicStore, TopicStoreError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let path = dir.join(TOPICS_FILE);
         let tmp = dir.join(format!("{TOPICS_FILE}.tmp"));
@@ -110,7 +137,47 @@ impl TopicStore {
         Ok(TopicStore {
             dir: dir.to_path_buf(),
             topics,
+            lost: None,
         })
+    }
+
+    /// Why `weir-topics.json` could not be read at open (its content was
+    /// moved to `weir-topics.json.corrupt`), or None.
+    pub fn lost(&self) -> Option<&str> {
+        self.lost.as_deref()
+    }
+
+    /// Inserts or replaces topics found at start, then persists the table
+    /// once. Unlike [`TopicStore::put`] they stay in memory when the write
+    /// fails (e.g. a full disk): they exist on disk as partition
+    /// directories, and the next successful write persists them.
+    pub fn adopt(&mut self, topics: Vec<TopicMeta>) -> Result<(), TopicStoreError> {
+        if topics.is_empty() && self.lost.is_none() {
+            return Ok(());
+        }
+        for t in topics {
+            self.topics.insert(t.name.clone(), t);
+        }
+        self.persist()?;
+        self.lost = None;
+        Ok(())
+    }
+
+    /// The committed topics as the log manager needs them to settle
+    /// creations a crash interrupted.
+    pub fn known_topics(&self) -> HashMap<String, weir_storage::KnownTopic> {
+        self.topics
+            .values()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    weir_storage::KnownTopic {
+                        topic_id: t.id_bytes(),
+                        partitions: t.partitions,
+                    },
+                )
+            })
+            .collect()
     }
 
     pub fn get(&self, name: &str) -> Option<&TopicMeta> {
@@ -361,6 +428,32 @@ mod tests {
         assert_eq!(s2.get("a"), Some(&t));
         assert!(s2.get("b").is_none());
         assert_eq!(s2.by_id(&t.id_bytes()).map(|t| t.name.as_str()), Some("a"));
+    }
+
+    #[test]
+    fn a_corrupt_or_empty_file_opens_empty_and_is_kept_aside() {
+        for bytes in [&b""[..], b"{\"version\":1,\"topics\":[{", b"\x00\x00\x00"] {
+            let d = tempfile::tempdir().unwrap();
+            std::fs::write(d.path().join(TOPICS_FILE), bytes).unwrap();
+            let mut s = TopicStore::open(d.path()).unwrap();
+            assert!(s.is_empty());
+            assert!(s.lost().is_some());
+            assert_eq!(
+                std::fs::read(d.path().join(CORRUPT_TOPICS_FILE)).unwrap(),
+                bytes
+            );
+            let t = TopicMeta {
+                name: "a".into(),
+                id: uuid_to_base64(&random_uuid()),
+                partitions: 2,
+                configs: BTreeMap::new(),
+            };
+            s.adopt(vec![t.clone()]).unwrap();
+            assert!(s.lost().is_none());
+            let s2 = TopicStore::open(d.path()).unwrap();
+            assert_eq!(s2.get("a"), Some(&t));
+            assert!(s2.lost().is_none());
+        }
     }
 
     #[test]

@@ -119,6 +119,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
                         codes::INVALID_REPLICATION_FACTOR
                     }
                     CreateTopicError::InvalidConfig(_) => codes::INVALID_CONFIG,
+                    CreateTopicError::Storage(_) => codes::KAFKA_STORAGE_ERROR,
                     CreateTopicError::Internal(_) => codes::UNKNOWN_SERVER_ERROR,
                 };
                 result.error_message = Some(e.to_string());

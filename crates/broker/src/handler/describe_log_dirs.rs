@@ -1,4 +1,5 @@
-//! DescribeLogDirs: partition sizes per data dir, and segment counts for
+//! DescribeLogDirs: partition sizes per data dir (KAFKA_STORAGE_ERROR for a
+//! dir that is offline), and segment counts for
 //! a client that asks with weir's extension tag
 //! ([`weir_protocol::weir_ext::SEGMENT_COUNT_TAG`]); without it the response
 //! is what Kafka sends.
@@ -58,10 +59,22 @@ pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Reply {
             .or_default()
             .push(partition);
     }
+    // A log dir taken offline at start answers KAFKA_STORAGE_ERROR, as in
+    // Kafka, and lists nothing.
+    let offline: Vec<String> = b
+        .logs
+        .offline_dirs()
+        .keys()
+        .map(|d| d.display().to_string())
+        .collect();
     let results = by_dir
         .into_iter()
         .map(|(dir, topics)| DescribeLogDirsResult {
-            error_code: codes::NONE,
+            error_code: if offline.contains(&dir) {
+                codes::KAFKA_STORAGE_ERROR
+            } else {
+                codes::NONE
+            },
             log_dir: dir,
             topics: topics
                 .into_iter()
