@@ -168,6 +168,16 @@ pub struct RequestMemoryGauges {
     pub waiting: AtomicU64,
 }
 
+/// A fetch counted in [`BrokerMetrics::parked_fetches`] while it lives.
+#[derive(Debug)]
+pub struct ParkedFetch<'a>(&'a AtomicI64);
+
+impl Drop for ParkedFetch<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Every event counter of a broker. Lives in [`crate::Broker::metrics`].
 #[derive(Debug)]
 pub struct BrokerMetrics {
@@ -184,6 +194,8 @@ pub struct BrokerMetrics {
     /// Connections closed at once by `max.connections(.per.ip)`.
     pub connections_rejected: AtomicU64,
     open_connections: AtomicI64,
+    /// Fetch requests waiting for data now (long polls).
+    parked_fetches: AtomicI64,
     /// Memory of request frames (`queued.max.request.bytes`).
     pub request_memory: Arc<RequestMemoryGauges>,
     pub http_requests: AtomicU64,
@@ -208,6 +220,7 @@ impl BrokerMetrics {
             connections_accepted: AtomicU64::new(0),
             connections_rejected: AtomicU64::new(0),
             open_connections: AtomicI64::new(0),
+            parked_fetches: AtomicI64::new(0),
             request_memory: Arc::default(),
             http_requests: AtomicU64::new(0),
             retention: RetentionStats::default(),
@@ -268,6 +281,17 @@ impl BrokerMetrics {
 
     pub fn open_connections(&self) -> i64 {
         self.open_connections.load(Ordering::Relaxed).max(0)
+    }
+
+    /// Counts a fetch as waiting for data until the guard is dropped.
+    pub fn fetch_parked(&self) -> ParkedFetch<'_> {
+        self.parked_fetches.fetch_add(1, Ordering::SeqCst);
+        ParkedFetch(&self.parked_fetches)
+    }
+
+    /// Fetch requests waiting for data now.
+    pub fn parked_fetches(&self) -> i64 {
+        self.parked_fetches.load(Ordering::SeqCst).max(0)
     }
 
     /// Adds one retention run's report.

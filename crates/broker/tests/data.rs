@@ -122,9 +122,8 @@ async fn long_poll_fetch_wakes_on_append() {
         // max_wait is the broker's cap (30 s); the test's own bound is lower
         fetch(&mut c, 12, "lp", Uuid::ZERO, 0, 30_000).await
     });
-    // let the fetch arrive and park; then append
-    api_versions_ok(addr).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // the fetch must have parked (found nothing) before the append
+    wait_parked_fetches(&b, 1).await;
     assert_eq!(
         produce(&mut c, "lp", 0, batch(&["wake"], 1), 1).await,
         (NONE, 0)

@@ -303,8 +303,7 @@ async fn shutdown_ends_long_polls_and_restart_is_clean() {
         let mut c = Client::connect(addr).await;
         fetch(&mut c, 12, "sd", Uuid::ZERO, 0, 30_000).await
     });
-    api_versions_ok(addr).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_parked_fetches(&b, 1).await;
     // well below the fetch's 30 s max wait
     tokio::time::timeout(Duration::from_secs(20), b.shutdown())
         .await

@@ -168,6 +168,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
         // release file handles while waiting
         drop(pass);
         let mut shutdown = ctx.shutdown.clone();
+        let _parked = b.metrics.fetch_parked();
         let woken = tokio::select! {
             r = tokio::time::timeout_at(deadline, appends.changed()) => matches!(r, Ok(Ok(()))),
             _ = shutdown.wait_for(|stop| *stop) => false,

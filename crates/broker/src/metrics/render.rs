@@ -201,6 +201,12 @@ fn network(w: &mut TextWriter, b: &Broker) {
         "Kafka connections open now.",
     );
     w.sample_int("weir_connections_open", &[], m.open_connections() as i128);
+    w.family(
+        "weir_fetch_parked",
+        Kind::Gauge,
+        "Fetch requests waiting for data now (long polls up to max_wait_ms).",
+    );
+    w.sample_int("weir_fetch_parked", &[], m.parked_fetches() as i128);
     let gauges = [
         (
             "weir_request_memory_reserved_bytes",

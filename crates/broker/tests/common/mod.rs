@@ -75,6 +75,19 @@ impl Client {
     }
 }
 
+/// Waits (up to 20 s) until `n` fetches are parked waiting for data.
+pub async fn wait_parked_fetches(b: &RunningBroker, n: i64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while b.broker.metrics.parked_fetches() < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{n} parked fetch(es) expected, {} after 20 s",
+            b.broker.metrics.parked_fetches()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 pub async fn start_broker(dir: &std::path::Path, extra: &[(&str, &str)]) -> RunningBroker {
     let mut s = ConfigSources::default();
     s.set("listeners", "127.0.0.1:0");
