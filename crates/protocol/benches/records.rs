@@ -1,12 +1,15 @@
 //! Record batch throughput per codec: build (encode + compress), parse
-//! (split + CRC), and decode (decompress + records). Throughput is reported
+//! (split + CRC), validate (every record, as a produce is checked), and
+//! decode (decompress + records). Throughput is reported
 //! against the uncompressed records section.
 //!
 //! `cargo bench -p weir-protocol --bench records`
 
 use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use weir_protocol::records::{BatchIter, Compression, DecompressLimits, RecordBatchBuilder};
+use weir_protocol::records::{
+    BatchIter, Compression, DecompressLimits, RecordBatchBuilder, validate_records,
+};
 
 /// 1000 records of ~1 KiB with somewhat compressible values, like JSON
 /// events.
@@ -50,6 +53,16 @@ fn bench(c: &mut Criterion) {
             BenchmarkId::new("split_crc", codec.name()),
             &bytes,
             |bench, bytes| bench.iter(|| BatchIter::new(bytes.clone()).count()),
+        );
+        g.bench_with_input(
+            BenchmarkId::new("validate", codec.name()),
+            &batch,
+            |bench, batch| {
+                bench.iter(|| {
+                    validate_records(batch.header(), batch.records_section(), &limits)
+                        .expect("valid")
+                })
+            },
         );
         g.bench_with_input(
             BenchmarkId::new("decode", codec.name()),

@@ -1,14 +1,17 @@
 //! Storage benchmarks on real files (page cache; appends and reads are not
-//! fsynced): append throughput for 1 KiB records in 16 KiB and 1 MiB batches, random
+//! fsynced): append throughput for 1 KiB records in 16 KiB and 1 MiB batches,
+//! the produce path's validate + append of 16 KiB batches per codec, random
 //! offset lookups, sequential reads, recovery (unclean open with its fsyncs,
 //! and the CRC scan alone). Compare with the raw
 //! page-cache limits from `benches/raw_limit.sh`.
 
+use bytes::Bytes;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
+use weir_protocol::records::{Compression, RecordBatchBuilder};
 use weir_storage::backend::{FileStorage, Storage};
 use weir_storage::testing::batch;
 use weir_storage::{Log, LogConfig, OpenOptions, TopicPartition};
@@ -68,6 +71,60 @@ fn append(c: &mut Criterion) {
                     let log = new_log(tmp.path());
                     for _ in 0..n {
                         log.append(&mut b.clone(), 0).unwrap();
+                    }
+                    black_box(log.log_end_offset());
+                    tmp
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
+/// A produced 16 KiB batch of 1 KiB JSON-like records (somewhat
+/// compressible), and the size of its uncompressed records section.
+fn produced(codec: Compression) -> (Vec<u8>, usize) {
+    let build = |codec| {
+        let mut b = RecordBatchBuilder::new(codec);
+        for i in 0..15u32 {
+            let value = format!(
+                "{{\"id\":{i},\"user\":\"user-{}\",\"event\":\"click\",\"payload\":\"{}\"}}",
+                i % 7,
+                "x".repeat(950 + (i % 20) as usize)
+            );
+            b.push(
+                1_000 + i as i64,
+                Some(Bytes::from(format!("key-{}", i % 5))),
+                Some(Bytes::from(value)),
+                vec![],
+            )
+            .unwrap();
+        }
+        b.build().unwrap()
+    };
+    let raw = build(Compression::None).records_section().len();
+    (build(codec).as_bytes().to_vec(), raw)
+}
+
+/// The produce path's storage half: every batch validated (header, CRC,
+/// every record, decompressing when compressed) and appended as it came
+/// (`append_shared`, no copy). Throughput is against the uncompressed
+/// records, so codecs compare per GB of produced data.
+fn produce_append(c: &mut Criterion) {
+    let mut g = c.benchmark_group("produce_append_16KiB");
+    g.sample_size(10);
+    for codec in [Compression::None, Compression::Lz4, Compression::Zstd] {
+        let (b, raw) = produced(codec);
+        let n = (32 << 20) / raw;
+        g.throughput(Throughput::Bytes((n * raw) as u64));
+        g.bench_function(codec.name(), |bench| {
+            bench.iter_batched(
+                || tempfile::tempdir().unwrap(),
+                |tmp| {
+                    let log = new_log(tmp.path());
+                    for _ in 0..n {
+                        log.append_shared(&b, 0).unwrap();
                     }
                     black_box(log.log_end_offset());
                     tmp
@@ -176,5 +233,5 @@ fn recovery(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, append, reads, recovery);
+criterion_group!(benches, append, produce_append, reads, recovery);
 criterion_main!(benches);
