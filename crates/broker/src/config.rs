@@ -144,6 +144,9 @@ pub struct BrokerConfig {
     /// `http.listeners`: where `/metrics` and the console are served; None
     /// when set to the empty string.
     pub http_listener: Option<Listener>,
+    /// `http.allowed.hosts` (weir): more `Host` names the HTTP listener
+    /// answers (see `http::host`); `*` = any.
+    pub http_allowed_hosts: Vec<String>,
     pub log_dirs: Vec<PathBuf>,
     pub auto_create_topics_enable: bool,
     pub num_partitions: i32,
@@ -251,6 +254,17 @@ impl BrokerConfig {
         let http_s = get("http.listeners");
         let http_listener =
             parse_http_listener(&http_s).map_err(|e| invalid("http.listeners", &http_s, e))?;
+        let allowed_s = get("http.allowed.hosts");
+        let http_allowed_hosts: Vec<String> = allowed_s
+            .split(',')
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .map(|h| {
+                crate::http::host::validate_allowed(h)
+                    .map(|()| h.to_string())
+                    .map_err(|e| invalid("http.allowed.hosts", &allowed_s, e))
+            })
+            .collect::<Result<_, _>>()?;
         let log_dirs: Vec<PathBuf> = get("log.dirs")
             .split(',')
             .map(str::trim)
@@ -281,6 +295,7 @@ impl BrokerConfig {
             listener,
             advertised_listener,
             http_listener,
+            http_allowed_hosts,
             log_dirs,
             auto_create_topics_enable: auto_create.eq_ignore_ascii_case("true"),
             num_partitions: positive("num.partitions", int("num.partitions")?)?.min(i32::MAX as i64)

@@ -94,6 +94,9 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     // weir-specific: the HTTP listener for /metrics and the console
     def("http.listeners", Str, Some("127.0.0.1:9644")),
+    // weir-specific: Host names the HTTP listener answers besides IPs,
+    // dotless names and its own host (`*`: any)
+    def("http.allowed.hosts", List, Some("")),
     def("log.dirs", List, Some("./weir-data")),
     one_of(
         def("auto.create.topics.enable", Boolean, Some("true")),

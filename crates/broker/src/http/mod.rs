@@ -9,8 +9,14 @@
 //! (more are closed on accept), and a connection lives at most
 //! [`MAX_CONNECTION_AGE`]. Request bodies are never read. Unparseable
 //! requests get 400 from hyper; nothing here panics on input.
+//!
+//! Against DNS rebinding, a request whose `Host` does not name this broker
+//! gets 421 ([`host::HostCheck`]); every response carries
+//! `Content-Security-Policy`, `X-Frame-Options: DENY`,
+//! `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
 
 pub mod console;
+pub mod host;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -21,7 +27,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{ALLOW, CONTENT_TYPE};
+use hyper::header::{
+    ALLOW, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HOST, HeaderValue, REFERRER_POLICY,
+    X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -62,6 +71,14 @@ async fn accept_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let hosts = Arc::new(host::HostCheck::new(
+        broker
+            .config
+            .http_listener
+            .as_ref()
+            .map_or("", |l| l.host.as_str()),
+        &broker.config.http_allowed_hosts,
+    ));
     while let Some((stream, peer)) =
         crate::server::accept_next(&listener, &mut shutdown, "HTTP").await
     {
@@ -71,8 +88,9 @@ async fn accept_loop(
         };
         let broker = broker.clone();
         let shutdown = shutdown.clone();
+        let hosts = hosts.clone();
         tokio::spawn(async move {
-            serve_connection(stream, peer, broker, shutdown).await;
+            serve_connection(stream, peer, broker, hosts, shutdown).await;
             drop(slot);
         });
     }
@@ -82,11 +100,17 @@ async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     broker: Arc<Broker>,
+    hosts: Arc<host::HostCheck>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let service = service_fn(move |req: Request<Incoming>| {
         let broker = broker.clone();
-        async move { Ok::<_, Infallible>(route(&broker, &req).await) }
+        let hosts = hosts.clone();
+        async move {
+            let mut r = route(&broker, &hosts, &req).await;
+            secure_headers(&mut r);
+            Ok::<_, Infallible>(r)
+        }
     });
     let conn = http1::Builder::new()
         .max_buf_size(MAX_HEAD_BYTES)
@@ -135,9 +159,51 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
     )
 }
 
-/// Routes one request: GET/HEAD `/metrics`, else the console.
-pub async fn route<B>(broker: &Arc<Broker>, req: &Request<B>) -> Response<Full<Bytes>> {
+/// Adds the security headers every response carries.
+pub fn secure_headers<B>(r: &mut Response<B>) {
+    let h = r.headers_mut();
+    h.insert(
+        CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(host::CONTENT_SECURITY_POLICY),
+    );
+    h.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+}
+
+/// Whether the request's `Host` (and the authority of an absolute-form
+/// target) names this broker; several `Host` headers never do.
+fn host_allowed<B>(hosts: &host::HostCheck, req: &Request<B>) -> bool {
+    let mut values = req.headers().get_all(HOST).iter();
+    let host = match (values.next(), values.next()) {
+        (None, _) => None,
+        (Some(v), None) => match v.to_str() {
+            Ok(s) => Some(s),
+            Err(_) => return false,
+        },
+        (Some(_), Some(_)) => return false,
+    };
+    hosts.allows(host)
+        && req
+            .uri()
+            .authority()
+            .is_none_or(|a| hosts.allows(Some(a.as_str())))
+}
+
+/// Routes one request: a `Host` that does not name the broker gets 421,
+/// then GET/HEAD `/metrics`, else the console.
+pub async fn route<B>(
+    broker: &Arc<Broker>,
+    hosts: &host::HostCheck,
+    req: &Request<B>,
+) -> Response<Full<Bytes>> {
     broker.metrics.http_requests.fetch_add(1, Ordering::Relaxed);
+    if !host_allowed(hosts, req) {
+        return plain(
+            StatusCode::MISDIRECTED_REQUEST,
+            "misdirected request: the Host header does not name this broker (add the name to http.allowed.hosts)\n",
+        );
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
         r.headers_mut()
