@@ -65,6 +65,18 @@ pub enum CreateTopicError {
     Internal(String),
 }
 
+/// Why adding partitions failed; mapped to Kafka error codes by the handler.
+#[derive(Debug, thiserror::Error)]
+pub enum AddPartitionsError {
+    /// Unknown topic, or not more partitions than now: INVALID_PARTITIONS.
+    #[error("{0}")]
+    Invalid(String),
+    /// The logs or the topic table could not be written (no partition was
+    /// added): KAFKA_STORAGE_ERROR.
+    #[error("{0}")]
+    Storage(String),
+}
+
 pub struct Broker {
     pub config: BrokerConfig,
     pub meta: MetaProperties,
@@ -387,15 +399,15 @@ impl Broker {
         name: &str,
         count: i32,
         validate_only: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), AddPartitionsError> {
         let mut t = self
             .topic(name)
-            .ok_or_else(|| format!("Topic {name} does not exist"))?;
+            .ok_or_else(|| AddPartitionsError::Invalid(format!("Topic {name} does not exist")))?;
         if count <= t.partitions {
-            return Err(format!(
+            return Err(AddPartitionsError::Invalid(format!(
                 "Topic currently has {} partitions, which is higher than the requested {count}.",
                 t.partitions
-            ));
+            )));
         }
         if validate_only {
             return Ok(());
@@ -405,12 +417,15 @@ impl Broker {
         let pending = self
             .logs
             .prepare_logs(name, t.id_bytes(), t.partitions..count, cfg)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| {
+                tracing::error!(topic = %name, error = %e, "adding partitions failed");
+                AddPartitionsError::Storage(e.to_string())
+            })?;
         t.partitions = count;
         let recorded = self
             .topics
             .write()
-            .map_err(|_| "topic store poisoned".to_string())?
+            .map_err(|_| AddPartitionsError::Storage("topic store poisoned".to_string()))?
             .put(t);
         match recorded {
             Ok(()) => {
@@ -421,7 +436,7 @@ impl Broker {
                 if let Err(undo) = pending.abort() {
                     tracing::error!(topic = %name, error = %undo, "cannot undo the partition creation; the next start does");
                 }
-                Err(e.to_string())
+                Err(AddPartitionsError::Storage(e.to_string()))
             }
         }
     }

@@ -131,6 +131,28 @@ async fn create_topics_failing_part_way_answers_storage_error_and_keeps_nothing(
     assert_eq!(partition_count(&m, "first"), Ok(1));
     // A retried creation succeeds, completely.
     assert_eq!(create_topic(&mut c, "orders", 50, &[]).await, NONE);
+    // Adding partitions is all or nothing too.
+    fs.remount(&format!("nr_inodes={}", fs.inodes_used() + 40));
+    let grow = RequestBody::CreatePartitions(CreatePartitionsRequest {
+        topics: vec![create_partitions_request::CreatePartitionsTopic {
+            name: "orders".into(),
+            count: 80,
+            assignments: None,
+            ..Default::default()
+        }],
+        timeout_ms: 5000,
+        validate_only: false,
+        ..Default::default()
+    });
+    match c.call(grow, 3).await {
+        ResponseBody::CreatePartitions(r) => {
+            assert_eq!(r.results[0].error_code, KAFKA_STORAGE_ERROR)
+        }
+        other => panic!("{other:?}"),
+    }
+    let m = metadata(&mut c, Some(vec!["orders"]), false).await;
+    assert_eq!(partition_count(&m, "orders"), Ok(50));
+    fs.remount("nr_inodes=100000");
     b.shutdown().await.unwrap();
     let b = start_broker(&fs.mnt, &[]).await;
     let mut c = Client::connect(b.local_addr).await;

@@ -1,10 +1,12 @@
 //! CreatePartitions. Internal topics are refused with
-//! INVALID_TOPIC_EXCEPTION.
+//! INVALID_TOPIC_EXCEPTION; a failure to write the new partitions is
+//! KAFKA_STORAGE_ERROR (none of them is added).
 
 use weir_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use weir_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
+use crate::broker::AddPartitionsError;
 use crate::codes;
 
 pub async fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> Reply {
@@ -40,7 +42,10 @@ pub async fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> Reply
             } else {
                 match super::blocking(|| b.add_partitions(&t.name, t.count, req.validate_only)) {
                     Ok(()) => (codes::NONE, None),
-                    Err(msg) => (codes::INVALID_PARTITIONS, Some(msg)),
+                    Err(AddPartitionsError::Invalid(msg)) => (codes::INVALID_PARTITIONS, Some(msg)),
+                    Err(AddPartitionsError::Storage(msg)) => {
+                        (codes::KAFKA_STORAGE_ERROR, Some(msg))
+                    }
                 }
             };
             CreatePartitionsTopicResult {
