@@ -285,3 +285,28 @@ fn base64url_decode(text: &[u8]) -> Result<Vec<u8>, MetadataError> {
 
 #[cfg(test)]
 mod tests;
+
+/// Fuzz entry point (cargo-fuzz target `commit_metadata` and the smoke
+/// test): the first 8 bytes are the committed offset, the rest the
+/// metadata text. Whatever decodes must be a well-formed set: runs
+/// ascending, disjoint, non-empty and at or above the base.
+#[doc(hidden)]
+pub fn fuzz_decode(data: &[u8]) {
+    let Some((head, rest)) = data.split_first_chunk::<8>() else {
+        return;
+    };
+    let committed = i64::from_be_bytes(*head);
+    let Ok(text) = std::str::from_utf8(rest) else {
+        return;
+    };
+    if let Ok(set) = decode(text, committed) {
+        let mut prev = set.base;
+        for r in &set.runs {
+            assert!(
+                r.start >= prev && r.start < r.end,
+                "bad run {r:?} after {prev}"
+            );
+            prev = r.end;
+        }
+    }
+}

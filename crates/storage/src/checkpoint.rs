@@ -208,3 +208,27 @@ mod tests {
         assert_eq!(decode_partition_metadata(&text).unwrap(), id);
     }
 }
+
+/// Fuzz entry point (cargo-fuzz target `checkpoint` and the smoke test):
+/// decodes `data` as an offset checkpoint file and as `partition.metadata`;
+/// whatever decodes must encode and decode back to the same value.
+#[doc(hidden)]
+pub fn fuzz_decode(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(entries) = decode_checkpoint(text) {
+        assert_eq!(
+            decode_checkpoint(&encode_checkpoint(&entries)).ok(),
+            Some(entries),
+            "checkpoint round trip"
+        );
+    }
+    if let Ok(id) = decode_partition_metadata(text) {
+        assert_eq!(
+            decode_partition_metadata(&encode_partition_metadata(&id)).ok(),
+            Some(id),
+            "partition.metadata round trip"
+        );
+    }
+}

@@ -161,6 +161,31 @@ pub fn handle(broker: &Arc<Broker>, path: &str, query: &str) -> Option<ConsoleRe
     None
 }
 
+/// Fuzz entry point (cargo-fuzz target `console_query` and the smoke
+/// test): parses `data` as a query string and a path segment the way the
+/// console does; errors are fine, panics are not.
+#[doc(hidden)]
+pub fn fuzz_query(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let names = [
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "limit",
+        "group",
+    ];
+    if let Ok(q) = query::Query::parse(&text, &names) {
+        for n in names {
+            let _ = q.get(n);
+            let _ = q.int::<i64>(n);
+            let _ = q.int::<i32>(n);
+        }
+    }
+    let _ = query::percent_decode(&text, false);
+    let _ = query::percent_decode(&text, true);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
