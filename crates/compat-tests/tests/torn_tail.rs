@@ -209,17 +209,8 @@ fn torn_tail(kind: Junk) {
     broker
         .restart()
         .unwrap_or_else(|e| panic!("weir did not start after the junk: {e}"));
-    // The clean start cuts the junk and says so: file and byte count.
+    // The clean start cuts the junk and says so (checked last).
     let start_log = plain(&broker.stderr_tail());
-    let name = log.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let cut_line = start_log
-        .lines()
-        .find(|l| l.contains(name) && l.contains(&format!("bytes={}", tail.len())));
-    assert!(
-        cut_line.is_some(),
-        "no warning naming {name} and bytes={} in the broker log:\n{start_log}",
-        tail.len()
-    );
 
     let after = values("after", 100, 100);
     let offsets = produce(&broker, &after);
@@ -254,6 +245,16 @@ fn torn_tail(kind: Junk) {
         broker.stderr_tail()
     );
     assert_eq!(read.len(), want.len(), "records read");
+    // The clean start said what it cut: file and byte count.
+    let name = log.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let cut_line = start_log
+        .lines()
+        .find(|l| l.contains(name) && l.contains(&format!("bytes={}", tail.len())));
+    assert!(
+        cut_line.is_some(),
+        "no warning naming {name} and bytes={} in the broker log:\n{start_log}",
+        tail.len()
+    );
 }
 
 #[test]
