@@ -648,6 +648,38 @@ mod tests {
     }
 
     #[test]
+    fn preallocation_waits_for_the_first_write_of_entries() {
+        let f = file();
+        let mut idx = OffsetIndex::from_entries(f.clone(), 0, Vec::new(), 80);
+        idx.preallocate().unwrap();
+        assert!(idx.preallocation_pending());
+        idx.write_pending().unwrap();
+        assert_eq!(f.len().unwrap(), 0, "nothing to write: the file stays");
+        idx.append(5, 100);
+        idx.write_pending().unwrap();
+        assert!(!idx.preallocation_pending());
+        assert_eq!(f.len().unwrap(), 80);
+        let mut bytes = vec![0u8; 80];
+        f.read_exact_at(&mut bytes, 0).unwrap();
+        assert_eq!(parse_offset_index(&bytes).unwrap(), &[(5, 100)]);
+        // Trimmed before the write: no growth at all.
+        idx.preallocate().unwrap();
+        idx.trim().unwrap();
+        assert!(!idx.preallocation_pending());
+        assert_eq!(f.len().unwrap(), 8);
+
+        let tf = file();
+        let mut t = TimeIndex::from_entries(tf.clone(), 0, Vec::new(), 120);
+        t.preallocate().unwrap();
+        assert_eq!(tf.len().unwrap(), 0);
+        t.maybe_append(1000, 3, false);
+        t.write_pending().unwrap();
+        assert_eq!(tf.len().unwrap(), 120);
+        t.trim().unwrap();
+        assert_eq!(tf.len().unwrap(), TIME_ENTRY as u64);
+    }
+
+    #[test]
     fn parse_rejects_garbage() {
         assert!(parse_offset_index(&[0; 7]).is_err());
         let mut b = vec![0u8; 24];
