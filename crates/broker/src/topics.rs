@@ -95,7 +95,10 @@ impl TopicStore {
         match Self::load(dir) {
             Err(TopicStoreError::Corrupt { path, reason }) => {
                 let aside = dir.join(CORRUPT_TOPICS_FILE);
-                std::fs::rename(&path, &aside).map_err(io_err(&aside))?;
+                if let Err(e) = std::fs::rename(&path, &aside) {
+                    // e.g. a read-only disk: rebuilding in memory still works
+                    tracing::warn!(path = %path.display(), error = %e, "cannot move the unreadable topic table aside");
+                }
                 Ok(TopicStore {
                     dir: dir.to_path_buf(),
                     topics: BTreeMap::new(),
