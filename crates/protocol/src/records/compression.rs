@@ -220,7 +220,7 @@ pub(crate) fn stream_decoder<'a>(
 /// level's window without knowing the input size: 2 MiB at the default
 /// level, up to 8 MiB at level 19), at most zstd's own default cap of
 /// 128 MiB.
-fn window_log_for(max: usize) -> u32 {
+pub(crate) fn window_log_for(max: usize) -> u32 {
     let bits = usize::BITS - max.saturating_sub(1).leading_zeros();
     bits.clamp(24, 27)
 }

@@ -17,7 +17,8 @@
 //! Cost: one pass, no copy. An uncompressed batch is checked in place
 //! without allocating. gzip, lz4 and zstd are decompressed as a stream into a
 //! window that holds one record at a time (it grows only for a record larger
-//! than 32 KiB, and never past the bound); snappy has no streaming decoder
+//! than 32 KiB, and never past the bound), zstd with a per-thread context
+//! reused across batches; snappy has no streaming decoder
 //! and is decompressed whole, within the bound, as
 //! [`decompress`](super::compression::decompress) does.
 //!
@@ -34,7 +35,10 @@
 //!
 //! [`Record::decode`]: super::Record::decode
 
+use std::cell::RefCell;
 use std::io::Read;
+
+use zstd::zstd_safe::{DCtx, DParameter, ResetDirective};
 
 use super::compression::{self, Compression, DecompressLimits, READ_CHUNK};
 use super::error::RecordsError;
@@ -64,14 +68,71 @@ pub fn validate_records(
         });
     }
     let codec = Compression::from_id(header.compression())?;
-    match compression::stream_decoder(codec, section, limits)? {
-        Some(reader) => check_records(&mut Stream::new(codec, reader, limits.max_bytes), count),
-        None if codec == Compression::None => check_records(&mut Slice(section), count),
-        None => {
+    let max = limits.max_bytes;
+    match codec {
+        Compression::None => check_records(&mut Slice(section), count),
+        Compression::Zstd => with_zstd_context(limits, |dctx| {
+            let reader = zstd::stream::read::Decoder::with_context(section, dctx);
+            check_records(&mut Stream::new(codec, reader, max), count)
+        }),
+        Compression::Gzip | Compression::Lz4 => {
+            let reader = compression::stream_decoder(codec, section, limits)?.ok_or(
+                RecordsError::Decompress {
+                    codec,
+                    message: "no streaming decoder".into(),
+                },
+            )?;
+            check_records(&mut Stream::new(codec, reader, max), count)
+        }
+        Compression::Snappy => {
             let data = compression::decompress(codec, section, limits)?;
             check_records(&mut Slice(&data), count)
         }
     }
+}
+
+thread_local! {
+    /// One zstd decompression context per thread, reused from batch to
+    /// batch: a fresh context allocates its window buffers (2 MiB for a
+    /// level-3 stream) every time, which costs more than decompressing a
+    /// 16 KiB batch.
+    static ZSTD_DCTX: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's zstd context, its window capped for
+/// `limits` (as [`compression::stream_decoder`] caps it).
+fn with_zstd_context<T>(
+    limits: &DecompressLimits,
+    f: impl FnOnce(&mut DCtx<'static>) -> Result<T, RecordsError>,
+) -> Result<T, RecordsError> {
+    let fail = |message: &str| RecordsError::Decompress {
+        codec: Compression::Zstd,
+        message: message.to_string(),
+    };
+    let prepare = |dctx: &mut DCtx<'static>| {
+        // Parameters may only change between frames: drop whatever an
+        // earlier, failed batch left in the context first.
+        dctx.reset(ResetDirective::SessionOnly)
+            .map_err(|code| fail(zstd::zstd_safe::get_error_name(code)))?;
+        dctx.set_parameter(DParameter::WindowLogMax(compression::window_log_for(
+            limits.max_bytes,
+        )))
+        .map_err(|code| fail(zstd::zstd_safe::get_error_name(code)))
+    };
+    ZSTD_DCTX.with(|cell| {
+        // Never re-entered today; if it were, a fresh context would do.
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            let mut dctx = DCtx::try_create().ok_or_else(|| fail("cannot create a context"))?;
+            prepare(&mut dctx)?;
+            return f(&mut dctx);
+        };
+        if slot.is_none() {
+            *slot = Some(DCtx::try_create().ok_or_else(|| fail("cannot create a context"))?);
+        }
+        let dctx = slot.as_mut().expect("just set");
+        prepare(dctx)?;
+        f(dctx)
+    })
 }
 
 /// The records section as the checker reads it.
@@ -426,6 +487,28 @@ mod tests {
                 offset_delta: 2
             })
         );
+    }
+
+    #[test]
+    fn the_reused_zstd_context_recovers_from_a_failed_batch() {
+        let good = batch(Compression::Zstd, 20, 2000);
+        let limits = DecompressLimits::default();
+        let small = DecompressLimits { max_bytes: 1000 };
+        let section = good.records_section();
+        // Fail mid-frame in three ways, each followed by a good batch.
+        let cut = &section[..section.len() / 2];
+        assert!(validate_records(good.header(), cut, &limits).is_err());
+        assert_eq!(check(&good), Ok(()));
+        assert!(matches!(
+            validate_records(good.header(), section, &small),
+            Err(RecordsError::DecompressedTooLarge { .. })
+        ));
+        assert_eq!(check(&good), Ok(()));
+        let mut lying = *good.header();
+        lying.records_count = 2;
+        lying.last_offset_delta = 1;
+        assert!(validate_records(&lying, section, &limits).is_err());
+        assert_eq!(check(&good), Ok(()));
     }
 
     #[test]
