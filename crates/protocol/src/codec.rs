@@ -22,27 +22,11 @@ impl Uuid {
     pub const ZERO: Uuid = Uuid([0; 16]);
 }
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
 impl fmt::Display for Uuid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut out = [0u8; 22];
-        let mut o = 0;
-        for chunk in self.0.chunks(3) {
-            let b = [
-                chunk[0],
-                *chunk.get(1).unwrap_or(&0),
-                *chunk.get(2).unwrap_or(&0),
-            ];
-            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-            let chars = chunk.len() + 1;
-            for i in 0..chars {
-                out[o] = B64[((n >> (18 - 6 * i)) & 63) as usize];
-                o += 1;
-            }
-        }
-        // 16 bytes = 5 full groups (20 chars) + 1 byte (2 chars) = 22.
-        f.write_str(std::str::from_utf8(&out[..o]).map_err(|_| fmt::Error)?)
+        let mut text = String::with_capacity(22);
+        crate::base64url::encode(&self.0, &mut text);
+        f.write_str(&text)
     }
 }
 
@@ -62,36 +46,17 @@ pub struct ParseUuidError {
 impl FromStr for Uuid {
     type Err = ParseUuidError;
 
+    /// Parses exactly the 22 characters [`Display`](fmt::Display) writes:
+    /// no padding, and the unused low bits of the last character are zero.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = || ParseUuidError {
             input: s.to_string(),
         };
-        let s = s.trim_end_matches('=');
         if s.len() != 22 {
             return Err(err());
         }
-        let mut bits: u32 = 0;
-        let mut nbits = 0;
-        let mut out = [0u8; 16];
-        let mut o = 0;
-        for c in s.bytes() {
-            let v = B64.iter().position(|&b| b == c).ok_or_else(err)? as u32;
-            bits = (bits << 6) | v;
-            nbits += 6;
-            if nbits >= 8 {
-                nbits -= 8;
-                if o < 16 {
-                    out[o] = (bits >> nbits) as u8;
-                    o += 1;
-                }
-                bits &= (1 << nbits) - 1;
-            }
-        }
-        // The last char carries 4 unused bits that must be zero.
-        if o != 16 || bits != 0 {
-            return Err(err());
-        }
-        Ok(Uuid(out))
+        let bytes = crate::base64url::decode(s.as_bytes()).map_err(|_| err())?;
+        Ok(Uuid(bytes.try_into().map_err(|_| err())?))
     }
 }
 
@@ -714,12 +679,32 @@ mod tests {
         assert_eq!(Uuid::ZERO.to_string(), "AAAAAAAAAAAAAAAAAAAAAA");
         assert!("AAAAAAAAAAAAAAAAAAAAAB".parse::<Uuid>().is_err());
         assert!("short".parse::<Uuid>().is_err());
+        assert!("AAAAAAAAAAAAAAAAAAAAAA==".parse::<Uuid>().is_err());
+        assert!("AAAAAAAAAAAAAAAAAAAAA!".parse::<Uuid>().is_err());
     }
 
     #[test]
-    fn uuid_matches_kafka_example() {
-        // Kafka's Uuid.toString is base64url without padding of the 16 bytes.
-        let u = Uuid([0xff; 16]);
-        assert_eq!(u.to_string(), "_____________________w");
+    fn uuid_matches_kafka_examples() {
+        // Kafka's Uuid.toString is base64url without padding of the 16 bytes:
+        // new Uuid(0x0123456789abcdefL, 0xfedcba9876543210L), new Uuid(0L, 1L)
+        // and new Uuid(-1L, -1L).
+        let mut one = [0u8; 16];
+        one[15] = 1;
+        for (bytes, text) in [
+            (
+                [
+                    0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76,
+                    0x54, 0x32, 0x10,
+                ],
+                "ASNFZ4mrze_-3LqYdlQyEA",
+            ),
+            (one, "AAAAAAAAAAAAAAAAAAAAAQ"),
+            ([0xff; 16], "_____________________w"),
+        ] {
+            assert_eq!(Uuid(bytes).to_string(), text);
+            assert_eq!(text.parse::<Uuid>(), Ok(Uuid(bytes)));
+        }
+        // The last character carries 4 unused bits, which must be zero.
+        assert!("_____________________x".parse::<Uuid>().is_err());
     }
 }

@@ -8,10 +8,12 @@
 //! - [`records`]: record batches (magic 2), their CRC-32C and compression.
 //! - [`partitioner`]: the Java client's murmur2 key partitioner.
 //! - [`varint`]: Kafka's variable-length integers.
+//! - [`base64url`]: unpadded URL-safe base64, the text form of [`Uuid`].
 //! - [`codec`]: the `Encodable`/`Decodable` traits and errors of the messages.
 //! - [`frame`]: whole request/response frames (header + body).
 //! - [`weir_ext`]: weir's opt-in protocol extensions (tagged fields).
 
+pub mod base64url;
 pub mod codec;
 pub mod error_code;
 pub mod frame;

@@ -11,6 +11,8 @@ pub enum VarintError {
     Incomplete,
     #[error("varint longer than {max_bytes} bytes")]
     TooLong { max_bytes: usize },
+    #[error("varint value does not fit in {bits} bits")]
+    Overflow { bits: u32 },
 }
 
 /// Reads an unsigned 32-bit varint from the start of `buf`; returns the value
@@ -33,12 +35,17 @@ pub fn read_unsigned_varint(buf: &[u8]) -> Result<(u32, usize), VarintError> {
     }
 }
 
-/// Reads an unsigned 64-bit varint from the start of `buf`.
+/// Reads an unsigned 64-bit varint from the start of `buf`. At most 10 bytes,
+/// and the tenth may only carry the value's top bit: anything more would
+/// not fit in 64 bits and is rejected rather than truncated.
 pub fn read_unsigned_varlong(buf: &[u8]) -> Result<(u64, usize), VarintError> {
     let mut value: u64 = 0;
     for (i, &b) in buf.iter().enumerate() {
         if i == 10 {
             return Err(VarintError::TooLong { max_bytes: 10 });
+        }
+        if i == 9 && b & 0x7f > 1 {
+            return Err(VarintError::Overflow { bits: 64 });
         }
         value |= ((b & 0x7f) as u64) << (7 * i);
         if b & 0x80 == 0 {
@@ -149,6 +156,23 @@ mod tests {
         );
         assert_eq!(read_unsigned_varint(&[0x80]), Err(VarintError::Incomplete));
         assert_eq!(read_unsigned_varlong(&[]), Err(VarintError::Incomplete));
+        assert_eq!(
+            read_unsigned_varlong(&[0xff; 11]),
+            Err(VarintError::Overflow { bits: 64 })
+        );
+        let mut max = [0xff; 10];
+        max[9] = 0x01;
+        assert_eq!(read_unsigned_varlong(&max), Ok((u64::MAX, 10)));
+        max[9] = 0x02;
+        assert_eq!(
+            read_unsigned_varlong(&max),
+            Err(VarintError::Overflow { bits: 64 })
+        );
+        max[9] = 0x81;
+        assert_eq!(
+            read_unsigned_varlong(&max),
+            Err(VarintError::TooLong { max_bytes: 10 })
+        );
     }
 
     proptest! {
@@ -166,6 +190,14 @@ mod tests {
             put_varlong(&mut v, x);
             prop_assert_eq!(v.len(), varlong_len(x));
             prop_assert_eq!(read_varlong(&v), Ok((x, v.len())));
+        }
+
+        #[test]
+        fn roundtrip_u64(x: u64) {
+            let mut v = Vec::new();
+            put_unsigned_varlong(&mut v, x);
+            prop_assert_eq!(v.len(), unsigned_varlong_len(x));
+            prop_assert_eq!(read_unsigned_varlong(&v), Ok((x, v.len())));
         }
 
         #[test]
