@@ -364,6 +364,19 @@ impl BrokerConfig {
             .cloned()
             .or_else(|| configdef::broker_def(name).and_then(|d| d.default.map(String::from)))
     }
+
+    /// A numeric broker config: its explicit value, else its default from
+    /// the one table of defaults (`configdef`). Values were validated
+    /// against their definitions when the config was built, so this is
+    /// `None` only for a name without a numeric definition or default.
+    pub fn number(&self, name: &str) -> Option<f64> {
+        self.value(name).and_then(|v| v.trim().parse::<f64>().ok())
+    }
+
+    /// [`BrokerConfig::number`] of an integer config (Int, Long, Short).
+    pub fn integer(&self, name: &str) -> Option<i64> {
+        self.value(name).and_then(|v| v.trim().parse::<i64>().ok())
+    }
 }
 
 /// Parses `http.listeners`: `host:port` or `http://host:port` (the first

@@ -406,6 +406,15 @@ mod tests {
             let s = d.synonym.unwrap();
             assert!(broker_def(s).is_some(), "{s}");
         }
+        // Numeric defaults parse: code reading them through
+        // `BrokerConfig::number`/`integer` never needs a default of its own.
+        for d in BROKER_CONFIGS {
+            match (d.ty, d.default) {
+                (Int | Long | Short, Some(v)) => assert!(v.parse::<i64>().is_ok(), "{}", d.name),
+                (Double, Some(v)) => assert!(v.parse::<f64>().is_ok(), "{}", d.name),
+                _ => {}
+            }
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ use weir_group::{
 use weir_protocol::records::{BatchIter, Compression, DecompressLimits, RecordBatchBuilder};
 
 use crate::broker::{Broker, CreateTopicError};
+use crate::config::BrokerConfig;
 
 /// The internal topic holding committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -89,55 +90,53 @@ pub struct Parked {
     rx: oneshot::Receiver<Response>,
 }
 
-fn broker_setting(b: &Broker, name: &str, default: i64) -> i64 {
-    b.config
-        .explicit
-        .get(name)
-        .and_then(|v| v.parse::<i64>().ok())
-        .unwrap_or(default)
+/// An integer broker setting: explicit, else its default from the config
+/// table (`configdef`); `fallback` only for a name the table lacks.
+fn setting(c: &BrokerConfig, name: &str, fallback: i64) -> i64 {
+    c.integer(name).unwrap_or(fallback)
 }
 
 /// The coordinator settings from the broker configuration.
-pub fn group_config(b: &Broker) -> GroupConfig {
+pub fn group_config(b: &BrokerConfig) -> GroupConfig {
     let d = GroupConfig::default();
     let clamp_i32 = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
     GroupConfig {
-        offsets_topic_partitions: clamp_i32(broker_setting(
+        offsets_topic_partitions: clamp_i32(setting(
             b,
             "offsets.topic.num.partitions",
             i64::from(d.offsets_topic_partitions),
         ))
         .max(1),
-        min_session_timeout_ms: clamp_i32(broker_setting(
+        min_session_timeout_ms: clamp_i32(setting(
             b,
             "group.min.session.timeout.ms",
             i64::from(d.min_session_timeout_ms),
         )),
-        max_session_timeout_ms: clamp_i32(broker_setting(
+        max_session_timeout_ms: clamp_i32(setting(
             b,
             "group.max.session.timeout.ms",
             i64::from(d.max_session_timeout_ms),
         )),
-        initial_rebalance_delay_ms: clamp_i32(broker_setting(
+        initial_rebalance_delay_ms: clamp_i32(setting(
             b,
             "group.initial.rebalance.delay.ms",
             i64::from(d.initial_rebalance_delay_ms),
         ))
         .max(0),
         new_member_join_timeout_ms: d.new_member_join_timeout_ms,
-        max_group_size: usize::try_from(broker_setting(b, "group.max.size", i64::from(i32::MAX)))
+        max_group_size: usize::try_from(setting(b, "group.max.size", d.max_group_size as i64))
             .unwrap_or(d.max_group_size)
             .max(1),
-        offsets_retention_ms: broker_setting(b, "offsets.retention.minutes", 10_080)
-            .max(1)
-            .saturating_mul(60_000),
-        offsets_retention_check_interval_ms: broker_setting(
+        offsets_retention_ms: b
+            .integer("offsets.retention.minutes")
+            .map_or(d.offsets_retention_ms, |m| m.max(1).saturating_mul(60_000)),
+        offsets_retention_check_interval_ms: setting(
             b,
             "offsets.retention.check.interval.ms",
             d.offsets_retention_check_interval_ms,
         )
         .max(1),
-        max_metadata_bytes: usize::try_from(broker_setting(
+        max_metadata_bytes: usize::try_from(setting(
             b,
             "offset.metadata.max.bytes",
             d.max_metadata_bytes as i64,
@@ -152,7 +151,7 @@ impl Groups {
     /// every partition of it. An existing topic's partition count wins over
     /// `offsets.topic.num.partitions` (group placement depends on it).
     pub fn open(b: &Broker) -> Groups {
-        let mut config = group_config(b);
+        let mut config = group_config(&b.config);
         let existing = b.topic(OFFSETS_TOPIC);
         if let Some(t) = &existing {
             config.offsets_topic_partitions = t.partitions.max(1);
@@ -172,7 +171,7 @@ impl Groups {
             waiters: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
             topic_ready: AtomicBool::new(existing.is_some()),
-            segment_bytes: broker_setting(b, "offsets.topic.segment.bytes", 100 * 1024 * 1024),
+            segment_bytes: setting(&b.config, "offsets.topic.segment.bytes", 100 * 1024 * 1024),
         }
     }
 
@@ -503,6 +502,31 @@ pub async fn timer_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>
 mod tests {
     use super::*;
     use weir_storage::StorageError;
+
+    /// The coordinator's settings come from the broker's table of
+    /// defaults, which agrees with the state machine's own defaults.
+    #[test]
+    fn default_settings_come_from_the_config_table() {
+        let c = BrokerConfig::default();
+        for name in [
+            "offsets.topic.num.partitions",
+            "group.min.session.timeout.ms",
+            "group.max.session.timeout.ms",
+            "group.initial.rebalance.delay.ms",
+            "group.max.size",
+            "offsets.retention.minutes",
+            "offsets.retention.check.interval.ms",
+            "offset.metadata.max.bytes",
+            "offsets.topic.segment.bytes",
+        ] {
+            assert!(c.integer(name).is_some(), "{name} has no default");
+        }
+        let got = GroupConfig {
+            member_id_seed: 0,
+            ..group_config(&c)
+        };
+        assert_eq!(got, GroupConfig::default());
+    }
 
     #[test]
     fn append_errors_map_as_kafka_coordinator_does() {

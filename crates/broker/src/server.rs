@@ -282,21 +282,18 @@ struct Maintenance {
 
 impl Maintenance {
     fn new(b: &Broker) -> Maintenance {
-        let num = |name: &str, d: f64| {
-            b.config
-                .value(name)
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(d)
-        };
+        // Defaults come from the config table; 0 is never reached (every
+        // name below has a numeric default there, checked by a test).
+        let num = |name: &str| b.config.number(name).unwrap_or(0.0);
         let enabled = b
             .config
             .value("log.cleaner.enable")
             .is_none_or(|v| v.trim().eq_ignore_ascii_case("true"));
-        let threads = num("log.cleaner.threads", 1.0) as usize;
+        let threads = num("log.cleaner.threads") as usize;
         let cfg = weir_storage::cleaner::CleanerConfig {
             threads: threads.max(1),
-            dedupe_buffer_size: num("log.cleaner.dedupe.buffer.size", 134_217_728.0) as usize,
-            io_max_bytes_per_second: num("log.cleaner.io.max.bytes.per.second", f64::MAX),
+            dedupe_buffer_size: num("log.cleaner.dedupe.buffer.size") as usize,
+            io_max_bytes_per_second: num("log.cleaner.io.max.bytes.per.second"),
         };
         let cleaner = if enabled && threads > 0 {
             match weir_storage::cleaner::LogCleaner::open(cfg, &b.logs) {
@@ -317,8 +314,8 @@ impl Maintenance {
         Maintenance {
             retention: weir_storage::retention::Retention::new(),
             cleaner,
-            retention_interval_ms: num("log.retention.check.interval.ms", 300_000.0) as i64,
-            cleaner_backoff_ms: num("log.cleaner.backoff.ms", 15_000.0) as i64,
+            retention_interval_ms: num("log.retention.check.interval.ms") as i64,
+            cleaner_backoff_ms: num("log.cleaner.backoff.ms") as i64,
             last_retention_ms: now,
             last_clean_ms: now,
         }
