@@ -254,6 +254,17 @@
     return root;
   }
 
+  // Damaged segments of a partition (reads stop before the damage and
+  // answer CORRUPT_MESSAGE at it): a pill whose tooltip says where.
+  function damagePill(p) {
+    const d = p.damage || [];
+    if (d.length === 0) return null;
+    const where = d
+      .map((x) => `segment ${x.segment_base_offset}: from offset ${x.offset} (byte ${x.position}): ${x.reason}`)
+      .join('\n');
+    return h('span', { class: 'pill offline damaged', title: where }, 'damaged');
+  }
+
   function topicPanel(t) {
     const scale = Math.max(1, ...t.partitions.map((p) => p.log_end_offset));
     const overrides = Object.entries(t.config_overrides || {});
@@ -261,7 +272,13 @@
       h(
         'tr',
         { class: 'partition-row', 'data-topic': t.name, 'data-partition': p.partition },
-        h('td', { class: 'num' }, p.partition, p.online ? null : h('span', { class: 'pill offline' }, 'offline')),
+        h(
+          'td',
+          { class: 'num' },
+          p.partition,
+          p.online ? null : h('span', { class: 'pill offline' }, 'offline'),
+          damagePill(p)
+        ),
         h('td', { class: 'bar-cell' }, offsetBar(p, scale)),
         h('td', { class: 'num log-start' }, num(p.log_start_offset)),
         h('td', { class: 'num hw' }, num(p.high_watermark)),
@@ -325,7 +342,17 @@
           'tr',
           { class: 'segment-row', 'data-partition': p.partition, 'data-base-offset': sg.base_offset },
           h('td', { class: 'num' }, num(sg.base_offset)),
-          h('td', { class: 'mono' }, sg.file, sg.active ? h('span', { class: 'pill' }, 'active') : null),
+          h(
+            'td',
+            { class: 'mono' },
+            sg.file,
+            sg.active ? h('span', { class: 'pill' }, 'active') : null,
+            (p.damage || [])
+              .filter((x) => x.segment_base_offset === sg.base_offset)
+              .map((x) =>
+                h('span', { class: 'pill offline damaged', title: x.reason }, `damaged from offset ${num(x.offset)}`)
+              )
+          ),
           h('td', { class: 'num' }, bytes(sg.log_bytes)),
           h('td', { class: 'num' }, bytes(sg.index_bytes)),
           h('td', { class: 'num' }, bytes(sg.timeindex_bytes))
@@ -340,6 +367,7 @@
             { class: 'topic-head' },
             h('span', { class: 'name' }, `Partition ${p.partition}`),
             p.online ? null : h('span', { class: 'pill offline' }, 'offline'),
+            damagePill(p),
             h('span', { class: 'pill' }, `log start ${num(p.log_start_offset)}`),
             h('span', { class: 'pill' }, `HW ${num(p.high_watermark)}`),
             h('span', { class: 'pill' }, `LEO ${num(p.log_end_offset)}`),
