@@ -18,9 +18,11 @@ fn records(b: &Arc<Broker>, query: &str) -> Value {
     v
 }
 
-/// Offsets of the record rows, and (offset, last_offset, error) of the
-/// error rows.
-fn rows(page: &Value) -> (Vec<i64>, Vec<(i64, Option<i64>, String)>) {
+/// An error row: offset, last offset, reason.
+type ErrorRow = (i64, Option<i64>, String);
+
+/// Offsets of the record rows, and the error rows.
+fn rows(page: &Value) -> (Vec<i64>, Vec<ErrorRow>) {
     let mut recs = Vec::new();
     let mut errors = Vec::new();
     for r in page["records"].as_array().unwrap() {

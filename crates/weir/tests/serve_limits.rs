@@ -237,7 +237,7 @@ fn a_frame_larger_than_the_budget_is_served() {
         &dir.path().join("data"),
         &["queued.max.request.bytes=1048576"],
     );
-    let threads: Vec<_> = (0..3)
+    let threads: Vec<_> = (0..3i32)
         .map(|i| {
             let addr = broker.addr.clone();
             std::thread::spawn(move || {
@@ -245,7 +245,7 @@ fn a_frame_larger_than_the_budget_is_served() {
                 let padding = 2 * MIB;
                 let mut frame = ((10 + padding) as i32).to_be_bytes().to_vec();
                 frame.extend_from_slice(&[0, 18, 0, 0]);
-                frame.extend_from_slice(&(i as i32).to_be_bytes());
+                frame.extend_from_slice(&i.to_be_bytes());
                 frame.extend_from_slice(&[0xff, 0xff]);
                 frame.resize(frame.len() + padding, 0);
                 c.write_all(&frame).expect("write");
@@ -253,7 +253,7 @@ fn a_frame_larger_than_the_budget_is_served() {
                 c.read_exact(&mut size).expect("answer size");
                 let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
                 c.read_exact(&mut body).expect("answer body");
-                assert_eq!(&body[..4], &(i as i32).to_be_bytes());
+                assert_eq!(&body[..4], &i.to_be_bytes());
             })
         })
         .collect();
