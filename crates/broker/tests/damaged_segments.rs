@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use std::path::{Path, PathBuf};
-use weir_protocol::records::BatchHeader;
+use weir_storage::testing::batch_layout;
 
 const CORRUPT_MESSAGE: i16 = 2;
 
@@ -24,17 +24,6 @@ fn segment_logs(dir: &Path) -> Vec<(i64, PathBuf)> {
         .collect();
     v.sort();
     v
-}
-
-fn batches_of(bytes: &[u8]) -> Vec<(usize, BatchHeader)> {
-    let mut out = Vec::new();
-    let mut p = 0;
-    while p < bytes.len() {
-        let h = BatchHeader::parse(&bytes[p..]).unwrap();
-        out.push((p, h));
-        p += h.total_size();
-    }
-    out
 }
 
 /// The body of a GET on the broker's HTTP listener.
@@ -90,7 +79,7 @@ async fn fetches_around_a_damaged_segment_never_skip_records() {
     let (victim_base, victim) = logs[logs.len() / 2].clone();
     let next_base = logs[logs.len() / 2 + 1].0;
     let mut bytes = std::fs::read(&victim).unwrap();
-    let layout = batches_of(&bytes);
+    let layout = batch_layout(&bytes);
     assert!(layout.len() >= 5);
     let (pos, h) = layout[2];
     let span = (h.total_size() + layout[3].1.total_size() + layout[4].1.total_size()) as i32 - 12;

@@ -469,17 +469,7 @@ fn find_or_build_weir() -> Result<PathBuf, String> {
     }
 }
 
-/// Root of the cargo workspace (two levels above this crate).
-pub fn workspace_root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| manifest.to_path_buf())
-}
-
-pub use weir_test_support::{in_ci, scaled, skip_or_fail, soak};
+pub use weir_test_support::{in_ci, scaled, skip_or_fail, soak, workspace_root};
 
 /// Output of a command run with a time limit.
 #[derive(Debug)]

@@ -71,6 +71,18 @@ impl Log {
             }
         }
 
+        // An empty segment at `base` (the log's first, or the next active one).
+        let new_segment = |base: i64| {
+            Segment::create(
+                &*storage,
+                dir,
+                base,
+                config.segment_index_bytes,
+                opts.now_ms,
+                roll_jitter(&config),
+            )
+        };
+
         // 2. Open segments.
         let rp = opts.recovery_point.max(0);
         let first_unflushed = if opts.clean_shutdown {
@@ -97,14 +109,7 @@ impl Log {
         }
         if segments.is_empty() {
             let start = opts.log_start.max(0);
-            let seg = Segment::create(
-                &*storage,
-                dir,
-                start,
-                config.segment_index_bytes,
-                opts.now_ms,
-                roll_jitter(&config),
-            )?;
+            let seg = new_segment(start)?;
             segments.insert(start, seg);
         }
 
@@ -203,14 +208,7 @@ impl Log {
         }
         if let Some(base) = damaged_active {
             tracing::error!(tp = %tp, segment = last, next = base, "damaged active segment: appends go to a new segment");
-            let seg = Segment::create(
-                &*storage,
-                dir,
-                base,
-                config.segment_index_bytes,
-                opts.now_ms,
-                roll_jitter(&config),
-            )?;
+            let seg = new_segment(base)?;
             segments.insert(base, seg);
             recovered_any = true;
         }
@@ -245,14 +243,7 @@ impl Log {
             for (_, seg) in std::mem::take(&mut segments) {
                 seg.delete(&*storage)?;
             }
-            let seg = Segment::create(
-                &*storage,
-                dir,
-                log_start,
-                config.segment_index_bytes,
-                opts.now_ms,
-                roll_jitter(&config),
-            )?;
+            let seg = new_segment(log_start)?;
             segments.insert(log_start, seg);
             leo = log_start;
         }

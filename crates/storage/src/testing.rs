@@ -54,3 +54,17 @@ pub fn batch_with(records: &[TestRecord<'_>]) -> Vec<u8> {
     header::write_crc(&mut b);
     b
 }
+
+/// Position and header of every batch of a segment file's bytes, walking
+/// the batch lengths (tests that damage a segment at a chosen batch).
+/// Panics on bytes that are not whole batches.
+pub fn batch_layout(bytes: &[u8]) -> Vec<(usize, weir_protocol::records::BatchHeader)> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < bytes.len() {
+        let h = weir_protocol::records::BatchHeader::parse(&bytes[p..]).expect("a batch header");
+        out.push((p, h));
+        p += h.total_size();
+    }
+    out
+}

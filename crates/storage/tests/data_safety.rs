@@ -9,6 +9,7 @@ use common::*;
 use std::sync::Arc;
 use weir_protocol::records::BatchHeader;
 use weir_storage::backend::{CrashMode, FaultyStorage, MemStorage, Storage};
+use weir_storage::testing::batch_layout;
 use weir_storage::{LogConfig, StorageError};
 
 /// One record per batch, `flush.messages=1`: every append is synced before
@@ -33,6 +34,20 @@ fn readable_offsets(log: &weir_storage::Log) -> Vec<i64> {
             *base..=h.last_offset()
         })
         .collect()
+}
+
+/// A log with one large segment of `n` one-record batches, closed
+/// cleanly; returns the storage and the log end offset.
+fn closed_log(config: &LogConfig, n: i64) -> (MemStorage, Arc<dyn Storage>, i64) {
+    let (m, s) = mem();
+    let log = new_log(s.clone(), config.clone());
+    for i in 0..n {
+        log.append(&mut make_batch(1, 40, 1_000 + i, 1), 1_000)
+            .unwrap();
+    }
+    log.close().unwrap();
+    let leo = log.log_end_offset();
+    (m, s, leo)
 }
 
 /// The junk a failed write or a careless operator leaves after the last
@@ -64,15 +79,7 @@ fn junk_after_a_clean_shutdown_is_cut_and_later_records_survive_a_crash() {
             segment_bytes: 1 << 20,
             ..synced_config()
         };
-        let (m, s) = mem();
-        let log = new_log(s.clone(), config.clone());
-        for i in 0..5 {
-            log.append(&mut make_batch(1, 50, 1_000 + i, 1), 1_000)
-                .unwrap();
-        }
-        log.close().unwrap();
-        let clean_leo = log.log_end_offset();
-        drop(log);
+        let (m, s, clean_leo) = closed_log(&config, 5);
         let path = seg_file(0, ".log");
         let before = log_len(&m, 0);
         let mut bytes = m.read_all(&path).unwrap();
@@ -168,18 +175,6 @@ fn a_clean_shutdown_trims_what_a_failed_cut_left() {
     assert_eq!(log_len(&m, 0), before);
 }
 
-/// Positions and offsets of every batch of one segment file.
-fn batches_of(bytes: &[u8]) -> Vec<(usize, BatchHeader)> {
-    let mut out = Vec::new();
-    let mut p = 0;
-    while p < bytes.len() {
-        let h = BatchHeader::parse(&bytes[p..]).unwrap();
-        out.push((p, h));
-        p += h.total_size();
-    }
-    out
-}
-
 /// A flushed log of many one-record batches over several segments, closed
 /// cleanly; returns the storage and every original batch by base offset.
 fn many_segments(config: &LogConfig) -> (MemStorage, Arc<dyn Storage>, Vec<(i64, Vec<u8>)>) {
@@ -229,7 +224,7 @@ fn reads_around_a_corrupt_batch_length_never_skip_or_serve_damage() {
         let next_seg = bases[bases.len() / 2 + 1];
         let path = seg_file(victim_seg, ".log");
         let mut bytes = m.read_all(&path).unwrap();
-        let layout = batches_of(&bytes);
+        let layout = batch_layout(&bytes);
         assert!(layout.len() >= 5, "{what}: {} batches", layout.len());
         let (pos, h) = layout[2];
         let (a, b) = (layout[3].1.total_size(), layout[4].1.total_size());
@@ -259,7 +254,7 @@ fn reads_around_a_corrupt_batch_length_never_skip_or_serve_damage() {
                     let mut next = None;
                     for region in &r.regions {
                         let got = region.read_to_vec().unwrap();
-                        for (p, gh) in batches_of(&got) {
+                        for (p, gh) in batch_layout(&got) {
                             let b = &got[p..p + gh.total_size()];
                             gh.verify_crc(b).unwrap_or_else(|e| {
                                 panic!("{what}: read at {o} returned a damaged batch: {e}")
@@ -320,7 +315,7 @@ fn damage_found_at_start_marks_the_segment_and_keeps_the_rest() {
     let victim = bases[1];
     let path = seg_file(victim, ".log");
     let mut bytes = m.read_all(&path).unwrap();
-    let layout = batches_of(&bytes);
+    let layout = batch_layout(&bytes);
     let (pos, h) = layout[1];
     bytes[pos + 70] ^= 0xff; // a record byte: CRC mismatch
     m.write_all(&path, &bytes).unwrap();
@@ -357,18 +352,10 @@ fn damage_in_the_active_segment_moves_appends_to_a_new_segment() {
         segment_bytes: 1 << 20,
         ..small_config()
     };
-    let (m, s) = mem();
-    let log = new_log(s.clone(), config.clone());
-    for i in 0..20 {
-        log.append(&mut make_batch(1, 40, 1_000 + i, 1), 1_000)
-            .unwrap();
-    }
-    log.close().unwrap();
-    let clean_leo = log.log_end_offset();
-    drop(log);
+    let (m, s, clean_leo) = closed_log(&config, 20);
     let path = seg_file(0, ".log");
     let mut bytes = m.read_all(&path).unwrap();
-    let layout = batches_of(&bytes);
+    let layout = batch_layout(&bytes);
     let (pos, h) = layout[10];
     bytes[pos + 70] ^= 0xff;
     m.write_all(&path, &bytes).unwrap();
