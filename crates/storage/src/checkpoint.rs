@@ -9,6 +9,7 @@ use crate::error::{IoContext, StorageError};
 use crate::segment::read_all;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use weir_protocol::Uuid;
 
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
@@ -107,53 +108,10 @@ pub fn write_checkpoint(
     write_atomic(storage, path, encode_checkpoint(entries).as_bytes())
 }
 
-const B64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// A topic id as Kafka prints it: URL-safe base64 without padding (22 chars).
-pub fn uuid_to_string(id: &[u8; 16]) -> String {
-    let mut out = String::with_capacity(22);
-    for chunk in id.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(B64URL[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
-/// Parses [`uuid_to_string`]'s format.
-pub fn uuid_from_string(s: &str) -> Option<[u8; 16]> {
-    let s = s.as_bytes();
-    if s.len() != 22 {
-        return None;
-    }
-    let mut bits: u32 = 0;
-    let mut nbits = 0;
-    let mut out = Vec::with_capacity(16);
-    for &c in s {
-        let v = B64URL.iter().position(|&x| x == c)? as u32;
-        bits = (bits << 6) | v;
-        nbits += 6;
-        if nbits >= 8 {
-            nbits -= 8;
-            out.push((bits >> nbits) as u8);
-            bits &= (1 << nbits) - 1;
-        }
-    }
-    if bits != 0 {
-        return None;
-    }
-    out.try_into().ok()
-}
-
+/// `partition.metadata`; the topic id is in Kafka's text form (unpadded
+/// base64url, 22 characters).
 pub fn encode_partition_metadata(topic_id: &[u8; 16]) -> String {
-    format!("version: 0\ntopic_id: {}\n", uuid_to_string(topic_id))
+    format!("version: 0\ntopic_id: {}\n", Uuid(*topic_id))
 }
 
 pub fn decode_partition_metadata(text: &str) -> Result<[u8; 16], String> {
@@ -163,7 +121,7 @@ pub fn decode_partition_metadata(text: &str) -> Result<[u8; 16], String> {
         if let Some(v) = line.strip_prefix("version: ") {
             version = Some(v.trim());
         } else if let Some(v) = line.strip_prefix("topic_id: ") {
-            id = Some(uuid_from_string(v.trim()).ok_or(format!("bad topic id {v:?}"))?);
+            id = Some(v.trim().parse::<Uuid>().map_err(|e| e.to_string())?.0);
         } else if !line.trim().is_empty() {
             return Err(format!("unexpected line {line:?}"));
         }
@@ -172,41 +130,6 @@ pub fn decode_partition_metadata(text: &str) -> Result<[u8; 16], String> {
         return Err(format!("unsupported version {version:?}"));
     }
     id.ok_or_else(|| "no topic_id".into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn checkpoint_text_round_trip() {
-        let mut m = BTreeMap::new();
-        m.insert(TopicPartition::new("a-b", 0), 42);
-        m.insert(TopicPartition::new("z", 12), 0);
-        let text = encode_checkpoint(&m);
-        assert_eq!(text, "0\n2\na-b 0 42\nz 12 0\n");
-        assert_eq!(decode_checkpoint(&text).unwrap(), m);
-        assert!(decode_checkpoint("0\n2\na 0 1\n").is_err());
-        assert!(decode_checkpoint("1\n0\n").is_err());
-        assert!(decode_checkpoint("0\n1\na x 1\n").is_err());
-    }
-
-    #[test]
-    fn uuid_matches_kafka_base64url() {
-        // Kafka: new Uuid(0L, 1L).toString() == "AAAAAAAAAAAAAAAAAAAAAQ"
-        let mut id = [0u8; 16];
-        id[15] = 1;
-        assert_eq!(uuid_to_string(&id), "AAAAAAAAAAAAAAAAAAAAAQ");
-        let all = [0xffu8; 16];
-        assert_eq!(uuid_to_string(&all), "_____________________w");
-        for id in [[7u8; 16], id, all] {
-            assert_eq!(uuid_from_string(&uuid_to_string(&id)), Some(id));
-        }
-        assert_eq!(uuid_from_string("_____________________x"), None);
-        let text = encode_partition_metadata(&id);
-        assert_eq!(text, "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n");
-        assert_eq!(decode_partition_metadata(&text).unwrap(), id);
-    }
 }
 
 /// Fuzz entry point (cargo-fuzz target `checkpoint` and the smoke test):
@@ -229,6 +152,37 @@ pub fn fuzz_decode(data: &[u8]) {
             decode_partition_metadata(&encode_partition_metadata(&id)).ok(),
             Some(id),
             "partition.metadata round trip"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_text_round_trip() {
+        let mut m = BTreeMap::new();
+        m.insert(TopicPartition::new("a-b", 0), 42);
+        m.insert(TopicPartition::new("z", 12), 0);
+        let text = encode_checkpoint(&m);
+        assert_eq!(text, "0\n2\na-b 0 42\nz 12 0\n");
+        assert_eq!(decode_checkpoint(&text).unwrap(), m);
+        assert!(decode_checkpoint("0\n2\na 0 1\n").is_err());
+        assert!(decode_checkpoint("1\n0\n").is_err());
+        assert!(decode_checkpoint("0\n1\na x 1\n").is_err());
+    }
+
+    #[test]
+    fn partition_metadata_text() {
+        // Kafka: new Uuid(0L, 1L).toString() == "AAAAAAAAAAAAAAAAAAAAAQ"
+        let mut id = [0u8; 16];
+        id[15] = 1;
+        let text = encode_partition_metadata(&id);
+        assert_eq!(text, "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n");
+        assert_eq!(decode_partition_metadata(&text).unwrap(), id);
+        assert!(
+            decode_partition_metadata("version: 0\ntopic_id: _____________________x\n").is_err()
         );
     }
 }

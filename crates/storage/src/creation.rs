@@ -23,9 +23,7 @@
 //! happened completely or not at all.
 
 use crate::backend::Storage;
-use crate::checkpoint::{
-    PARTITION_METADATA, decode_partition_metadata, uuid_from_string, uuid_to_string, write_atomic,
-};
+use crate::checkpoint::{PARTITION_METADATA, decode_partition_metadata, write_atomic};
 use crate::config::TopicPartition;
 use crate::error::{IoContext, StorageError};
 use crate::log::Log;
@@ -35,6 +33,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use weir_protocol::Uuid;
 
 /// Suffix of an intent file: `<topic>.creating` in a log dir.
 pub const CREATING_SUFFIX: &str = ".creating";
@@ -64,7 +63,7 @@ impl Intent {
         format!(
             "version: 0\ntopic: {}\ntopic_id: {}\nfirst_partition: {}\nend_partition: {}\n",
             self.topic,
-            uuid_to_string(&self.topic_id),
+            Uuid(self.topic_id),
             self.partitions.start,
             self.partitions.end
         )
@@ -82,7 +81,10 @@ impl Intent {
         if get("version")? != "0" {
             return Err(format!("unsupported version {:?}", get("version")?));
         }
-        let topic_id = uuid_from_string(get("topic_id")?).ok_or("bad topic_id")?;
+        let topic_id = get("topic_id")?
+            .parse::<Uuid>()
+            .map_err(|_| "bad topic_id")?
+            .0;
         let num = |k: &str| -> Result<i32, String> {
             get(k)?.parse().map_err(|e| format!("bad {k}: {e}"))
         };
