@@ -59,6 +59,14 @@ pub enum StorageError {
     },
 }
 
+impl StorageError {
+    /// Whether this is a full disk (`ENOSPC`, or a disk quota).
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, StorageError::Io { source, .. }
+            if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)))
+    }
+}
+
 /// Attaches a path to an `io::Result`.
 pub(crate) trait IoContext<T> {
     fn at(self, path: &std::path::Path) -> Result<T, StorageError>;

@@ -217,20 +217,36 @@ impl Log {
         let active_base = *segments.keys().next_back().expect("at least one segment");
         for (b, seg) in segments.iter_mut() {
             if *b != active_base && recovered_any {
-                // Rebuilt indexes of inactive segments are trimmed, as on roll.
-                seg.on_become_inactive()?;
+                // Rebuilt indexes of inactive segments are trimmed, as on
+                // roll (on a full disk they stay in memory, see `recover`).
+                match seg.on_become_inactive() {
+                    Err(e) if e.is_no_space() => {
+                        tracing::warn!(tp = %tp, segment = *b, error = %e, "index kept in memory: no space to write it");
+                    }
+                    r => r?,
+                }
             }
         }
         let active = segments.get_mut(&active_base).expect("active segment");
         active.make_active()?;
         let leo = active.next_offset;
+        // What was scanned is now the truth: make it durable before the
+        // recovery point covers it. On a full disk the log still opens for
+        // reading, with the recovery point where it was (the next start
+        // recovers the same segments again).
+        let mut recovery_durable = recovered_any;
         if recovered_any {
-            // What was scanned is now the truth: make it durable before the
-            // recovery point covers it.
-            for seg in segments.values() {
-                seg.flush()?;
+            let synced = segments
+                .values()
+                .try_for_each(|seg| seg.flush())
+                .and_then(|()| storage.sync_dir(dir).at(dir));
+            match synced {
+                Err(e) if e.is_no_space() => {
+                    tracing::warn!(tp = %tp, error = %e, "recovered log not synced: no space; the recovery point stays");
+                    recovery_durable = false;
+                }
+                r => r?,
             }
-            storage.sync_dir(dir).at(dir)?;
         }
         let first_base = *segments.keys().next().expect("segment");
         let mut log_start = opts.log_start.max(first_base);
@@ -248,7 +264,7 @@ impl Log {
             leo = log_start;
         }
         log_start = log_start.min(leo);
-        let recovery_point = if opts.clean_shutdown || recovered_any {
+        let recovery_point = if opts.clean_shutdown || recovery_durable {
             leo
         } else {
             rp.min(leo)

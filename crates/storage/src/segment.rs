@@ -700,7 +700,15 @@ impl Segment {
             }
         }
         self.next_offset = next;
-        self.write_index_entries()?;
+        // On a full disk the rebuilt entries stay in memory (lookups use
+        // them) and reach the file with a later write: opening a log to
+        // read it must not need free space.
+        if let Err(e) = self.write_index_entries() {
+            if !e.is_no_space() {
+                return Err(e);
+            }
+            tracing::warn!(path = %log_path.display(), error = %e, "rebuilt index kept in memory: no space to write it");
+        }
         Ok(Recovered {
             valid_bytes: valid,
             truncated_bytes: self.size - valid,

@@ -386,3 +386,43 @@ fn damage_in_the_active_segment_moves_appends_to_a_new_segment() {
         }
     }
 }
+
+/// An unclean restart on a full disk: recovery cannot write the indexes it
+/// rebuilds nor sync, yet the log opens, serves every record, refuses
+/// appends with the disk error, and takes them again once space returns.
+#[test]
+fn an_unclean_restart_on_a_full_disk_opens_the_log_for_reading() {
+    let config = small_config();
+    let (m, s) = mem();
+    let log = new_log(s.clone(), config.clone());
+    for i in 0..60 {
+        log.append(&mut make_batch(1, 40, 1_000 + i, 1), 1_000)
+            .unwrap();
+    }
+    log.flush().unwrap();
+    let leo = log.log_end_offset();
+    assert!(log.segment_count() > 3);
+    drop(log);
+    // kill -9 with everything synced, then the disk fills up; the index
+    // files are lost so recovery must rebuild (and write) every one.
+    let crashed = m.crash(CrashMode::LoseUnsynced);
+    for (name, _) in crashed.list_dir(&segment_dir()).unwrap() {
+        if name.ends_with(".index") || name.ends_with(".timeindex") {
+            crashed.remove_file(&segment_dir().join(name)).unwrap();
+        }
+    }
+    let faulty = FaultyStorage::new(crashed);
+    faulty.set_disk_full(true);
+    let fs: Arc<dyn Storage> = Arc::new(faulty.clone());
+    let log = reopen(fs.clone(), config.clone(), 0, false).unwrap();
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(readable_offsets(&log), (0..leo).collect::<Vec<_>>());
+    let err = log
+        .append(&mut make_batch(1, 40, 2_000, 2), 2_000)
+        .unwrap_err();
+    assert!(err.is_no_space(), "{err}");
+    assert_eq!(log.log_end_offset(), leo);
+    faulty.set_disk_full(false);
+    let info = log.append(&mut make_batch(1, 40, 2_000, 2), 2_000).unwrap();
+    assert_eq!(info.base_offset, leo);
+}
