@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use tokio::sync::watch;
+use weir_protocol::Uuid;
 use weir_storage::backend::{FileStorage, Storage};
 use weir_storage::{Log, LogManager, LogManagerConfig, StorageError, TopicPartition};
 
@@ -335,7 +336,7 @@ impl Broker {
         topic_config::validate_overrides(&configs).map_err(CreateTopicError::InvalidConfig)?;
         let meta = TopicMeta {
             name: name.to_string(),
-            id: topics::uuid_to_base64(&topics::random_uuid()),
+            id: Uuid(topics::random_uuid()).to_string(),
             partitions,
             configs,
         };
@@ -593,7 +594,7 @@ fn adopt_found_topics(store: &mut TopicStore, logs: &LogManager) {
                 }
                 adopted.push(TopicMeta {
                     name,
-                    id: topics::uuid_to_base64(&id),
+                    id: Uuid(id).to_string(),
                     partitions: parts,
                     configs: BTreeMap::new(),
                 });

@@ -22,6 +22,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use weir_protocol::Uuid;
 
 pub const TOPICS_FILE: &str = "weir-topics.json";
 /// Where an unreadable `weir-topics.json` is moved before it is rebuilt.
@@ -66,7 +67,7 @@ pub struct TopicMeta {
 
 impl TopicMeta {
     pub fn id_bytes(&self) -> [u8; 16] {
-        uuid_from_base64(&self.id).unwrap_or([0; 16])
+        self.id.parse::<Uuid>().ok().map(|u| u.0).unwrap_or([0; 16])
     }
 }
 
@@ -125,7 +126,7 @@ impl TopicStore {
                         reason: e.to_string(),
                     })?;
                 for t in file.topics {
-                    if t.partitions < 1 || uuid_from_base64(&t.id).is_none() {
+                    if t.partitions < 1 || t.id.parse::<Uuid>().is_err() {
                         return Err(TopicStoreError::Corrupt {
                             path: path.clone(),
                             reason: format!("bad entry for topic {}", t.name),
@@ -304,7 +305,7 @@ pub fn load_or_create_meta(dir: &Path, node_id: i32) -> Result<MetaProperties, T
             let directory_id = kv
                 .get("directory.id")
                 .cloned()
-                .unwrap_or_else(|| uuid_to_base64(&random_uuid()));
+                .unwrap_or_else(|| Uuid(random_uuid()).to_string());
             Ok(MetaProperties {
                 cluster_id,
                 node_id,
@@ -313,9 +314,9 @@ pub fn load_or_create_meta(dir: &Path, node_id: i32) -> Result<MetaProperties, T
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let meta = MetaProperties {
-                cluster_id: uuid_to_base64(&random_uuid()),
+                cluster_id: Uuid(random_uuid()).to_string(),
                 node_id,
-                directory_id: uuid_to_base64(&random_uuid()),
+                directory_id: Uuid(random_uuid()).to_string(),
             };
             let text = format!(
                 "#\n#weir\ncluster.id={}\ndirectory.id={}\nnode.id={}\nversion=1\n",
@@ -335,55 +336,10 @@ pub fn random_uuid() -> [u8; 16] {
         b[6] = (b[6] & 0x0f) | 0x40;
         b[8] = (b[8] & 0x3f) | 0x80;
         // Kafka avoids ids whose base64 starts with '-' (command-line parsing).
-        if b != [0; 16] && uuid_to_base64(&b).as_bytes()[0] != b'-' {
+        if b != [0; 16] && !Uuid(b).to_string().starts_with('-') {
             return b;
         }
     }
-}
-
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// Kafka's textual form of a UUID: base64url without padding (22 chars).
-pub fn uuid_to_base64(b: &[u8; 16]) -> String {
-    let mut out = String::with_capacity(22);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for &byte in b {
-        acc = (acc << 8) | byte as u32;
-        bits += 8;
-        while bits >= 6 {
-            bits -= 6;
-            out.push(B64[((acc >> bits) & 63) as usize] as char);
-        }
-    }
-    if bits > 0 {
-        out.push(B64[((acc << (6 - bits)) & 63) as usize] as char);
-    }
-    out
-}
-
-pub fn uuid_from_base64(s: &str) -> Option<[u8; 16]> {
-    if s.len() != 22 {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    let mut n = 0;
-    for c in s.bytes() {
-        let v = B64.iter().position(|&x| x == c)? as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            if n < 16 {
-                out[n] = (acc >> bits) as u8;
-            }
-            n += 1;
-        }
-        acc &= (1 << bits) - 1;
-    }
-    (n == 16 && acc == 0).then_some(out)
 }
 
 #[cfg(test)]
@@ -391,20 +347,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn base64_round_trip_and_known_value() {
-        // Kafka prints Uuid(0x0123456789abcdef, 0xfedcba9876543210) like this.
-        let b = [
-            0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54,
-            0x32, 0x10,
-        ];
-        assert_eq!(uuid_to_base64(&b), "ASNFZ4mrze_-3LqYdlQyEA");
-        assert_eq!(uuid_from_base64("ASNFZ4mrze_-3LqYdlQyEA"), Some(b));
+    fn random_uuids_are_version_4_and_never_start_with_a_dash() {
         for _ in 0..100 {
             let u = random_uuid();
-            assert_eq!(uuid_from_base64(&uuid_to_base64(&u)), Some(u));
+            assert_eq!(u[6] >> 4, 4);
+            assert_eq!(u[8] >> 6, 0b10);
+            let text = Uuid(u).to_string();
+            assert!(!text.starts_with('-'), "{text}");
+            assert_eq!(text.parse::<Uuid>(), Ok(Uuid(u)));
         }
-        assert_eq!(uuid_from_base64("short"), None);
-        assert_eq!(uuid_from_base64("ASNFZ4mrze_-3LqYdlQyE!"), None);
     }
 
     #[test]
@@ -413,14 +364,14 @@ mod tests {
         let mut s = TopicStore::open(d.path()).unwrap();
         let t = TopicMeta {
             name: "a".into(),
-            id: uuid_to_base64(&random_uuid()),
+            id: Uuid(random_uuid()).to_string(),
             partitions: 3,
             configs: [("retention.ms".to_string(), "1000".to_string())].into(),
         };
         s.put(t.clone()).unwrap();
         s.put(TopicMeta {
             name: "b".into(),
-            id: uuid_to_base64(&random_uuid()),
+            id: Uuid(random_uuid()).to_string(),
             partitions: 1,
             configs: BTreeMap::new(),
         })
@@ -447,7 +398,7 @@ mod tests {
             );
             let t = TopicMeta {
                 name: "a".into(),
-                id: uuid_to_base64(&random_uuid()),
+                id: Uuid(random_uuid()).to_string(),
                 partitions: 2,
                 configs: BTreeMap::new(),
             };
