@@ -262,6 +262,29 @@ pub fn rebuild(log: &Log) -> PartitionProducers {
     state
 }
 
+/// Fuzz entry point (cargo-fuzz target `producer_snapshot` and the smoke
+/// test): decodes `data` as a producer snapshot, and again with its CRC
+/// fixed so the body is exercised; whatever decodes must encode and decode
+/// back to the same state.
+#[doc(hidden)]
+pub fn fuzz_decode(data: &[u8]) {
+    let check = |bytes: &[u8]| {
+        if let Ok(state) = decode_snapshot(bytes) {
+            let encoded = encode_snapshot(&state);
+            let again = decode_snapshot(&encoded).expect("an encoded snapshot decodes");
+            assert_eq!(again.entries(), state.entries(), "snapshot round trip");
+            assert_eq!(encode_snapshot(&again), encoded);
+        }
+    };
+    check(data);
+    if data.len() >= 6 {
+        let mut fixed = data.to_vec();
+        let crc = crc32c::crc32c(&fixed[6..]);
+        fixed[2..6].copy_from_slice(&crc.to_be_bytes());
+        check(&fixed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,28 +346,5 @@ mod tests {
         assert_eq!(files.len(), 1);
         assert_eq!(files[0].0, 2);
         assert!(files[0].1.ends_with("00000000000000000002.snapshot"));
-    }
-}
-
-/// Fuzz entry point (cargo-fuzz target `producer_snapshot` and the smoke
-/// test): decodes `data` as a producer snapshot, and again with its CRC
-/// fixed so the body is exercised; whatever decodes must encode and decode
-/// back to the same state.
-#[doc(hidden)]
-pub fn fuzz_decode(data: &[u8]) {
-    let check = |bytes: &[u8]| {
-        if let Ok(state) = decode_snapshot(bytes) {
-            let encoded = encode_snapshot(&state);
-            let again = decode_snapshot(&encoded).expect("an encoded snapshot decodes");
-            assert_eq!(again.entries(), state.entries(), "snapshot round trip");
-            assert_eq!(encode_snapshot(&again), encoded);
-        }
-    };
-    check(data);
-    if data.len() >= 6 {
-        let mut fixed = data.to_vec();
-        let crc = crc32c::crc32c(&fixed[6..]);
-        fixed[2..6].copy_from_slice(&crc.to_be_bytes());
-        check(&fixed);
     }
 }
