@@ -13,6 +13,9 @@
 //! body = uvarint(base) { uvarint(gap) uvarint(len - 1) }*
 //! ```
 //!
+//! base64url is [`weir_protocol::base64url`] (RFC 4648 §5, strict); uvarint
+//! is the unsigned 64-bit varint of [`weir_protocol::varint`].
+//!
 //! `base` is the committed offset the set belongs to; each run is
 //! `[start, start + len)` with `start = cursor + gap`, where the cursor starts
 //! at `base` and moves to the end of each run. Runs are ascending and do not
@@ -25,6 +28,8 @@
 //! fetching that partition (back-pressure) until the watermark catches up.
 
 use std::ops::Range;
+use weir_protocol::base64url;
+use weir_protocol::varint::{self, VarintError};
 
 /// Prefix (and version) of the metadata string.
 pub const PREFIX: &str = "wpc1:";
@@ -39,7 +44,7 @@ pub const DEFAULT_MAX_METADATA_BYTES: usize = 4096;
 pub enum MetadataError {
     #[error("metadata does not start with {PREFIX:?}")]
     NotOurs,
-    #[error("invalid base64 character at byte {position}")]
+    #[error("invalid base64url text at byte {position}")]
     BadBase64 { position: usize },
     #[error("truncated varint at byte {position}")]
     TruncatedVarint { position: usize },
@@ -115,7 +120,7 @@ pub fn encode(base: i64, completed: &[i64], max_bytes: usize) -> Encoded {
         };
     }
     let mut body = Vec::new();
-    put_uvarint(&mut body, base as u64);
+    varint::put_unsigned_varlong(&mut body, base as u64);
     if text_len(body.len()) > max_bytes {
         return Encoded {
             text: String::new(),
@@ -126,8 +131,8 @@ pub fn encode(base: i64, completed: &[i64], max_bytes: usize) -> Encoded {
     let mut complete = true;
     for r in &runs {
         let mut next = Vec::with_capacity(20);
-        put_uvarint(&mut next, (r.start - cursor) as u64);
-        put_uvarint(&mut next, (r.end - r.start - 1) as u64);
+        varint::put_unsigned_varlong(&mut next, (r.start - cursor) as u64);
+        varint::put_unsigned_varlong(&mut next, (r.end - r.start - 1) as u64);
         if text_len(body.len() + next.len()) > max_bytes {
             complete = false;
             break;
@@ -135,7 +140,7 @@ pub fn encode(base: i64, completed: &[i64], max_bytes: usize) -> Encoded {
         body.extend_from_slice(&next);
         cursor = r.end;
     }
-    if body.len() == varint_len(base as u64) {
+    if body.len() == varint::unsigned_varlong_len(base as u64) {
         // Not even one run fit: no metadata at all.
         return Encoded {
             text: String::new(),
@@ -144,7 +149,7 @@ pub fn encode(base: i64, completed: &[i64], max_bytes: usize) -> Encoded {
     }
     let mut text = String::with_capacity(text_len(body.len()));
     text.push_str(PREFIX);
-    base64url_encode(&body, &mut text);
+    base64url::encode(&body, &mut text);
     Encoded { text, complete }
 }
 
@@ -158,7 +163,9 @@ pub fn decode(text: &str, committed: i64) -> Result<CompletedSet, MetadataError>
         });
     }
     let encoded = text.strip_prefix(PREFIX).ok_or(MetadataError::NotOurs)?;
-    let body = base64url_decode(encoded.as_bytes())?;
+    let body = base64url::decode(encoded.as_bytes()).map_err(|e| MetadataError::BadBase64 {
+        position: PREFIX.len() + e.position(),
+    })?;
     let mut pos = 0;
     let base = get_uvarint(&body, &mut pos)?;
     let base = i64::try_from(base).map_err(|_| MetadataError::OffsetOverflow { run: 0 })?;
@@ -191,96 +198,19 @@ pub fn decode(text: &str, committed: i64) -> Result<CompletedSet, MetadataError>
 }
 
 fn text_len(body_len: usize) -> usize {
-    PREFIX.len() + (body_len * 4).div_ceil(3)
+    PREFIX.len() + base64url::encoded_len(body_len)
 }
 
-fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
-fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
+/// Reads one unsigned varint at `pos` (at most 10 bytes, no overflow) and
+/// moves `pos` past it.
 fn get_uvarint(buf: &[u8], pos: &mut usize) -> Result<u64, MetadataError> {
-    let start = *pos;
-    let mut v: u64 = 0;
-    for shift in (0..64).step_by(7) {
-        let Some(&b) = buf.get(*pos) else {
-            return Err(MetadataError::TruncatedVarint { position: start });
-        };
-        *pos += 1;
-        let bits = u64::from(b & 0x7f);
-        if shift == 63 && bits > 1 {
-            return Err(MetadataError::VarintOverflow { position: start });
-        }
-        v |= bits << shift;
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err(MetadataError::VarintOverflow { position: start })
-}
-
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-fn base64url_encode(data: &[u8], out: &mut String) {
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            let idx = (n >> (18 - 6 * i)) & 0x3f;
-            out.push(ALPHABET[idx as usize] as char);
-        }
-    }
-}
-
-fn base64url_value(c: u8) -> Option<u32> {
-    let v = match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'-' => 62,
-        b'_' => 63,
-        _ => return None,
-    };
-    Some(u32::from(v))
-}
-
-fn base64url_decode(text: &[u8]) -> Result<Vec<u8>, MetadataError> {
-    // A lone trailing character carries fewer than 8 bits: not valid.
-    if text.len() % 4 == 1 {
-        return Err(MetadataError::BadBase64 {
-            position: PREFIX.len() + text.len() - 1,
-        });
-    }
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    for (ci, chunk) in text.chunks(4).enumerate() {
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            let v = base64url_value(c).ok_or(MetadataError::BadBase64 {
-                position: PREFIX.len() + ci * 4 + i,
-            })?;
-            n |= v << (18 - 6 * i);
-        }
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&bytes[..chunk.len() - 1]);
-    }
-    Ok(out)
+    let position = *pos;
+    let (v, n) = varint::read_unsigned_varlong(&buf[position..]).map_err(|e| match e {
+        VarintError::Incomplete => MetadataError::TruncatedVarint { position },
+        _ => MetadataError::VarintOverflow { position },
+    })?;
+    *pos += n;
+    Ok(v)
 }
 
 #[cfg(test)]
