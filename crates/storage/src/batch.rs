@@ -19,19 +19,24 @@ pub(crate) struct AppendedBatch {
     pub records: i64,
 }
 
-/// Validates every batch of `records` and, only if all are valid, assigns
-/// offsets from `next_offset` in place (and LogAppendTime when configured).
-pub(crate) fn validate_and_assign(
+/// The batches of a request that passed [`validate`]: (position, size,
+/// header) of each, in order.
+#[derive(Debug)]
+pub(crate) struct Validated(Vec<(usize, usize, BatchHeader)>);
+
+/// Assigns offsets from `next_offset` in place to validated batches (and
+/// LogAppendTime when configured, and the leader epoch when given).
+pub(crate) fn assign(
     records: &mut [u8],
+    valid: &Validated,
     next_offset: i64,
     config: &LogConfig,
     now_ms: i64,
     leader_epoch: Option<i32>,
-) -> Result<Vec<AppendedBatch>, StorageError> {
-    let spans = validate(records, config, now_ms)?;
+) -> Vec<AppendedBatch> {
     let mut next = next_offset;
-    let mut out = Vec::with_capacity(spans.len());
-    for (pos, size, h) in spans {
+    let mut out = Vec::with_capacity(valid.0.len());
+    for &(pos, size, h) in &valid.0 {
         let batch = &mut records[pos..pos + size];
         header::set_base_offset(batch, next);
         if let Some(epoch) = leader_epoch {
@@ -56,24 +61,17 @@ pub(crate) fn validate_and_assign(
         });
         next = last + 1;
     }
-    Ok(out)
+    out
 }
 
-/// [`validate_and_assign`] for a buffer the caller cannot change: the
-/// offsets are planned, not written; the segment writes each batch's base
-/// offset over the stored copy (see `Segment::append`). Only for appends
-/// that change nothing else (no LogAppendTime, no leader epoch stamp).
-pub(crate) fn validate_and_plan(
-    records: &[u8],
-    next_offset: i64,
-    config: &LogConfig,
-    now_ms: i64,
-) -> Result<Vec<AppendedBatch>, StorageError> {
-    debug_assert!(config.message_timestamp_type != TimestampType::LogAppendTime);
-    let spans = validate(records, config, now_ms)?;
+/// [`assign`] for a buffer the caller cannot change: the offsets are
+/// planned, not written; the segment writes each batch's base offset over
+/// the stored copy (see `Segment::append`). Only for appends that change
+/// nothing else (no LogAppendTime, no leader epoch stamp).
+pub(crate) fn plan(valid: &Validated, next_offset: i64) -> Vec<AppendedBatch> {
     let mut next = next_offset;
-    let mut out = Vec::with_capacity(spans.len());
-    for (_, size, h) in spans {
+    let mut out = Vec::with_capacity(valid.0.len());
+    for &(_, size, h) in &valid.0 {
         let last = next + h.last_offset_delta as i64;
         out.push(AppendedBatch {
             base_offset: next,
@@ -84,17 +82,48 @@ pub(crate) fn validate_and_plan(
         });
         next = last + 1;
     }
-    Ok(out)
+    out
+}
+
+/// [`validate`] then [`assign`].
+#[cfg(test)]
+fn validate_and_assign(
+    records: &mut [u8],
+    next_offset: i64,
+    config: &LogConfig,
+    now_ms: i64,
+    leader_epoch: Option<i32>,
+) -> Result<Vec<AppendedBatch>, StorageError> {
+    let valid = validate(records, config, now_ms)?;
+    Ok(assign(
+        records,
+        &valid,
+        next_offset,
+        config,
+        now_ms,
+        leader_epoch,
+    ))
+}
+
+/// [`validate`] then [`plan`].
+#[cfg(test)]
+fn validate_and_plan(
+    records: &[u8],
+    next_offset: i64,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<Vec<AppendedBatch>, StorageError> {
+    Ok(plan(&validate(records, config, now_ms)?, next_offset))
 }
 
 /// Checks every batch (header, size limits, CRC-32C, every record with
 /// [`validate_records`], timestamps); returns (position, size, header) of
 /// each, in order. Nothing is written unless every batch passes.
-fn validate(
+pub(crate) fn validate(
     records: &[u8],
     config: &LogConfig,
     now_ms: i64,
-) -> Result<Vec<(usize, usize, BatchHeader)>, StorageError> {
+) -> Result<Validated, StorageError> {
     let mut spans = Vec::new();
     let mut pos = 0usize;
     while pos < records.len() {
@@ -163,7 +192,7 @@ fn validate(
             reason: "no record batch in the request".into(),
         });
     }
-    Ok(spans)
+    Ok(Validated(spans))
 }
 
 /// What the scanner found at a position.

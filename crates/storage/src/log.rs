@@ -7,7 +7,7 @@
 //! batch of the active segment (or its base when empty).
 
 use crate::backend::{Storage, StorageFile};
-use crate::batch::{BatchScanner, Scanned, validate_and_assign, validate_and_plan};
+use crate::batch::{BatchScanner, Scanned, assign, plan, validate};
 use crate::checkpoint::{PARTITION_METADATA, encode_partition_metadata, write_atomic};
 use crate::config::{LogConfig, TopicPartition};
 use crate::error::{IoContext, StorageError};
@@ -351,37 +351,47 @@ impl Log {
         now_ms: i64,
         leader_epoch: Option<i32>,
     ) -> Result<(AppendInfo, Option<i64>), StorageError> {
+        let config = {
+            let g = self.lock();
+            if g.closed {
+                return Err(StorageError::Closed(self.tp.to_string()));
+            }
+            g.config.clone()
+        };
+        let bytes: &[u8] = match &input {
+            Input::Mut(r) => r,
+            Input::Shared(r) => r,
+        };
+        if bytes.len() as u64 > config.segment_bytes {
+            return Err(StorageError::RecordTooLarge {
+                size: bytes.len(),
+                max: config.segment_bytes as usize,
+            });
+        }
+        // Validation reads every record (decompressing within its bound):
+        // the costly part of an append, done before taking the log's lock
+        // so that reads and other appends of the partition do not wait.
+        let valid = validate(bytes, &config, now_ms)?;
         let mut g = self.lock();
         if g.closed {
             return Err(StorageError::Closed(self.tp.to_string()));
         }
         g.last_now_ms = now_ms;
-        let config = g.config.clone();
-        let len = match &input {
-            Input::Mut(r) => r.len(),
-            Input::Shared(r) => r.len(),
-        };
-        if len as u64 > config.segment_bytes {
-            return Err(StorageError::RecordTooLarge {
-                size: len,
-                max: config.segment_bytes as usize,
-            });
-        }
         let base = g.leo;
         let mut copy;
         let in_place = leader_epoch.is_some()
             || config.message_timestamp_type == crate::TimestampType::LogAppendTime;
         let (records, batches, write_base_offsets): (&[u8], _, _) = match input {
             Input::Mut(r) => {
-                let b = validate_and_assign(r, base, &config, now_ms, leader_epoch)?;
+                let b = assign(r, &valid, base, &config, now_ms, leader_epoch);
                 (r, b, false)
             }
             Input::Shared(r) if in_place => {
                 copy = r.to_vec();
-                let b = validate_and_assign(&mut copy, base, &config, now_ms, leader_epoch)?;
+                let b = assign(&mut copy, &valid, base, &config, now_ms, leader_epoch);
                 (&copy, b, false)
             }
-            Input::Shared(r) => (r, validate_and_plan(r, base, &config, now_ms)?, true),
+            Input::Shared(r) => (r, plan(&valid, base), true),
         };
         let last = batches.last().map_or(base, |b| b.last_offset);
         let max_ts = batches.iter().map(|b| b.max_timestamp).max().unwrap_or(-1);
