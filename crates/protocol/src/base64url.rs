@@ -135,27 +135,22 @@ mod tests {
 
     #[test]
     fn rejects_non_canonical_text() {
-        assert_eq!(
-            decode(b"Zg=="),
-            Err(Base64UrlError::InvalidChar { position: 2 })
-        );
-        assert_eq!(
-            decode(b"Zm9+"),
-            Err(Base64UrlError::InvalidChar { position: 3 })
-        );
-        assert_eq!(
-            decode(b"Zm9vY"),
-            Err(Base64UrlError::LoneChar { position: 4 })
-        );
-        // "Zh" and "Zm9" with unused low bits set.
-        assert_eq!(
-            decode(b"Zh"),
-            Err(Base64UrlError::NonCanonical { position: 1 })
-        );
-        assert_eq!(
-            decode(b"Zm9vZm9"),
-            Err(Base64UrlError::NonCanonical { position: 6 })
-        );
+        use Base64UrlError::*;
+        for (text, error) in [
+            (&b"Zg=="[..], InvalidChar { position: 2 }),
+            (b"Zm9+", InvalidChar { position: 3 }),
+            (b"Zm9vY", LoneChar { position: 4 }),
+            // "Zg" and "Zm8" with unused low bits set.
+            (b"Zh", NonCanonical { position: 1 }),
+            (b"Zm9vZm9", NonCanonical { position: 6 }),
+        ] {
+            assert_eq!(
+                decode(text),
+                Err(error),
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+        }
         assert_eq!(decode(b"Zm9vZm8").unwrap(), b"foofo");
     }
 
