@@ -213,9 +213,6 @@ fn get_uvarint(buf: &[u8], pos: &mut usize) -> Result<u64, MetadataError> {
     Ok(v)
 }
 
-#[cfg(test)]
-mod tests;
-
 /// Fuzz entry point (cargo-fuzz target `commit_metadata` and the smoke
 /// test): the first 8 bytes are the committed offset, the rest the
 /// metadata text. Whatever decodes must be a well-formed set: runs
@@ -240,3 +237,6 @@ pub fn fuzz_decode(data: &[u8]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
