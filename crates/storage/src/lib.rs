@@ -32,6 +32,7 @@ pub mod cleaner;
 mod config;
 mod creation;
 mod error;
+pub mod fuzz_ops;
 pub mod index;
 mod log;
 mod manager;
