@@ -492,18 +492,43 @@ impl Log {
                 .sync()
                 .at(&old.path(crate::segment::TIME_INDEX_SUFFIX))?;
         }
-        let seg = Segment::create(
+        let seg = match Segment::create(
             &*self.storage,
             &self.dir,
             leo,
             config.segment_index_bytes,
             now_ms,
             roll_jitter(&config),
-        )?;
+        ) {
+            Ok(seg) => seg,
+            Err(e) => {
+                // A roll that fails part-way (a full disk) must leave no
+                // files behind: the log goes on appending to the old
+                // segment, and a later start would take them for a segment
+                // starting inside the old one's offsets.
+                self.remove_segment_files(leo);
+                return Err(e);
+            }
+        };
         g.segments.insert(leo, seg);
         self.storage.sync_dir(&self.dir).at(&self.dir)?;
         tracing::debug!(tp = %self.tp, base = leo, "rolled segment");
         Ok(())
+    }
+
+    /// Removes what exists of the files of a segment at `base` that never
+    /// became part of the log (best effort: a failure is logged).
+    fn remove_segment_files(&self, base: i64) {
+        use crate::segment::{INDEX_SUFFIX, TIME_INDEX_SUFFIX, file_name};
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let p = self.dir.join(file_name(base, suffix));
+            if self.storage.exists(&p)
+                && let Err(e) = self.storage.remove_file(&p)
+            {
+                tracing::warn!(path = %p.display(), error = %e, "cannot remove the files of a failed roll");
+            }
+        }
+        let _ = self.storage.sync_dir(&self.dir);
     }
 
     /// Reads whole batches from `fetch_offset`, up to `max_bytes` (the first

@@ -161,8 +161,14 @@ impl Log {
         if g.hw < g.log_start {
             g.hw = g.log_start;
         }
-        if g.recovery_point < g.log_start {
-            g.recovery_point = g.log_start;
+        // Offsets below the first remaining segment are gone, so the
+        // recovery point may move up to its base, but no further: above
+        // it (e.g. to a log start that DeleteRecords put inside that
+        // segment) it would claim unsynced batches of the segment durable,
+        // and recovery would take their torn tail for damage.
+        let first = g.segments.keys().next().copied().unwrap_or(g.leo);
+        if g.recovery_point < first {
+            g.recovery_point = first.min(g.leo);
         }
         g.debug_check();
         Taken { segments: taken }

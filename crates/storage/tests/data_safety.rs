@@ -426,3 +426,47 @@ fn an_unclean_restart_on_a_full_disk_opens_the_log_for_reading() {
     let info = log.append(&mut make_batch(1, 40, 2_000, 2), 2_000).unwrap();
     assert_eq!(info.base_offset, leo);
 }
+
+/// A roll that fails part-way (its new `.index` cannot be written) leaves
+/// no files behind, so the batch acknowledged afterwards in the old segment
+/// survives a crash, also when the recovery point is the failed roll's
+/// offset. (Found by the storage fuzz engine.)
+#[test]
+fn a_failed_roll_leaves_no_segment_behind() {
+    let config = LogConfig {
+        segment_bytes: 700,
+        ..small_config()
+    };
+    let m = MemStorage::new();
+    let faulty = FaultyStorage::new(m.clone());
+    let s: Arc<dyn Storage> = Arc::new(faulty.clone());
+    let log = new_log(s.clone(), config.clone());
+    for i in 0..2 {
+        log.append(&mut make_batch(1, 100, 1_000 + i, 1), 1_000)
+            .unwrap();
+    }
+    log.flush().unwrap();
+    let rp = log.recovery_point();
+    assert_eq!(rp, 2);
+    // Three batches in one request make a roll due; the roll fails after
+    // its .log file was created.
+    faulty.fail_writes_after(3);
+    let mut three: Vec<u8> = (0..3)
+        .flat_map(|i| make_batch(1, 100, 1_100 + i, 2))
+        .collect();
+    log.append(&mut three, 1_100).unwrap_err();
+    faulty.heal();
+    assert!(
+        !m.exists(&seg_file(2, ".log")),
+        "the failed roll's files are gone"
+    );
+    let info = log
+        .append(&mut make_batch(1, 100, 1_200, 3), 1_200)
+        .unwrap();
+    assert_eq!(info.base_offset, 2);
+    drop(log);
+    let crashed: Arc<dyn Storage> = Arc::new(m.crash(CrashMode::KeepWritten));
+    let log = reopen(crashed, config, rp, false).unwrap();
+    assert_eq!(log.log_end_offset(), 3);
+    assert_eq!(readable_offsets(&log), vec![0, 1, 2]);
+}

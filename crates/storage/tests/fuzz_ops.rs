@@ -61,11 +61,9 @@ fn storage_operation_sequences_match_the_model() {
     });
 }
 
-/// With injected write/sync failures too: fails today (a roll that fails
-/// part-way leaves the new segment's files behind; see docs/testing.md).
-/// Run with `--ignored`.
+/// With injected write/sync failures too (failed rolls, failed checkpoints,
+/// torn crashes after a fault).
 #[test]
-#[ignore = "open storage bug: files of a failed roll become a segment inside the previous one's range at the next start"]
 fn storage_operation_sequences_with_faults_match_the_model() {
     run_seeds(Options {
         truncate: false,
