@@ -358,9 +358,12 @@ fn full_disk_then_clean_restart_keeps_later_records() {
     }
     let started = Instant::now();
     // The broker's data dir becomes the mount point: started once to learn
-    // the dir, stopped, the file system mounted over it, started again.
+    // the dir, killed (nothing in it matters), the file system mounted over
+    // it, started again.
     let mut broker = start();
-    broker.stop().unwrap_or_else(|e| panic!("clean stop: {e}"));
+    broker
+        .kill_hard()
+        .unwrap_or_else(|e| panic!("SIGKILL: {e}"));
     let scratch = tempfile::tempdir().expect("temp dir");
     let mount = LoopMount::mount(scratch.path().join("fs.img"), broker.data_dir())
         .unwrap_or_else(|e| panic!("cannot set up the loop mount: {e}"));
