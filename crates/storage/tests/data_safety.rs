@@ -177,7 +177,10 @@ fn a_clean_shutdown_trims_what_a_failed_cut_left() {
 
 /// A flushed log of many one-record batches over several segments, closed
 /// cleanly; returns the storage and every original batch by base offset.
-fn many_segments(config: &LogConfig) -> (MemStorage, Arc<dyn Storage>, Vec<(i64, Vec<u8>)>) {
+/// Batches by base offset, as stored.
+type Batches = Vec<(i64, Vec<u8>)>;
+
+fn many_segments(config: &LogConfig) -> (MemStorage, Arc<dyn Storage>, Batches) {
     let (m, s) = mem();
     let log = new_log(s.clone(), config.clone());
     for i in 0..120 {
