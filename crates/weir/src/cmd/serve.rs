@@ -92,6 +92,10 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
         .iter()
         .map(|d| d.display().to_string())
         .collect();
+    // Installed before the listening line is printed: a SIGTERM that a
+    // supervisor (or a test) sends as soon as it sees that line must stop
+    // the broker cleanly, not kill it by the signal's default action.
+    let signals = Signals::install();
     let running = match weir_broker::start(config).await {
         Ok(r) => r,
         Err(e) => {
@@ -124,7 +128,7 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
         }
         let _ = out.flush();
     }
-    wait_for_signal().await;
+    signals.wait().await;
     tracing::info!("shutting down");
     match running.shutdown().await {
         Ok(()) => ExitCode::SUCCESS,
@@ -135,17 +139,40 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
     }
 }
 
-async fn wait_for_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!("cannot install SIGTERM handler: {e}");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// SIGTERM and SIGINT listeners; either one ends [`Signals::wait`].
+struct Signals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!("cannot install the {name} handler: {e}");
+                None
+            }
+        };
+        Signals {
+            term: listen(SignalKind::terminate(), "SIGTERM"),
+            int: listen(SignalKind::interrupt(), "SIGINT"),
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    }
+
+    async fn wait(mut self) {
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            _ = recv(&mut self.term) => {}
+            _ = recv(&mut self.int) => {}
+        }
     }
 }
