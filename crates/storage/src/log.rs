@@ -594,18 +594,15 @@ impl Log {
             let mut end = start;
             let mut stop = false;
             loop {
-                let (last_offset, size) = match batches.next()? {
+                // The end of a damaged segment is its damage: never go on
+                // to a later segment, which would skip the damaged offsets
+                // without a word.
+                let next = match batches.next()? {
+                    Next::End => seg.damage().map_or(Next::End, Next::Damaged),
+                    next => next,
+                };
+                let (last_offset, size) = match next {
                     Next::Batch(last_offset, size) => (last_offset, size),
-                    // At known damage: never go on to a later segment, which
-                    // would skip the damaged offsets without a word.
-                    Next::End if seg.damage().is_some() => {
-                        if total == 0 {
-                            let d = seg.damage().expect("damage");
-                            return Err(seg.damage_error(&d));
-                        }
-                        stop = true;
-                        break;
-                    }
                     Next::End => break,
                     Next::Damaged(d) => {
                         // Serve the intact batches before the damage (the

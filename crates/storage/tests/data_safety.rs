@@ -196,6 +196,15 @@ fn many_segments(config: &LogConfig) -> (MemStorage, Arc<dyn Storage>, Batches) 
     (m, s, all)
 }
 
+/// Base offsets of the partition's `.log` files, in order.
+fn segment_bases(m: &MemStorage) -> Vec<i64> {
+    m.list_dir(&segment_dir())
+        .unwrap()
+        .iter()
+        .filter_map(|(n, _)| n.strip_suffix(".log").and_then(|d| d.parse().ok()))
+        .collect()
+}
+
 /// Damaged `batchLength` fields inside a flushed (inactive) segment: a read
 /// before the damage returns intact batches up to it, a read at or inside
 /// it fails with CorruptLog, and no read ever returns a batch that does not
@@ -215,13 +224,7 @@ fn reads_around_a_corrupt_batch_length_never_skip_or_serve_damage() {
     ];
     for (what, damage) in kinds {
         let (m, s, all) = many_segments(&config);
-        let dir = segment_dir();
-        let bases: Vec<i64> = m
-            .list_dir(&dir)
-            .unwrap()
-            .iter()
-            .filter_map(|(n, _)| n.strip_suffix(".log").and_then(|d| d.parse().ok()))
-            .collect();
+        let bases = segment_bases(&m);
         assert!(bases.len() >= 4, "{bases:?}");
         let victim_seg = bases[bases.len() / 2];
         let next_seg = bases[bases.len() / 2 + 1];
@@ -308,13 +311,7 @@ fn reads_around_a_corrupt_batch_length_never_skip_or_serve_damage() {
 fn damage_found_at_start_marks_the_segment_and_keeps_the_rest() {
     let config = small_config();
     let (m, s, all) = many_segments(&config);
-    let dir = segment_dir();
-    let bases: Vec<i64> = m
-        .list_dir(&dir)
-        .unwrap()
-        .iter()
-        .filter_map(|(n, _)| n.strip_suffix(".log").and_then(|d| d.parse().ok()))
-        .collect();
+    let bases = segment_bases(&m);
     let victim = bases[1];
     let path = seg_file(victim, ".log");
     let mut bytes = m.read_all(&path).unwrap();
