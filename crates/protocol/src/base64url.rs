@@ -49,17 +49,19 @@ pub fn encoded_len(len: usize) -> usize {
 pub fn encode(data: &[u8], out: &mut String) {
     out.reserve(encoded_len(data.len()));
     for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let [b0, b1, b2] = [0, 1, 2].map(|i| chunk.get(i).copied().unwrap_or(0));
+        let n = (u32::from(b0) << 16) | (u32::from(b1) << 8) | u32::from(b2);
         // One byte needs 2 characters, two need 3, three need 4.
         for i in 0..=chunk.len() {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 0x3f) as usize] as char);
+            out.push(char_for(n >> (18 - 6 * i)));
         }
     }
+}
+
+/// The character for the low 6 bits of `v`.
+#[allow(clippy::indexing_slicing)] // masked to 6 bits: below ALPHABET's 64 entries
+fn char_for(v: u32) -> char {
+    ALPHABET[(v & 0x3f) as usize] as char
 }
 
 fn value(c: u8) -> Option<u32> {
@@ -97,7 +99,8 @@ pub fn decode(text: &[u8]) -> Result<Vec<u8>, Base64UrlError> {
                 position: ci * 4 + kept,
             });
         }
-        out.extend_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8][..kept]);
+        // `n` holds the group's 3 bytes below an empty top byte.
+        out.extend_from_slice(n.to_be_bytes().get(1..1 + kept).unwrap_or_default());
     }
     Ok(out)
 }

@@ -193,7 +193,8 @@ pub mod rt {
             let mut out = &mut tmp[..];
             crate::varint::put_unsigned_varint(&mut out, v);
             let n = 5 - out.len();
-            self.put_slice(&tmp[..n]);
+            // A u32 varint takes at most 5 bytes.
+            self.put_slice(tmp.get(..n).unwrap_or_default());
         }
     }
 
@@ -580,7 +581,13 @@ pub mod arbitrary {
         /// Integers biased towards edge values.
         pub fn int(&mut self) -> i64 {
             match self.below(4) {
-                0 => [0, -1, 1, i64::MAX, i64::MIN][self.below(5) as usize],
+                0 => match self.below(5) {
+                    0 => 0,
+                    1 => -1,
+                    2 => 1,
+                    3 => i64::MAX,
+                    _ => i64::MIN,
+                },
                 1 => self.below(256) as i64 - 128,
                 _ => self.next_u64() as i64,
             }
@@ -627,7 +634,10 @@ pub mod arbitrary {
             ];
             let n = self.below(6);
             (0..n)
-                .map(|_| PARTS[self.below(PARTS.len() as u64) as usize])
+                .map(|_| {
+                    let i = self.below(PARTS.len() as u64) as usize;
+                    PARTS.get(i).copied().unwrap_or_default()
+                })
                 .collect()
         }
         pub fn bytes(&mut self) -> Bytes {

@@ -13,6 +13,13 @@
 //! - [`frame`]: whole request/response frames (header + body).
 //! - [`weir_ext`]: weir's opt-in protocol extensions (tagged fields).
 
+// Decoders face untrusted bytes: a malformed frame is an error, never a
+// panic. Exceptions carry `#[allow(..)] // why` on the smallest item.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 pub mod base64url;
 pub mod codec;
 pub mod error_code;

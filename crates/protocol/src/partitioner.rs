@@ -19,25 +19,24 @@ const R: u32 = 24;
 /// blocks, Java's wrapping int arithmetic and unsigned shifts).
 pub fn murmur2(data: &[u8]) -> i32 {
     let mut h = SEED ^ data.len() as u32;
-    let mut blocks = data.chunks_exact(4);
-    for block in &mut blocks {
-        let mut k = u32::from_le_bytes([block[0], block[1], block[2], block[3]]);
+    let (blocks, tail) = data.as_chunks::<4>();
+    for block in blocks {
+        let mut k = u32::from_le_bytes(*block);
         k = k.wrapping_mul(M);
         k ^= k >> R;
         k = k.wrapping_mul(M);
         h = h.wrapping_mul(M);
         h ^= k;
     }
-    let tail = blocks.remainder();
-    if !tail.is_empty() {
-        // Java's fall-through switch over length % 4.
-        if tail.len() == 3 {
-            h ^= (tail[2] as u32) << 16;
-        }
-        if tail.len() >= 2 {
-            h ^= (tail[1] as u32) << 8;
-        }
-        h ^= tail[0] as u32;
+    // Java's fall-through switch over length % 4.
+    let tail = match *tail {
+        [a, b, c] => Some((u32::from(c) << 16) ^ (u32::from(b) << 8) ^ u32::from(a)),
+        [a, b] => Some((u32::from(b) << 8) ^ u32::from(a)),
+        [a] => Some(u32::from(a)),
+        _ => None,
+    };
+    if let Some(tail) = tail {
+        h ^= tail;
         h = h.wrapping_mul(M);
     }
     h ^= h >> 13;

@@ -46,7 +46,11 @@ pub const SEGMENT_COUNT_TAG: u32 = 10_000;
 /// a field with the same tag.
 fn put_tag(fields: &mut Vec<RawTaggedField>, field: RawTaggedField) {
     match fields.binary_search_by_key(&field.tag, |f| f.tag) {
-        Ok(i) => fields[i] = field,
+        Ok(i) => {
+            if let Some(slot) = fields.get_mut(i) {
+                *slot = field;
+            }
+        }
         Err(i) => fields.insert(i, field),
     }
 }

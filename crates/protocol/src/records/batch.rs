@@ -9,27 +9,27 @@ use super::control::{ControlRecordType, EndTxnMarker};
 use super::error::RecordsError;
 use super::header::{
     BATCH_HEADER_LEN, BatchHeader, CRC_START, HeaderError, LENGTH_OFFSET, LOG_OVERHEAD,
-    MAGIC_OFFSET, MAGIC_V2,
+    MAGIC_OFFSET, MAGIC_V2, bytes_at,
 };
 use super::record::{MIN_RECORD_SIZE, Record};
 
 /// Locates the batch starting at `buf[pos..]`. Returns its header; the batch
 /// occupies `pos..pos + header.total_size()`. Does not check the CRC.
 pub fn next_batch(buf: &[u8], pos: usize) -> Result<BatchHeader, RecordsError> {
+    split_batch(buf, pos).map(|(header, _)| header)
+}
+
+/// [`next_batch`], also returning the batch's bytes.
+fn split_batch(buf: &[u8], pos: usize) -> Result<(BatchHeader, &[u8]), RecordsError> {
     let rest = buf.get(pos..).unwrap_or_default();
-    if rest.len() < LOG_OVERHEAD {
+    // The length field ends the part of the header it does not count.
+    let Some(length) = bytes_at(rest, LENGTH_OFFSET).map(i32::from_be_bytes) else {
         return Err(RecordsError::Incomplete {
             position: pos,
             needed: LOG_OVERHEAD,
             available: rest.len(),
         });
-    }
-    let length = i32::from_be_bytes([
-        rest[LENGTH_OFFSET],
-        rest[LENGTH_OFFSET + 1],
-        rest[LENGTH_OFFSET + 2],
-        rest[LENGTH_OFFSET + 3],
-    ]);
+    };
     if (length as i64) < (BATCH_HEADER_LEN - LOG_OVERHEAD) as i64 {
         return Err(RecordsError::InvalidHeader {
             position: pos,
@@ -47,18 +47,27 @@ pub fn next_batch(buf: &[u8], pos: usize) -> Result<BatchHeader, RecordsError> {
         });
     }
     let total = length as usize + LOG_OVERHEAD;
-    if rest.len() < total {
+    let Some(batch) = rest.get(..total) else {
         return Err(RecordsError::Incomplete {
             position: pos,
             needed: total,
             available: rest.len(),
         });
-    }
-    BatchHeader::parse(rest).map_err(|e| RecordsError::from_header(pos, e))
+    };
+    let header = BatchHeader::parse(batch).map_err(|e| RecordsError::from_header(pos, e))?;
+    Ok((header, batch))
 }
 
+/// Checks the CRC of `bytes`, which holds the batch `header` was parsed
+/// from.
 fn check_crc(header: &BatchHeader, bytes: &[u8]) -> Result<(), RecordsError> {
-    let computed = crc32c::crc32c(&bytes[CRC_START..header.total_size()]);
+    let Some(covered) = bytes.get(CRC_START..header.total_size()) else {
+        return Err(RecordsError::NotOneBatch {
+            batch_size: header.total_size(),
+            buffer_len: bytes.len(),
+        });
+    };
+    let computed = crc32c::crc32c(covered);
     if computed != header.crc {
         return Err(RecordsError::CrcMismatch {
             base_offset: header.base_offset,
@@ -144,7 +153,8 @@ impl RecordBatch {
 
     /// The records section as stored (possibly compressed).
     pub fn records_section(&self) -> &[u8] {
-        &self.bytes[BATCH_HEADER_LEN..]
+        // `bytes` holds at least a whole header (see the struct's doc).
+        self.bytes.get(BATCH_HEADER_LEN..).unwrap_or_default()
     }
 
     /// The records section decompressed (a zero-copy slice when the batch is
@@ -411,8 +421,8 @@ impl<'a> Iterator for BatchSlices<'a> {
         if self.done || self.pos == self.buf.len() {
             return None;
         }
-        let header = match next_batch(self.buf, self.pos) {
-            Ok(h) => h,
+        let (header, bytes) = match split_batch(self.buf, self.pos) {
+            Ok(found) => found,
             Err(e) => {
                 self.done = true;
                 return Some(Err(e));
@@ -421,7 +431,7 @@ impl<'a> Iterator for BatchSlices<'a> {
         let batch = BatchRef {
             header,
             position: self.pos,
-            bytes: &self.buf[self.pos..self.pos + header.total_size()],
+            bytes,
         };
         if self.verify_crc
             && let Err(e) = batch.validate_crc()

@@ -11,7 +11,7 @@ use super::header::{
     CONTROL_FLAG_MASK, DELETE_HORIZON_FLAG_MASK, LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET,
     LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, MAX_TIMESTAMP_OFFSET, PARTITION_LEADER_EPOCH_OFFSET,
     PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET, RECORDS_COUNT_OFFSET, TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_FLAG_MASK, write_crc,
+    TRANSACTIONAL_FLAG_MASK, put, write_crc,
 };
 use super::record::{Record, RecordHeader};
 
@@ -365,7 +365,6 @@ impl RecordBatchBuilder {
             attributes |= DELETE_HORIZON_FLAG_MASK;
         }
 
-        let put = |out: &mut Vec<u8>, at: usize, b: &[u8]| out[at..at + b.len()].copy_from_slice(b);
         put(
             &mut out,
             BASE_OFFSET_OFFSET,
@@ -377,7 +376,7 @@ impl RecordBatchBuilder {
             PARTITION_LEADER_EPOCH_OFFSET,
             &self.partition_leader_epoch.to_be_bytes(),
         );
-        out[MAGIC_OFFSET] = MAGIC_V2 as u8;
+        put(&mut out, MAGIC_OFFSET, &MAGIC_V2.to_be_bytes());
         put(
             &mut out,
             super::header::ATTRIBUTES_OFFSET,

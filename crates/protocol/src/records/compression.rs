@@ -125,8 +125,11 @@ pub fn compress(codec: Compression, input: &[u8], out: &mut Vec<u8>) -> Result<(
             for chunk in input.chunks(XERIAL_BLOCK_SIZE) {
                 block.resize(snap::raw::max_compress_len(chunk.len()), 0);
                 let n = enc.compress(chunk, &mut block).map_err(|e| fail(&e))?;
+                let compressed = block
+                    .get(..n)
+                    .ok_or_else(|| fail(&"snappy wrote past its buffer"))?;
                 out.extend_from_slice(&(n as u32).to_be_bytes());
-                out.extend_from_slice(&block[..n]);
+                out.extend_from_slice(compressed);
             }
         }
         Compression::Lz4 => {
@@ -176,7 +179,7 @@ pub fn decompress(
             read_bounded(codec, reader, max)
         }
         Compression::Snappy => {
-            if input.len() >= XERIAL_MAGIC.len() && input[..XERIAL_MAGIC.len()] == XERIAL_MAGIC {
+            if input.starts_with(&XERIAL_MAGIC) {
                 decompress_xerial(input, max)
             } else {
                 let mut out = Vec::new();
@@ -250,7 +253,13 @@ fn read_bounded(
         if out.len() + n > max {
             return Err(RecordsError::DecompressedTooLarge { codec, limit: max });
         }
-        out.extend_from_slice(&chunk[..n]);
+        let Some(read) = chunk.get(..n) else {
+            return Err(RecordsError::Decompress {
+                codec,
+                message: format!("decoder read {n} bytes into a {READ_CHUNK}-byte buffer"),
+            });
+        };
+        out.extend_from_slice(read);
     }
     Ok(out)
 }
@@ -261,23 +270,21 @@ fn decompress_xerial(input: &[u8], max: usize) -> Result<Vec<u8>, RecordsError> 
         codec: Compression::Snappy,
         message: message.to_string(),
     };
-    if input.len() < XERIAL_HEADER.len() {
-        return Err(fail("xerial header truncated"));
-    }
     // Version and minimum compatible version (bytes 8..16) are not checked:
     // snappy-java itself only rejects a compat version it does not know, and
     // every writer uses 1.
-    let mut rest = &input[XERIAL_HEADER.len()..];
+    let Some(mut rest) = input.get(XERIAL_HEADER.len()..) else {
+        return Err(fail("xerial header truncated"));
+    };
     let mut out = Vec::new();
     while !rest.is_empty() {
         let Some((len_bytes, tail)) = rest.split_first_chunk::<4>() else {
             return Err(fail("xerial block length truncated"));
         };
         let len = u32::from_be_bytes(*len_bytes) as usize;
-        if len > tail.len() {
+        let Some((block, tail)) = tail.split_at_checked(len) else {
             return Err(fail("xerial block longer than the remaining input"));
-        }
-        let (block, tail) = tail.split_at(len);
+        };
         snappy_block(block, &mut out, max)?;
         rest = tail;
     }
@@ -300,8 +307,10 @@ fn snappy_block(block: &[u8], out: &mut Vec<u8>, max: usize) -> Result<(), Recor
     }
     let start = out.len();
     out.resize(start + declared, 0);
+    // Just resized to hold `declared` bytes past `start`.
+    let dst = out.get_mut(start..).unwrap_or_default();
     let n = snap::raw::Decoder::new()
-        .decompress(block, &mut out[start..])
+        .decompress(block, dst)
         .map_err(fail)?;
     out.truncate(start + n);
     Ok(())

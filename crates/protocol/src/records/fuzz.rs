@@ -68,6 +68,7 @@ pub fn fuzz_records(data: &[u8]) -> usize {
     decoded
 }
 
+#[allow(clippy::expect_used)] // a fuzz target reports a broken property by panicking
 fn check_reencode(header: &super::BatchHeader, records: &[Record]) {
     let mut b = RecordBatchBuilder::new(Compression::None)
         .base_offset(header.base_offset)

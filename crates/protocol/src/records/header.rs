@@ -81,50 +81,77 @@ pub struct BatchHeader {
     pub records_count: i32,
 }
 
-fn be_i16(b: &[u8], at: usize) -> i16 {
-    i16::from_be_bytes([b[at], b[at + 1]])
+/// The `N` bytes of `b` at `at`, or `None` past its end. Inlined with a
+/// constant `at` into a fixed-size header, the check compiles away.
+#[inline]
+pub(super) fn bytes_at<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
+    b.get(at..)?.first_chunk().copied()
 }
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+#[inline]
+fn be_i16(b: &[u8], at: usize) -> Option<i16> {
+    bytes_at(b, at).map(i16::from_be_bytes)
 }
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+#[inline]
+fn be_i32(b: &[u8], at: usize) -> Option<i32> {
+    bytes_at(b, at).map(i32::from_be_bytes)
+}
+#[inline]
+fn be_i64(b: &[u8], at: usize) -> Option<i64> {
+    bytes_at(b, at).map(i64::from_be_bytes)
+}
+
+/// Copies `value` over `buf[at..]`; a `buf` too short to hold it is left
+/// unchanged (and fails a debug assertion: callers pass a whole batch).
+pub(super) fn put(buf: &mut [u8], at: usize, value: &[u8]) {
+    let field = buf.get_mut(at..at + value.len());
+    debug_assert!(field.is_some(), "a batch ends inside its header");
+    if let Some(field) = field {
+        field.copy_from_slice(value);
+    }
 }
 
 impl BatchHeader {
     /// Parses the header at the start of `buf`. Checks magic and the minimum
     /// length, not the CRC (see [`BatchHeader::verify_crc`]).
     pub fn parse(buf: &[u8]) -> Result<Self, HeaderError> {
-        if buf.len() < BATCH_HEADER_LEN {
+        let Some(header) = Self::read(buf) else {
             return Err(HeaderError::Incomplete {
                 needed: BATCH_HEADER_LEN,
                 available: buf.len(),
             });
-        }
-        let magic = buf[MAGIC_OFFSET] as i8;
-        let batch_length = be_i32(buf, LENGTH_OFFSET);
-        if magic != MAGIC_V2 {
-            return Err(HeaderError::UnsupportedMagic { magic });
-        }
-        if (batch_length as i64) < (BATCH_HEADER_LEN - LOG_OVERHEAD) as i64 {
-            return Err(HeaderError::LengthTooSmall {
-                length: batch_length,
+        };
+        if header.magic != MAGIC_V2 {
+            return Err(HeaderError::UnsupportedMagic {
+                magic: header.magic,
             });
         }
-        Ok(BatchHeader {
-            base_offset: be_i64(buf, BASE_OFFSET_OFFSET),
-            batch_length,
-            partition_leader_epoch: be_i32(buf, PARTITION_LEADER_EPOCH_OFFSET),
-            magic,
-            crc: be_i32(buf, CRC_OFFSET) as u32,
-            attributes: be_i16(buf, ATTRIBUTES_OFFSET),
-            last_offset_delta: be_i32(buf, LAST_OFFSET_DELTA_OFFSET),
-            base_timestamp: be_i64(buf, BASE_TIMESTAMP_OFFSET),
-            max_timestamp: be_i64(buf, MAX_TIMESTAMP_OFFSET),
-            producer_id: be_i64(buf, PRODUCER_ID_OFFSET),
-            producer_epoch: be_i16(buf, PRODUCER_EPOCH_OFFSET),
-            base_sequence: be_i32(buf, BASE_SEQUENCE_OFFSET),
-            records_count: be_i32(buf, RECORDS_COUNT_OFFSET),
+        if (header.batch_length as i64) < (BATCH_HEADER_LEN - LOG_OVERHEAD) as i64 {
+            return Err(HeaderError::LengthTooSmall {
+                length: header.batch_length,
+            });
+        }
+        Ok(header)
+    }
+
+    /// Reads the fields, unchecked; `None` when `buf` is shorter than the
+    /// header.
+    #[inline]
+    fn read(buf: &[u8]) -> Option<Self> {
+        let h: &[u8; BATCH_HEADER_LEN] = buf.first_chunk()?;
+        Some(BatchHeader {
+            base_offset: be_i64(h, BASE_OFFSET_OFFSET)?,
+            batch_length: be_i32(h, LENGTH_OFFSET)?,
+            partition_leader_epoch: be_i32(h, PARTITION_LEADER_EPOCH_OFFSET)?,
+            magic: bytes_at(h, MAGIC_OFFSET).map(i8::from_be_bytes)?,
+            crc: be_i32(h, CRC_OFFSET)? as u32,
+            attributes: be_i16(h, ATTRIBUTES_OFFSET)?,
+            last_offset_delta: be_i32(h, LAST_OFFSET_DELTA_OFFSET)?,
+            base_timestamp: be_i64(h, BASE_TIMESTAMP_OFFSET)?,
+            max_timestamp: be_i64(h, MAX_TIMESTAMP_OFFSET)?,
+            producer_id: be_i64(h, PRODUCER_ID_OFFSET)?,
+            producer_epoch: be_i16(h, PRODUCER_EPOCH_OFFSET)?,
+            base_sequence: be_i32(h, BASE_SEQUENCE_OFFSET)?,
+            records_count: be_i32(h, RECORDS_COUNT_OFFSET)?,
         })
     }
 
@@ -181,13 +208,13 @@ impl BatchHeader {
     /// hold the whole batch.
     pub fn verify_crc(&self, batch: &[u8]) -> Result<(), HeaderError> {
         let end = self.total_size();
-        if batch.len() < end {
+        let Some(covered) = batch.get(CRC_START..end) else {
             return Err(HeaderError::Incomplete {
                 needed: end,
                 available: batch.len(),
             });
-        }
-        let computed = crc32c::crc32c(&batch[CRC_START..end]);
+        };
+        let computed = crc32c::crc32c(covered);
         if computed != self.crc {
             return Err(HeaderError::CrcMismatch {
                 stored: self.crc,
@@ -210,29 +237,29 @@ pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
 
 /// Computes the CRC of a whole batch (over `CRC_START..`) and writes it into
 /// the header. Used after changing a CRC-covered field (LogAppendTime).
+/// Like the other setters here, leaves a buffer shorter than the header
+/// unchanged.
 pub fn write_crc(batch: &mut [u8]) {
-    let crc = crc32c::crc32c(&batch[CRC_START..]);
-    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    let crc = crc32c::crc32c(batch.get(CRC_START..).unwrap_or_default());
+    put(batch, CRC_OFFSET, &crc.to_be_bytes());
 }
 
 /// Marks a whole batch as LogAppendTime with `append_time_ms` as its max
 /// timestamp, as the leader does when `message.timestamp.type` is
 /// LogAppendTime, and rewrites the CRC. `batch` must hold exactly one batch.
 pub fn set_log_append_time(batch: &mut [u8], append_time_ms: i64) {
-    let attributes = be_i16(batch, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK;
-    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
-    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
-        .copy_from_slice(&append_time_ms.to_be_bytes());
+    let attributes = be_i16(batch, ATTRIBUTES_OFFSET).unwrap_or_default() | TIMESTAMP_TYPE_MASK;
+    put(batch, ATTRIBUTES_OFFSET, &attributes.to_be_bytes());
+    put(batch, MAX_TIMESTAMP_OFFSET, &append_time_ms.to_be_bytes());
     write_crc(batch);
 }
 
 /// Overwrites the base offset of a batch in place (not CRC-covered).
 pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
-    batch[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].copy_from_slice(&base_offset.to_be_bytes());
+    put(batch, BASE_OFFSET_OFFSET, &base_offset.to_be_bytes());
 }
 
 /// Overwrites the partition leader epoch in place (not CRC-covered).
 pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
-    batch[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4]
-        .copy_from_slice(&epoch.to_be_bytes());
+    put(batch, PARTITION_LEADER_EPOCH_OFFSET, &epoch.to_be_bytes());
 }

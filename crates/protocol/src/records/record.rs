@@ -205,7 +205,11 @@ pub(crate) fn scan_record<'d>(
     for _ in 0..count {
         let key_len = r.varint("headerKeyLength")?;
         let key = r.take(RecordField::HeaderKey, key_len)?;
-        let key = std::str::from_utf8(&data[key]).map_err(|_| RecordError::InvalidHeaderKey)?;
+        // `take` checked the range against the record's end.
+        let key = data
+            .get(key)
+            .ok_or(RecordError::Truncated { field: "headerKey" })?;
+        let key = std::str::from_utf8(key).map_err(|_| RecordError::InvalidHeaderKey)?;
         let value = r.nullable(RecordField::HeaderValue)?;
         on_header(count, key, value);
     }
@@ -238,7 +242,7 @@ impl Reader<'_> {
     }
 
     fn rest(&self) -> &[u8] {
-        &self.data[self.pos..self.end]
+        self.data.get(self.pos..self.end).unwrap_or_default()
     }
 
     fn byte(&mut self, field: &'static str) -> Result<u8, RecordError> {

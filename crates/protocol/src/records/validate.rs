@@ -126,10 +126,10 @@ fn with_zstd_context<T>(
             prepare(&mut dctx)?;
             return f(&mut dctx);
         };
-        if slot.is_none() {
-            *slot = Some(DCtx::try_create().ok_or_else(|| fail("cannot create a context"))?);
-        }
-        let dctx = slot.as_mut().expect("just set");
+        let dctx = match &mut *slot {
+            Some(dctx) => dctx,
+            None => slot.insert(DCtx::try_create().ok_or_else(|| fail("cannot create a context"))?),
+        };
         prepare(dctx)?;
         f(dctx)
     })
@@ -193,7 +193,7 @@ impl Source for Slice<'_> {
     }
 
     fn advance(&mut self, n: usize) {
-        self.0 = &self.0[n..];
+        self.0 = self.0.get(n..).unwrap_or_default();
     }
 
     fn remaining(&mut self) -> Result<usize, RecordsError> {
@@ -250,7 +250,11 @@ impl<R: Read> Stream<R> {
             self.buf.resize(len, 0);
         }
         let n = loop {
-            match self.reader.read(&mut self.buf[self.end..]) {
+            // `end <= buf.len()`: the window lies inside the buffer.
+            match self
+                .reader
+                .read(self.buf.get_mut(self.end..).unwrap_or_default())
+            {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -285,7 +289,7 @@ impl<R: Read> Source for Stream<R> {
         while self.end - self.start < need && !self.eof {
             self.fill_once()?;
         }
-        Ok(&self.buf[self.start..self.end])
+        Ok(self.buf.get(self.start..self.end).unwrap_or_default())
     }
 
     fn advance(&mut self, n: usize) {
