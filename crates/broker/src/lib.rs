@@ -18,6 +18,7 @@ pub mod codes;
 pub mod config;
 pub mod configdef;
 pub mod connection;
+pub mod embedded;
 pub mod groups;
 pub mod handler;
 pub mod http;
@@ -30,4 +31,5 @@ pub mod topics;
 
 pub use broker::{Broker, BrokerError};
 pub use config::{BrokerConfig, ConfigError, ConfigSources};
+pub use embedded::EmbeddedBroker;
 pub use server::{RunningBroker, start};
