@@ -335,16 +335,16 @@ impl AppendFailures {
 pub fn append_error_code(e: &GroupsError) -> ErrorCode {
     let storage = match e {
         GroupsError::CreateTopic(_) | GroupsError::MissingPartition(_) => {
-            return ErrorCode::COORDINATOR_NOT_AVAILABLE;
+            return ErrorCode::CoordinatorNotAvailable;
         }
-        GroupsError::Build(_) => return ErrorCode::UNKNOWN_SERVER_ERROR,
+        GroupsError::Build(_) => return ErrorCode::UnknownServerError,
         GroupsError::Append(e) => crate::codes::from_storage(e),
     };
     match storage {
-        crate::codes::UNKNOWN_TOPIC_OR_PARTITION => ErrorCode::COORDINATOR_NOT_AVAILABLE,
-        crate::codes::KAFKA_STORAGE_ERROR => ErrorCode::NOT_COORDINATOR,
-        crate::codes::MESSAGE_TOO_LARGE => ErrorCode::UNKNOWN_SERVER_ERROR,
-        other => ErrorCode(other),
+        crate::codes::UNKNOWN_TOPIC_OR_PARTITION => ErrorCode::CoordinatorNotAvailable,
+        crate::codes::KAFKA_STORAGE_ERROR => ErrorCode::NotCoordinator,
+        crate::codes::MESSAGE_TOO_LARGE => ErrorCode::UnknownServerError,
+        other => ErrorCode::from_code_lossy(other),
     }
 }
 
@@ -534,34 +534,34 @@ mod tests {
         let cases: Vec<(GroupsError, ErrorCode)> = vec![
             (
                 GroupsError::MissingPartition(3),
-                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                ErrorCode::CoordinatorNotAvailable,
             ),
             (
                 GroupsError::CreateTopic("no".into()),
-                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                ErrorCode::CoordinatorNotAvailable,
             ),
             (
                 GroupsError::Append(StorageError::UnknownLog("x".into())),
-                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                ErrorCode::CoordinatorNotAvailable,
             ),
             (
                 GroupsError::Append(StorageError::Io {
                     path: "00000000000000000000.log".into(),
                     source: io(),
                 }),
-                ErrorCode::NOT_COORDINATOR,
+                ErrorCode::NotCoordinator,
             ),
             (
                 GroupsError::Append(StorageError::Closed("x".into())),
-                ErrorCode::NOT_COORDINATOR,
+                ErrorCode::NotCoordinator,
             ),
             (
                 GroupsError::Append(StorageError::RecordTooLarge { size: 9, max: 1 }),
-                ErrorCode::UNKNOWN_SERVER_ERROR,
+                ErrorCode::UnknownServerError,
             ),
             (
                 GroupsError::Build("too many".into()),
-                ErrorCode::UNKNOWN_SERVER_ERROR,
+                ErrorCode::UnknownServerError,
             ),
         ];
         for (e, want) in cases {

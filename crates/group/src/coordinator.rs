@@ -86,8 +86,8 @@ impl GroupCoordinator {
         let p = self.partition_for(group_id);
         match self.partition_status(p) {
             PartitionStatus::Active => Ok(p),
-            PartitionStatus::Loading => Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS),
-            PartitionStatus::NotOwned => Err(ErrorCode::NOT_COORDINATOR),
+            PartitionStatus::Loading => Err(ErrorCode::CoordinatorLoadInProgress),
+            PartitionStatus::NotOwned => Err(ErrorCode::NotCoordinator),
         }
     }
 
@@ -194,7 +194,7 @@ impl GroupCoordinator {
     fn describe_group(&self, id: &str) -> DescribedGroup {
         let mut d = DescribedGroup {
             group_id: id.to_string(),
-            error: ErrorCode::NONE,
+            error: ErrorCode::None,
             found: false,
             state: GroupState::Dead,
             protocol_type: String::new(),
@@ -251,9 +251,9 @@ impl GroupCoordinator {
             let error = match self.check_owner(id) {
                 Err(e) => e,
                 Ok(partition) => match self.groups.get(id) {
-                    None => ErrorCode::GROUP_ID_NOT_FOUND,
-                    Some(g) if g.state == GroupState::Dead => ErrorCode::GROUP_ID_NOT_FOUND,
-                    Some(g) if g.state != GroupState::Empty => ErrorCode::NON_EMPTY_GROUP,
+                    None => ErrorCode::GroupIdNotFound,
+                    Some(g) if g.state == GroupState::Dead => ErrorCode::GroupIdNotFound,
+                    Some(g) if g.state != GroupState::Empty => ErrorCode::NonEmptyGroup,
                     Some(g) => {
                         // Removed once the tombstones are durable.
                         let effect = Effect::Tombstones {
@@ -267,7 +267,7 @@ impl GroupCoordinator {
                             records: g.tombstones(),
                             write,
                         });
-                        ErrorCode::NONE
+                        ErrorCode::None
                     }
                 },
             };
@@ -314,7 +314,7 @@ fn run_group_timers(group: &mut Group, ctx: &mut Ctx<'_>) {
         // re-check that the member is still there and still expired.
         let still = group.member(&id).is_some_and(|m| m.expired(now));
         if still {
-            group.remove_member(&id, ErrorCode::UNKNOWN_MEMBER_ID, ctx);
+            group.remove_member(&id, ErrorCode::UnknownMemberId, ctx);
             group.after_member_removed(ctx);
         }
     }
@@ -335,7 +335,7 @@ fn run_group_timers(group: &mut Group, ctx: &mut Ctx<'_>) {
             )
         {
             for id in laggards {
-                group.remove_member(&id, ErrorCode::UNKNOWN_MEMBER_ID, ctx);
+                group.remove_member(&id, ErrorCode::UnknownMemberId, ctx);
             }
             group.after_member_removed(ctx);
         }

@@ -207,12 +207,12 @@ impl Group {
     ) -> Result<(), ErrorCode> {
         match instance_id {
             Some(instance) => match self.static_member(instance) {
-                None => Err(ErrorCode::UNKNOWN_MEMBER_ID),
-                Some(id) if id != member_id => Err(ErrorCode::FENCED_INSTANCE_ID),
+                None => Err(ErrorCode::UnknownMemberId),
+                Some(id) if id != member_id => Err(ErrorCode::FencedInstanceId),
                 Some(_) => Ok(()),
             },
             None if self.has_member(member_id) => Ok(()),
-            None => Err(ErrorCode::UNKNOWN_MEMBER_ID),
+            None => Err(ErrorCode::UnknownMemberId),
         }
     }
 
@@ -294,7 +294,7 @@ impl Group {
     pub fn current_join_response(&self, member_id: &str) -> JoinResponse {
         let is_leader = self.is_leader(member_id);
         JoinResponse {
-            error: ErrorCode::NONE,
+            error: ErrorCode::None,
             generation_id: self.generation,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol.clone(),
@@ -327,7 +327,7 @@ impl Group {
             for m in &mut self.members {
                 m.assignment = Bytes::new();
                 if let Some(token) = m.awaiting_sync.take() {
-                    ctx.respond_sync(token, SyncResponse::error(ErrorCode::REBALANCE_IN_PROGRESS));
+                    ctx.respond_sync(token, SyncResponse::error(ErrorCode::RebalanceInProgress));
                 }
             }
         }
@@ -400,7 +400,7 @@ impl Group {
             .map(|m| m.member_id.clone())
             .collect();
         for id in gone {
-            self.remove_member(&id, ErrorCode::UNKNOWN_MEMBER_ID, ctx);
+            self.remove_member(&id, ErrorCode::UnknownMemberId, ctx);
         }
         if !self.members.is_empty() && !self.elect_joined_leader() {
             // Only static members that have not rejoined remain: wait

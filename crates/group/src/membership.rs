@@ -35,16 +35,16 @@ impl GroupCoordinator {
             Err(e) => return join_error(token, e, &req.member_id),
         };
         if req.group_id.is_empty() {
-            return join_error(token, ErrorCode::INVALID_GROUP_ID, &req.member_id);
+            return join_error(token, ErrorCode::InvalidGroupId, &req.member_id);
         }
         if req.session_timeout_ms < self.config.min_session_timeout_ms
             || req.session_timeout_ms > self.config.max_session_timeout_ms
         {
-            return join_error(token, ErrorCode::INVALID_SESSION_TIMEOUT, &req.member_id);
+            return join_error(token, ErrorCode::InvalidSessionTimeout, &req.member_id);
         }
         if !self.groups.contains_key(&req.group_id) {
             if !req.member_id.is_empty() {
-                return join_error(token, ErrorCode::UNKNOWN_MEMBER_ID, &req.member_id);
+                return join_error(token, ErrorCode::UnknownMemberId, &req.member_id);
             }
             self.groups.insert(
                 req.group_id.clone(),
@@ -62,7 +62,7 @@ impl GroupCoordinator {
         };
         let mut out = Vec::new();
         let Some(group) = self.groups.get_mut(&req.group_id) else {
-            return join_error(token, ErrorCode::UNKNOWN_SERVER_ERROR, &req.member_id);
+            return join_error(token, ErrorCode::UnknownServerError, &req.member_id);
         };
         let mut ctx = Ctx {
             now: now_ms,
@@ -86,16 +86,16 @@ impl GroupCoordinator {
             Err(e) => return sync_error(token, e),
         };
         if req.group_id.is_empty() {
-            return sync_error(token, ErrorCode::INVALID_GROUP_ID);
+            return sync_error(token, ErrorCode::InvalidGroupId);
         }
         let Some(group) = self.groups.get_mut(&req.group_id) else {
-            return sync_error(token, ErrorCode::UNKNOWN_MEMBER_ID);
+            return sync_error(token, ErrorCode::UnknownMemberId);
         };
         if let Err(e) = group.validate_member(&req.member_id, req.group_instance_id.as_deref()) {
             return sync_error(token, e);
         }
         if req.generation_id != group.generation {
-            return sync_error(token, ErrorCode::ILLEGAL_GENERATION);
+            return sync_error(token, ErrorCode::IllegalGeneration);
         }
         let type_mismatch = req
             .protocol_type
@@ -106,7 +106,7 @@ impl GroupCoordinator {
             .as_ref()
             .is_some_and(|n| group.protocol.as_ref() != Some(n));
         if type_mismatch || name_mismatch {
-            return sync_error(token, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
+            return sync_error(token, ErrorCode::InconsistentGroupProtocol);
         }
         let mut out = Vec::new();
         let mut ctx = Ctx {
@@ -118,10 +118,10 @@ impl GroupCoordinator {
         };
         match group.state {
             GroupState::Empty | GroupState::Dead => {
-                return sync_error(token, ErrorCode::UNKNOWN_MEMBER_ID);
+                return sync_error(token, ErrorCode::UnknownMemberId);
             }
             GroupState::PreparingRebalance => {
-                return sync_error(token, ErrorCode::REBALANCE_IN_PROGRESS);
+                return sync_error(token, ErrorCode::RebalanceInProgress);
             }
             GroupState::CompletingRebalance => {
                 group.pending_sync.remove(&req.member_id);
@@ -129,10 +129,7 @@ impl GroupCoordinator {
                     m.heartbeat_deadline_ms =
                         now_ms.saturating_add(i64::from(m.session_timeout_ms));
                     if let Some(old) = m.awaiting_sync.replace(token) {
-                        ctx.respond_sync(
-                            old,
-                            SyncResponse::error(ErrorCode::REBALANCE_IN_PROGRESS),
-                        );
+                        ctx.respond_sync(old, SyncResponse::error(ErrorCode::RebalanceInProgress));
                     }
                 }
                 if group.is_leader(&req.member_id) {
@@ -165,7 +162,7 @@ impl GroupCoordinator {
                             ctx.respond_sync(
                                 t,
                                 SyncResponse {
-                                    error: ErrorCode::NONE,
+                                    error: ErrorCode::None,
                                     protocol_type: protocol_type.clone(),
                                     protocol_name: protocol_name.clone(),
                                     assignment: m.assignment.clone(),
@@ -186,7 +183,7 @@ impl GroupCoordinator {
                     ctx.respond_sync(
                         token,
                         SyncResponse {
-                            error: ErrorCode::NONE,
+                            error: ErrorCode::None,
                             protocol_type,
                             protocol_name,
                             assignment,
@@ -205,25 +202,25 @@ impl GroupCoordinator {
             return e;
         }
         if req.group_id.is_empty() {
-            return ErrorCode::INVALID_GROUP_ID;
+            return ErrorCode::InvalidGroupId;
         }
         let Some(group) = self.groups.get_mut(&req.group_id) else {
-            return ErrorCode::UNKNOWN_MEMBER_ID;
+            return ErrorCode::UnknownMemberId;
         };
         if let Err(e) = group.validate_member(&req.member_id, req.group_instance_id.as_deref()) {
             return e;
         }
         if req.generation_id != group.generation {
-            return ErrorCode::ILLEGAL_GENERATION;
+            return ErrorCode::IllegalGeneration;
         }
         let state = group.state;
         if let Some(m) = group.member_mut(&req.member_id) {
             m.heartbeat_deadline_ms = now_ms.saturating_add(i64::from(m.session_timeout_ms));
         }
         match state {
-            GroupState::Empty | GroupState::Dead => ErrorCode::UNKNOWN_MEMBER_ID,
-            GroupState::PreparingRebalance => ErrorCode::REBALANCE_IN_PROGRESS,
-            GroupState::CompletingRebalance | GroupState::Stable => ErrorCode::NONE,
+            GroupState::Empty | GroupState::Dead => ErrorCode::UnknownMemberId,
+            GroupState::PreparingRebalance => ErrorCode::RebalanceInProgress,
+            GroupState::CompletingRebalance | GroupState::Stable => ErrorCode::None,
         }
     }
 
@@ -246,7 +243,7 @@ impl GroupCoordinator {
         let Some(group) = self.groups.get_mut(&req.group_id) else {
             return (
                 LeaveResponse {
-                    error: ErrorCode::UNKNOWN_MEMBER_ID,
+                    error: ErrorCode::UnknownMemberId,
                     members: Vec::new(),
                 },
                 out,
@@ -264,26 +261,26 @@ impl GroupCoordinator {
         for leaving in &req.members {
             let error = match leaving.group_instance_id.as_deref() {
                 Some(instance) => match group.static_member(instance) {
-                    None => ErrorCode::UNKNOWN_MEMBER_ID,
+                    None => ErrorCode::UnknownMemberId,
                     Some(id) if !leaving.member_id.is_empty() && id != leaving.member_id => {
-                        ErrorCode::FENCED_INSTANCE_ID
+                        ErrorCode::FencedInstanceId
                     }
                     Some(id) => {
-                        group.remove_member(&id, ErrorCode::UNKNOWN_MEMBER_ID, &mut ctx);
+                        group.remove_member(&id, ErrorCode::UnknownMemberId, &mut ctx);
                         removed_any = true;
-                        ErrorCode::NONE
+                        ErrorCode::None
                     }
                 },
                 None if group.pending_members.remove(&leaving.member_id).is_some() => {
                     removed_any = true;
-                    ErrorCode::NONE
+                    ErrorCode::None
                 }
                 None if group.has_member(&leaving.member_id) => {
-                    group.remove_member(&leaving.member_id, ErrorCode::UNKNOWN_MEMBER_ID, &mut ctx);
+                    group.remove_member(&leaving.member_id, ErrorCode::UnknownMemberId, &mut ctx);
                     removed_any = true;
-                    ErrorCode::NONE
+                    ErrorCode::None
                 }
-                None => ErrorCode::UNKNOWN_MEMBER_ID,
+                None => ErrorCode::UnknownMemberId,
             };
             results.push(LeaveMemberResult {
                 member_id: leaving.member_id.clone(),
@@ -296,7 +293,7 @@ impl GroupCoordinator {
         }
         (
             LeaveResponse {
-                error: ErrorCode::NONE,
+                error: ErrorCode::None,
                 members: results,
             },
             out,
@@ -331,14 +328,14 @@ fn join_new_member(
     if group.state == GroupState::Dead {
         ctx.respond_join(
             token,
-            JoinResponse::error(ErrorCode::COORDINATOR_NOT_AVAILABLE, ""),
+            JoinResponse::error(ErrorCode::CoordinatorNotAvailable, ""),
         );
         return;
     }
     if !group.supports_protocols(&req.protocol_type, &req.protocols, None) {
         ctx.respond_join(
             token,
-            JoinResponse::error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, ""),
+            JoinResponse::error(ErrorCode::InconsistentGroupProtocol, ""),
         );
         return;
     }
@@ -351,7 +348,7 @@ fn join_new_member(
     if group.is_full(ctx.cfg) {
         ctx.respond_join(
             token,
-            JoinResponse::error(ErrorCode::GROUP_MAX_SIZE_REACHED, ""),
+            JoinResponse::error(ErrorCode::GroupMaxSizeReached, ""),
         );
         return;
     }
@@ -362,7 +359,7 @@ fn join_new_member(
         group.pending_members.insert(new_id.clone(), deadline);
         ctx.respond_join(
             token,
-            JoinResponse::error(ErrorCode::MEMBER_ID_REQUIRED, &new_id),
+            JoinResponse::error(ErrorCode::MemberIdRequired, &new_id),
         );
         return;
     }
@@ -375,7 +372,7 @@ fn join_known_member(group: &mut Group, req: JoinRequest, token: u64, ctx: &mut 
         if !group.supports_protocols(&req.protocol_type, &req.protocols, None) {
             ctx.respond_join(
                 token,
-                JoinResponse::error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, &member_id),
+                JoinResponse::error(ErrorCode::InconsistentGroupProtocol, &member_id),
             );
             return;
         }
@@ -390,7 +387,7 @@ fn join_known_member(group: &mut Group, req: JoinRequest, token: u64, ctx: &mut 
     if !group.supports_protocols(&req.protocol_type, &req.protocols, Some(&member_id)) {
         ctx.respond_join(
             token,
-            JoinResponse::error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, &member_id),
+            JoinResponse::error(ErrorCode::InconsistentGroupProtocol, &member_id),
         );
         return;
     }
@@ -414,7 +411,7 @@ fn join_known_member(group: &mut Group, req: JoinRequest, token: u64, ctx: &mut 
         GroupState::Empty | GroupState::Dead => {
             ctx.respond_join(
                 token,
-                JoinResponse::error(ErrorCode::UNKNOWN_MEMBER_ID, &member_id),
+                JoinResponse::error(ErrorCode::UnknownMemberId, &member_id),
             );
         }
     }
@@ -447,7 +444,7 @@ fn update_member_and_rebalance(group: &mut Group, req: JoinRequest, token: u64, 
     let Some(m) = group.member_mut(&req.member_id) else {
         ctx.respond_join(
             token,
-            JoinResponse::error(ErrorCode::UNKNOWN_MEMBER_ID, &req.member_id),
+            JoinResponse::error(ErrorCode::UnknownMemberId, &req.member_id),
         );
         return;
     };
@@ -461,7 +458,7 @@ fn update_member_and_rebalance(group: &mut Group, req: JoinRequest, token: u64, 
         // answered so its connection is not left waiting.
         ctx.respond_join(
             old,
-            JoinResponse::error(ErrorCode::REBALANCE_IN_PROGRESS, &req.member_id),
+            JoinResponse::error(ErrorCode::RebalanceInProgress, &req.member_id),
         );
     }
     match group.state {
@@ -483,17 +480,14 @@ fn replace_static_member(
     let state = group.state;
     let previous_leader = group.leader.clone().unwrap_or_default();
     let Some(m) = group.member_mut(old_id) else {
-        ctx.respond_join(token, JoinResponse::error(ErrorCode::UNKNOWN_MEMBER_ID, ""));
+        ctx.respond_join(token, JoinResponse::error(ErrorCode::UnknownMemberId, ""));
         return;
     };
     if let Some(t) = m.awaiting_join.take() {
-        ctx.respond_join(
-            t,
-            JoinResponse::error(ErrorCode::FENCED_INSTANCE_ID, old_id),
-        );
+        ctx.respond_join(t, JoinResponse::error(ErrorCode::FencedInstanceId, old_id));
     }
     if let Some(t) = m.awaiting_sync.take() {
-        ctx.respond_sync(t, SyncResponse::error(ErrorCode::FENCED_INSTANCE_ID));
+        ctx.respond_sync(t, SyncResponse::error(ErrorCode::FencedInstanceId));
     }
     let supports_skip = req.supports_skip_assignment;
     m.member_id = new_id.clone();
@@ -544,7 +538,7 @@ fn replace_static_member(
             }
         }
         GroupState::Empty | GroupState::Dead => {
-            ctx.respond_join(token, JoinResponse::error(ErrorCode::UNKNOWN_MEMBER_ID, ""));
+            ctx.respond_join(token, JoinResponse::error(ErrorCode::UnknownMemberId, ""));
         }
     }
 }

@@ -43,7 +43,7 @@ impl GroupCoordinator {
                 // Neither a known group nor a standalone commit: the
                 // committer's generation cannot be current.
                 return (
-                    all_partitions(req, ErrorCode::ILLEGAL_GENERATION),
+                    all_partitions(req, ErrorCode::IllegalGeneration),
                     Vec::new(),
                 );
             }
@@ -55,7 +55,7 @@ impl GroupCoordinator {
         let max_metadata = self.config.max_metadata_bytes;
         let Some(group) = self.groups.get_mut(&req.group_id) else {
             return (
-                all_partitions(req, ErrorCode::UNKNOWN_SERVER_ERROR),
+                all_partitions(req, ErrorCode::UnknownServerError),
                 Vec::new(),
             );
         };
@@ -72,7 +72,7 @@ impl GroupCoordinator {
         for p in &req.partitions {
             let metadata = p.metadata.clone().unwrap_or_default();
             let error = if metadata.len() > max_metadata {
-                ErrorCode::OFFSET_METADATA_TOO_LARGE
+                ErrorCode::OffsetMetadataTooLarge
             } else {
                 let value = CommittedOffset {
                     offset: p.offset,
@@ -86,7 +86,7 @@ impl GroupCoordinator {
                     value: Some(encode_offset_commit_value(&value)),
                 });
                 accepted.push(((p.topic.clone(), p.partition), value));
-                ErrorCode::NONE
+                ErrorCode::None
             };
             results.push(PartitionResult {
                 topic: p.topic.clone(),
@@ -126,7 +126,7 @@ impl GroupCoordinator {
     fn fetch_group_offsets(&self, req: &OffsetFetchGroup) -> OffsetFetchResult {
         let mut result = OffsetFetchResult {
             group_id: req.group_id.clone(),
-            error: ErrorCode::NONE,
+            error: ErrorCode::None,
             partitions: Vec::new(),
         };
         if let Err(e) = self.check_owner(&req.group_id) {
@@ -140,7 +140,7 @@ impl GroupCoordinator {
             offset: c.map_or(-1, |c| c.offset),
             leader_epoch: c.map_or(-1, |c| c.leader_epoch),
             metadata: c.map(|c| c.metadata.clone()).unwrap_or_default(),
-            error: ErrorCode::NONE,
+            error: ErrorCode::None,
         };
         result.partitions = match &req.partitions {
             None => group
@@ -180,14 +180,14 @@ impl GroupCoordinator {
             Err(e) => return (e, Vec::new(), Vec::new()),
         };
         let Some(group) = self.groups.get_mut(group_id) else {
-            return (ErrorCode::GROUP_ID_NOT_FOUND, Vec::new(), Vec::new());
+            return (ErrorCode::GroupIdNotFound, Vec::new(), Vec::new());
         };
         let subscribed = match group.state {
-            GroupState::Dead => return (ErrorCode::GROUP_ID_NOT_FOUND, Vec::new(), Vec::new()),
+            GroupState::Dead => return (ErrorCode::GroupIdNotFound, Vec::new(), Vec::new()),
             GroupState::Empty => Default::default(),
             _ => match group.subscribed_topics() {
                 Some(topics) => topics,
-                None => return (ErrorCode::NON_EMPTY_GROUP, Vec::new(), Vec::new()),
+                None => return (ErrorCode::NonEmptyGroup, Vec::new(), Vec::new()),
             },
         };
         let mut results = Vec::with_capacity(partitions.len());
@@ -195,7 +195,7 @@ impl GroupCoordinator {
         let mut removed = Vec::new();
         for (topic, p) in partitions {
             let error = if subscribed.contains(topic) {
-                ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC
+                ErrorCode::GroupSubscribedToTopic
             } else {
                 let key = (topic.clone(), *p);
                 if group.offsets.contains_key(&key) && !removed.contains(&key) {
@@ -205,7 +205,7 @@ impl GroupCoordinator {
                     });
                     removed.push(key);
                 }
-                ErrorCode::NONE
+                ErrorCode::None
             };
             results.push(PartitionResult {
                 topic: topic.clone(),
@@ -229,7 +229,7 @@ impl GroupCoordinator {
                 write,
             }]
         };
-        (ErrorCode::NONE, results, out)
+        (ErrorCode::None, results, out)
     }
 
     /// Expires offsets as Kafka does: offsets of Empty groups once the group
@@ -317,18 +317,18 @@ impl GroupCoordinator {
 /// Kafka's classic-group commit validation.
 fn validate_commit(group: &Group, req: &OffsetCommitRequest) -> Result<(), ErrorCode> {
     if group.state == GroupState::Dead {
-        return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        return Err(ErrorCode::CoordinatorNotAvailable);
     }
     if req.generation_id < 0 && group.state == GroupState::Empty {
         return Ok(());
     }
     group.validate_member(&req.member_id, req.group_instance_id.as_deref())?;
     if req.generation_id != group.generation {
-        return Err(ErrorCode::ILLEGAL_GENERATION);
+        return Err(ErrorCode::IllegalGeneration);
     }
     if group.state == GroupState::CompletingRebalance {
         // The member holds the new generation but not its assignment yet.
-        return Err(ErrorCode::REBALANCE_IN_PROGRESS);
+        return Err(ErrorCode::RebalanceInProgress);
     }
     Ok(())
 }

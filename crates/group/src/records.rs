@@ -13,6 +13,7 @@
 //! * GroupMetadataValue: written as v3; v0-v4 are read (v4 is flexible).
 
 use bytes::{BufMut, Bytes, BytesMut};
+use weir_protocol::varint::{self, VarintError};
 
 use crate::error::RecordError;
 use crate::types::CommittedOffset;
@@ -203,16 +204,22 @@ impl<'a> Reader<'a> {
     }
 
     fn uvarint(&mut self) -> Result<u32, RecordError> {
-        let start = self.pos;
-        let mut value: u32 = 0;
-        for i in 0..5 {
-            let [b] = self.array::<1>()?;
-            value |= u32::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        match varint::read_unsigned_varint(rest) {
+            Ok((value, len)) => {
+                self.pos += len;
+                Ok(value)
+            }
+            // The input ends inside the varint: one more byte was needed.
+            Err(VarintError::Incomplete) => Err(RecordError::Truncated {
+                position: self.buf.len(),
+                needed: 1,
+                remaining: 0,
+            }),
+            Err(VarintError::TooLong { .. } | VarintError::Overflow { .. }) => {
+                Err(RecordError::VarintTooLong { position: self.pos })
             }
         }
-        Err(RecordError::VarintTooLong { position: start })
     }
 
     fn utf8(&mut self, len: usize) -> Result<String, RecordError> {

@@ -36,7 +36,7 @@ impl GroupCoordinator {
         self.unload_with(
             partition,
             PartitionStatus::Loading,
-            ErrorCode::NOT_COORDINATOR,
+            ErrorCode::NotCoordinator,
         )
     }
 
@@ -46,7 +46,7 @@ impl GroupCoordinator {
         self.unload_with(
             partition,
             PartitionStatus::NotOwned,
-            ErrorCode::NOT_COORDINATOR,
+            ErrorCode::NotCoordinator,
         )
     }
 

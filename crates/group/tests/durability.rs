@@ -35,7 +35,7 @@ fn committed(h: &Harness, group: &str) -> Option<i64> {
 /// Commits with every append to the group's partition succeeding or not.
 fn try_commit(h: &mut Harness, req: &OffsetCommitRequest, durable: bool) {
     let (res, out) = h.coord.commit_offsets(req, h.now);
-    assert_eq!(res[0].error, ErrorCode::NONE, "validated before the write");
+    assert_eq!(res[0].error, ErrorCode::None, "validated before the write");
     h.absorb_with(out, |_| durable);
 }
 
@@ -44,7 +44,7 @@ fn stable_one(h: &mut Harness) -> String {
     let (t, m) = h.join_new("g", "c1", &[("range", &sub)]);
     assert_eq!(h.join_resp(t).generation_id, 1);
     let s = h.sync(sync_req("g", 1, &m, &[(&m, b"t-0")]));
-    assert_eq!(h.sync_resp(s).error, ErrorCode::NONE);
+    assert_eq!(h.sync_resp(s).error, ErrorCode::None);
     m
 }
 
@@ -171,7 +171,7 @@ fn commit_is_invisible_until_durable() {
     let mut h = Harness::no_delay();
     let m = stable_one(&mut h);
     let (res, out) = h.coord.commit_offsets(&commit("g", 1, &m, 7), h.now);
-    assert_eq!(res[0].error, ErrorCode::NONE);
+    assert_eq!(res[0].error, ErrorCode::None);
     assert_eq!(committed(&h, "g"), None, "pending commit is not fetched");
     assert_eq!(h.coord.pending_writes(), 1);
     h.absorb(out);
@@ -215,7 +215,7 @@ fn failed_assignment_write_fails_syncs_and_rebalances() {
     h.absorb_with(out, |_| false);
     assert_eq!(h.log.len(), before, "nothing written");
     for t in [f, token] {
-        assert_eq!(h.sync_resp(t).error, ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        assert_eq!(h.sync_resp(t).error, ErrorCode::CoordinatorNotAvailable);
         assert!(h.sync_resp(t).assignment.is_empty());
     }
     assert_eq!(
@@ -231,7 +231,7 @@ fn failed_assignment_write_fails_syncs_and_rebalances() {
     };
     assert_eq!(
         h.coord.heartbeat(&beat, h.now),
-        ErrorCode::REBALANCE_IN_PROGRESS
+        ErrorCode::RebalanceInProgress
     );
     // Both rejoin; the next generation's assignment is written normally.
     let a = h.join(join_req("g", &m1, "c1", &[("range", &sub)]));
@@ -241,7 +241,7 @@ fn failed_assignment_write_fails_syncs_and_rebalances() {
     assert_eq!(h.join_resp(b).generation_id, g2);
     let l = h.join_resp(a).leader.clone();
     let s = h.sync(sync_req("g", g2, &l, &[(&m1, b"t-0"), (&m2, b"t-1")]));
-    assert_eq!(h.sync_resp(s).error, ErrorCode::NONE);
+    assert_eq!(h.sync_resp(s).error, ErrorCode::None);
     assert_eq!(h.coord.group_state("g"), Some((GroupState::Stable, g2)));
 }
 
@@ -257,22 +257,19 @@ fn failed_static_replacement_restores_old_member_id() {
         sync_req("g", 1, &old, &[(&old, b"t-0")]),
         "i1",
     ));
-    assert_eq!(h.sync_resp(s).error, ErrorCode::NONE);
+    assert_eq!(h.sync_resp(s).error, ErrorCode::None);
     // The instance restarts: a join without member id replaces `old`.
     let token = h.token();
     let out = h.coord.join_group(req, token, h.now);
     h.absorb_with(out, |_| false);
-    assert_eq!(
-        h.join_resp(token).error,
-        ErrorCode::COORDINATOR_NOT_AVAILABLE
-    );
+    assert_eq!(h.join_resp(token).error, ErrorCode::CoordinatorNotAvailable);
     let beat = |member: &str| HeartbeatRequest {
         group_id: "g".into(),
         generation_id: 1,
         member_id: member.into(),
         group_instance_id: Some("i1".into()),
     };
-    assert_eq!(h.coord.heartbeat(&beat(&old), h.now), ErrorCode::NONE);
+    assert_eq!(h.coord.heartbeat(&beat(&old), h.now), ErrorCode::None);
     assert_eq!(h.coord.group_state("g"), Some((GroupState::Stable, 1)));
 }
 
@@ -283,7 +280,7 @@ fn failed_tombstones_of_group_members_leave_offsets() {
     try_commit(&mut h, &commit("g", 1, &m, 4), true);
     leave(&mut h, &m);
     let (res, out) = h.coord.delete_groups(&["g".into()], h.now);
-    assert_eq!(res[0].1, ErrorCode::NONE);
+    assert_eq!(res[0].1, ErrorCode::None);
     h.absorb_with(out, |_| false);
     assert_eq!(committed(&h, "g"), Some(4));
     assert_eq!(

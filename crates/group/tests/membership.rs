@@ -30,7 +30,7 @@ fn leave(h: &mut Harness, group: &str, member: &str) -> ErrorCode {
     };
     let (resp, out) = h.coord.leave_group(&req, h.now);
     h.absorb(out);
-    assert_eq!(resp.error, ErrorCode::NONE);
+    assert_eq!(resp.error, ErrorCode::None);
     resp.members[0].error
 }
 
@@ -40,7 +40,7 @@ fn single_member_happy_path() {
     let mut h = Harness::no_delay();
     let (t, id) = h.join_new("g", "c1", RANGE);
     let r = h.join_resp(t).clone();
-    assert_eq!(r.error, ErrorCode::NONE);
+    assert_eq!(r.error, ErrorCode::None);
     assert_eq!(r.generation_id, 1);
     assert_eq!(r.leader, id);
     assert_eq!(r.member_id, id);
@@ -54,15 +54,15 @@ fn single_member_happy_path() {
 
     let appended_before = h.log.len();
     let s = h.sync(sync_req("g", 1, &id, &[(&id, b"p0,p1")]));
-    assert_eq!(h.sync_resp(s).error, ErrorCode::NONE);
+    assert_eq!(h.sync_resp(s).error, ErrorCode::None);
     assert_eq!(&h.sync_resp(s).assignment[..], b"p0,p1");
     assert_eq!(h.log.len(), appended_before + 1, "group metadata appended");
     assert_eq!(h.coord.group_state("g"), Some((GroupState::Stable, 1)));
 
-    assert_eq!(hb(&mut h, "g", 1, &id), ErrorCode::NONE);
-    assert_eq!(hb(&mut h, "g", 0, &id), ErrorCode::ILLEGAL_GENERATION);
-    assert_eq!(hb(&mut h, "g", 1, "nobody"), ErrorCode::UNKNOWN_MEMBER_ID);
-    assert_eq!(hb(&mut h, "nope", 1, &id), ErrorCode::UNKNOWN_MEMBER_ID);
+    assert_eq!(hb(&mut h, "g", 1, &id), ErrorCode::None);
+    assert_eq!(hb(&mut h, "g", 0, &id), ErrorCode::IllegalGeneration);
+    assert_eq!(hb(&mut h, "g", 1, "nobody"), ErrorCode::UnknownMemberId);
+    assert_eq!(hb(&mut h, "nope", 1, &id), ErrorCode::UnknownMemberId);
 }
 
 /// Three members inside the initial rebalance delay form generation 1
@@ -90,7 +90,7 @@ fn three_members_with_initial_delay() {
         h.join_resp(t3).clone(),
     );
     for r in [&r1, &r2, &r3] {
-        assert_eq!(r.error, ErrorCode::NONE);
+        assert_eq!(r.error, ErrorCode::None);
         assert_eq!(r.generation_id, 1);
         assert_eq!(r.leader, m1);
     }
@@ -137,8 +137,8 @@ fn join_of_new_member_rebalances_stable_group() {
     assert_eq!(h.coord.group_state("g"), Some((GroupState::Stable, 2)));
     let (t3, _m3) = h.join_new("g", "c3", RANGE);
     assert!(!h.joins.contains_key(&t3));
-    assert_eq!(hb(&mut h, "g", 2, &m1), ErrorCode::REBALANCE_IN_PROGRESS);
-    assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::REBALANCE_IN_PROGRESS);
+    assert_eq!(hb(&mut h, "g", 2, &m1), ErrorCode::RebalanceInProgress);
+    assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::RebalanceInProgress);
     let t1 = h.join(join_req("g", &m1, "c1", RANGE));
     assert!(!h.joins.contains_key(&t1), "waits for m2");
     let t2 = h.join(join_req("g", &m2, "c2", RANGE));
@@ -151,9 +151,9 @@ fn join_of_new_member_rebalances_stable_group() {
 fn leave_rebalances_and_moves_leadership() {
     let mut h = Harness::no_delay();
     let (m1, m2) = stable_pair(&mut h);
-    assert_eq!(leave(&mut h, "g", &m1), ErrorCode::NONE);
-    assert_eq!(leave(&mut h, "g", &m1), ErrorCode::UNKNOWN_MEMBER_ID);
-    assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::REBALANCE_IN_PROGRESS);
+    assert_eq!(leave(&mut h, "g", &m1), ErrorCode::None);
+    assert_eq!(leave(&mut h, "g", &m1), ErrorCode::UnknownMemberId);
+    assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::RebalanceInProgress);
     let t2 = h.join(join_req("g", &m2, "c2", RANGE));
     let r = h.join_resp(t2);
     assert_eq!(r.generation_id, 3);
@@ -161,8 +161,8 @@ fn leave_rebalances_and_moves_leadership() {
     assert_eq!(r.members.len(), 1);
     // Last member leaves: the group becomes Empty with a new generation.
     let s = h.sync(sync_req("g", 3, &m2, &[(&m2, b"all")]));
-    assert_eq!(h.sync_resp(s).error, ErrorCode::NONE);
-    assert_eq!(leave(&mut h, "g", &m2), ErrorCode::NONE);
+    assert_eq!(h.sync_resp(s).error, ErrorCode::None);
+    assert_eq!(leave(&mut h, "g", &m2), ErrorCode::None);
     assert_eq!(h.coord.group_state("g"), Some((GroupState::Empty, 4)));
 }
 
@@ -173,13 +173,13 @@ fn session_expiry_removes_member_and_rebalances() {
     // m1 keeps heartbeating, m2 goes silent.
     for _ in 0..3 {
         h.advance(3000);
-        assert_eq!(hb(&mut h, "g", 2, &m1), ErrorCode::NONE);
+        assert_eq!(hb(&mut h, "g", 2, &m1), ErrorCode::None);
     }
     assert_eq!(h.coord.group_state("g"), Some((GroupState::Stable, 2)));
     // 12 s > 10 s session timeout for m2.
     h.advance(3000);
-    assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::UNKNOWN_MEMBER_ID);
-    assert_eq!(hb(&mut h, "g", 2, &m1), ErrorCode::REBALANCE_IN_PROGRESS);
+    assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::UnknownMemberId);
+    assert_eq!(hb(&mut h, "g", 2, &m1), ErrorCode::RebalanceInProgress);
     let t = h.join(join_req("g", &m1, "c1", RANGE));
     assert_eq!(h.join_resp(t).generation_id, 3);
     assert_eq!(h.join_resp(t).members.len(), 1);
@@ -194,7 +194,7 @@ fn rebalance_timeout_drops_members_that_do_not_rejoin() {
     // m2 keeps heartbeating but never rejoins.
     for _ in 0..9 {
         h.advance(3000);
-        assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::REBALANCE_IN_PROGRESS);
+        assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::RebalanceInProgress);
     }
     assert!(!h.joins.contains_key(&t1));
     h.advance(3000); // 30 s rebalance timeout reached
@@ -203,7 +203,7 @@ fn rebalance_timeout_drops_members_that_do_not_rejoin() {
     let ids: Vec<_> = r1.members.iter().map(|m| m.member_id.clone()).collect();
     assert_eq!(ids, vec![m1.clone(), m3.clone()]);
     assert_eq!(h.join_resp(t3).generation_id, 3);
-    assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::UNKNOWN_MEMBER_ID);
+    assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::UnknownMemberId);
 }
 
 #[test]
@@ -211,24 +211,24 @@ fn sync_errors() {
     let mut h = Harness::no_delay();
     let (m1, m2) = stable_pair(&mut h);
     let s = h.sync(sync_req("g", 1, &m1, &[]));
-    assert_eq!(h.sync_resp(s).error, ErrorCode::ILLEGAL_GENERATION);
+    assert_eq!(h.sync_resp(s).error, ErrorCode::IllegalGeneration);
     let s = h.sync(sync_req("g", 2, "ghost", &[]));
-    assert_eq!(h.sync_resp(s).error, ErrorCode::UNKNOWN_MEMBER_ID);
+    assert_eq!(h.sync_resp(s).error, ErrorCode::UnknownMemberId);
     let mut wrong = sync_req("g", 2, &m2, &[]);
     wrong.protocol_name = Some("roundrobin".into());
     let s = h.sync(wrong);
-    assert_eq!(h.sync_resp(s).error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
+    assert_eq!(h.sync_resp(s).error, ErrorCode::InconsistentGroupProtocol);
     // During a rebalance, sync is refused.
     let _ = h.join_new("g", "c3", RANGE);
     let s = h.sync(sync_req("g", 2, &m2, &[]));
-    assert_eq!(h.sync_resp(s).error, ErrorCode::REBALANCE_IN_PROGRESS);
+    assert_eq!(h.sync_resp(s).error, ErrorCode::RebalanceInProgress);
 }
 
 #[test]
 fn join_validation_table() {
     let mut h = Harness::no_delay();
     let (t, m1) = h.join_new("g", "c1", RANGE);
-    assert_eq!(h.join_resp(t).error, ErrorCode::NONE);
+    assert_eq!(h.join_resp(t).error, ErrorCode::None);
     let cases: Vec<(weir_group::JoinRequest, ErrorCode)> = vec![
         (
             {
@@ -236,12 +236,12 @@ fn join_validation_table() {
                 r.session_timeout_ms = 1;
                 r
             },
-            ErrorCode::INVALID_SESSION_TIMEOUT,
+            ErrorCode::InvalidSessionTimeout,
         ),
-        (join_req("", "", "c", RANGE), ErrorCode::INVALID_GROUP_ID),
+        (join_req("", "", "c", RANGE), ErrorCode::InvalidGroupId),
         (
             join_req("g", "", "c", &[("roundrobin", b"")]),
-            ErrorCode::INCONSISTENT_GROUP_PROTOCOL,
+            ErrorCode::InconsistentGroupProtocol,
         ),
         (
             {
@@ -249,19 +249,19 @@ fn join_validation_table() {
                 r.protocol_type = "connect".into();
                 r
             },
-            ErrorCode::INCONSISTENT_GROUP_PROTOCOL,
+            ErrorCode::InconsistentGroupProtocol,
         ),
         (
             join_req("g", "ghost", "c", RANGE),
-            ErrorCode::UNKNOWN_MEMBER_ID,
+            ErrorCode::UnknownMemberId,
         ),
         (
             join_req("other", "ghost", "c", RANGE),
-            ErrorCode::UNKNOWN_MEMBER_ID,
+            ErrorCode::UnknownMemberId,
         ),
         (
             join_req("g", &m1, "c1", &[("roundrobin", b"")]),
-            ErrorCode::NONE, // sole member may change protocols
+            ErrorCode::None, // sole member may change protocols
         ),
     ];
     for (i, (req, want)) in cases.into_iter().enumerate() {
@@ -344,7 +344,7 @@ fn static_member_rejoin_fences_old_member_id() {
     let r = h.join_resp(t).clone();
     assert_eq!(
         r.error,
-        ErrorCode::NONE,
+        ErrorCode::None,
         "static members skip MEMBER_ID_REQUIRED"
     );
     assert!(r.member_id.starts_with("i1-"));
@@ -358,7 +358,7 @@ fn static_member_rejoin_fences_old_member_id() {
     // no rebalance; the leader is told to skip assignment.
     let t = static_join(&mut h, "i1", "");
     let r = h.join_resp(t).clone();
-    assert_eq!(r.error, ErrorCode::NONE);
+    assert_eq!(r.error, ErrorCode::None);
     assert_ne!(r.member_id, old);
     assert_eq!(r.generation_id, 1);
     assert!(r.skip_assignment);
@@ -373,16 +373,16 @@ fn static_member_rejoin_fences_old_member_id() {
     };
     assert_eq!(
         h.coord.heartbeat(&fenced, h.now),
-        ErrorCode::FENCED_INSTANCE_ID
+        ErrorCode::FencedInstanceId
     );
     let current = weir_group::HeartbeatRequest {
         member_id: new.clone(),
         ..fenced.clone()
     };
-    assert_eq!(h.coord.heartbeat(&current, h.now), ErrorCode::NONE);
+    assert_eq!(h.coord.heartbeat(&current, h.now), ErrorCode::None);
     // The old id rejoining is fenced too.
     let t = static_join(&mut h, "i1", &old);
-    assert_eq!(h.join_resp(t).error, ErrorCode::FENCED_INSTANCE_ID);
+    assert_eq!(h.join_resp(t).error, ErrorCode::FencedInstanceId);
     // Sync with the new id returns the assignment kept across the restart.
     let mut s = sync_req("g", 1, &new, &[]);
     s.group_instance_id = Some("i1".into());
@@ -397,7 +397,7 @@ fn static_member_rejoin_fences_old_member_id() {
         }],
     };
     let (resp, _) = h.coord.leave_group(&req, h.now);
-    assert_eq!(resp.members[0].error, ErrorCode::FENCED_INSTANCE_ID);
+    assert_eq!(resp.members[0].error, ErrorCode::FencedInstanceId);
 }
 
 #[test]
@@ -420,16 +420,16 @@ fn pending_member_that_never_returns_expires() {
     let mut h = Harness::no_delay();
     let (t1, m1) = h.join_new("g", "c1", RANGE);
     let s = h.sync(sync_req("g", 1, &m1, &[(&m1, b"a")]));
-    assert_eq!(h.sync_resp(s).error, ErrorCode::NONE);
+    assert_eq!(h.sync_resp(s).error, ErrorCode::None);
     assert_eq!(h.join_resp(t1).generation_id, 1);
     // A client gets MEMBER_ID_REQUIRED and disappears.
     let t = h.join(join_req("g", "", "ghost", RANGE));
-    assert_eq!(h.join_resp(t).error, ErrorCode::MEMBER_ID_REQUIRED);
+    assert_eq!(h.join_resp(t).error, ErrorCode::MemberIdRequired);
     assert_eq!(h.coord.group_state("g"), Some((GroupState::Stable, 1)));
     h.advance(5000);
-    assert_eq!(hb(&mut h, "g", 1, &m1), ErrorCode::NONE);
+    assert_eq!(hb(&mut h, "g", 1, &m1), ErrorCode::None);
     h.advance(6000);
-    assert_eq!(hb(&mut h, "g", 1, &m1), ErrorCode::NONE);
+    assert_eq!(hb(&mut h, "g", 1, &m1), ErrorCode::None);
     assert_eq!(h.coord.group_state("g"), Some((GroupState::Stable, 1)));
 }
 
@@ -484,14 +484,14 @@ fn static_member_that_misses_a_rebalance_keeps_its_place() {
         h.advance(3000);
         assert_eq!(
             h.coord.heartbeat(&hb_static, h.now),
-            ErrorCode::REBALANCE_IN_PROGRESS
+            ErrorCode::RebalanceInProgress
         );
     }
     h.advance(3000); // rebalance timeout (30 s)
     // Still a member, now behind by one generation.
     assert_eq!(
         h.coord.heartbeat(&hb_static, h.now),
-        ErrorCode::ILLEGAL_GENERATION
+        ErrorCode::IllegalGeneration
     );
     let r2 = h.join_resp(t2).clone();
     assert_eq!(r2.generation_id, 2);
@@ -504,10 +504,10 @@ fn static_member_that_misses_a_rebalance_keeps_its_place() {
     assert_eq!(&h.sync_resp(s).assignment[..], b"p1");
     for _ in 0..3 {
         h.advance(3000);
-        assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::NONE);
+        assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::None);
     }
     h.advance(3000);
-    assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::REBALANCE_IN_PROGRESS);
+    assert_eq!(hb(&mut h, "g", 2, &m2), ErrorCode::RebalanceInProgress);
     let d = h.coord.describe_groups(&["g".into()]);
     assert_eq!(d[0].members.len(), 1);
     assert_eq!(d[0].members[0].member_id, m2);
@@ -541,7 +541,7 @@ fn members_that_never_sync_are_removed_after_the_rebalance_timeout() {
     let d = h.coord.describe_groups(&["g".into()]);
     let ids: Vec<_> = d[0].members.iter().map(|m| m.member_id.clone()).collect();
     assert_eq!(ids, vec![m1.clone(), m2.clone()]);
-    assert_eq!(hb(&mut h, "g", 3, &m1), ErrorCode::REBALANCE_IN_PROGRESS);
+    assert_eq!(hb(&mut h, "g", 3, &m1), ErrorCode::RebalanceInProgress);
 }
 
 #[test]
@@ -557,7 +557,7 @@ fn static_leader_rejoin_before_v9_is_answered_as_follower() {
     req.supports_skip_assignment = false;
     let t = h.join(req);
     let r = h.join_resp(t);
-    assert_eq!(r.error, ErrorCode::NONE);
+    assert_eq!(r.error, ErrorCode::None);
     assert_eq!(r.generation_id, 1);
     assert_eq!(
         r.leader, old,
@@ -580,5 +580,5 @@ fn leave_of_unknown_group() {
     let mut coord = h.coord;
     let (resp, out) = coord.leave_group(&req, h.now);
     assert!(out.is_empty());
-    assert_eq!(resp.error, ErrorCode::UNKNOWN_MEMBER_ID);
+    assert_eq!(resp.error, ErrorCode::UnknownMemberId);
 }

@@ -51,7 +51,7 @@ fn fetch(
         partitions: parts.map(|v| v.into_iter().map(|(t, p)| (t.to_string(), p)).collect()),
     };
     let res = h.coord.fetch_offsets(&[req]);
-    assert_eq!(res[0].error, ErrorCode::NONE);
+    assert_eq!(res[0].error, ErrorCode::None);
     res[0]
         .partitions
         .iter()
@@ -65,7 +65,7 @@ fn stable_one(h: &mut Harness) -> String {
     let (t, m) = h.join_new("g", "c1", &[("range", &sub)]);
     assert_eq!(h.join_resp(t).generation_id, 1);
     let s = h.sync(sync_req("g", 1, &m, &[(&m, b"t-0")]));
-    assert_eq!(h.sync_resp(s).error, ErrorCode::NONE);
+    assert_eq!(h.sync_resp(s).error, ErrorCode::None);
     m
 }
 
@@ -87,23 +87,23 @@ fn commit_validation_table() {
     let m = stable_one(&mut h);
     let p = &[("t", 0, 5, None)];
     let cases: Vec<(OffsetCommitRequest, ErrorCode)> = vec![
-        (commit("g", 1, &m, p), ErrorCode::NONE),
-        (commit("g", 0, &m, p), ErrorCode::ILLEGAL_GENERATION),
-        (commit("g", 2, &m, p), ErrorCode::ILLEGAL_GENERATION),
-        (commit("g", 1, "ghost", p), ErrorCode::UNKNOWN_MEMBER_ID),
+        (commit("g", 1, &m, p), ErrorCode::None),
+        (commit("g", 0, &m, p), ErrorCode::IllegalGeneration),
+        (commit("g", 2, &m, p), ErrorCode::IllegalGeneration),
+        (commit("g", 1, "ghost", p), ErrorCode::UnknownMemberId),
         // Standalone commit into a group with members.
-        (commit("g", -1, "", p), ErrorCode::UNKNOWN_MEMBER_ID),
+        (commit("g", -1, "", p), ErrorCode::UnknownMemberId),
         // Unknown group with a generation: cannot be current.
-        (commit("other", 3, "x", p), ErrorCode::ILLEGAL_GENERATION),
+        (commit("other", 3, "x", p), ErrorCode::IllegalGeneration),
         // Standalone commit creates the group.
-        (commit("simple", -1, "", p), ErrorCode::NONE),
+        (commit("simple", -1, "", p), ErrorCode::None),
         (
             {
                 let mut r = commit("g", 1, &m, p);
                 r.group_instance_id = Some("not-registered".into());
                 r
             },
-            ErrorCode::UNKNOWN_MEMBER_ID,
+            ErrorCode::UnknownMemberId,
         ),
     ];
     for (i, (req, want)) in cases.iter().enumerate() {
@@ -116,7 +116,7 @@ fn commit_validation_table() {
     let req = commit("g", 1, &m, &[("t", 0, 6, Some(&big)), ("t", 1, 7, None)]);
     assert_eq!(
         do_commit(&mut h, &req),
-        vec![ErrorCode::OFFSET_METADATA_TOO_LARGE, ErrorCode::NONE]
+        vec![ErrorCode::OffsetMetadataTooLarge, ErrorCode::None]
     );
     assert_eq!(h.coord.committed("g", "t", 0).map(|c| c.offset), Some(5));
 }
@@ -131,7 +131,7 @@ fn commit_during_rebalance() {
     // what consumers do in onPartitionsRevoked).
     assert_eq!(
         do_commit(&mut h, &commit("g", 1, &m1, &[("t", 0, 10, None)])),
-        vec![ErrorCode::NONE]
+        vec![ErrorCode::None]
     );
     let t1 = h.join(join_req("g", &m1, "c1", &[("range", &sub)]));
     assert_eq!(h.join_resp(t1).generation_id, 2);
@@ -139,12 +139,12 @@ fn commit_during_rebalance() {
     // CompletingRebalance: the new generation has no assignment yet.
     assert_eq!(
         do_commit(&mut h, &commit("g", 2, &m2, &[("t", 0, 11, None)])),
-        vec![ErrorCode::REBALANCE_IN_PROGRESS]
+        vec![ErrorCode::RebalanceInProgress]
     );
     // The old generation is stale now.
     assert_eq!(
         do_commit(&mut h, &commit("g", 1, &m1, &[("t", 0, 12, None)])),
-        vec![ErrorCode::ILLEGAL_GENERATION]
+        vec![ErrorCode::IllegalGeneration]
     );
     assert_eq!(h.coord.committed("g", "t", 0).map(|c| c.offset), Some(10));
 }
@@ -155,7 +155,7 @@ fn commit_metadata_round_trip() {
     let m = stable_one(&mut h);
     let meta = "{\"watermark\":41,\"gaps\":[38,39]} ünïcödé";
     let req = commit("g", 1, &m, &[("t", 0, 42, Some(meta)), ("t", 1, 7, None)]);
-    assert_eq!(do_commit(&mut h, &req), vec![ErrorCode::NONE; 2]);
+    assert_eq!(do_commit(&mut h, &req), vec![ErrorCode::None; 2]);
     let got = fetch(&h, "g", Some(vec![("t", 1), ("t", 0), ("u", 0)]));
     assert_eq!(
         got,
@@ -216,7 +216,7 @@ fn offsets_of_empty_group_expire_after_retention() {
             member_id: m.clone(),
             group_instance_id: None,
         };
-        assert_eq!(h.coord.heartbeat(&hb, h.now), ErrorCode::NONE);
+        assert_eq!(h.coord.heartbeat(&hb, h.now), ErrorCode::None);
     }
     h.advance(5_000);
     assert!(h.coord.committed("g", "t", 0).is_some());
@@ -268,13 +268,13 @@ fn delete_groups_writes_tombstones() {
     );
     let (res, out) = h.coord.delete_groups(&["g".into(), "nope".into()], h.now);
     assert!(out.is_empty());
-    assert_eq!(res[0].1, ErrorCode::NON_EMPTY_GROUP);
-    assert_eq!(res[1].1, ErrorCode::GROUP_ID_NOT_FOUND);
+    assert_eq!(res[0].1, ErrorCode::NonEmptyGroup);
+    assert_eq!(res[1].1, ErrorCode::GroupIdNotFound);
     leave_all(&mut h, &m);
     let before = h.log.len();
     let (res, out) = h.coord.delete_groups(&["g".into()], h.now);
     h.absorb(out);
-    assert_eq!(res[0].1, ErrorCode::NONE);
+    assert_eq!(res[0].1, ErrorCode::None);
     let written: Vec<(RecordKey, bool)> = h.log[before..]
         .iter()
         .map(|(p, k, v)| {
@@ -323,21 +323,21 @@ fn offset_delete() {
         h.now,
     );
     h.absorb(out);
-    assert_eq!(err, ErrorCode::NONE);
+    assert_eq!(err, ErrorCode::None);
     let errors: Vec<ErrorCode> = res.iter().map(|r| r.error).collect();
     assert_eq!(
         errors,
         vec![
-            ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC,
-            ErrorCode::NONE,
-            ErrorCode::NONE
+            ErrorCode::GroupSubscribedToTopic,
+            ErrorCode::None,
+            ErrorCode::None
         ]
     );
     assert!(h.coord.committed("g", "old", 0).is_none());
     assert!(h.coord.committed("g", "t", 0).is_some());
     assert!(h.replayed().committed("g", "old", 0).is_none());
     let (err, _, _) = h.coord.delete_offsets("nope", &[("t".into(), 0)], h.now);
-    assert_eq!(err, ErrorCode::GROUP_ID_NOT_FOUND);
+    assert_eq!(err, ErrorCode::GroupIdNotFound);
 }
 
 #[test]
@@ -376,9 +376,9 @@ fn replay_rebuilds_group_and_offsets() {
         member_id: m2.clone(),
         group_instance_id: None,
     };
-    assert_eq!(r.heartbeat(&hb, h.now), ErrorCode::NONE);
+    assert_eq!(r.heartbeat(&hb, h.now), ErrorCode::None);
     let (res, _) = r.commit_offsets(&commit("g", 2, &m2, &[("t", 1, 201, None)]), h.now);
-    assert_eq!(res[0].error, ErrorCode::NONE);
+    assert_eq!(res[0].error, ErrorCode::None);
 }
 
 #[test]
@@ -388,18 +388,15 @@ fn loading_partition_answers_load_in_progress() {
     let _ = h.coord.begin_load(p);
     assert_eq!(h.coord.partition_status(p), PartitionStatus::Loading);
     let t = h.join(join_req("g", "", "c", &[("range", b"")]));
-    assert_eq!(
-        h.join_resp(t).error,
-        ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
-    );
+    assert_eq!(h.join_resp(t).error, ErrorCode::CoordinatorLoadInProgress);
     assert_eq!(
         do_commit(&mut h, &commit("g", -1, "", &[("t", 0, 1, None)])),
-        vec![ErrorCode::COORDINATOR_LOAD_IN_PROGRESS]
+        vec![ErrorCode::CoordinatorLoadInProgress]
     );
     h.coord.complete_load(p, h.now);
     let _ = h.coord.unload(p);
     let t = h.join(join_req("g", "", "c", &[("range", b"")]));
-    assert_eq!(h.join_resp(t).error, ErrorCode::NOT_COORDINATOR);
+    assert_eq!(h.join_resp(t).error, ErrorCode::NotCoordinator);
 }
 
 #[test]

@@ -156,11 +156,11 @@ impl Sim {
 
     fn on_join(&mut self, i: usize, r: weir_group::JoinResponse) {
         match r.error {
-            ErrorCode::MEMBER_ID_REQUIRED => {
+            ErrorCode::MemberIdRequired => {
                 self.clients[i].member_id = r.member_id.clone();
                 self.send_join(i);
             }
-            ErrorCode::NONE => {
+            ErrorCode::None => {
                 let Some(leader) = self.owner_of(&r.leader) else {
                     self.fail(format!("unknown leader id {}", r.leader));
                 };
@@ -206,14 +206,14 @@ impl Sim {
                 let t = self.h.sync(req);
                 self.clients[i].phase = Phase::Syncing(t);
             }
-            ErrorCode::REBALANCE_IN_PROGRESS => self.send_join(i),
+            ErrorCode::RebalanceInProgress => self.send_join(i),
             _ => self.reset(i),
         }
     }
 
     fn on_sync(&mut self, i: usize, r: weir_group::SyncResponse) {
         match r.error {
-            ErrorCode::NONE => {
+            ErrorCode::None => {
                 let generation = self.clients[i].generation;
                 for &p in r.assignment.iter() {
                     match self.owners.insert((generation, p), i) {
@@ -225,7 +225,7 @@ impl Sim {
                 }
                 self.clients[i].phase = Phase::Stable;
             }
-            ErrorCode::REBALANCE_IN_PROGRESS => self.send_join(i),
+            ErrorCode::RebalanceInProgress => self.send_join(i),
             _ => self.reset(i),
         }
     }
@@ -239,8 +239,8 @@ impl Sim {
             group_instance_id: c.instance.clone(),
         };
         match self.h.coord.heartbeat(&req, self.h.now) {
-            ErrorCode::NONE => {}
-            ErrorCode::REBALANCE_IN_PROGRESS => self.send_join(i),
+            ErrorCode::None => {}
+            ErrorCode::RebalanceInProgress => self.send_join(i),
             _ => self.reset(i),
         }
     }
@@ -265,7 +265,7 @@ impl Sim {
         };
         let (res, out) = self.h.coord.commit_offsets(&req, self.h.now);
         self.h.absorb(out);
-        if res[0].error == ErrorCode::NONE {
+        if res[0].error == ErrorCode::None {
             let is_member = self
                 .h
                 .coord

@@ -192,6 +192,49 @@ fn huge_member_count_is_rejected_before_allocating() {
     ));
 }
 
+/// The compact (uvarint) length of a flexible value: more than five bytes is
+/// an error at the varint's first byte, an input ending inside it a
+/// truncation at the end of the input.
+#[test]
+fn malformed_uvarint_lengths_are_errors() {
+    // OffsetCommitValue v4: version, offset, leader epoch, then the compact
+    // metadata length at byte 14.
+    let mut head = vec![0, 4];
+    head.extend_from_slice(&7i64.to_be_bytes());
+    head.extend_from_slice(&0i32.to_be_bytes());
+
+    let mut too_long = head.clone();
+    too_long.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]);
+    assert_eq!(
+        decode_offset_commit_value(&too_long),
+        Err(RecordError::VarintTooLong { position: 14 })
+    );
+
+    let mut cut = head.clone();
+    cut.extend_from_slice(&[0x80, 0x80]);
+    assert_eq!(
+        decode_offset_commit_value(&cut),
+        Err(RecordError::Truncated {
+            position: 16,
+            needed: 1,
+            remaining: 0
+        })
+    );
+
+    // A two-byte length, 129 - 1 = 128 bytes of metadata: the bytes after
+    // the varint are where the string starts.
+    let mut ok = head;
+    ok.extend_from_slice(&[0x81, 0x01]);
+    ok.extend_from_slice(&[b'm'; 128]);
+    ok.extend_from_slice(&5i64.to_be_bytes());
+    ok.push(0); // no tagged fields
+    let v = decode_offset_commit_value(&ok).unwrap();
+    assert_eq!(
+        (v.offset, v.metadata.len(), v.commit_timestamp_ms),
+        (7, 128, 5)
+    );
+}
+
 /// Random and bit-flipped inputs: decoders return errors, never panic,
 /// and never allocate from an unchecked length.
 #[test]

@@ -12,13 +12,13 @@ pub async fn handle(ctx: &RequestContext, req: DeleteGroupsRequest) -> Reply {
         None => req
             .groups_names
             .into_iter()
-            .map(|g| (g, ErrorCode::COORDINATOR_NOT_AVAILABLE))
+            .map(|g| (g, ErrorCode::CoordinatorNotAvailable))
             .collect(),
         Some(groups) => {
             if groups.ensure_topic(&ctx.broker).await.is_err() {
                 req.groups_names
                     .into_iter()
-                    .map(|g| (g, ErrorCode::COORDINATOR_NOT_AVAILABLE))
+                    .map(|g| (g, ErrorCode::CoordinatorNotAvailable))
                     .collect()
             } else {
                 let now = ctx.broker.now_ms();

@@ -17,7 +17,7 @@ pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> Reply {
                     .groups
                     .into_iter()
                     .map(|group_id| DescribedGroup {
-                        error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE.code(),
+                        error_code: ErrorCode::CoordinatorNotAvailable.code(),
                         group_id,
                         authorized_operations: i32::MIN,
                         ..Default::default()
@@ -32,7 +32,7 @@ pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> Reply {
             .into_iter()
             .map(|g| DescribedGroup {
                 error_code: if v >= 6 && g.error.is_ok() && !g.found {
-                    ErrorCode::GROUP_ID_NOT_FOUND.code()
+                    ErrorCode::GroupIdNotFound.code()
                 } else {
                     g.error.code()
                 },

@@ -25,10 +25,10 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
         .collect();
     let all = |e: ErrorCode| respond(&shape, |_, _| e);
     let Some(groups) = ctx.broker.groups() else {
-        return all(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        return all(ErrorCode::CoordinatorNotAvailable);
     };
     if groups.ensure_topic(&ctx.broker).await.is_err() {
-        return all(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        return all(ErrorCode::CoordinatorNotAvailable);
     }
     let commit = Commit {
         group_id: req.group_id.clone(),
@@ -58,7 +58,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
         // GROUP_ID_NOT_FOUND rather than creating a standalone group
         if v >= 9 && coord.group_state(&commit.group_id).is_none() && commit.generation_id >= 0 {
             drop(coord);
-            return all(ErrorCode::GROUP_ID_NOT_FOUND);
+            return all(ErrorCode::GroupIdNotFound);
         }
         let (results, out) = coord.commit_offsets(&commit, now);
         let failures = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
@@ -70,7 +70,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
         let e = results
             .iter()
             .find(|r| r.topic == topic && r.partition == partition)
-            .map_or(ErrorCode::UNKNOWN_SERVER_ERROR, |r| r.error);
+            .map_or(ErrorCode::UnknownServerError, |r| r.error);
         match appended {
             Some(failed) if e.is_ok() => failed,
             _ => e,

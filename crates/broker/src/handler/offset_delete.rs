@@ -33,10 +33,10 @@ fn reply(error: ErrorCode, topics: Vec<(String, Vec<(i32, ErrorCode)>)>) -> Repl
 
 pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> Reply {
     let Some(groups) = ctx.broker.groups() else {
-        return reply(ErrorCode::COORDINATOR_NOT_AVAILABLE, Vec::new());
+        return reply(ErrorCode::CoordinatorNotAvailable, Vec::new());
     };
     if groups.ensure_topic(&ctx.broker).await.is_err() {
-        return reply(ErrorCode::COORDINATOR_NOT_AVAILABLE, Vec::new());
+        return reply(ErrorCode::CoordinatorNotAvailable, Vec::new());
     }
     let mut known = Vec::new();
     for t in &req.topics {
@@ -74,12 +74,12 @@ pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> Reply {
                     let e = results
                         .iter()
                         .find(|r| r.topic == t.name && r.partition == p.partition_index)
-                        .map_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, |r| r.error);
+                        .map_or(ErrorCode::UnknownTopicOrPartition, |r| r.error);
                     (p.partition_index, e)
                 })
                 .collect();
             (t.name, ps)
         })
         .collect();
-    reply(ErrorCode::NONE, topics)
+    reply(ErrorCode::None, topics)
 }

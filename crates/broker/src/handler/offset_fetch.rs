@@ -66,7 +66,7 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
             .iter()
             .map(|g| OffsetFetchResult {
                 group_id: g.group_id.clone(),
-                error: ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                error: ErrorCode::CoordinatorNotAvailable,
                 partitions: Vec::new(),
             })
             .collect(),
@@ -104,7 +104,7 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
     } else {
         let r = results.into_iter().next().unwrap_or(OffsetFetchResult {
             group_id: String::new(),
-            error: ErrorCode::UNKNOWN_SERVER_ERROR,
+            error: ErrorCode::UnknownServerError,
             partitions: Vec::new(),
         });
         // v1 has no top-level error code: report it on every partition

@@ -76,7 +76,7 @@ impl Harness {
         while let Some(o) = queue.pop_front() {
             let o = match o {
                 Output::Respond { token, response } if failed.contains(&token) => {
-                    let e = weir_group::ErrorCode::COORDINATOR_NOT_AVAILABLE;
+                    let e = weir_group::ErrorCode::CoordinatorNotAvailable;
                     let response = match response {
                         Response::Join(j) => Response::Join(JoinResponse {
                             error: e,
@@ -186,7 +186,7 @@ impl Harness {
     ) -> (u64, String) {
         let t = self.join(join_req(group, "", client, protocols));
         let r = self.join_resp(t).clone();
-        assert_eq!(r.error, weir_group::ErrorCode::MEMBER_ID_REQUIRED);
+        assert_eq!(r.error, weir_group::ErrorCode::MemberIdRequired);
         assert!(r.member_id.starts_with(client), "{}", r.member_id);
         let t2 = self.join(join_req(group, &r.member_id, client, protocols));
         (t2, r.member_id)
