@@ -1,4 +1,6 @@
-//! Sparse offset index (`.index`) and time index (`.timeindex`).
+//! Sparse offset index (`.index`) and time index (`.timeindex`): one
+//! [`Index`] type, parameterised by the kind of entry it holds ([`Offsets`]
+//! or [`Timestamps`]).
 //!
 //! On disk, exactly Kafka's layout: `.index` is a run of 8-byte big-endian
 //! entries (offset − base offset as int32, position int32); `.timeindex` of
@@ -7,80 +9,171 @@
 //! the last entry) and trimmed to its entries on roll and close.
 //!
 //! Preallocation is lazy when a segment becomes active again (on open, after
-//! a rebuild): [`OffsetIndex::preallocate`] only marks the file, and the
-//! first [`OffsetIndex::write_pending`] that has entries to write grows it.
-//! Opening a log for reading therefore never writes to an index file, so a
-//! log dir on a full disk still opens and serves reads.
+//! a rebuild): [`Index::preallocate`] only marks the file, and the first
+//! [`Index::write_pending`] that has entries to write grows it. Opening a
+//! log for reading therefore never writes to an index file, so a log dir on
+//! a full disk still opens and serves reads.
 //!
 //! Entries are kept in memory for lookups. An append only adds to memory;
-//! [`OffsetIndex::write_pending`] then writes every entry not yet in the file
-//! with one positional write through the [`StorageFile`] seam, so every
-//! backend sees the same bytes (the real backend gets them into the page
-//! cache with a positional write instead of a memory map). A rebuild writes
-//! at the end, so many entries cost one write, not one each. Appends to the
-//! active segment write once [`PENDING_WRITE_BATCH`] entries are waiting,
-//! and always before the file matters: when the segment stops being active
-//! (`trim`, on roll and close), which is before its index is synced and
-//! trusted. Until then the file may lack the newest entries; that is safe
-//! because recovery never trusts the index of the segment holding the
-//! recovery point or of any later one (it rebuilds them from the log).
+//! [`Index::write_pending`] then writes every entry not yet in the file with
+//! one positional write through the [`StorageFile`] seam, so every backend
+//! sees the same bytes (the real backend gets them into the page cache with
+//! a positional write instead of a memory map). A rebuild writes at the end,
+//! so many entries cost one write, not one each. Appends to the active
+//! segment write once [`PENDING_WRITE_BATCH`] entries are waiting, and always
+//! before the file matters: when the segment stops being active (`trim`, on
+//! roll and close), which is before its index is synced and trusted. Until
+//! then the file may lack the newest entries; that is safe because recovery
+//! never trusts the index of the segment holding the recovery point or of
+//! any later one (it rebuilds them from the log).
 
 use crate::backend::StorageFile;
+use std::fmt::Debug;
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Entries an append lets wait in memory before writing them out.
 pub const PENDING_WRITE_BATCH: usize = 64;
-use std::sync::Arc;
 
-pub const OFFSET_ENTRY: usize = 8;
-pub const TIME_ENTRY: usize = 12;
 /// Kafka searches the last 8 KiB of an index first: caught-up readers only
 /// touch those pages.
 const WARM_BYTES: usize = 8192;
 
+/// What sets one index file apart from the other: the entry's layout, what
+/// lookups search by, and the order a file's entries keep.
+pub trait EntryKind {
+    /// An entry as held in memory: its two fields, in file order.
+    type Entry: Copy + Debug + PartialEq;
+    /// Bytes of one entry on disk.
+    const ENTRY_BYTES: usize;
+    /// Appends the entry's `ENTRY_BYTES` big-endian bytes to `out`.
+    fn encode(entry: Self::Entry, out: &mut Vec<u8>);
+    /// Reads an entry from its bytes; `None` when they are too short.
+    fn decode(bytes: &[u8]) -> Option<Self::Entry>;
+    /// The entry's offset minus the segment's base offset.
+    fn relative_offset(entry: &Self::Entry) -> i32;
+    /// What lookups search by; increases along the index.
+    fn key(entry: &Self::Entry, base_offset: i64) -> i64;
+    /// Why `entry` cannot stand in a file after `prev` (`None`: it is the
+    /// first). Only asked of entries before the zero padding.
+    fn check(prev: Option<&Self::Entry>, entry: &Self::Entry) -> Result<(), &'static str>;
+}
+
+/// `.index` entries: (relative offset, position of a batch start). Both
+/// strictly increase.
+#[derive(Debug)]
+pub enum Offsets {}
+
+impl Offsets {
+    fn increases(prev: &(i32, i32), next: &(i32, i32)) -> bool {
+        next.0 > prev.0 && next.1 > prev.1
+    }
+}
+
+impl EntryKind for Offsets {
+    type Entry = (i32, i32);
+    const ENTRY_BYTES: usize = 8;
+
+    fn encode((rel, pos): (i32, i32), out: &mut Vec<u8>) {
+        out.extend_from_slice(&rel.to_be_bytes());
+        out.extend_from_slice(&pos.to_be_bytes());
+    }
+    fn decode(bytes: &[u8]) -> Option<(i32, i32)> {
+        let (rel, rest) = bytes.split_first_chunk()?;
+        let pos = rest.first_chunk()?;
+        Some((i32::from_be_bytes(*rel), i32::from_be_bytes(*pos)))
+    }
+    fn relative_offset(entry: &(i32, i32)) -> i32 {
+        entry.0
+    }
+    fn key(entry: &(i32, i32), base_offset: i64) -> i64 {
+        base_offset + i64::from(entry.0)
+    }
+    fn check(prev: Option<&(i32, i32)>, &(rel, pos): &(i32, i32)) -> Result<(), &'static str> {
+        // The first batch of a segment is never indexed, so (0, 0) is only
+        // ever padding, and padding is all zeros to the end.
+        if (rel, pos) == (0, 0) {
+            Err("is zero padding followed by non-zero bytes")
+        } else if rel < 0 || pos < 0 {
+            Err("is negative")
+        } else if prev.is_some_and(|p| !Self::increases(p, &(rel, pos))) {
+            Err("does not increase")
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// `.timeindex` entries: (timestamp, relative offset). Timestamps strictly
+/// increase, offsets never decrease.
+#[derive(Debug)]
+pub enum Timestamps {}
+
+impl EntryKind for Timestamps {
+    type Entry = (i64, i32);
+    const ENTRY_BYTES: usize = 12;
+
+    fn encode((ts, rel): (i64, i32), out: &mut Vec<u8>) {
+        out.extend_from_slice(&ts.to_be_bytes());
+        out.extend_from_slice(&rel.to_be_bytes());
+    }
+    fn decode(bytes: &[u8]) -> Option<(i64, i32)> {
+        let (ts, rest) = bytes.split_first_chunk()?;
+        let rel = rest.first_chunk()?;
+        Some((i64::from_be_bytes(*ts), i32::from_be_bytes(*rel)))
+    }
+    fn relative_offset(entry: &(i64, i32)) -> i32 {
+        entry.1
+    }
+    fn key(entry: &(i64, i32), _base_offset: i64) -> i64 {
+        entry.0
+    }
+    fn check(prev: Option<&(i64, i32)>, &(ts, rel): &(i64, i32)) -> Result<(), &'static str> {
+        if rel < 0 {
+            Err("has a negative offset")
+        } else if prev.is_some_and(|&(lt, lr)| ts <= lt || rel < lr) {
+            Err("does not increase")
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A sparse map from offsets to file positions of batch starts.
+pub type OffsetIndex = Index<Offsets>;
+/// A sparse map from timestamps to offsets.
+pub type TimeIndex = Index<Timestamps>;
+
 /// Index of the largest entry whose key is ≤ `target`, searching the warm tail
 /// section first. `None` when every key is greater (or there are none).
+/// Keys must not decrease.
 fn floor_slot<T>(
     entries: &[T],
     entry_size: usize,
     target: i64,
     key: impl Fn(&T) -> i64,
 ) -> Option<usize> {
-    if entries.is_empty() {
-        return None;
-    }
-    let n = entries.len();
-    let warm = WARM_BYTES / entry_size;
-    let first_hot = n.saturating_sub(1 + warm);
-    let (lo, hi) = if key(&entries[first_hot]) < target {
-        (first_hot, n - 1)
-    } else {
-        if key(&entries[0]) > target {
-            return None;
-        }
-        (0, first_hot)
+    let first_warm = entries
+        .len()
+        .checked_sub(1)?
+        .saturating_sub(WARM_BYTES / entry_size);
+    let (start, section) = match entries.get(first_warm..) {
+        Some(warm) if warm.first().is_some_and(|e| key(e) < target) => (first_warm, warm),
+        _ => (0, entries.get(..=first_warm)?),
     };
-    // Invariant: key(lo) <= target; answer in [lo, hi].
-    let (mut lo, mut hi) = (lo, hi);
-    while lo < hi {
-        let mid = hi - (hi - lo) / 2;
-        if key(&entries[mid]) <= target {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    Some(lo)
+    let at_or_below = section.partition_point(|e| key(e) <= target);
+    at_or_below.checked_sub(1).map(|i| start + i)
 }
 
-/// A sparse map from offsets to file positions of batch starts. Invariant:
-/// relative offsets and positions are strictly increasing.
+/// One index file and its entries. Always true: the entries keep their
+/// kind's order ([`EntryKind::check`]); `entries[..written]` are in the file
+/// at their slots; `written <= entries.len()`.
 #[derive(Debug)]
-pub struct OffsetIndex {
+pub struct Index<K: EntryKind> {
     file: Arc<dyn StorageFile>,
     base_offset: i64,
-    entries: Vec<(i32, i32)>,
+    entries: Vec<K::Entry>,
     /// `entries[..written]` are in the file; the rest await `write_pending`.
     written: usize,
     max_entries: usize,
@@ -90,16 +183,16 @@ pub struct OffsetIndex {
     grow_before_write: AtomicBool,
 }
 
-impl OffsetIndex {
+impl<K: EntryKind> Index<K> {
     /// A new, empty index in `file`, preallocated to `max_bytes`.
     pub fn create(
         file: Arc<dyn StorageFile>,
         base_offset: i64,
         max_bytes: u32,
     ) -> io::Result<Self> {
-        let max_entries = max_bytes as usize / OFFSET_ENTRY;
-        file.set_len((max_entries * OFFSET_ENTRY) as u64)?;
-        Ok(OffsetIndex {
+        let max_entries = max_bytes as usize / K::ENTRY_BYTES;
+        file.set_len(Self::bytes(max_entries))?;
+        Ok(Index {
             file,
             base_offset,
             entries: Vec::new(),
@@ -109,15 +202,15 @@ impl OffsetIndex {
         })
     }
 
-    /// Wraps already-parsed entries (see [`parse_offset_index`]).
+    /// Wraps already-parsed entries (see [`parse`]).
     pub fn from_entries(
         file: Arc<dyn StorageFile>,
         base_offset: i64,
-        entries: Vec<(i32, i32)>,
+        entries: Vec<K::Entry>,
         max_bytes: u32,
     ) -> Self {
-        let max_entries = (max_bytes as usize / OFFSET_ENTRY).max(entries.len());
-        OffsetIndex {
+        let max_entries = (max_bytes as usize / K::ENTRY_BYTES).max(entries.len());
+        Index {
             file,
             base_offset,
             written: entries.len(),
@@ -127,7 +220,17 @@ impl OffsetIndex {
         }
     }
 
-    pub fn entries(&self) -> &[(i32, i32)] {
+    /// File bytes taken by `entries` entries.
+    fn bytes(entries: usize) -> u64 {
+        (entries * K::ENTRY_BYTES) as u64
+    }
+
+    /// `offset` relative to the segment's base offset.
+    fn relative(&self, offset: i64) -> i32 {
+        (offset - self.base_offset) as i32
+    }
+
+    pub fn entries(&self) -> &[K::Entry] {
         &self.entries
     }
     pub fn len(&self) -> usize {
@@ -143,41 +246,22 @@ impl OffsetIndex {
         self.max_entries
     }
 
-    /// Adds an entry for a batch ending at `offset` and starting at `position`
-    /// (in memory; see [`OffsetIndex::write_pending`]). Entries that would not
-    /// keep the index strictly increasing are ignored.
-    pub fn append(&mut self, offset: i64, position: u32) {
-        let rel = (offset - self.base_offset) as i32;
-        let pos = position as i32;
-        if self.is_full() {
-            return;
-        }
-        if let Some(&(lr, lp)) = self.entries.last()
-            && (rel <= lr || pos <= lp)
-        {
-            return;
-        }
-        self.entries.push((rel, pos));
-    }
-
     /// Writes the entries appended since the last call, in one write (after
-    /// a preallocation left pending by [`OffsetIndex::preallocate`]).
+    /// a preallocation left pending by [`Index::preallocate`]).
     pub fn write_pending(&mut self) -> io::Result<()> {
-        if self.written == self.entries.len() {
+        let pending = self.entries.get(self.written..).unwrap_or_default();
+        if pending.is_empty() {
             return Ok(());
         }
         if self.grow_before_write.load(Ordering::Relaxed) {
-            grow_to(&*self.file, (self.max_entries * OFFSET_ENTRY) as u64)?;
+            grow_to(&*self.file, Self::bytes(self.max_entries))?;
             self.grow_before_write.store(false, Ordering::Relaxed);
         }
-        let pending = &self.entries[self.written..];
-        let mut buf = Vec::with_capacity(pending.len() * OFFSET_ENTRY);
-        for &(rel, pos) in pending {
-            buf.extend_from_slice(&rel.to_be_bytes());
-            buf.extend_from_slice(&pos.to_be_bytes());
+        let mut buf = Vec::with_capacity(pending.len() * K::ENTRY_BYTES);
+        for &entry in pending {
+            K::encode(entry, &mut buf);
         }
-        self.file
-            .write_all_at(&buf, (self.written * OFFSET_ENTRY) as u64)?;
+        self.file.write_all_at(&buf, Self::bytes(self.written))?;
         self.written = self.entries.len();
         Ok(())
     }
@@ -189,48 +273,40 @@ impl OffsetIndex {
 
     /// Entries not yet in the file.
     pub fn pending(&self) -> usize {
+        debug_assert!(self.written <= self.entries.len());
         self.entries.len() - self.written
     }
 
-    /// The largest entry with offset ≤ `target` as (absolute offset, position);
-    /// `(base_offset, 0)` when there is none.
-    pub fn lookup(&self, target: i64) -> (i64, u32) {
-        match floor_slot(&self.entries, OFFSET_ENTRY, target, |e| {
-            self.base_offset + e.0 as i64
-        }) {
-            Some(i) => {
-                let (r, p) = self.entries[i];
-                (self.base_offset + r as i64, p as u32)
-            }
-            None => (self.base_offset, 0),
-        }
+    /// The largest entry whose key is ≤ `target`.
+    fn floor(&self, target: i64) -> Option<&K::Entry> {
+        let slot = floor_slot(&self.entries, K::ENTRY_BYTES, target, |e| {
+            K::key(e, self.base_offset)
+        })?;
+        self.entries.get(slot)
     }
 
     /// Removes the entries for offsets ≥ `offset` (zeroing them in the file).
     pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
         let keep = self
             .entries
-            .partition_point(|e| self.base_offset + (e.0 as i64) < offset);
-        self.truncate_entries(keep)
-    }
-
-    /// Removes entries whose position is ≥ `position`.
-    pub fn truncate_to_position(&mut self, position: u32) -> io::Result<()> {
-        let keep = self.entries.partition_point(|e| (e.1 as u32) < position);
+            .partition_point(|e| self.base_offset + i64::from(K::relative_offset(e)) < offset);
         self.truncate_entries(keep)
     }
 
     fn truncate_entries(&mut self, keep: usize) -> io::Result<()> {
-        if keep < self.entries.len() {
-            // Entries never written have nothing to zero.
-            self.entries.truncate(keep);
-            if keep < self.written {
-                let zeros = vec![0u8; (self.written - keep) * OFFSET_ENTRY];
-                self.file
-                    .write_all_at(&zeros, (keep * OFFSET_ENTRY) as u64)?;
-                self.written = keep;
-            }
+        if keep >= self.entries.len() {
+            return Ok(());
         }
+        self.entries.truncate(keep);
+        // Entries never written have nothing to zero. Memory is right even
+        // if zeroing fails: the next write starts at `keep`, and a trim cuts
+        // the file to the entries.
+        if keep < self.written {
+            let stale = std::mem::replace(&mut self.written, keep) - keep;
+            let zeros = vec![0u8; stale * K::ENTRY_BYTES];
+            self.file.write_all_at(&zeros, Self::bytes(keep))?;
+        }
+        debug_assert!(self.written <= self.entries.len());
         Ok(())
     }
 
@@ -239,8 +315,7 @@ impl OffsetIndex {
     pub fn trim(&mut self) -> io::Result<()> {
         self.grow_before_write.store(false, Ordering::Relaxed);
         self.write_pending()?;
-        self.file
-            .set_len((self.entries.len() * OFFSET_ENTRY) as u64)
+        self.file.set_len(Self::bytes(self.entries.len()))
     }
     /// Preallocates the file again (when a segment becomes active), lazily:
     /// the file grows at the next write of entries, so opening a log writes
@@ -260,85 +335,67 @@ impl OffsetIndex {
     pub fn file(&self) -> Arc<dyn StorageFile> {
         self.file.clone()
     }
+
+    /// Drops every entry and rewrites the file as freshly preallocated (stale
+    /// bytes from a bogus file must not survive a rebuild).
+    pub fn reset(&mut self) -> io::Result<()> {
+        self.entries.clear();
+        self.written = 0;
+        self.file.set_len(0)?;
+        self.preallocate()
+    }
 }
 
-/// A sparse map from timestamps to offsets. Invariant: timestamps strictly
-/// increase, relative offsets never decrease.
-#[derive(Debug)]
-pub struct TimeIndex {
-    file: Arc<dyn StorageFile>,
-    base_offset: i64,
-    entries: Vec<(i64, i32)>,
-    /// `entries[..written]` are in the file; the rest await `write_pending`.
-    written: usize,
-    max_entries: usize,
-    /// See [`OffsetIndex`]'s field of the same name.
-    grow_before_write: AtomicBool,
-}
-
-impl TimeIndex {
-    pub fn create(
-        file: Arc<dyn StorageFile>,
-        base_offset: i64,
-        max_bytes: u32,
-    ) -> io::Result<Self> {
-        let max_entries = max_bytes as usize / TIME_ENTRY;
-        file.set_len((max_entries * TIME_ENTRY) as u64)?;
-        Ok(TimeIndex {
-            file,
-            base_offset,
-            entries: Vec::new(),
-            written: 0,
-            max_entries,
-            grow_before_write: AtomicBool::new(false),
-        })
+impl Index<Offsets> {
+    /// Adds an entry for a batch ending at `offset` and starting at `position`
+    /// (in memory; see [`Index::write_pending`]). Entries that would not
+    /// keep the index strictly increasing are ignored.
+    pub fn append(&mut self, offset: i64, position: u32) {
+        let entry = (self.relative(offset), position as i32);
+        if self.is_full()
+            || self
+                .entries
+                .last()
+                .is_some_and(|last| !Offsets::increases(last, &entry))
+        {
+            return;
+        }
+        self.entries.push(entry);
     }
 
-    pub fn from_entries(
-        file: Arc<dyn StorageFile>,
-        base_offset: i64,
-        entries: Vec<(i64, i32)>,
-        max_bytes: u32,
-    ) -> Self {
-        let max_entries = (max_bytes as usize / TIME_ENTRY).max(entries.len());
-        TimeIndex {
-            file,
-            base_offset,
-            written: entries.len(),
-            entries,
-            max_entries,
-            grow_before_write: AtomicBool::new(false),
+    /// The largest entry with offset ≤ `target` as (absolute offset, position);
+    /// `(base_offset, 0)` when there is none.
+    pub fn lookup(&self, target: i64) -> (i64, u32) {
+        match self.floor(target) {
+            Some(&(rel, pos)) => (self.base_offset + i64::from(rel), pos as u32),
+            None => (self.base_offset, 0),
         }
     }
 
-    pub fn entries(&self) -> &[(i64, i32)] {
-        &self.entries
+    /// Removes entries whose position is ≥ `position`.
+    pub fn truncate_to_position(&mut self, position: u32) -> io::Result<()> {
+        let keep = self.entries.partition_point(|e| (e.1 as u32) < position);
+        self.truncate_entries(keep)
     }
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-    pub fn is_full(&self) -> bool {
-        self.entries.len() >= self.max_entries
-    }
-    pub fn max_entries(&self) -> usize {
-        self.max_entries
+}
+
+impl Index<Timestamps> {
+    /// (timestamp, absolute offset) of `entry`.
+    fn absolute(&self, &(ts, rel): &(i64, i32)) -> (i64, i64) {
+        (ts, self.base_offset + i64::from(rel))
     }
 
     /// The last entry as (timestamp, absolute offset); `(-1, base)` if empty.
     pub fn last_entry(&self) -> (i64, i64) {
-        match self.entries.last() {
-            Some(&(t, r)) => (t, self.base_offset + r as i64),
-            None => (-1, self.base_offset),
-        }
+        self.entries
+            .last()
+            .map_or((-1, self.base_offset), |e| self.absolute(e))
     }
 
     /// Kafka's `maybeAppend`: adds (timestamp, offset) only when the timestamp
-    /// is larger than the last one (in memory; see
-    /// [`TimeIndex::write_pending`]). `skip_full_check` lets the final entry
-    /// of a segment in even when the index is full.
+    /// is larger than the last one (in memory; see [`Index::write_pending`]).
+    /// `skip_full_check` lets the final entry of a segment in even when the
+    /// index is full.
     pub fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) {
         if !skip_full_check && self.is_full() {
             return;
@@ -347,93 +404,15 @@ impl TimeIndex {
         if timestamp <= last_ts || offset < last_off {
             return;
         }
-        let rel = (offset - self.base_offset) as i32;
-        self.entries.push((timestamp, rel));
-        if self.entries.len() > self.max_entries {
-            self.max_entries = self.entries.len();
-        }
-    }
-
-    /// Writes the entries appended since the last call, in one write (after
-    /// a pending preallocation, see [`OffsetIndex::write_pending`]).
-    pub fn write_pending(&mut self) -> io::Result<()> {
-        if self.written == self.entries.len() {
-            return Ok(());
-        }
-        if self.grow_before_write.load(Ordering::Relaxed) {
-            grow_to(&*self.file, (self.max_entries * TIME_ENTRY) as u64)?;
-            self.grow_before_write.store(false, Ordering::Relaxed);
-        }
-        let pending = &self.entries[self.written..];
-        let mut buf = Vec::with_capacity(pending.len() * TIME_ENTRY);
-        for &(ts, rel) in pending {
-            buf.extend_from_slice(&ts.to_be_bytes());
-            buf.extend_from_slice(&rel.to_be_bytes());
-        }
-        self.file
-            .write_all_at(&buf, (self.written * TIME_ENTRY) as u64)?;
-        self.written = self.entries.len();
-        Ok(())
-    }
-
-    /// Whether every entry is in the file.
-    pub fn is_written(&self) -> bool {
-        self.written == self.entries.len()
-    }
-
-    /// Entries not yet in the file.
-    pub fn pending(&self) -> usize {
-        self.entries.len() - self.written
+        self.entries.push((timestamp, self.relative(offset)));
+        self.max_entries = self.max_entries.max(self.entries.len());
     }
 
     /// The largest entry with timestamp ≤ `target` as (timestamp, offset);
     /// `(-1, base_offset)` when there is none.
     pub fn lookup(&self, target: i64) -> (i64, i64) {
-        match floor_slot(&self.entries, TIME_ENTRY, target, |e| e.0) {
-            Some(i) => {
-                let (t, r) = self.entries[i];
-                (t, self.base_offset + r as i64)
-            }
-            None => (-1, self.base_offset),
-        }
-    }
-
-    /// Removes the entries for offsets ≥ `offset`.
-    pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
-        let keep = self
-            .entries
-            .partition_point(|e| self.base_offset + (e.1 as i64) < offset);
-        if keep < self.entries.len() {
-            self.entries.truncate(keep);
-            if keep < self.written {
-                let zeros = vec![0u8; (self.written - keep) * TIME_ENTRY];
-                self.file.write_all_at(&zeros, (keep * TIME_ENTRY) as u64)?;
-                self.written = keep;
-            }
-        }
-        Ok(())
-    }
-
-    /// See [`OffsetIndex::trim`].
-    pub fn trim(&mut self) -> io::Result<()> {
-        self.grow_before_write.store(false, Ordering::Relaxed);
-        self.write_pending()?;
-        self.file.set_len((self.entries.len() * TIME_ENTRY) as u64)
-    }
-    /// See [`OffsetIndex::preallocate`]: lazy, writes nothing now.
-    pub fn preallocate(&self) -> io::Result<()> {
-        self.grow_before_write.store(true, Ordering::Relaxed);
-        Ok(())
-    }
-    /// Whether a preallocation is still waiting for the next write.
-    pub fn preallocation_pending(&self) -> bool {
-        self.grow_before_write.load(Ordering::Relaxed)
-    }
-    pub fn sync(&self) -> io::Result<()> {
-        self.file.sync()
-    }
-    pub fn file(&self) -> Arc<dyn StorageFile> {
-        self.file.clone()
+        self.floor(target)
+            .map_or((-1, self.base_offset), |e| self.absolute(e))
     }
 }
 
@@ -445,91 +424,41 @@ fn grow_to(file: &dyn StorageFile, len: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Parses `.index` bytes: strictly increasing entries, then only zero padding
-/// (a preallocated file). Errors describe what is wrong.
+/// Parses index bytes: entries in their kind's order
+/// ([`EntryKind::check`]), then only zero padding (a preallocated file).
+/// Errors describe what is wrong.
+pub fn parse<K: EntryKind>(bytes: &[u8]) -> Result<Vec<K::Entry>, String> {
+    let size = K::ENTRY_BYTES;
+    if !bytes.len().is_multiple_of(size) {
+        return Err(format!("size {} is not a multiple of {size}", bytes.len()));
+    }
+    let mut out: Vec<K::Entry> = Vec::new();
+    for (i, chunk) in bytes.chunks_exact(size).enumerate() {
+        let rest = bytes.get(i * size..).unwrap_or_default();
+        if rest.iter().all(|&b| b == 0) {
+            break;
+        }
+        let entry = K::decode(chunk).ok_or_else(|| format!("entry {i} is short"))?;
+        K::check(out.last(), &entry).map_err(|why| format!("entry {i} {entry:?} {why}"))?;
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+/// Parses `.index` bytes (see [`parse`]).
 pub fn parse_offset_index(bytes: &[u8]) -> Result<Vec<(i32, i32)>, String> {
-    if !bytes.len().is_multiple_of(OFFSET_ENTRY) {
-        return Err(format!(
-            "size {} is not a multiple of {OFFSET_ENTRY}",
-            bytes.len()
-        ));
-    }
-    let mut out: Vec<(i32, i32)> = Vec::new();
-    for (i, c) in bytes.chunks_exact(OFFSET_ENTRY).enumerate() {
-        let rel = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-        let pos = i32::from_be_bytes([c[4], c[5], c[6], c[7]]);
-        if rel == 0 && pos == 0 {
-            if bytes[i * OFFSET_ENTRY..].iter().any(|&b| b != 0) {
-                return Err(format!("zero entry {i} followed by non-zero bytes"));
-            }
-            break;
-        }
-        if rel < 0 || pos < 0 {
-            return Err(format!("entry {i} ({rel}, {pos}) is negative"));
-        }
-        if let Some(&(lr, lp)) = out.last()
-            && (rel <= lr || pos <= lp)
-        {
-            return Err(format!("entry {i} ({rel}, {pos}) does not increase"));
-        }
-        out.push((rel, pos));
-    }
-    Ok(out)
+    parse::<Offsets>(bytes)
 }
 
-/// Parses `.timeindex` bytes like [`parse_offset_index`].
+/// Parses `.timeindex` bytes (see [`parse`]).
 pub fn parse_time_index(bytes: &[u8]) -> Result<Vec<(i64, i32)>, String> {
-    if !bytes.len().is_multiple_of(TIME_ENTRY) {
-        return Err(format!(
-            "size {} is not a multiple of {TIME_ENTRY}",
-            bytes.len()
-        ));
-    }
-    let mut out: Vec<(i64, i32)> = Vec::new();
-    for (i, c) in bytes.chunks_exact(TIME_ENTRY).enumerate() {
-        let ts = i64::from_be_bytes(c[..8].try_into().unwrap_or([0; 8]));
-        let rel = i32::from_be_bytes([c[8], c[9], c[10], c[11]]);
-        if ts == 0 && rel == 0 && bytes[i * TIME_ENTRY..].iter().all(|&b| b == 0) {
-            break;
-        }
-        if rel < 0 {
-            return Err(format!("entry {i} has negative offset {rel}"));
-        }
-        if let Some(&(lt, lr)) = out.last()
-            && (ts <= lt || rel < lr)
-        {
-            return Err(format!("entry {i} ({ts}, {rel}) does not increase"));
-        }
-        out.push((ts, rel));
-    }
-    Ok(out)
-}
-
-impl OffsetIndex {
-    /// Drops every entry and rewrites the file as freshly preallocated (stale
-    /// bytes from a bogus file must not survive a rebuild).
-    pub fn reset(&mut self) -> io::Result<()> {
-        self.entries.clear();
-        self.written = 0;
-        self.file.set_len(0)?;
-        self.preallocate()
-    }
-}
-
-impl TimeIndex {
-    /// See [`OffsetIndex::reset`].
-    pub fn reset(&mut self) -> io::Result<()> {
-        self.entries.clear();
-        self.written = 0;
-        self.file.set_len(0)?;
-        self.preallocate()
-    }
+    parse::<Timestamps>(bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{MemStorage, Storage};
+    use crate::backend::{FaultyStorage, MemStorage, Storage};
     use std::path::Path;
 
     fn file() -> Arc<dyn StorageFile> {
@@ -547,7 +476,7 @@ mod tests {
         ] {
             let want = keys.iter().rposition(|&k| k <= target);
             assert_eq!(
-                floor_slot(&keys, OFFSET_ENTRY, target, |k| *k),
+                floor_slot(&keys, Offsets::ENTRY_BYTES, target, |k| *k),
                 want,
                 "target {target}"
             );
@@ -556,7 +485,7 @@ mod tests {
             let small: Vec<i64> = (0..n).map(|i| i * 2).collect();
             for t in -1..10 {
                 let want = small.iter().rposition(|&k| k <= t);
-                assert_eq!(floor_slot(&small, OFFSET_ENTRY, t, |k| *k), want);
+                assert_eq!(floor_slot(&small, Offsets::ENTRY_BYTES, t, |k| *k), want);
             }
         }
     }
@@ -622,8 +551,8 @@ mod tests {
         t.truncate_to(5).unwrap();
         t.maybe_append(1500, 4, false);
         t.trim().unwrap();
-        assert_eq!(tf.len().unwrap(), 2 * TIME_ENTRY as u64);
-        let mut bytes = vec![0u8; 2 * TIME_ENTRY];
+        assert_eq!(tf.len().unwrap(), 2 * Timestamps::ENTRY_BYTES as u64);
+        let mut bytes = vec![0u8; 2 * Timestamps::ENTRY_BYTES];
         tf.read_exact_at(&mut bytes, 0).unwrap();
         assert_eq!(parse_time_index(&bytes).unwrap(), &[(1000, 1), (1500, 4)]);
     }
@@ -645,6 +574,34 @@ mod tests {
         let mut bytes = vec![0u8; 120];
         f.read_exact_at(&mut bytes, 0).unwrap();
         assert_eq!(parse_time_index(&bytes).unwrap(), idx.entries());
+        // Kafka's layout: timestamp int64, then relative offset int32.
+        assert_eq!(&bytes[..12], &[0, 0, 0, 0, 0, 0, 0x03, 0xe8, 0, 0, 0, 3]);
+    }
+
+    #[test]
+    fn a_failed_truncation_keeps_memory_right_and_trim_mends_the_file() {
+        let faulty = FaultyStorage::new(MemStorage::new());
+        faulty.create_dir_all(Path::new("/x")).unwrap();
+        let f = faulty.open(Path::new("/x/i"), true).unwrap();
+        let mut idx = OffsetIndex::create(f.clone(), 0, 80).unwrap();
+        idx.append(10, 100);
+        idx.append(20, 200);
+        idx.append(30, 300);
+        idx.write_pending().unwrap();
+        faulty.fail_writes_after(0);
+        assert!(
+            idx.truncate_to(20).is_err(),
+            "zeroing the cut entries fails"
+        );
+        assert_eq!(idx.entries(), &[(10, 100)]);
+        assert_eq!(idx.pending(), 0);
+        faulty.heal();
+        idx.append(15, 150);
+        idx.trim().unwrap();
+        let mut bytes = vec![0u8; 16];
+        f.read_exact_at(&mut bytes, 0).unwrap();
+        assert_eq!(f.len().unwrap(), 16);
+        assert_eq!(parse_offset_index(&bytes).unwrap(), &[(10, 100), (15, 150)]);
     }
 
     #[test]
@@ -676,7 +633,7 @@ mod tests {
         t.write_pending().unwrap();
         assert_eq!(tf.len().unwrap(), 120);
         t.trim().unwrap();
-        assert_eq!(tf.len().unwrap(), TIME_ENTRY as u64);
+        assert_eq!(tf.len().unwrap(), Timestamps::ENTRY_BYTES as u64);
     }
 
     #[test]
