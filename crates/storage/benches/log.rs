@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{RngExt, SeedableRng, rngs::StdRng};
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
@@ -148,7 +148,7 @@ fn reads(c: &mut Criterion) {
     let mut rng = StdRng::seed_from_u64(1);
     g.bench_function("random_offset_lookup", |b| {
         b.iter(|| {
-            let off = rng.gen_range(0..leo);
+            let off = rng.random_range(0..leo);
             black_box(log.read(off, 1, i64::MAX, true).unwrap().regions.len())
         })
     });

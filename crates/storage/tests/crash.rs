@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{RngExt, SeedableRng, rngs::StdRng};
 use std::sync::Arc;
 use weir_protocol::records::BatchHeader;
 use weir_storage::backend::{CrashMode, MemStorage, Storage};
@@ -21,9 +21,9 @@ fn build(seed: u64, n: usize, flush_after: usize) -> (MemStorage, Vec<(i64, Vec<
     let mut rng = StdRng::seed_from_u64(seed);
     let mut rp = 0;
     for i in 0..n {
-        let recs = rng.gen_range(1..5);
-        let size = rng.gen_range(1..120);
-        let ts = 1_000 + rng.gen_range(0..500);
+        let recs = rng.random_range(1..5);
+        let size = rng.random_range(1..120);
+        let ts = 1_000 + rng.random_range(0..500);
         log.append(&mut make_batch(recs, size, ts, i as u8), 0)
             .unwrap();
         if i + 1 == flush_after {
@@ -156,16 +156,16 @@ fn random_bytes_after_the_active_segment_and_in_its_index() {
         let c = m.crash(CrashMode::KeepWritten);
         let lp = seg_file(active, ".log");
         let mut log_bytes = c.read_all(&lp).unwrap();
-        let junk: Vec<u8> = (0..rng.gen_range(1..300)).map(|_| rng.r#gen()).collect();
+        let junk: Vec<u8> = (0..rng.random_range(1..300)).map(|_| rng.random()).collect();
         log_bytes.extend_from_slice(&junk);
         c.write_all(&lp, &log_bytes).unwrap();
         let ip = seg_file(active, ".index");
         let mut idx = c.read_all(&ip).unwrap();
-        let junk: Vec<u8> = (0..rng.gen_range(1..64)).map(|_| rng.r#gen()).collect();
-        if rng.gen_bool(0.5) {
+        let junk: Vec<u8> = (0..rng.random_range(1..64)).map(|_| rng.random()).collect();
+        if rng.random_bool(0.5) {
             idx.extend_from_slice(&junk);
         } else {
-            let at = rng.gen_range(0..idx.len().saturating_sub(junk.len()).max(1));
+            let at = rng.random_range(0..idx.len().saturating_sub(junk.len()).max(1));
             idx[at..at + junk.len()].copy_from_slice(&junk);
         }
         c.write_all(&ip, &idx).unwrap();
@@ -197,10 +197,10 @@ fn bogus_index_below_the_recovery_point_is_rebuilt() {
 
 /// Offsets of a random CRC-covered byte (or length byte) of batch `i`.
 fn damage_spot(rng: &mut StdRng, len: usize) -> usize {
-    if rng.gen_bool(0.1) {
-        rng.gen_range(8..12) // batchLength
+    if rng.random_bool(0.1) {
+        rng.random_range(8..12) // batchLength
     } else {
-        rng.gen_range(17..len) // crc .. end
+        rng.random_range(17..len) // crc .. end
     }
 }
 
@@ -221,7 +221,7 @@ fn flip(c: &MemStorage, batches: &[(i64, Vec<u8>)], victim: usize, rng: &mut Std
     let path = seg_file(seg, ".log");
     let mut bytes = c.read_all(&path).unwrap();
     let at = pos + damage_spot(rng, batches[victim].1.len());
-    bytes[at] ^= 1 << rng.gen_range(0..8);
+    bytes[at] ^= 1 << rng.random_range(0..8);
     c.write_all(&path, &bytes).unwrap();
 }
 
@@ -233,7 +233,7 @@ fn bit_flips_above_the_recovery_point_truncate_at_the_damage() {
         let first_unflushed = batches.iter().position(|(b, _)| *b >= rp).unwrap();
         // Batches in the segment holding the recovery point are scanned too,
         // but only damage above the recovery point may be truncated.
-        let victim = rng.gen_range(first_unflushed..batches.len());
+        let victim = rng.random_range(first_unflushed..batches.len());
         let c = m.crash(CrashMode::KeepWritten);
         flip(&c, &batches, victim, &mut rng);
         let log = open_unclean(&c, rp).unwrap();
@@ -248,7 +248,7 @@ fn bit_flips_below_the_recovery_point_are_reported_not_dropped() {
         let (m, batches, rp) = build(seed, 30, 20);
         let mut rng = StdRng::seed_from_u64(seed);
         let flushed = batches.iter().position(|(b, _)| *b >= rp).unwrap();
-        let victim = rng.gen_range(0..flushed);
+        let victim = rng.random_range(0..flushed);
         let vbase = batches[victim].0;
         let c = m.crash(CrashMode::KeepWritten);
         flip(&c, &batches, victim, &mut rng);
@@ -324,15 +324,15 @@ fn torn_crashes_keep_every_flushed_batch() {
         let log = new_log(s, small_config());
         let mut rng = StdRng::seed_from_u64(seed);
         let mut rp = 0;
-        for i in 0..rng.gen_range(1..60) {
-            let recs = rng.gen_range(1..5);
-            let size = rng.gen_range(1..150);
+        for i in 0..rng.random_range(1..60) {
+            let recs = rng.random_range(1..5);
+            let size = rng.random_range(1..150);
             log.append(
-                &mut make_batch(recs, size, 1_000 + rng.gen_range(0..300), i as u8),
+                &mut make_batch(recs, size, 1_000 + rng.random_range(0..300), i as u8),
                 0,
             )
             .unwrap();
-            if rng.gen_bool(0.1) {
+            if rng.random_bool(0.1) {
                 log.flush().unwrap();
                 rp = log.log_end_offset();
             }

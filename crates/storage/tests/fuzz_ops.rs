@@ -5,7 +5,7 @@
 //! inputs, `WEIR_FUZZ_OPS_SEED` the first seed (default: random, printed).
 //! A failure prints its seed, the input bytes and the operations.
 
-use rand::{Rng, RngCore, SeedableRng, rngs::StdRng};
+use rand::{Rng, RngExt, SeedableRng, rngs::StdRng};
 use weir_storage::fuzz_ops::Options;
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -20,7 +20,7 @@ fn run_seeds(options: weir_storage::fuzz_ops::Options) {
     );
     for seed in first..first + cases {
         let mut rng = StdRng::seed_from_u64(seed);
-        let len = rng.gen_range(1..600);
+        let len = rng.random_range(1..600);
         let mut data = vec![0u8; len];
         rng.fill_bytes(&mut data);
         let result = std::panic::catch_unwind(|| weir_storage::fuzz_ops::run_with(&data, options));

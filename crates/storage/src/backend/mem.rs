@@ -7,7 +7,7 @@
 //! would make them visible after the data they name was synced.
 
 use super::{Storage, StorageFile};
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{RngExt, SeedableRng, rngs::StdRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -167,24 +167,24 @@ fn torn(durable: &[u8], data: &[u8], rng: &mut StdRng) -> Vec<u8> {
         let keep = if extra == 0 {
             0
         } else {
-            rng.gen_range(0..=extra)
+            rng.random_range(0..=extra)
         };
         let mut out = data[..durable.len() + keep].to_vec();
-        if keep > 0 && rng.gen_bool(0.3) {
+        if keep > 0 && rng.random_bool(0.3) {
             // The length made it to disk but the last block did not.
-            let zero_from = durable.len() + rng.gen_range(0..keep);
+            let zero_from = durable.len() + rng.random_range(0..keep);
             out[zero_from..].iter_mut().for_each(|b| *b = 0);
         }
         out
     } else {
-        let len = if rng.gen_bool(0.5) {
+        let len = if rng.random_bool(0.5) {
             durable.len()
         } else {
             data.len()
         };
         let mut out = vec![0u8; len];
         for (i, chunk) in out.chunks_mut(512).enumerate() {
-            let src = if rng.gen_bool(0.5) { durable } else { data };
+            let src = if rng.random_bool(0.5) { durable } else { data };
             let start = i * 512;
             for (j, b) in chunk.iter_mut().enumerate() {
                 *b = src.get(start + j).copied().unwrap_or(0);
