@@ -41,6 +41,19 @@ pub struct TopicInfo {
     pub partitions: Vec<PartitionInfo>,
 }
 
+/// A topic to produce to, as [`Client::producer_topic`] found it: every
+/// partition has a leader.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProducerTopic {
+    pub info: TopicInfo,
+    /// The topic did not exist and the broker created it (auto-creation).
+    pub auto_created: bool,
+}
+
+/// Pause between metadata requests while a topic to produce to is not
+/// ready (Kafka's `retry.backoff.ms` default).
+const METADATA_RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
 /// Records fetched from one partition.
 #[derive(Debug, Clone)]
 pub struct FetchedPartition {
@@ -239,6 +252,88 @@ impl Client {
         }
         ClientError::check(t.error_code, || format!("metadata for {topic}"), None)?;
         Ok(t)
+    }
+
+    /// Metadata of a topic to produce to, got as Kafka's producer gets it:
+    /// a missing topic is requested with `allow_auto_topic_creation`, so a
+    /// broker with `auto.create.topics.enable=true` creates it, and metadata
+    /// is asked again (every [`METADATA_RETRY_BACKOFF`]) while the topic
+    /// reports a retriable error or a partition has no leader, for at most
+    /// `max_block` (Kafka's `max.block.ms`).
+    ///
+    /// The first request does not allow auto-creation, so that a topic the
+    /// broker creates is told apart from one that existed (the answer to an
+    /// auto-creating request looks the same in both cases). A missing topic
+    /// that the broker still reports unknown after being asked to create it
+    /// is [`ClientError::AutoCreateDisabled`]: Kafka answers
+    /// `LEADER_NOT_AVAILABLE` while a topic is being created, and
+    /// `UNKNOWN_TOPIC_OR_PARTITION` when it does not auto-create.
+    pub async fn producer_topic(
+        &mut self,
+        topic: &str,
+        max_block: Duration,
+    ) -> Result<ProducerTopic, ClientError> {
+        let deadline = tokio::time::Instant::now() + max_block;
+        let names = [topic.to_string()];
+        // Whether requests ask the broker to create the topic, and whether
+        // one of those answers showed it did (or is doing so).
+        let mut auto_create = false;
+        let mut auto_created = false;
+        loop {
+            let info = self
+                .metadata(Some(&names), auto_create)
+                .await?
+                .into_iter()
+                .find(|t| t.name == topic);
+            let code = info
+                .as_ref()
+                .map_or(ErrorCode::UnknownTopicOrPartition, |t| {
+                    ErrorCode::from_code_lossy(t.error_code)
+                });
+            let unknown = code == ErrorCode::UnknownTopicOrPartition;
+            if auto_create && !auto_created {
+                if unknown {
+                    return Err(ClientError::AutoCreateDisabled(topic.to_string()));
+                }
+                auto_created = true;
+            }
+            let reason = match info {
+                Some(info) if code.is_ok() => {
+                    let leaderless = info.partitions.iter().filter(|p| p.leader < 0).count();
+                    if leaderless == 0 && !info.partitions.is_empty() {
+                        return Ok(ProducerTopic { info, auto_created });
+                    }
+                    if info.partitions.is_empty() {
+                        "no partitions".to_string()
+                    } else {
+                        format!("{leaderless} partitions without a leader")
+                    }
+                }
+                _ if unknown && !auto_create => {
+                    auto_create = true;
+                    continue;
+                }
+                _ if code.is_retriable() => code.name().to_string(),
+                info => {
+                    return Err(ClientError::Broker {
+                        context: format!("metadata for {topic}"),
+                        code,
+                        message: info
+                            .is_none()
+                            .then(|| "topic missing from the response".into()),
+                    });
+                }
+            };
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(ClientError::TopicNotReady {
+                    topic: topic.to_string(),
+                    waited_ms: max_block.as_millis() as u64,
+                    reason,
+                });
+            }
+            tokio::time::sleep(METADATA_RETRY_BACKOFF.min(deadline - now)).await;
+        }
     }
 
     /// Creates a topic.

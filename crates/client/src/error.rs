@@ -45,6 +45,18 @@ pub enum ClientError {
     },
     #[error("unknown topic {0}")]
     UnknownTopic(String),
+    /// A producer asked the broker to create a missing topic and it did not.
+    #[error(
+        "unknown topic {0} and the broker does not auto-create topics (auto.create.topics.enable=false)"
+    )]
+    AutoCreateDisabled(String),
+    /// A topic to produce to did not become usable in time.
+    #[error("topic {topic} is not ready for producing after {waited_ms} ms: {reason}")]
+    TopicNotReady {
+        topic: String,
+        waited_ms: u64,
+        reason: String,
+    },
     #[error("partition {topic}-{partition} has no leader")]
     NoLeader { topic: String, partition: i32 },
     #[error("invalid records from broker: {0}")]
