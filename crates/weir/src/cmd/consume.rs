@@ -21,18 +21,73 @@ use weir_client::{Client, GroupMember, HeartbeatStatus, TopicInfo};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::records::{BatchIter, DecompressLimits, RecordsError};
 
+use super::command_config::CommandConfig;
 use super::common::{Bootstrap, parse_kv, progress_bar, run_async, unescape};
 
-/// How often a group member heartbeats and commits.
-const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(3);
-const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
-/// Longest wait of one fetch for new data.
-const FETCH_MAX_WAIT_MS: i32 = 100;
-const FETCH_MAX_BYTES: i32 = 1024 * 1024;
+/// `--command-config` properties `weir consume` applies, besides the
+/// common ones; [`Consumer`] holds them.
+const CONSUMER_PROPERTIES: &[&str] = &[
+    "group.id",
+    "auto.offset.reset",
+    "fetch.max.bytes",
+    "fetch.max.wait.ms",
+    "session.timeout.ms",
+    "max.poll.interval.ms",
+    "heartbeat.interval.ms",
+    "auto.commit.interval.ms",
+];
+
+/// Consumer settings: flags, then `--command-config`, then these defaults.
+#[derive(Debug, Clone, PartialEq)]
+struct Consumer {
+    /// `--group`, else `group.id`.
+    group: Option<String>,
+    /// `--from-beginning`, else `auto.offset.reset=earliest`: where a
+    /// partition without a committed offset starts.
+    from_beginning: bool,
+    fetch_max_bytes: i32,
+    /// Longest wait of one fetch for new data.
+    fetch_max_wait_ms: i32,
+    /// None: [`GroupMember`]'s default, as for the rebalance timeout
+    /// (Kafka's `max.poll.interval.ms`).
+    session_timeout: Option<Duration>,
+    rebalance_timeout: Option<Duration>,
+    /// How often a group member heartbeats and commits.
+    heartbeat_interval: Duration,
+    commit_interval: Duration,
+}
+
+impl Consumer {
+    fn new(args: &Args, config: &CommandConfig) -> Result<Consumer> {
+        let from_beginning = args.from_beginning
+            || match config.get("auto.offset.reset") {
+                None | Some("latest") => false,
+                Some("earliest") => true,
+                Some(other) => bail!("invalid auto.offset.reset={other:?} (earliest, latest)"),
+            };
+        Ok(Consumer {
+            group: args
+                .group
+                .clone()
+                .or_else(|| config.get("group.id").map(str::to_string)),
+            from_beginning,
+            fetch_max_bytes: config.parse("fetch.max.bytes")?.unwrap_or(1024 * 1024),
+            fetch_max_wait_ms: config.parse("fetch.max.wait.ms")?.unwrap_or(100),
+            session_timeout: config.millis("session.timeout.ms")?,
+            rebalance_timeout: config.millis("max.poll.interval.ms")?,
+            heartbeat_interval: config
+                .millis("heartbeat.interval.ms")?
+                .unwrap_or(Duration::from_secs(3)),
+            commit_interval: config
+                .millis("auto.commit.interval.ms")?
+                .unwrap_or(Duration::from_secs(1)),
+        })
+    }
+}
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  weir consume --topic orders --from-beginning --max-messages 10\n  weir consume --topic orders --partition 2 --offset 100 --property print.key=true --property print.offset=true\n  weir consume --topic orders --from-beginning --timeout-ms 2000 --property print.timestamp=true --property print.headers=true\n  weir consume --topic orders --group billing --from-beginning --max-messages 100\n\nFormatter properties (--property name=value): print.key, print.value, print.offset,\nprint.partition, print.timestamp, print.headers (true/false), key.separator (default TAB),\nline.separator (default newline), headers.separator (default ','),\nheaders.key.separator (default ':'), null.literal (default 'null')."
+    after_help = "Examples:\n  weir consume --topic orders --from-beginning --max-messages 10\n  weir consume --topic orders --partition 2 --offset 100 --property print.key=true --property print.offset=true\n  weir consume --topic orders --from-beginning --timeout-ms 2000 --property print.timestamp=true --property print.headers=true\n  weir consume --topic orders --group billing --from-beginning --max-messages 100\n  weir consume --topic orders --command-config consumer.properties   # group.id, client.id, …\n\nFormatter properties (--property name=value): print.key, print.value, print.offset,\nprint.partition, print.timestamp, print.headers (true/false), key.separator (default TAB),\nline.separator (default newline), headers.separator (default ','),\nheaders.key.separator (default ':'), null.literal (default 'null')."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -185,6 +240,9 @@ struct Reader {
     printed: u64,
     max_messages: Option<u64>,
     from_beginning: bool,
+    fetch_max_bytes: i32,
+    /// Longest wait of one fetch for new data.
+    fetch_max_wait_ms: i32,
     bar: ProgressBar,
     limits: DecompressLimits,
 }
@@ -230,8 +288,8 @@ impl Reader {
                     self.topic.topic_id,
                     partition,
                     offset,
-                    FETCH_MAX_BYTES,
-                    FETCH_MAX_WAIT_MS,
+                    self.fetch_max_bytes,
+                    self.fetch_max_wait_ms,
                     leader,
                 )
                 .await?;
@@ -336,7 +394,15 @@ pub fn run(args: Args) -> ExitCode {
         if args.offset.is_some() && args.from_beginning {
             bail!("--offset and --from-beginning cannot be used together");
         }
-        let mut client = args.bootstrap.connect().await?;
+        let config = args.bootstrap.load_config()?;
+        config.warn_unknown(CONSUMER_PROPERTIES);
+        let consumer = Consumer::new(&args, &config)?;
+        if consumer.group.is_some() && (args.partition.is_some() || args.offset.is_some()) {
+            bail!(
+                "--partition and --offset cannot be used with a group (group.id of --command-config)"
+            );
+        }
+        let mut client = args.bootstrap.settings(&config)?.connect().await?;
         let topic = client.topic(&args.topic).await?;
         if let Some(want) = args.partition
             && !topic.partitions.iter().any(|p| p.partition == want)
@@ -367,13 +433,17 @@ pub fn run(args: Args) -> ExitCode {
             positions: BTreeMap::new(),
             printed: 0,
             max_messages: args.max_messages,
-            from_beginning: args.from_beginning,
+            from_beginning: consumer.from_beginning,
+            fetch_max_bytes: consumer.fetch_max_bytes,
+            fetch_max_wait_ms: consumer.fetch_max_wait_ms,
             bar,
             limits: DecompressLimits::default(),
         };
         let idle = args.timeout_ms.map(Duration::from_millis);
-        let result = match &args.group {
-            Some(group) => consume_group(&mut client, &mut reader, group, idle, &stop).await,
+        let result = match &consumer.group {
+            Some(group) => {
+                consume_group(&mut client, &mut reader, &consumer, group, idle, &stop).await
+            }
             None => consume_plain(&mut client, &mut reader, &args, idle, &stop).await,
         };
         reader.bar.finish_and_clear();
@@ -436,12 +506,19 @@ async fn consume_plain(
 async fn consume_group(
     client: &mut Client,
     reader: &mut Reader,
+    consumer: &Consumer,
     group: &str,
     idle: Option<Duration>,
     stop: &AtomicBool,
 ) -> Result<()> {
     let topic = reader.topic.name.clone();
     let mut member = GroupMember::new(group, std::slice::from_ref(&topic));
+    if let Some(t) = consumer.session_timeout {
+        member.session_timeout = t;
+    }
+    if let Some(t) = consumer.rebalance_timeout {
+        member.rebalance_timeout = t;
+    }
     let mut last_data = Instant::now();
     let result: Result<()> = async {
         'generation: loop {
@@ -469,7 +546,8 @@ async fn consume_group(
                     break 'generation;
                 }
                 let got = if reader.positions.is_empty() {
-                    tokio::time::sleep(Duration::from_millis(FETCH_MAX_WAIT_MS as u64)).await;
+                    let wait = reader.fetch_max_wait_ms.max(0) as u64;
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
                     false
                 } else {
                     reader.poll(client).await?
@@ -480,12 +558,14 @@ async fn consume_group(
                     break 'generation;
                 }
                 let now_positions = positions_of(&topic, &reader.positions);
-                if now_positions != committed_now && last_commit.elapsed() >= COMMIT_INTERVAL {
+                if now_positions != committed_now
+                    && last_commit.elapsed() >= consumer.commit_interval
+                {
                     member.commit(client, &now_positions).await?;
                     committed_now = now_positions;
                     last_commit = Instant::now();
                 }
-                if last_heartbeat.elapsed() >= HEARTBEAT_INTERVAL {
+                if last_heartbeat.elapsed() >= consumer.heartbeat_interval {
                     last_heartbeat = Instant::now();
                     if member.heartbeat(client).await? == HeartbeatStatus::Rebalance {
                         // Commit what was read before giving partitions up;

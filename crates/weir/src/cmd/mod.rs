@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod command_config;
 pub mod common;
 pub mod configs;
 pub mod consume;

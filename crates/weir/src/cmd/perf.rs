@@ -9,12 +9,16 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use weir_protocol::records::{BatchIter, DecompressLimits, RecordBatchBuilder};
 
-use super::common::{Bootstrap, now_ms, parse_compression, parse_kv, run_async};
+use super::command_config::{COMMON_PROPERTIES, CommandConfig, check_supported};
+use super::common::{
+    Bootstrap, DEFAULT_MAX_BLOCK, now_ms, parse_acks, parse_compression, parse_kv, producer_topic,
+    run_async,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -58,7 +62,8 @@ struct E2eArgs {
     #[arg(long)]
     partitions: Option<i32>,
     /// Producer properties: acks (default 1), batch.size (per partition and
-    /// request, default 1048576).
+    /// request, default 1048576), max.block.ms, and the common client
+    /// properties; they override --command-config.
     #[arg(long = "producer-props", value_parser = parse_kv, num_args = 1..)]
     producer_props: Vec<(String, String)>,
     /// Stop waiting for missing records this long after the last one was sent.
@@ -85,7 +90,9 @@ struct ProduceArgs {
     /// Records per second at most; -1 for no limit.
     #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
     throughput: i64,
-    /// Producer properties: acks, batch.size, linger.ms, compression.type.
+    /// Producer properties: acks, batch.size, linger.ms, compression.type,
+    /// max.block.ms, and the common client properties; they override
+    /// --command-config.
     #[arg(long = "producer-props", value_parser = parse_kv, num_args = 1..)]
     producer_props: Vec<(String, String)>,
     /// Print the summary as one JSON object.
@@ -103,9 +110,10 @@ struct ConsumeArgs {
     /// Records to consume.
     #[arg(long)]
     messages: u64,
-    /// Bytes per fetch request.
-    #[arg(long = "fetch-size", default_value_t = 50 * 1024 * 1024)]
-    fetch_size: i32,
+    /// Bytes per fetch request [default: fetch.max.bytes of
+    /// --command-config, else 52428800]
+    #[arg(long = "fetch-size")]
+    fetch_size: Option<i32>,
     /// Give up after this long without data.
     #[arg(long = "timeout", default_value_t = 10_000)]
     timeout_ms: u64,
@@ -128,35 +136,27 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
+/// Properties `weir perf e2e` applies from `--command-config` and
+/// `--producer-props`, besides the common ones.
+const E2E_PROPERTIES: &[&str] = &["acks", "batch.size", "max.block.ms"];
+
 fn run_e2e(a: E2eArgs) -> Result<()> {
-    let mut acks = 1;
-    let mut batch_size = 1 << 20;
-    for (k, v) in &a.producer_props {
-        match k.as_str() {
-            "acks" => {
-                acks = match v.as_str() {
-                    "all" | "-1" => -1,
-                    "0" => 0,
-                    "1" => 1,
-                    other => bail!("invalid acks {other:?}"),
-                }
-            }
-            "batch.size" => batch_size = v.parse().context("batch.size")?,
-            other => bail!("unsupported producer property {other:?} (acks, batch.size)"),
-        }
-    }
+    let config = producer_config(&a.bootstrap, &a.producer_props, E2E_PROPERTIES, &[])?;
+    let acks = config.get("acks").map(parse_acks).transpose()?.unwrap_or(1);
+    let batch_size = config.parse("batch.size")?.unwrap_or(1 << 20);
     let num_records = match (a.num_records, a.duration) {
         (Some(n), _) => n,
         (None, Some(d)) if d > 0.0 => (d * a.throughput as f64).ceil() as u64,
         _ => bail!("give --num-records or a positive --duration"),
     };
     let spec = e2e::E2eSpec {
-        bootstrap: a.bootstrap.bootstrap_server,
+        client: a.bootstrap.settings(&config)?,
         topic: a.topic,
         throughput: a.throughput,
         record_size: a.record_size,
         num_records,
         partitions: a.partitions,
+        max_block: config.millis("max.block.ms")?.unwrap_or(DEFAULT_MAX_BLOCK),
         acks,
         batch_size,
         tail_timeout: Duration::from_millis(a.timeout_ms),
@@ -177,43 +177,79 @@ fn run_e2e(a: E2eArgs) -> Result<()> {
     Ok(())
 }
 
+/// Properties `weir perf produce` applies from `--command-config` and
+/// `--producer-props`, besides the common ones.
+const PRODUCER_PROPERTIES: &[&str] = &[
+    "acks",
+    "batch.size",
+    "linger.ms",
+    "compression.type",
+    "max.block.ms",
+];
+/// Producer properties `--producer-props` accepts for command-line
+/// compatibility with Kafka's tool and does not use.
+const IGNORED_PRODUCER_PROPS: &[&str] = &[
+    "buffer.memory",
+    "enable.idempotence",
+    "max.in.flight.requests.per.connection",
+];
+
+/// `--command-config` with `--producer-props` over it. Properties of the
+/// file the tool does not apply are warned about; in `--producer-props`
+/// they are an error (other than `ignored` ones), as before the file.
+fn producer_config(
+    bootstrap: &Bootstrap,
+    props: &[(String, String)],
+    applied: &[&str],
+    ignored: &[&str],
+) -> Result<CommandConfig> {
+    let mut config = bootstrap.load_config()?;
+    config.warn_unknown(applied);
+    for (k, v) in props {
+        let k = k.as_str();
+        if ignored.contains(&k) {
+            continue;
+        }
+        if !COMMON_PROPERTIES.contains(&k) && !applied.contains(&k) {
+            check_supported(k, v)?;
+            bail!(
+                "unsupported producer property {k:?} ({})",
+                [COMMON_PROPERTIES, applied].concat().join(", ")
+            );
+        }
+        config.set(k, v)?;
+    }
+    Ok(config)
+}
+
 struct ProducerProps {
     acks: i16,
     batch_size: usize,
     linger: Duration,
     compression: weir_protocol::records::Compression,
+    max_block: Duration,
 }
 
-fn producer_props(props: &[(String, String)]) -> Result<ProducerProps> {
-    let mut p = ProducerProps {
-        acks: -1,
-        batch_size: 16 * 1024,
-        linger: Duration::from_millis(5),
-        compression: weir_protocol::records::Compression::None,
-    };
-    for (k, v) in props {
-        match k.as_str() {
-            "acks" => {
-                p.acks = match v.as_str() {
-                    "all" | "-1" => -1,
-                    "0" => 0,
-                    "1" => 1,
-                    other => bail!("invalid acks {other:?}"),
-                }
-            }
-            "batch.size" => p.batch_size = v.parse().context("batch.size")?,
-            "linger.ms" => p.linger = Duration::from_millis(v.parse().context("linger.ms")?),
-            "compression.type" => p.compression = parse_compression(v)?,
-            // Accepted for command-line compatibility; not used by this tool.
-            "bootstrap.servers"
-            | "client.id"
-            | "buffer.memory"
-            | "enable.idempotence"
-            | "max.in.flight.requests.per.connection" => {}
-            other => bail!("unsupported producer property {other:?}"),
-        }
+impl ProducerProps {
+    fn new(config: &CommandConfig) -> Result<ProducerProps> {
+        Ok(ProducerProps {
+            acks: config
+                .get("acks")
+                .map(parse_acks)
+                .transpose()?
+                .unwrap_or(-1),
+            batch_size: config.parse("batch.size")?.unwrap_or(16 * 1024),
+            linger: config
+                .millis("linger.ms")?
+                .unwrap_or(Duration::from_millis(5)),
+            compression: config
+                .get("compression.type")
+                .map(parse_compression)
+                .transpose()?
+                .unwrap_or(weir_protocol::records::Compression::None),
+            max_block: config.millis("max.block.ms")?.unwrap_or(DEFAULT_MAX_BLOCK),
+        })
     }
-    Ok(p)
 }
 
 /// Periodic progress, one line every 5 s (Kafka's format), or a single
@@ -272,9 +308,15 @@ impl Progress {
 }
 
 async fn produce(a: ProduceArgs) -> Result<()> {
-    let props = producer_props(&a.producer_props)?;
-    let mut client = a.bootstrap.connect().await?;
-    let topic = client.topic(&a.topic).await?;
+    let config = producer_config(
+        &a.bootstrap,
+        &a.producer_props,
+        PRODUCER_PROPERTIES,
+        IGNORED_PRODUCER_PROPS,
+    )?;
+    let props = ProducerProps::new(&config)?;
+    let mut client = a.bootstrap.settings(&config)?.connect().await?;
+    let topic = producer_topic(&mut client, &a.topic, props.max_block).await?;
     let partitions: Vec<(i32, i32)> = topic
         .partitions
         .iter()
@@ -357,8 +399,17 @@ async fn produce(a: ProduceArgs) -> Result<()> {
     Ok(())
 }
 
+/// Properties `weir perf consume` applies, besides the common ones.
+const CONSUMER_PROPERTIES: &[&str] = &["fetch.max.bytes"];
+
 async fn consume(a: ConsumeArgs) -> Result<()> {
-    let mut client = a.bootstrap.connect().await?;
+    let config = a.bootstrap.load_config()?;
+    config.warn_unknown(CONSUMER_PROPERTIES);
+    let fetch_size = match a.fetch_size {
+        Some(f) => f,
+        None => config.parse("fetch.max.bytes")?.unwrap_or(50 * 1024 * 1024),
+    };
+    let mut client = a.bootstrap.settings(&config)?.connect().await?;
     let topic = client.topic(&a.topic).await?;
     let mut next: Vec<(i32, i32, i64)> = Vec::new();
     for p in &topic.partitions {
@@ -384,7 +435,7 @@ async fn consume(a: ConsumeArgs) -> Result<()> {
                     topic.topic_id,
                     *partition,
                     *offset,
-                    a.fetch_size,
+                    fetch_size,
                     100,
                     *leader,
                 )

@@ -4,19 +4,22 @@
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use weir_protocol::partitioner::partition_for_key;
-use weir_protocol::records::{RecordBatchBuilder, RecordHeader};
+use weir_protocol::records::{Compression, RecordBatchBuilder, RecordHeader};
 
+use super::command_config::CommandConfig;
 use super::common::{
-    Bootstrap, now_ms, parse_compression, parse_kv, progress_bar, run_async, unescape,
+    Bootstrap, DEFAULT_MAX_BLOCK, now_ms, parse_acks, parse_compression, parse_kv, producer_topic,
+    progress_bar, run_async, unescape,
 };
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  echo hello | weir produce --topic orders\n  printf 'k1:v1\\nk2:v2\\n' | weir produce --topic orders --property parse.key=true --property key.separator=:\n  weir produce --topic orders --compression-codec zstd --header source=cli < records.txt"
+    after_help = "Examples:\n  echo hello | weir produce --topic orders\n  printf 'k1:v1\\nk2:v2\\n' | weir produce --topic orders --property parse.key=true --property key.separator=:\n  weir produce --topic orders --compression-codec zstd --header source=cli < records.txt\n  weir produce --topic orders --command-config producer.properties < records.txt\n\nA missing topic is created by the broker when it auto-creates topics\n(auto.create.topics.enable), which is said on stderr."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -32,15 +35,58 @@ pub struct Args {
     /// Header added to every record, key=value (repeatable).
     #[arg(long = "header", value_parser = parse_kv)]
     headers: Vec<(String, String)>,
-    /// none, gzip, snappy, lz4 or zstd.
-    #[arg(long = "compression-codec", default_value = "none")]
-    compression: String,
-    /// 0, 1 or -1 (all).
-    #[arg(long = "request-required-acks", default_value_t = -1, allow_hyphen_values = true)]
+    /// none, gzip, snappy, lz4 or zstd [default: compression.type of
+    /// --command-config, else none]
+    #[arg(long = "compression-codec")]
+    compression: Option<String>,
+    /// 0, 1 or -1 (all) [default: acks of --command-config, else -1]
+    #[arg(long = "request-required-acks", allow_hyphen_values = true, value_parser = parse_acks)]
+    acks: Option<i16>,
+    /// Largest batch, in bytes, before it is sent [default: batch.size of
+    /// --command-config, else 1048576]
+    #[arg(long = "batch-size")]
+    batch_size: Option<usize>,
+}
+
+/// `--command-config` properties `weir produce` applies, besides the
+/// common ones.
+const PRODUCER_PROPERTIES: &[&str] = &["acks", "batch.size", "compression.type", "max.block.ms"];
+
+/// Producer settings: flags, then `--command-config`, then defaults.
+struct Producer {
     acks: i16,
-    /// Largest batch, in bytes, before it is sent.
-    #[arg(long = "batch-size", default_value_t = 1024 * 1024)]
     batch_size: usize,
+    compression: Compression,
+    max_block: Duration,
+}
+
+impl Producer {
+    fn new(args: &Args, config: &CommandConfig) -> Result<Producer> {
+        let acks = match args.acks {
+            Some(a) => a,
+            None => config
+                .get("acks")
+                .map(parse_acks)
+                .transpose()?
+                .unwrap_or(-1),
+        };
+        let compression = args
+            .compression
+            .as_deref()
+            .or(config.get("compression.type"))
+            .map(parse_compression)
+            .transpose()?
+            .unwrap_or(Compression::None);
+        Ok(Producer {
+            acks,
+            batch_size: match args.batch_size {
+                Some(b) => b,
+                None => config.parse("batch.size")?.unwrap_or(1024 * 1024),
+            },
+            compression,
+            max_block: config.millis("max.block.ms")?.unwrap_or(DEFAULT_MAX_BLOCK),
+        })
+    }
 }
 
 struct Format {
@@ -118,9 +164,11 @@ impl Format {
 pub fn run(args: Args) -> ExitCode {
     run_async(async move {
         let format = Format::from_properties(&args.properties)?;
-        let compression = parse_compression(&args.compression)?;
-        let mut client = args.bootstrap.connect().await?;
-        let topic = client.topic(&args.topic).await?;
+        let config = args.bootstrap.load_config()?;
+        config.warn_unknown(PRODUCER_PROPERTIES);
+        let producer = Producer::new(&args, &config)?;
+        let mut client = args.bootstrap.settings(&config)?.connect().await?;
+        let topic = producer_topic(&mut client, &args.topic, producer.max_block).await?;
         let partitions = topic.partitions.len() as u32;
         if partitions == 0 {
             bail!("topic {} has no partitions", args.topic);
@@ -171,19 +219,19 @@ pub fn run(args: Args) -> ExitCode {
             };
             let b = builders
                 .entry(partition)
-                .or_insert_with(|| RecordBatchBuilder::new(compression));
+                .or_insert_with(|| RecordBatchBuilder::new(producer.compression));
             b.push(now_ms(), key, Some(value), headers)?;
             if stdin_size.is_none() {
                 bar.inc(1);
             }
-            if b.estimated_size() >= args.batch_size {
+            if b.estimated_size() >= producer.batch_size {
                 let full = builders.remove(&partition).expect("present");
                 send(
                     &mut client,
                     &args.topic,
                     partition,
                     full,
-                    args.acks,
+                    producer.acks,
                     leaders.get(&partition).copied().unwrap_or(-1),
                 )
                 .await?;
@@ -202,7 +250,7 @@ pub fn run(args: Args) -> ExitCode {
                     &args.topic,
                     partition,
                     b,
-                    args.acks,
+                    producer.acks,
                     leaders.get(&partition).copied().unwrap_or(-1),
                 )
                 .await?;

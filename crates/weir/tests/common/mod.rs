@@ -17,36 +17,64 @@ pub struct Output {
     pub stderr: String,
 }
 
-/// Runs `weir args…` (with `bootstrap` as --bootstrap-server when given)
-/// and feeds it `stdin`.
-pub fn weir(bootstrap: Option<&str>, args: &[&str], stdin: Option<&str>) -> Output {
+/// A `weir args…` command (with `bootstrap` as --bootstrap-server when
+/// given), stdout and stderr piped.
+fn command(bootstrap: Option<&str>, args: &[&str], stdin: bool) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_remove("WEIR_BOOTSTRAP_SERVER")
         .env_remove("WEIR_CONNECT_TIMEOUT_MS")
         .env_remove("RUST_LOG")
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(b) = bootstrap {
         cmd.env("WEIR_BOOTSTRAP_SERVER", b);
     }
-    let mut child = cmd.spawn().expect("spawn weir");
+    cmd
+}
+
+/// Runs `weir args…` (with `bootstrap` as --bootstrap-server when given)
+/// and feeds it `stdin`.
+pub fn weir(bootstrap: Option<&str>, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = command(bootstrap, args, stdin.is_some())
+        .spawn()
+        .expect("spawn weir");
     if let Some(input) = stdin {
         let mut pipe = child.stdin.take().expect("stdin");
         // A command that fails before reading stdin closes it: a broken
         // pipe here is expected then, and its exit status tells the rest.
         let _ = pipe.write_all(input.as_bytes());
     }
+    output_of(child)
+}
+
+fn output_of(child: Child) -> Output {
     let out = child.wait_with_output().expect("wait for weir");
     Output {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A `weir` command running in the background; killed on drop unless
+/// waited for.
+pub struct Running(Option<Child>);
+
+impl Running {
+    /// Waits for it to exit and returns what it printed.
+    pub fn wait(mut self) -> Output {
+        output_of(self.0.take().expect("not waited for yet"))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -59,6 +87,11 @@ pub struct Broker {
 
 impl Broker {
     pub fn start() -> Broker {
+        Self::start_with(&[])
+    }
+
+    /// A broker with extra `weir serve` arguments (e.g. `--set name=value`).
+    pub fn start_with(extra: &[&str]) -> Broker {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
         let log = std::fs::File::create(dir.path().join("broker.log")).expect("log file");
@@ -67,6 +100,7 @@ impl Broker {
             .arg(&data)
             // Group joins complete at once instead of after Kafka's 3 s.
             .args(["--set", "group.initial.rebalance.delay.ms=0"])
+            .args(extra)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -109,6 +143,15 @@ impl Broker {
 
     pub fn run_stdin(&self, args: &[&str], stdin: &str) -> Output {
         weir(Some(&self.addr), args, Some(stdin))
+    }
+
+    /// Starts `weir args…` against this broker without waiting for it.
+    pub fn spawn(&self, args: &[&str]) -> Running {
+        Running(Some(
+            command(Some(&self.addr), args, false)
+                .spawn()
+                .expect("spawn weir"),
+        ))
     }
 }
 

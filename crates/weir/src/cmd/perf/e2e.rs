@@ -18,14 +18,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use bytes::{BufMut, BytesMut};
 use hdrhistogram::Histogram;
-use weir_client::Client;
+use weir_client::TopicInfo;
 use weir_protocol::Uuid;
 use weir_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use weir_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use weir_protocol::messages::{FetchRequest, ProduceRequest};
 use weir_protocol::records::{BatchIter, Compression, DecompressLimits, RecordBatchBuilder};
 
-use super::super::common::now_ms;
+use super::super::common::{ClientSettings, now_ms, producer_topic};
 
 /// Bytes at the start of every value: intended send time (ns) + sequence.
 pub const HEADER_BYTES: usize = 16;
@@ -39,14 +39,19 @@ const BATCH_HEADER: usize = 61;
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct E2eSpec {
-    pub bootstrap: String,
+    /// Where and how to connect (`client.id` applies to all three
+    /// connections; without it they are named after their role).
+    pub client: ClientSettings,
     pub topic: String,
     /// Records per second (the schedule).
     pub throughput: u64,
     pub record_size: usize,
     pub num_records: u64,
-    /// Create the topic with this many partitions when it does not exist.
+    /// Create the topic with this many partitions when it does not exist;
+    /// None: the broker's auto-creation, as a producer gets it.
     pub partitions: Option<i32>,
+    /// How long to wait for the topic's metadata (`max.block.ms`).
+    pub max_block: Duration,
     pub acks: i16,
     /// Most bytes of one partition's batch in one produce request.
     pub batch_size: usize,
@@ -208,15 +213,17 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("start a runtime")
 }
 
-/// Creates the topic if asked and missing; returns its partitions and id.
+/// Creates the topic if asked and missing (else the broker may create it,
+/// see [`producer_topic`]); returns its partitions and id.
 async fn prepare(spec: &E2eSpec) -> Result<(Vec<Part>, Uuid)> {
-    let mut client = Client::connect(&spec.bootstrap, "weir-perf-e2e")
-        .await
-        .with_context(|| format!("cannot reach a broker at {}", spec.bootstrap))?;
+    let mut client = spec.client.connect_as("weir-perf-e2e").await?;
+    let Some(n) = spec.partitions else {
+        let topic = producer_topic(&mut client, &spec.topic, spec.max_block).await?;
+        return parts_of(&topic);
+    };
     let topic = match client.topic(&spec.topic).await {
         Ok(t) => t,
-        Err(weir_client::ClientError::UnknownTopic(_)) if spec.partitions.is_some() => {
-            let n = spec.partitions.unwrap_or(1);
+        Err(weir_client::ClientError::UnknownTopic(_)) => {
             client
                 .create_topic(&spec.topic, n, 1, &[])
                 .await
@@ -236,6 +243,11 @@ async fn prepare(spec: &E2eSpec) -> Result<(Vec<Part>, Uuid)> {
         }
         Err(e) => return Err(e).with_context(|| format!("topic {}", spec.topic)),
     };
+    parts_of(&topic)
+}
+
+/// The partitions (with leaders) and id of a topic.
+fn parts_of(topic: &TopicInfo) -> Result<(Vec<Part>, Uuid)> {
     let parts: Vec<Part> = topic
         .partitions
         .iter()
@@ -245,7 +257,7 @@ async fn prepare(spec: &E2eSpec) -> Result<(Vec<Part>, Uuid)> {
         })
         .collect();
     if parts.is_empty() {
-        bail!("topic {} has no partitions", spec.topic);
+        bail!("topic {} has no partitions", topic.name);
     }
     Ok((parts, topic.topic_id))
 }
@@ -259,7 +271,7 @@ async fn produce(
     sent: &AtomicU64,
     ack_us: &mut Histogram<u64>,
 ) -> Result<Duration> {
-    let mut client = Client::connect(&spec.bootstrap, "weir-perf-e2e-producer").await?;
+    let mut client = spec.client.connect_as("weir-perf-e2e-producer").await?;
     let filler = vec![b'x'; spec.record_size - HEADER_BYTES];
     let interval_ns = 1e9 / spec.throughput as f64;
     // The schedule starts now (the consumer's setup is not the producer's
@@ -372,7 +384,7 @@ async fn consume(
     ready: std::sync::mpsc::Sender<Result<()>>,
 ) -> Result<(Histogram<u64>, u64, u64)> {
     let start = async {
-        let mut client = Client::connect(&spec.bootstrap, "weir-perf-e2e-consumer").await?;
+        let mut client = spec.client.connect_as("weir-perf-e2e-consumer").await?;
         let mut positions: BTreeMap<i32, Vec<(i32, i64)>> = BTreeMap::new();
         for p in parts {
             let (end, _) = client
@@ -533,12 +545,17 @@ mod tests {
             weir_broker::start(s.build().unwrap()).await.unwrap()
         });
         let spec = E2eSpec {
-            bootstrap: broker.local_addr.to_string(),
+            client: ClientSettings {
+                bootstrap: broker.local_addr.to_string(),
+                client_id: None,
+                options: weir_client::ClientOptions::default(),
+            },
             topic: "e2e".into(),
             throughput: 2_000,
             record_size: 100,
             num_records: 600,
             partitions: Some(3),
+            max_block: Duration::from_secs(10),
             acks: 1,
             batch_size: 16 * 1024,
             tail_timeout: Duration::from_secs(20),

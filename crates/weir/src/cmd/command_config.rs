@@ -1,0 +1,384 @@
+//! `--command-config FILE`: client properties in a Java properties file,
+//! as Kafka's tools take them.
+//!
+//! [`parse_properties`] reads the file format (`key=value`, `key: value`,
+//! `key value`, `#`/`!` comments, blank lines, backslash escapes and
+//! continuation lines). [`CommandConfig`] holds the result with values
+//! trimmed, as Kafka's `ConfigDef` trims them; it refuses security settings
+//! (weir's client speaks PLAINTEXT only), and each command reports the
+//! properties it does not apply, like Kafka's "supplied but isn't a known
+//! config" warning.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use anyhow::{Context, Result, anyhow, bail};
+
+/// Properties every client command applies (see `common::Bootstrap`).
+pub const COMMON_PROPERTIES: &[&str] = &[
+    "bootstrap.servers",
+    "client.id",
+    "request.timeout.ms",
+    "socket.connection.setup.timeout.ms",
+    "security.protocol",
+];
+
+/// A syntax error in a properties file, at a 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PropertiesError {
+    pub line: usize,
+    pub reason: &'static str,
+}
+
+impl std::fmt::Display for PropertiesError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.reason)
+    }
+}
+
+impl std::error::Error for PropertiesError {}
+
+/// Whitespace as `java.util.Properties` sees it.
+fn is_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\x0c')
+}
+
+/// Parses the text of a Java properties file into (key, value) pairs in
+/// file order (a later duplicate overrides an earlier one when collected).
+///
+/// As `java.util.Properties::load`: leading whitespace of a line is
+/// skipped; a line whose first other character is `#` or `!` is a comment;
+/// the key ends at the first unescaped `=`, `:` or whitespace, then
+/// whitespace and one `=` or `:` (with whitespace around it) separate it
+/// from the value; a line ending in an odd number of backslashes continues
+/// on the next one (whose leading whitespace is skipped); `\t`, `\n`, `\r`,
+/// `\f`, `\uXXXX` are escapes and a backslash before any other character
+/// stands for that character. The value keeps trailing whitespace here.
+pub fn parse_properties(text: &str) -> Result<Vec<(String, String)>, PropertiesError> {
+    let mut out = Vec::new();
+    let mut lines = text.lines().enumerate();
+    while let Some((index, first)) = lines.next() {
+        let first = first.trim_start_matches(is_space);
+        if first.is_empty() || first.starts_with('#') || first.starts_with('!') {
+            continue;
+        }
+        // Join continuation lines into one logical line.
+        let mut logical = String::from(first);
+        while ends_in_odd_backslashes(&logical) {
+            logical.pop();
+            match lines.next() {
+                Some((_, next)) => logical.push_str(next.trim_start_matches(is_space)),
+                None => break,
+            }
+        }
+        let line = index + 1;
+        let (key, value) = split_key_value(&logical);
+        out.push((unescape(key, line)?, unescape(value, line)?));
+    }
+    Ok(out)
+}
+
+fn ends_in_odd_backslashes(s: &str) -> bool {
+    s.chars().rev().take_while(|&c| c == '\\').count() % 2 == 1
+}
+
+/// Splits a logical line (no leading whitespace) into its raw key and raw
+/// value, both still escaped.
+fn split_key_value(line: &str) -> (&str, &str) {
+    let mut escaped = false;
+    let mut key_end = line.len();
+    for (i, c) in line.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == '=' || c == ':' || is_space(c) {
+            key_end = i;
+            break;
+        }
+    }
+    let key = &line[..key_end];
+    let mut rest = line[key_end..].trim_start_matches(is_space);
+    if let Some(r) = rest.strip_prefix(['=', ':']) {
+        rest = r.trim_start_matches(is_space);
+    }
+    (key, rest)
+}
+
+fn unescape(raw: &str, line: usize) -> Result<String, PropertiesError> {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('f') => out.push('\x0c'),
+            Some('u') => {
+                let bad = PropertiesError {
+                    line,
+                    reason: "malformed \\uXXXX escape",
+                };
+                let mut code = hex4(&mut chars).ok_or(bad.clone())?;
+                // A character outside the BMP is written as a UTF-16
+                // surrogate pair of two escapes.
+                if (0xD800..0xDC00).contains(&code) {
+                    let low = match (chars.next(), chars.next()) {
+                        (Some('\\'), Some('u')) => hex4(&mut chars),
+                        _ => None,
+                    };
+                    match low {
+                        Some(low) if (0xDC00..0xE000).contains(&low) => {
+                            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                        }
+                        _ => return Err(bad),
+                    }
+                }
+                out.push(char::from_u32(code).ok_or(bad)?);
+            }
+            Some(other) => out.push(other),
+            // A lone trailing backslash (the last line continued into
+            // nothing) stands for nothing, as in Java.
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Four hex digits of a `\\u` escape.
+fn hex4(chars: &mut std::str::Chars<'_>) -> Option<u32> {
+    let hex: String = chars.by_ref().take(4).collect();
+    if hex.len() != 4 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(&hex, 16).ok()
+}
+
+/// Client properties from `--command-config`, values trimmed; empty when
+/// no file was given.
+#[derive(Debug, Clone, Default)]
+pub struct CommandConfig {
+    /// The file the properties came from (for messages).
+    path: Option<PathBuf>,
+    props: BTreeMap<String, String>,
+}
+
+impl CommandConfig {
+    /// Reads and parses `path`; security settings are refused (see
+    /// [`check_supported`]).
+    pub fn load(path: &Path) -> Result<CommandConfig> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --command-config {}", path.display()))?;
+        let pairs = parse_properties(&text)
+            .map_err(|e| anyhow!("--command-config {}: {e}", path.display()))?;
+        let mut config = CommandConfig {
+            path: Some(path.to_path_buf()),
+            props: BTreeMap::new(),
+        };
+        for (key, value) in pairs {
+            config.set(&key, &value)?;
+        }
+        Ok(config)
+    }
+
+    /// Sets a property (one from the file, or a command-line override such
+    /// as `--producer-props`), trimming its value.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let value = value.trim();
+        check_supported(key, value).map_err(|e| anyhow!("{}{e}", self.origin()))?;
+        self.props.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    /// `FILE: ` for messages about a property from the file.
+    fn origin(&self) -> String {
+        self.path
+            .as_ref()
+            .map(|p| format!("{}: ", p.display()))
+            .unwrap_or_default()
+    }
+
+    /// The value of `key`, if set.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.props.get(key).map(String::as_str)
+    }
+
+    /// The value of `key` parsed as `T`; an error names the property.
+    pub fn parse<T: FromStr>(&self, key: &str) -> Result<Option<T>>
+    where
+        T::Err: std::fmt::Display,
+    {
+        self.get(key)
+            .map(|v| {
+                v.parse::<T>()
+                    .map_err(|e| anyhow!("{}invalid {key}={v:?}: {e}", self.origin()))
+            })
+            .transpose()
+    }
+
+    /// A millisecond property as a duration.
+    pub fn millis(&self, key: &str) -> Result<Option<std::time::Duration>> {
+        Ok(self
+            .parse::<u64>(key)?
+            .map(std::time::Duration::from_millis))
+    }
+
+    /// Properties that are neither common ones nor in `applied`: the ones
+    /// the command ignores.
+    pub fn unknown<'a>(&'a self, applied: &[&str]) -> Vec<&'a str> {
+        self.props
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !COMMON_PROPERTIES.contains(k) && !applied.contains(k))
+            .collect()
+    }
+
+    /// One warning on stderr per ignored property, in Kafka's words.
+    pub fn warn_unknown(&self, applied: &[&str]) {
+        for key in self.unknown(applied) {
+            eprintln!(
+                "warning: the configuration '{key}' was supplied but isn't a known config (ignored)"
+            );
+        }
+    }
+}
+
+/// Refuses settings of features weir's client does not have yet: a
+/// `security.protocol` other than PLAINTEXT and any `ssl.*` or `sasl.*`
+/// property. Running without them would connect in plain text to a broker
+/// that expects TLS or authentication, so they are errors, not warnings.
+pub fn check_supported(key: &str, value: &str) -> Result<()> {
+    if key == "security.protocol" && !value.eq_ignore_ascii_case("PLAINTEXT") {
+        bail!(
+            "security.protocol={value} is not supported: weir's client speaks PLAINTEXT only (security is not implemented yet)"
+        );
+    }
+    if key.starts_with("ssl.") || key.starts_with("sasl.") {
+        bail!(
+            "{key} is not supported: weir's client has no SSL or SASL (security is not implemented yet)"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn properties_syntax_as_java_reads_it() {
+        let cases: &[(&str, &[(&str, &str)])] = &[
+            ("", &[]),
+            ("a=1", &[("a", "1")]),
+            ("a:1", &[("a", "1")]),
+            ("a 1", &[("a", "1")]),
+            ("  a = 1", &[("a", "1")]),
+            ("\ta\t:\t1", &[("a", "1")]),
+            // The value keeps trailing whitespace and further separators.
+            ("a=1  ", &[("a", "1  ")]),
+            ("a==1", &[("a", "=1")]),
+            ("a = b = c", &[("a", "b = c")]),
+            ("url=http://h:1/x", &[("url", "http://h:1/x")]),
+            ("a", &[("a", "")]),
+            ("a=", &[("a", "")]),
+            ("# c=1\n! d=2\n\n   \n  # e", &[]),
+            ("a=1 # not a comment", &[("a", "1 # not a comment")]),
+            ("a=1\r\nb=2\r\n", &[("a", "1"), ("b", "2")]),
+            // Escapes in keys and values.
+            ("a\\=b=c", &[("a=b", "c")]),
+            ("a\\ b=c", &[("a b", "c")]),
+            ("a=\\ x", &[("a", " x")]),
+            ("a=x\\ty\\\\z", &[("a", "x\ty\\z")]),
+            ("a=\\u00e9\\q", &[("a", "éq")]),
+            ("a=\\ud83d\\ude00", &[("a", "\u{1f600}")]),
+            // Continuation lines, leading whitespace of the next one skipped.
+            ("a=1,\\\n   2,\\\n  3\nb=4", &[("a", "1,2,3"), ("b", "4")]),
+            ("a=x\\\\\nb=y", &[("a", "x\\"), ("b", "y")]),
+            ("a=x\\", &[("a", "x")]),
+            ("a=1\na=2", &[("a", "1"), ("a", "2")]),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_properties(text).unwrap(), pairs(want), "{text:?}");
+        }
+        for (text, line) in [
+            ("a=1\nb=\\u12", 2),
+            ("a=\\uzzzz", 1),
+            ("a=\\u+041", 1),
+            ("a=\\ud800", 1),
+            ("a=\\ud800\\u0041", 1),
+            ("a=\\ude00", 1),
+        ] {
+            assert_eq!(parse_properties(text).unwrap_err().line, line, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn config_trims_overrides_and_lists_what_it_ignores() {
+        let mut c = CommandConfig::default();
+        c.set("client.id", "  cli  ").unwrap();
+        c.set("acks", "all").unwrap();
+        c.set("acks", "1").unwrap();
+        c.set("linger.ms", " 5").unwrap();
+        c.set("retries", "3").unwrap();
+        assert_eq!(c.get("client.id"), Some("cli"));
+        assert_eq!(c.parse::<i16>("acks").unwrap(), Some(1));
+        assert_eq!(
+            c.millis("linger.ms").unwrap(),
+            Some(std::time::Duration::from_millis(5))
+        );
+        assert_eq!(c.parse::<u64>("missing").unwrap(), None);
+        assert_eq!(c.unknown(&["acks"]), vec!["linger.ms", "retries"]);
+        c.set("linger.ms", "soon").unwrap();
+        let e = c.millis("linger.ms").unwrap_err().to_string();
+        assert!(e.contains("linger.ms=\"soon\""), "{e}");
+    }
+
+    #[test]
+    fn security_settings_are_refused_by_name() {
+        for (k, v) in [
+            ("security.protocol", "PLAINTEXT"),
+            ("security.protocol", "plaintext"),
+        ] {
+            check_supported(k, v).unwrap();
+        }
+        for (k, v) in [
+            ("security.protocol", "SSL"),
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("ssl.truststore.location", "/x"),
+            ("sasl.mechanism", "PLAIN"),
+        ] {
+            let e = check_supported(k, v).unwrap_err().to_string();
+            assert!(e.starts_with(k), "{e}");
+            assert!(e.contains("not implemented yet"), "{e}");
+        }
+    }
+
+    #[test]
+    fn load_names_the_file_in_its_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope.properties");
+        let e = format!("{:#}", CommandConfig::load(&missing).unwrap_err());
+        assert!(e.contains("nope.properties"), "{e}");
+        let bad = dir.path().join("bad.properties");
+        std::fs::write(&bad, "client.id=x\nsasl.mechanism=PLAIN\n").unwrap();
+        let e = format!("{:#}", CommandConfig::load(&bad).unwrap_err());
+        assert!(e.contains("bad.properties: sasl.mechanism"), "{e}");
+        let good = dir.path().join("good.properties");
+        std::fs::write(&good, "# client\nclient.id = x \n").unwrap();
+        assert_eq!(
+            CommandConfig::load(&good).unwrap().get("client.id"),
+            Some("x")
+        );
+    }
+}
