@@ -173,6 +173,9 @@ pub struct BrokerConfig {
 }
 
 impl Default for BrokerConfig {
+    // The embedded defaults are constants, and
+    // `defaults_match_the_documented_embedded_defaults` builds them.
+    #[allow(clippy::expect_used)]
     fn default() -> Self {
         BrokerConfig::from_pairs(std::iter::empty::<(String, String)>())
             .expect("embedded defaults are valid")

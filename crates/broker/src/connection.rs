@@ -157,7 +157,10 @@ impl Connection {
     /// between frames.
     pub async fn read_frame(&mut self) -> Result<Option<Bytes>, ConnectionError> {
         // size prefix; the idle timer runs only while waiting for a new frame
-        while self.read_buf.len() < 4 {
+        let size = loop {
+            if let Some(prefix) = self.read_buf.first_chunk::<4>() {
+                break i32::from_be_bytes(*prefix);
+            }
             let n = match tokio::time::timeout(self.idle, self.fill(4)).await {
                 Ok(r) => r?,
                 Err(_) => return Err(ConnectionError::Idle),
@@ -169,13 +172,7 @@ impl Connection {
                     Err(ConnectionError::TruncatedFrame)
                 };
             }
-        }
-        let size = i32::from_be_bytes([
-            self.read_buf[0],
-            self.read_buf[1],
-            self.read_buf[2],
-            self.read_buf[3],
-        ]);
+        };
         if size < 0 || size as u32 > self.max_request_bytes {
             return Err(ConnectionError::FrameTooLarge {
                 size: size as i64,
@@ -296,7 +293,7 @@ impl Connection {
                     .metrics
                     .bytes_in
                     .fetch_add(4 + frame.len() as u64, Ordering::Relaxed);
-                let api_key = frame.get(..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
+                let api_key = frame.first_chunk::<2>().map(|k| i16::from_be_bytes(*k));
                 if api_key != Some(ApiKey::Produce as i16) {
                     self.drain(&broker, &mut pending).await?;
                 }
@@ -392,15 +389,15 @@ impl Connection {
         frame: Bytes,
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Outgoing, ConnectionError> {
-        if frame.len() < 8 {
+        let Some(&[k0, k1, v0, v1, c0, c1, c2, c3]) = frame.first_chunk::<8>() else {
             return Err(ConnectionError::InvalidRequest(format!(
                 "frame of {} bytes has no request header",
                 frame.len()
             )));
-        }
-        let api_key = i16::from_be_bytes([frame[0], frame[1]]);
-        let version = i16::from_be_bytes([frame[2], frame[3]]);
-        let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+        };
+        let api_key = i16::from_be_bytes([k0, k1]);
+        let version = i16::from_be_bytes([v0, v1]);
+        let correlation_id = i32::from_be_bytes([c0, c1, c2, c3]);
         let key = ApiKey::try_from(api_key)
             .map_err(|_| ConnectionError::InvalidRequest(format!("unknown api key {api_key}")))?;
         if !handler::is_supported(key, version) {
@@ -564,11 +561,11 @@ pub fn splice_files(
     let frozen_src = std::mem::take(&mut buf).freeze();
     for (pos, regions) in located {
         let data_len: usize = regions.iter().map(FileRegion::len).sum();
-        let start = pos
+        let head = pos
             .checked_sub(old_prefix)
-            .filter(|s| *s >= cursor)
+            .and_then(|start| frozen_src.get(cursor..start))
             .ok_or_else(|| ConnectionError::Encode("fetch marker misplaced".into()))?;
-        let mut head = BytesMut::from(&frozen_src[cursor..start]);
+        let mut head = BytesMut::from(head);
         if compact {
             let n = u32::try_from(data_len + 1)
                 .map_err(|_| ConnectionError::Encode("records too large".into()))?;
@@ -591,7 +588,10 @@ pub fn splice_files(
     // the first part starts with the frame's size prefix
     if let Some(ResponsePart::Bytes(first)) = parts.first_mut() {
         let mut b = BytesMut::from(&first[..]);
-        b[..4].copy_from_slice(&size.to_be_bytes());
+        let prefix = b
+            .get_mut(..4)
+            .ok_or_else(|| ConnectionError::Encode("response has no size prefix".into()))?;
+        prefix.copy_from_slice(&size.to_be_bytes());
         *first = b.freeze();
     }
     Ok(parts)
@@ -613,8 +613,9 @@ pub fn flatten(parts: Vec<ResponsePart>) -> Result<Bytes, ConnectionError> {
             ResponsePart::File(region) => {
                 let start = out.len();
                 out.resize(start + region.len(), 0);
+                // just resized to hold the region past `start`
                 region
-                    .read_into(&mut out[start..])
+                    .read_into(out.get_mut(start..).unwrap_or_default())
                     .map_err(|e| ConnectionError::Io(std::io::Error::other(e)))?;
             }
         }

@@ -116,7 +116,10 @@ impl Histogram {
             .iter()
             .position(|&b| ns <= b)
             .unwrap_or(LATENCY_BUCKETS_NS.len());
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        // `i <= LATENCY_BUCKETS_NS.len()`: the last bucket is +Inf
+        if let Some(bucket) = self.buckets.get(i) {
+            bucket.fetch_add(1, Ordering::Relaxed);
+        }
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
     }
 
@@ -264,8 +267,11 @@ impl BrokerMetrics {
             return;
         };
         body.for_each_error_code(&mut |code| {
-            if code != 0 {
-                row[error_slot(code)].fetch_add(1, Ordering::Relaxed);
+            // `error_slot` folds every code into the row
+            if code != 0
+                && let Some(counter) = row.get(error_slot(code))
+            {
+                counter.fetch_add(1, Ordering::Relaxed);
             }
         });
     }

@@ -80,12 +80,14 @@ pub fn resolve(
     if let Some((k, v)) = broker_value(broker, def.name) {
         chain.push((k, Some(v), ConfigSource::StaticBroker));
     }
-    chain.push((
+    let default = (
         def.name.to_string(),
         def.default.map(String::from),
         ConfigSource::Default,
-    ));
-    let (_, value, source) = chain[0].clone();
+    );
+    // the first source set wins; the default ends the chain
+    let (_, value, source) = chain.first().cloned().unwrap_or_else(|| default.clone());
+    chain.push(default);
     ResolvedConfig {
         def,
         value,

@@ -79,18 +79,16 @@ impl RequestBudget {
                 let want = usize::try_from(bytes).unwrap_or(usize::MAX).min(self.total);
                 // frames are at most i32::MAX bytes, so this always fits
                 let want = u32::try_from(want).unwrap_or(u32::MAX);
-                let permit = match sem.clone().try_acquire_many_owned(want) {
-                    Ok(p) => p,
+                match sem.clone().try_acquire_many_owned(want) {
+                    Ok(p) => Some(p),
                     Err(_) => {
                         self.gauges.waiting.fetch_add(1, Ordering::Relaxed);
                         let _waiting = Waiting(&self.gauges);
-                        sem.clone()
-                            .acquire_many_owned(want)
-                            .await
-                            .expect("the budget semaphore is never closed")
+                        // fails only once the semaphore is closed, and
+                        // nothing closes it
+                        sem.clone().acquire_many_owned(want).await.ok()
                     }
-                };
-                Some(permit)
+                }
             }
         };
         self.gauges.reserved.fetch_add(bytes, Ordering::Relaxed);

@@ -254,7 +254,8 @@ fn partitions(w: &mut TextWriter, b: &Broker) {
     rows.sort_by(|a, b| {
         (&a.topic, a.partition.parse::<i32>().ok()).cmp(&(&b.topic, b.partition.parse().ok()))
     });
-    let families = [
+    // one family per column of `Row::values`
+    let families: [(&str, &str); 6] = [
         (
             "weir_partition_log_start_offset",
             "Oldest offset still available in the partition.",
@@ -283,11 +284,13 @@ fn partitions(w: &mut TextWriter, b: &Broker) {
     for (i, (name, help)) in families.iter().enumerate() {
         w.family(name, Kind::Gauge, help);
         for r in &rows {
-            w.sample_int(
-                name,
-                &[("topic", &r.topic), ("partition", &r.partition)],
-                r.values[i],
-            );
+            if let Some(&value) = r.values.get(i) {
+                w.sample_int(
+                    name,
+                    &[("topic", &r.topic), ("partition", &r.partition)],
+                    value,
+                );
+            }
         }
     }
     w.family(

@@ -395,10 +395,7 @@ pub struct Groups {
 
 /// Decodes a consumer-protocol assignment (2-byte version, then the body).
 fn decode_assignment(bytes: &Bytes) -> Option<Vec<AssignedPartitions>> {
-    if bytes.len() < 2 {
-        return None;
-    }
-    let version = i16::from_be_bytes([bytes[0], bytes[1]]);
+    let version = i16::from_be_bytes(*bytes.first_chunk::<2>()?);
     let mut body = bytes.slice(2..);
     let a = ConsumerProtocolAssignment::decode(&mut body, version.clamp(0, 3)).ok()?;
     Some(

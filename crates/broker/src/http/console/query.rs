@@ -16,8 +16,8 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, ConsoleErr
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
+    while let Some(&b) = bytes.get(i) {
+        match b {
             b'%' => {
                 let hex = bytes
                     .get(i + 1..i + 3)
@@ -33,7 +33,7 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, ConsoleErr
                 out.push(b' ');
                 i += 1;
             }
-            b => {
+            _ => {
                 out.push(b);
                 i += 1;
             }

@@ -13,6 +13,8 @@
 //! log cannot be read further (an unreadable batch header, a storage
 //! refusal) an error row at that offset ends the page.
 
+use std::fmt::Write as _;
+
 use bytes::Bytes;
 use serde::Serialize;
 use weir_protocol::records::{BatchIter, Compression, DecompressLimits, RecordBatch};
@@ -59,17 +61,17 @@ pub fn show(bytes: &[u8]) -> Shown {
             }
             Shown {
                 encoding: "utf8",
-                data: text[..cut].to_string(),
+                data: text.get(..cut).unwrap_or_default().to_string(),
                 size,
                 truncated: cut < size,
             }
         }
         Err(_) => {
-            let shown = &bytes[..size.min(MAX_SHOWN_BYTES)];
+            let shown = bytes.get(..MAX_SHOWN_BYTES).unwrap_or(bytes);
             let mut data = String::with_capacity(shown.len() * 2);
             for b in shown {
-                data.push(char::from(HEX[usize::from(b >> 4)]));
-                data.push(char::from(HEX[usize::from(b & 0xf)]));
+                // writing to a String cannot fail
+                let _ = write!(data, "{b:02x}");
             }
             Shown {
                 encoding: "hex",
@@ -80,8 +82,6 @@ pub fn show(bytes: &[u8]) -> Shown {
         }
     }
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 fn show_opt(b: &Option<Bytes>) -> Option<Shown> {
     b.as_deref().map(show)
