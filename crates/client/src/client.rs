@@ -299,14 +299,19 @@ impl Client {
             }
             let reason = match info {
                 Some(info) if code.is_ok() => {
-                    let leaderless = info.partitions.iter().filter(|p| p.leader < 0).count();
-                    if leaderless == 0 && !info.partitions.is_empty() {
+                    let leaderless: Vec<String> = info
+                        .partitions
+                        .iter()
+                        .filter(|p| p.leader < 0)
+                        .map(|p| p.partition.to_string())
+                        .collect();
+                    if leaderless.is_empty() && !info.partitions.is_empty() {
                         return Ok(ProducerTopic { info, auto_created });
                     }
-                    if info.partitions.is_empty() {
-                        "no partitions".to_string()
-                    } else {
-                        format!("{leaderless} partitions without a leader")
+                    match leaderless.len() {
+                        0 => "no partitions".to_string(),
+                        1 => format!("no leader for partition {}", leaderless[0]),
+                        _ => format!("no leader for partitions {}", leaderless.join(", ")),
                     }
                 }
                 _ if unknown && !auto_create => {
