@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use tokio::sync::watch;
 use weir_protocol::Uuid;
+use weir_protocol::error_code::ErrorCode;
 use weir_storage::backend::{FileStorage, Storage};
 use weir_storage::{Log, LogManager, LogManagerConfig, StorageError, TopicPartition};
 
@@ -280,7 +281,7 @@ impl Broker {
     /// The error code for a partition without an open log: a partition of a
     /// known topic whose log failed to open is a storage error, anything
     /// else is unknown.
-    pub fn missing_log_error(&self, topic: &str, partition: i32) -> i16 {
+    pub fn missing_log_error(&self, topic: &str, partition: i32) -> ErrorCode {
         let known = self
             .topic(topic)
             .is_some_and(|t| (0..t.partitions).contains(&partition));
@@ -290,9 +291,9 @@ impl Broker {
                 .failed_logs()
                 .contains_key(&TopicPartition::new(topic, partition))
         {
-            crate::codes::KAFKA_STORAGE_ERROR
+            ErrorCode::KafkaStorageError
         } else {
-            crate::codes::UNKNOWN_TOPIC_OR_PARTITION
+            ErrorCode::UnknownTopicOrPartition
         }
     }
 

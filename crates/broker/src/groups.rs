@@ -19,9 +19,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{oneshot, watch};
 use weir_group::{
-    ErrorCode, GroupConfig, GroupCoordinator, JoinResponse, OffsetsRecord, Output, Response,
-    SyncResponse,
+    GroupConfig, GroupCoordinator, JoinResponse, OffsetsRecord, Output, Response, SyncResponse,
 };
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::records::{BatchIter, Compression, DecompressLimits, RecordBatchBuilder};
 
 use crate::broker::{Broker, CreateTopicError};
@@ -44,10 +44,10 @@ pub fn is_internal_topic(topic: &str) -> bool {
 /// The error of a client Produce to an internal topic, as Kafka's
 /// ReplicaManager answers it (INVALID_TOPIC_EXCEPTION), unless the client
 /// is Kafka's admin client id, which may write there.
-pub fn internal_produce_error(topic: &str, client_id: &str) -> Option<(i16, String)> {
+pub fn internal_produce_error(topic: &str, client_id: &str) -> Option<(ErrorCode, String)> {
     (is_internal_topic(topic) && client_id != ADMIN_CLIENT_ID).then(|| {
         (
-            crate::codes::INVALID_TOPIC_EXCEPTION,
+            ErrorCode::InvalidTopicException,
             format!("Cannot append to internal topic {topic}"),
         )
     })
@@ -341,10 +341,10 @@ pub fn append_error_code(e: &GroupsError) -> ErrorCode {
         GroupsError::Append(e) => crate::codes::from_storage(e),
     };
     match storage {
-        crate::codes::UNKNOWN_TOPIC_OR_PARTITION => ErrorCode::CoordinatorNotAvailable,
-        crate::codes::KAFKA_STORAGE_ERROR => ErrorCode::NotCoordinator,
-        crate::codes::MESSAGE_TOO_LARGE => ErrorCode::UnknownServerError,
-        other => ErrorCode::from_code_lossy(other),
+        ErrorCode::UnknownTopicOrPartition => ErrorCode::CoordinatorNotAvailable,
+        ErrorCode::KafkaStorageError => ErrorCode::NotCoordinator,
+        ErrorCode::MessageTooLarge => ErrorCode::UnknownServerError,
+        other => other,
     }
 }
 

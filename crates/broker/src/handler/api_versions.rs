@@ -1,10 +1,10 @@
 //! ApiVersions.
 
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::api_versions_response::ApiVersion;
 use weir_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, ResponseBody};
 
 use super::{Reply, RequestContext, SUPPORTED, supported_range};
-use crate::codes;
 
 fn api_keys() -> Vec<ApiVersion> {
     SUPPORTED
@@ -25,7 +25,7 @@ fn api_keys() -> Vec<ApiVersion> {
 /// UNSUPPORTED_VERSION plus our ranges, so the client can pick a version.
 pub fn unsupported_version_response() -> ResponseBody {
     ResponseBody::ApiVersions(ApiVersionsResponse {
-        error_code: codes::UNSUPPORTED_VERSION,
+        error_code: ErrorCode::UnsupportedVersion.code(),
         api_keys: api_keys(),
         ..Default::default()
     })
@@ -33,7 +33,7 @@ pub fn unsupported_version_response() -> ResponseBody {
 
 pub fn handle(_ctx: &RequestContext, _req: ApiVersionsRequest) -> Reply {
     Reply::Body(ResponseBody::ApiVersions(ApiVersionsResponse {
-        error_code: codes::NONE,
+        error_code: ErrorCode::None.code(),
         api_keys: api_keys(),
         throttle_time_ms: 0,
         ..Default::default()

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use weir_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -15,7 +16,6 @@ use weir_protocol::messages::{
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::codes;
 use crate::configdef::{self, ConfigType};
 use crate::topic_config::{self, ConfigSource};
 
@@ -36,7 +36,7 @@ fn describe_one(
     docs: bool,
 ) -> DescribeConfigsResult {
     let mut result = DescribeConfigsResult {
-        error_code: codes::NONE,
+        error_code: ErrorCode::None.code(),
         error_message: None,
         resource_type,
         resource_name: name.to_string(),
@@ -47,7 +47,7 @@ fn describe_one(
     match resource_type {
         RESOURCE_TOPIC => {
             let Some(t) = b.topic(name) else {
-                result.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
+                result.error_code = ErrorCode::UnknownTopicOrPartition.code();
                 result.error_message = Some(format!("Topic {name} does not exist"));
                 return result;
             };
@@ -82,7 +82,7 @@ fn describe_one(
         }
         RESOURCE_BROKER => {
             if !name.is_empty() && name != b.config.node_id.to_string() {
-                result.error_code = codes::INVALID_REQUEST;
+                result.error_code = ErrorCode::InvalidRequest.code();
                 result.error_message = Some(format!("Unexpected broker id {name}"));
                 return result;
             }
@@ -118,7 +118,7 @@ fn describe_one(
             }
         }
         _ => {
-            result.error_code = codes::INVALID_REQUEST;
+            result.error_code = ErrorCode::InvalidRequest.code();
             result.error_message = Some(format!("Unsupported resource type {resource_type}"));
         }
     }
@@ -154,32 +154,32 @@ async fn apply_topic(
     name: &str,
     configs: Result<BTreeMap<String, String>, String>,
     validate_only: bool,
-) -> (i16, Option<String>) {
+) -> (ErrorCode, Option<String>) {
     let configs = match configs {
         Ok(c) => c,
-        Err(msg) => return (codes::INVALID_CONFIG, Some(msg)),
+        Err(msg) => return (ErrorCode::InvalidConfig, Some(msg)),
     };
     if b.topic(name).is_none() {
         return (
-            codes::UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode::UnknownTopicOrPartition,
             Some(format!("Topic {name} does not exist")),
         );
     }
     match super::blocking(|| b.set_topic_configs(name, configs, validate_only)) {
-        Ok(()) => (codes::NONE, None),
-        Err(msg) => (codes::INVALID_CONFIG, Some(msg)),
+        Ok(()) => (ErrorCode::None, None),
+        Err(msg) => (ErrorCode::InvalidConfig, Some(msg)),
     }
 }
 
-fn non_topic_error(resource_type: i8) -> (i16, Option<String>) {
+fn non_topic_error(resource_type: i8) -> (ErrorCode, Option<String>) {
     if resource_type == RESOURCE_BROKER {
         (
-            codes::INVALID_REQUEST,
+            ErrorCode::InvalidRequest,
             Some("broker configs are static in weir; set them in the config file".into()),
         )
     } else {
         (
-            codes::INVALID_REQUEST,
+            ErrorCode::InvalidRequest,
             Some(format!("Unsupported resource type {resource_type}")),
         )
     }
@@ -210,7 +210,7 @@ pub async fn alter(ctx: &RequestContext, req: AlterConfigsRequest) -> Reply {
             non_topic_error(r.resource_type)
         };
         responses.push(AlterConfigsResourceResponse {
-            error_code,
+            error_code: error_code.code(),
             error_message,
             resource_type: r.resource_type,
             resource_name: r.resource_name.clone(),
@@ -308,7 +308,7 @@ pub async fn incremental_alter(ctx: &RequestContext, req: IncrementalAlterConfig
             non_topic_error(r.resource_type)
         };
         responses.push(inc_resp::AlterConfigsResourceResponse {
-            error_code,
+            error_code: error_code.code(),
             error_message,
             resource_type: r.resource_type,
             resource_name: r.resource_name.clone(),

@@ -2,12 +2,12 @@
 //! INVALID_TOPIC_EXCEPTION; a failure to write the new partitions is
 //! KAFKA_STORAGE_ERROR (none of them is added).
 
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use weir_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
 use crate::broker::AddPartitionsError;
-use crate::codes;
 
 pub async fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> Reply {
     let b = &ctx.broker;
@@ -18,14 +18,14 @@ pub async fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> Reply
         .map(|t| {
             let (error_code, error_message) = if b.topic(&t.name).is_none() {
                 (
-                    codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    ErrorCode::UnknownTopicOrPartition,
                     Some(format!("The topic '{}' does not exist.", t.name)),
                 )
             } else if crate::groups::is_internal_topic(&t.name) {
                 // Group placement hashes over the partition count: adding
                 // partitions would move groups away from their offsets.
                 (
-                    codes::INVALID_TOPIC_EXCEPTION,
+                    ErrorCode::InvalidTopicException,
                     Some(format!(
                         "Cannot change the number of partitions of internal topic {}",
                         t.name
@@ -36,21 +36,23 @@ pub async fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> Reply
                     .any(|x| x.broker_ids.iter().any(|id| *id != b.config.node_id))
             }) {
                 (
-                    codes::INVALID_REPLICATION_FACTOR,
+                    ErrorCode::InvalidReplicationFactor,
                     Some("Assignments may only name this broker".into()),
                 )
             } else {
                 match super::blocking(|| b.add_partitions(&t.name, t.count, req.validate_only)) {
-                    Ok(()) => (codes::NONE, None),
-                    Err(AddPartitionsError::Invalid(msg)) => (codes::INVALID_PARTITIONS, Some(msg)),
+                    Ok(()) => (ErrorCode::None, None),
+                    Err(AddPartitionsError::Invalid(msg)) => {
+                        (ErrorCode::InvalidPartitions, Some(msg))
+                    }
                     Err(AddPartitionsError::Storage(msg)) => {
-                        (codes::KAFKA_STORAGE_ERROR, Some(msg))
+                        (ErrorCode::KafkaStorageError, Some(msg))
                     }
                 }
             };
             CreatePartitionsTopicResult {
                 name: t.name.clone(),
-                error_code,
+                error_code: error_code.code(),
                 error_message,
                 ..Default::default()
             }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use weir_protocol::codec::Uuid;
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -11,7 +12,6 @@ use weir_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, Respons
 
 use super::{Reply, RequestContext};
 use crate::broker::CreateTopicError;
-use crate::codes;
 use crate::topic_config;
 
 pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
@@ -21,7 +21,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
     for t in req.topics {
         let mut result = CreatableTopicResult {
             name: t.name.clone(),
-            error_code: codes::NONE,
+            error_code: ErrorCode::None.code(),
             error_message: None,
             num_partitions: -1,
             replication_factor: -1,
@@ -112,16 +112,17 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
             }
             Err(e) => {
                 result.error_code = match &e {
-                    CreateTopicError::Exists(_) => codes::TOPIC_ALREADY_EXISTS,
-                    CreateTopicError::InvalidName(_) => codes::INVALID_TOPIC_EXCEPTION,
-                    CreateTopicError::InvalidPartitions(_) => codes::INVALID_PARTITIONS,
+                    CreateTopicError::Exists(_) => ErrorCode::TopicAlreadyExists,
+                    CreateTopicError::InvalidName(_) => ErrorCode::InvalidTopicException,
+                    CreateTopicError::InvalidPartitions(_) => ErrorCode::InvalidPartitions,
                     CreateTopicError::InvalidReplicationFactor(_) => {
-                        codes::INVALID_REPLICATION_FACTOR
+                        ErrorCode::InvalidReplicationFactor
                     }
-                    CreateTopicError::InvalidConfig(_) => codes::INVALID_CONFIG,
-                    CreateTopicError::Storage(_) => codes::KAFKA_STORAGE_ERROR,
-                    CreateTopicError::Internal(_) => codes::UNKNOWN_SERVER_ERROR,
-                };
+                    CreateTopicError::InvalidConfig(_) => ErrorCode::InvalidConfig,
+                    CreateTopicError::Storage(_) => ErrorCode::KafkaStorageError,
+                    CreateTopicError::Internal(_) => ErrorCode::UnknownServerError,
+                }
+                .code();
                 result.error_message = Some(e.to_string());
             }
         }

@@ -1,7 +1,7 @@
 //! DeleteGroups: only Empty groups; their offsets and metadata are
 //! tombstoned in `__consumer_offsets`.
 
-use weir_group::ErrorCode;
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::delete_groups_response::DeletableGroupResult;
 use weir_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, ResponseBody};
 

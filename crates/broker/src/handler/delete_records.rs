@@ -1,6 +1,7 @@
 //! DeleteRecords: moves the log start offset (-1 = the high watermark).
 //! Internal topics are refused with INVALID_TOPIC_EXCEPTION, as in Kafka.
 
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
@@ -21,17 +22,17 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> Reply {
                 .iter()
                 .map(|p| {
                     let (error_code, low_watermark) = match b.log(&t.name, p.partition_index) {
-                        None => (codes::UNKNOWN_TOPIC_OR_PARTITION, -1),
+                        None => (ErrorCode::UnknownTopicOrPartition, -1),
                         // as Kafka's ReplicaManager: "Cannot delete records
                         // of internal topic"
                         Some(_) if crate::groups::is_internal_topic(&t.name) => {
-                            (codes::INVALID_TOPIC_EXCEPTION, -1)
+                            (ErrorCode::InvalidTopicException, -1)
                         }
                         Some(log) => {
                             let hw = log.high_watermark();
                             let target = if p.offset == -1 { hw } else { p.offset };
                             if target < 0 || target > hw {
-                                (codes::OFFSET_OUT_OF_RANGE, -1)
+                                (ErrorCode::OffsetOutOfRange, -1)
                             } else {
                                 // The new log start is checkpointed before the
                                 // reply; retention deletes the segments below it.
@@ -41,7 +42,7 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> Reply {
                                     Ok::<_, weir_storage::StorageError>(start)
                                 };
                                 match super::blocking(moved) {
-                                    Ok(start) => (codes::NONE, start),
+                                    Ok(start) => (ErrorCode::None, start),
                                     Err(e) => (codes::from_storage(&e), -1),
                                 }
                             }
@@ -50,7 +51,7 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> Reply {
                     DeleteRecordsPartitionResult {
                         partition_index: p.partition_index,
                         low_watermark,
-                        error_code,
+                        error_code: error_code.code(),
                         ..Default::default()
                     }
                 })

@@ -2,11 +2,11 @@
 //! with INVALID_TOPIC_EXCEPTION.
 
 use weir_protocol::codec::Uuid;
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::delete_topics_response::DeletableTopicResult;
 use weir_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
-use crate::codes;
 
 pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> Reply {
     let b = &ctx.broker;
@@ -33,17 +33,18 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> Reply {
         let mut r = DeletableTopicResult {
             name: name.clone(),
             topic_id: id,
-            error_code: codes::NONE,
+            error_code: ErrorCode::None.code(),
             error_message: None,
             ..Default::default()
         };
         match meta {
             None => {
                 r.error_code = if name.is_none() {
-                    codes::UNKNOWN_TOPIC_ID
+                    ErrorCode::UnknownTopicId
                 } else {
-                    codes::UNKNOWN_TOPIC_OR_PARTITION
-                };
+                    ErrorCode::UnknownTopicOrPartition
+                }
+                .code();
                 r.error_message = Some("This server does not host this topic.".into());
             }
             Some(t) if crate::groups::is_internal_topic(&t.name) => {
@@ -51,14 +52,14 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> Reply {
                 // committed offsets (Kafka 4 leaves this to its CLI).
                 r.name = Some(t.name.clone());
                 r.topic_id = Uuid(t.id_bytes());
-                r.error_code = codes::INVALID_TOPIC_EXCEPTION;
+                r.error_code = ErrorCode::InvalidTopicException.code();
                 r.error_message = Some(format!("Cannot delete internal topic {}", t.name));
             }
             Some(t) => {
                 r.name = Some(t.name.clone());
                 r.topic_id = Uuid(t.id_bytes());
                 if let Err(e) = super::blocking(|| b.delete_topic(&t.name)) {
-                    r.error_code = codes::UNKNOWN_SERVER_ERROR;
+                    r.error_code = ErrorCode::UnknownServerError.code();
                     r.error_message = Some(e.to_string());
                 }
             }

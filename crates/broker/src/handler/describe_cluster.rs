@@ -1,16 +1,16 @@
 //! DescribeCluster.
 
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use weir_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
-use crate::codes;
 
 pub fn handle(ctx: &RequestContext, _req: DescribeClusterRequest) -> Reply {
     let b = &ctx.broker;
     let (host, port) = b.advertised();
     Reply::Body(ResponseBody::DescribeCluster(DescribeClusterResponse {
-        error_code: codes::NONE,
+        error_code: ErrorCode::None.code(),
         error_message: None,
         endpoint_type: 1,
         cluster_id: b.meta.cluster_id.clone(),

@@ -1,7 +1,7 @@
 //! DescribeGroups: state, protocol and members (with metadata and
 //! assignment while Stable). An unknown group is Dead with no members.
 
-use weir_group::ErrorCode;
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use weir_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, ResponseBody};
 

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
@@ -13,7 +14,6 @@ use weir_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, R
 use weir_protocol::weir_ext;
 
 use super::{Reply, RequestContext};
-use crate::codes;
 
 pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Reply {
     let b = &ctx.broker;
@@ -71,10 +71,11 @@ pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Reply {
         .into_iter()
         .map(|(dir, topics)| DescribeLogDirsResult {
             error_code: if offline.contains(&dir) {
-                codes::KAFKA_STORAGE_ERROR
+                ErrorCode::KafkaStorageError
             } else {
-                codes::NONE
-            },
+                ErrorCode::None
+            }
+            .code(),
             log_dir: dir,
             topics: topics
                 .into_iter()
@@ -94,7 +95,7 @@ pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Reply {
         .collect();
     Reply::Body(ResponseBody::DescribeLogDirs(DescribeLogDirsResponse {
         throttle_time_ms: 0,
-        error_code: codes::NONE,
+        error_code: ErrorCode::None.code(),
         results,
         ..Default::default()
     }))

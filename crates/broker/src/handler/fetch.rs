@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use weir_protocol::codec::Uuid;
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use weir_protocol::messages::{FetchRequest, FetchResponse, ResponseBody};
 use weir_storage::{FileRegion, StorageError};
@@ -53,7 +54,7 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
         for fp in &ft.partitions {
             let mut pd = PartitionData {
                 partition_index: fp.partition,
-                error_code: codes::NONE,
+                error_code: ErrorCode::None.code(),
                 high_watermark: -1,
                 last_stable_offset: -1,
                 log_start_offset: -1,
@@ -68,10 +69,11 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
                 .and_then(|t| b.log(&t.name, fp.partition));
             let Some(log) = log else {
                 pd.error_code = match &meta {
-                    None if version >= 13 => codes::UNKNOWN_TOPIC_ID,
-                    None => codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    None if version >= 13 => ErrorCode::UnknownTopicId,
+                    None => ErrorCode::UnknownTopicOrPartition,
                     Some(t) => b.missing_log_error(&t.name, fp.partition),
-                };
+                }
+                .code();
                 pass.errors = true;
                 parts.push(pd);
                 continue;
@@ -108,7 +110,7 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
                                     Ok(v) => data.extend_from_slice(&v),
                                     Err(e) => {
                                         tracing::warn!("fetch read failed: {e}");
-                                        pd.error_code = codes::KAFKA_STORAGE_ERROR;
+                                        pd.error_code = ErrorCode::KafkaStorageError.code();
                                         data.clear();
                                         break;
                                     }
@@ -120,12 +122,12 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
                 }
                 Err(e @ StorageError::OffsetOutOfRange { .. }) => {
                     tracing::debug!("fetch: {e}");
-                    pd.error_code = codes::OFFSET_OUT_OF_RANGE;
+                    pd.error_code = ErrorCode::OffsetOutOfRange.code();
                     pass.errors = true;
                 }
                 Err(e) => {
                     tracing::warn!("fetch failed: {e}");
-                    pd.error_code = codes::from_storage(&e);
+                    pd.error_code = codes::from_storage(&e).code();
                     pass.errors = true;
                 }
             }
@@ -150,7 +152,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
     let version = ctx.api_version;
     if req.session_id != 0 {
         return Reply::Body(ResponseBody::Fetch(FetchResponse {
-            error_code: codes::FETCH_SESSION_ID_NOT_FOUND,
+            error_code: ErrorCode::FetchSessionIdNotFound.code(),
             session_id: 0,
             ..Default::default()
         }));
@@ -179,7 +181,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
     };
     let body = ResponseBody::Fetch(FetchResponse {
         throttle_time_ms: 0,
-        error_code: codes::NONE,
+        error_code: ErrorCode::None.code(),
         session_id: 0,
         responses: pass.topics,
         ..Default::default()

@@ -2,31 +2,31 @@
 //! coordinators do not exist yet (COORDINATOR_NOT_AVAILABLE). v4+ batches
 //! keys in `coordinator_keys`.
 
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::find_coordinator_response::Coordinator;
 use weir_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
-use crate::codes;
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// (error code, message) for one key; NONE means this node.
-async fn lookup(ctx: &RequestContext, key_type: i8) -> (i16, Option<String>) {
+async fn lookup(ctx: &RequestContext, key_type: i8) -> (ErrorCode, Option<String>) {
     match key_type {
         KEY_TYPE_GROUP => match ctx.broker.groups() {
-            None => (codes::COORDINATOR_NOT_AVAILABLE, None),
+            None => (ErrorCode::CoordinatorNotAvailable, None),
             Some(g) => match g.ensure_topic(&ctx.broker).await {
-                Ok(()) => (codes::NONE, None),
-                Err(e) => (codes::COORDINATOR_NOT_AVAILABLE, Some(e.to_string())),
+                Ok(()) => (ErrorCode::None, None),
+                Err(e) => (ErrorCode::CoordinatorNotAvailable, Some(e.to_string())),
             },
         },
         KEY_TYPE_TRANSACTION => (
-            codes::COORDINATOR_NOT_AVAILABLE,
+            ErrorCode::CoordinatorNotAvailable,
             Some("transactions are not supported yet".into()),
         ),
         other => (
-            codes::INVALID_REQUEST,
+            ErrorCode::InvalidRequest,
             Some(format!("unknown coordinator key type {other}")),
         ),
     }
@@ -37,7 +37,7 @@ pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> Reply 
     let (host, port) = ctx.broker.advertised();
     let port = i32::from(port);
     let (error_code, error_message) = lookup(ctx, req.key_type).await;
-    let ok = error_code == codes::NONE;
+    let ok = error_code.is_ok();
     let resp = if ctx.api_version >= 4 {
         FindCoordinatorResponse {
             coordinators: req
@@ -48,7 +48,7 @@ pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> Reply 
                     node_id: if ok { node_id } else { -1 },
                     host: if ok { host.clone() } else { String::new() },
                     port: if ok { port } else { -1 },
-                    error_code,
+                    error_code: error_code.code(),
                     error_message: error_message.clone(),
                     ..Default::default()
                 })
@@ -57,7 +57,7 @@ pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> Reply 
         }
     } else {
         FindCoordinatorResponse {
-            error_code,
+            error_code: error_code.code(),
             error_message,
             node_id: if ok { node_id } else { -1 },
             host: if ok { host } else { String::new() },

@@ -1,14 +1,14 @@
 //! Heartbeat: keeps a member's session alive and tells it about rebalances.
 
 use weir_group::HeartbeatRequest as Beat;
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{HeartbeatRequest, HeartbeatResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
-use crate::codes;
 
 pub fn handle(ctx: &RequestContext, req: HeartbeatRequest) -> Reply {
     let error_code = match ctx.broker.groups() {
-        None => codes::COORDINATOR_NOT_AVAILABLE,
+        None => ErrorCode::CoordinatorNotAvailable,
         Some(groups) => {
             let beat = Beat {
                 group_id: req.group_id,
@@ -17,11 +17,11 @@ pub fn handle(ctx: &RequestContext, req: HeartbeatRequest) -> Reply {
                 group_instance_id: req.group_instance_id,
             };
             let now = ctx.broker.now_ms();
-            groups.lock().heartbeat(&beat, now).code()
+            groups.lock().heartbeat(&beat, now)
         }
     };
     Reply::Body(ResponseBody::Heartbeat(HeartbeatResponse {
-        error_code,
+        error_code: error_code.code(),
         ..Default::default()
     }))
 }

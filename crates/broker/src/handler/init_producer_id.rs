@@ -2,10 +2,10 @@
 //! Transactional ids need a transaction coordinator, which does not exist
 //! yet: those requests get COORDINATOR_NOT_AVAILABLE.
 
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
-use crate::codes;
 
 pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> Reply {
     let b = &ctx.broker;
@@ -15,7 +15,7 @@ pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> Reply {
         .is_some_and(|t| !t.is_empty())
     {
         InitProducerIdResponse {
-            error_code: codes::COORDINATOR_NOT_AVAILABLE,
+            error_code: ErrorCode::CoordinatorNotAvailable.code(),
             producer_id: -1,
             producer_epoch: -1,
             ..Default::default()
@@ -24,14 +24,14 @@ pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> Reply {
         // KIP-360: an idempotent producer bumping its epoch keeps its id
         if req.producer_epoch < i16::MAX - 1 {
             InitProducerIdResponse {
-                error_code: codes::NONE,
+                error_code: ErrorCode::None.code(),
                 producer_id: req.producer_id,
                 producer_epoch: req.producer_epoch + 1,
                 ..Default::default()
             }
         } else {
             InitProducerIdResponse {
-                error_code: codes::NONE,
+                error_code: ErrorCode::None.code(),
                 producer_id: b.allocate_producer_id(),
                 producer_epoch: 0,
                 ..Default::default()
@@ -39,7 +39,7 @@ pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> Reply {
         }
     } else {
         InitProducerIdResponse {
-            error_code: codes::NONE,
+            error_code: ErrorCode::None.code(),
             producer_id: b.allocate_producer_id(),
             producer_epoch: 0,
             ..Default::default()

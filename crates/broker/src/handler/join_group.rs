@@ -2,15 +2,15 @@
 //! through an `Output::Respond` with this request's token).
 
 use weir_group::{JoinRequest, Protocol, Response};
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::join_group_response::JoinGroupResponseMember;
 use weir_protocol::messages::{JoinGroupRequest, JoinGroupResponse, ResponseBody};
 
 use super::{Reply, RequestContext, blocking};
-use crate::codes;
 
-fn error(code: i16, member_id: String) -> JoinGroupResponse {
+fn error(code: ErrorCode, member_id: String) -> JoinGroupResponse {
     JoinGroupResponse {
-        error_code: code,
+        error_code: code.code(),
         generation_id: -1,
         member_id,
         protocol_name: Some(String::new()),
@@ -21,10 +21,10 @@ fn error(code: i16, member_id: String) -> JoinGroupResponse {
 pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> Reply {
     let v = ctx.api_version;
     let Some(groups) = ctx.broker.groups() else {
-        return body(error(codes::COORDINATOR_NOT_AVAILABLE, req.member_id));
+        return body(error(ErrorCode::CoordinatorNotAvailable, req.member_id));
     };
     if groups.ensure_topic(&ctx.broker).await.is_err() {
-        return body(error(codes::COORDINATOR_NOT_AVAILABLE, req.member_id));
+        return body(error(ErrorCode::CoordinatorNotAvailable, req.member_id));
     }
     let member_id = req.member_id.clone();
     let join = JoinRequest {
@@ -61,7 +61,7 @@ pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> Reply {
         blocking(|| groups.execute(&ctx.broker, &mut coord, out));
     }
     let Some(Response::Join(r)) = groups.wait(parked, ctx.shutdown.clone()).await else {
-        return body(error(codes::COORDINATOR_NOT_AVAILABLE, member_id));
+        return body(error(ErrorCode::CoordinatorNotAvailable, member_id));
     };
     body(JoinGroupResponse {
         error_code: r.error.code(),

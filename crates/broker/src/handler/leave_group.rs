@@ -1,23 +1,23 @@
 //! LeaveGroup: v0-2 carry one member id, v3+ a batch of members.
 
 use weir_group::{LeaveRequest, LeavingMember};
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::leave_group_response::MemberResponse;
 use weir_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse, ResponseBody};
 
 use super::{Reply, RequestContext, blocking};
-use crate::codes;
 
 pub async fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> Reply {
     let v = ctx.api_version;
     let Some(groups) = ctx.broker.groups() else {
         return body(LeaveGroupResponse {
-            error_code: codes::COORDINATOR_NOT_AVAILABLE,
+            error_code: ErrorCode::CoordinatorNotAvailable.code(),
             ..Default::default()
         });
     };
     if groups.ensure_topic(&ctx.broker).await.is_err() {
         return body(LeaveGroupResponse {
-            error_code: codes::COORDINATOR_NOT_AVAILABLE,
+            error_code: ErrorCode::CoordinatorNotAvailable.code(),
             ..Default::default()
         });
     }

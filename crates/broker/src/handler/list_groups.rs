@@ -1,16 +1,16 @@
 //! ListGroups: every classic group this coordinator serves, filtered by
 //! state (v4+) and type (v5+).
 
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::list_groups_response::ListedGroup;
 use weir_protocol::messages::{ListGroupsRequest, ListGroupsResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
-use crate::codes;
 
 pub fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> Reply {
     let resp = match ctx.broker.groups() {
         None => ListGroupsResponse {
-            error_code: codes::COORDINATOR_NOT_AVAILABLE,
+            error_code: ErrorCode::CoordinatorNotAvailable.code(),
             ..Default::default()
         },
         Some(groups) => ListGroupsResponse {

@@ -1,5 +1,6 @@
 //! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), by time.
 
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -22,7 +23,7 @@ pub fn lookup(
     partition: i32,
     timestamp: i64,
     read_committed: bool,
-) -> (i16, i64, i64) {
+) -> (ErrorCode, i64, i64) {
     let Some(log) = b.log(topic, partition) else {
         return (b.missing_log_error(topic, partition), -1, -1);
     };
@@ -30,18 +31,18 @@ pub fn lookup(
     let _ = read_committed;
     let hw = log.high_watermark();
     match timestamp {
-        LATEST => (codes::NONE, -1, hw),
-        EARLIEST | EARLIEST_LOCAL => (codes::NONE, -1, log.log_start_offset()),
-        LATEST_TIERED => (codes::NONE, -1, -1),
+        LATEST => (ErrorCode::None, -1, hw),
+        EARLIEST | EARLIEST_LOCAL => (ErrorCode::None, -1, log.log_start_offset()),
+        LATEST_TIERED => (ErrorCode::None, -1, -1),
         MAX_TIMESTAMP => match log.max_timestamp_offset() {
-            Ok(Some((offset, ts))) if offset < hw => (codes::NONE, ts, offset),
-            Ok(_) => (codes::NONE, -1, -1),
+            Ok(Some((offset, ts))) if offset < hw => (ErrorCode::None, ts, offset),
+            Ok(_) => (ErrorCode::None, -1, -1),
             Err(e) => (codes::from_storage(&e), -1, -1),
         },
-        ts if ts < 0 => (codes::INVALID_REQUEST, -1, -1),
+        ts if ts < 0 => (ErrorCode::InvalidRequest, -1, -1),
         ts => match log.offset_for_timestamp(ts) {
-            Ok(Some((offset, found_ts))) if offset < hw => (codes::NONE, found_ts, offset),
-            Ok(_) => (codes::NONE, -1, -1),
+            Ok(Some((offset, found_ts))) if offset < hw => (ErrorCode::None, found_ts, offset),
+            Ok(_) => (ErrorCode::None, -1, -1),
             Err(e) => (codes::from_storage(&e), -1, -1),
         },
     }
@@ -63,11 +64,11 @@ pub fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> Reply {
                         lookup(b, &t.name, p.partition_index, p.timestamp, read_committed);
                     ListOffsetsPartitionResponse {
                         partition_index: p.partition_index,
-                        error_code,
+                        error_code: error_code.code(),
                         timestamp,
                         offset,
                         // a field of v4+ that older versions cannot carry
-                        leader_epoch: if error_code == codes::NONE && version >= 4 {
+                        leader_epoch: if error_code.is_ok() && version >= 4 {
                             0
                         } else {
                             -1

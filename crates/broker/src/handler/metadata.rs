@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use weir_protocol::codec::Uuid;
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -11,18 +12,17 @@ use weir_protocol::messages::{MetadataRequest, MetadataResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
 use crate::broker::{CreateTopicError, validate_topic_name};
-use crate::codes;
 use crate::topics::TopicMeta;
 
 pub fn topic_response(node_id: i32, t: &TopicMeta) -> MetadataResponseTopic {
     MetadataResponseTopic {
-        error_code: codes::NONE,
+        error_code: ErrorCode::None.code(),
         name: Some(t.name.clone()),
         topic_id: Uuid(t.id_bytes()),
         is_internal: t.name == crate::groups::OFFSETS_TOPIC,
         partitions: (0..t.partitions)
             .map(|p| MetadataResponsePartition {
-                error_code: codes::NONE,
+                error_code: ErrorCode::None.code(),
                 partition_index: p,
                 leader_id: node_id,
                 leader_epoch: 0,
@@ -37,9 +37,9 @@ pub fn topic_response(node_id: i32, t: &TopicMeta) -> MetadataResponseTopic {
     }
 }
 
-fn error_topic(name: Option<String>, id: Uuid, code: i16) -> MetadataResponseTopic {
+fn error_topic(name: Option<String>, id: Uuid, code: ErrorCode) -> MetadataResponseTopic {
     MetadataResponseTopic {
-        error_code: code,
+        error_code: code.code(),
         name,
         topic_id: id,
         topic_authorized_operations: i32::MIN,
@@ -78,7 +78,7 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                             out.push(error_topic(
                                 Some(name.clone()),
                                 Uuid::ZERO,
-                                codes::INVALID_TOPIC_EXCEPTION,
+                                ErrorCode::InvalidTopicException,
                             ));
                             continue;
                         }
@@ -95,7 +95,7 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                                 out.push(error_topic(
                                     Some(name.clone()),
                                     Uuid::ZERO,
-                                    codes::COORDINATOR_NOT_AVAILABLE,
+                                    ErrorCode::CoordinatorNotAvailable,
                                 ));
                             }
                         } else if allow_auto && b.config.auto_create_topics_enable {
@@ -111,14 +111,14 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                                 Err(CreateTopicError::InvalidName(_)) => out.push(error_topic(
                                     Some(name.clone()),
                                     Uuid::ZERO,
-                                    codes::INVALID_TOPIC_EXCEPTION,
+                                    ErrorCode::InvalidTopicException,
                                 )),
                                 Err(e) => {
                                     tracing::warn!(topic = %name, "auto-create failed: {e}");
                                     out.push(error_topic(
                                         Some(name.clone()),
                                         Uuid::ZERO,
-                                        codes::UNKNOWN_SERVER_ERROR,
+                                        ErrorCode::UnknownServerError,
                                     ))
                                 }
                             }
@@ -126,18 +126,18 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                             out.push(error_topic(
                                 Some(name.clone()),
                                 Uuid::ZERO,
-                                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                                ErrorCode::UnknownTopicOrPartition,
                             ));
                         }
                     }
                     (_, true) => match b.topic_by_id(&rt.topic_id.0) {
                         Some(t) => out.push(topic_response(node_id, &t)),
-                        None => out.push(error_topic(None, rt.topic_id, codes::UNKNOWN_TOPIC_ID)),
+                        None => out.push(error_topic(None, rt.topic_id, ErrorCode::UnknownTopicId)),
                     },
                     _ => out.push(error_topic(
                         rt.name.clone(),
                         Uuid::ZERO,
-                        codes::INVALID_REQUEST,
+                        ErrorCode::InvalidRequest,
                     )),
                 }
             }

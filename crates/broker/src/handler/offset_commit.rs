@@ -3,7 +3,8 @@
 //! failed append is answered with Kafka's mapping of the append error and
 //! the commit never becomes visible to OffsetFetch.
 
-use weir_group::{CommitPartition, ErrorCode, OffsetCommitRequest as Commit};
+use weir_group::{CommitPartition, OffsetCommitRequest as Commit};
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };

@@ -1,7 +1,7 @@
 //! OffsetDelete: removes committed offsets of partitions the group is not
 //! subscribed to. Topics unknown to the broker are rejected here.
 
-use weir_group::ErrorCode;
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };

@@ -1,7 +1,8 @@
 //! OffsetFetch: v1-7 ask for one group, v8+ for many. A null topic list
 //! (v2+) means every partition the group has offsets for.
 
-use weir_group::{ErrorCode, OffsetFetchGroup, OffsetFetchResult};
+use weir_group::{OffsetFetchGroup, OffsetFetchResult};
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use weir_protocol::messages::{ProduceRequest, ProduceResponse, ResponseBody};
 use weir_protocol::records::{BatchHeader, BatchIter, DecompressLimits};
@@ -16,7 +17,7 @@ use crate::producer_state::{BatchMeta, SeqCheck, last_seq};
 /// The outcome for one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionResult {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub error_message: Option<String>,
     pub base_offset: i64,
     pub log_append_time: i64,
@@ -24,7 +25,7 @@ pub struct PartitionResult {
 }
 
 impl PartitionResult {
-    fn error(code: i16, msg: impl Into<String>) -> Self {
+    fn error(code: ErrorCode, msg: impl Into<String>) -> Self {
         PartitionResult {
             error_code: code,
             error_message: Some(msg.into()),
@@ -52,12 +53,15 @@ fn inspect(records: &[u8]) -> Result<Option<IdempotentBatch>, PartitionResult> {
     let mut idem = None;
     while pos < records.len() {
         let h = BatchHeader::parse(&records[pos..]).map_err(|e| {
-            PartitionResult::error(codes::CORRUPT_MESSAGE, format!("invalid record batch: {e}"))
+            PartitionResult::error(
+                ErrorCode::CorruptMessage,
+                format!("invalid record batch: {e}"),
+            )
         })?;
         let size = h.total_size();
         if records.len() - pos < size {
             return Err(PartitionResult::error(
-                codes::CORRUPT_MESSAGE,
+                ErrorCode::CorruptMessage,
                 "record batch is truncated",
             ));
         }
@@ -75,13 +79,13 @@ fn inspect(records: &[u8]) -> Result<Option<IdempotentBatch>, PartitionResult> {
     }
     if batches == 0 {
         return Err(PartitionResult::error(
-            codes::INVALID_RECORD,
+            ErrorCode::InvalidRecord,
             "no record batch",
         ));
     }
     if idem.is_some() && batches > 1 {
         return Err(PartitionResult::error(
-            codes::INVALID_RECORD,
+            ErrorCode::InvalidRecord,
             "an idempotent produce must contain exactly one record batch",
         ));
     }
@@ -93,7 +97,10 @@ fn inspect(records: &[u8]) -> Result<Option<IdempotentBatch>, PartitionResult> {
 fn require_keys(records: &Bytes) -> Result<(), PartitionResult> {
     for batch in BatchIter::new(records.clone()) {
         let batch = batch.map_err(|e| {
-            PartitionResult::error(codes::CORRUPT_MESSAGE, format!("invalid record batch: {e}"))
+            PartitionResult::error(
+                ErrorCode::CorruptMessage,
+                format!("invalid record batch: {e}"),
+            )
         })?;
         if batch.is_control() {
             continue;
@@ -101,11 +108,11 @@ fn require_keys(records: &Bytes) -> Result<(), PartitionResult> {
         let recs = batch
             .collect_records(&DecompressLimits::default())
             .map_err(|e| {
-                PartitionResult::error(codes::CORRUPT_MESSAGE, format!("invalid records: {e}"))
+                PartitionResult::error(ErrorCode::CorruptMessage, format!("invalid records: {e}"))
             })?;
         if recs.iter().any(|r| r.key.is_none()) {
             return Err(PartitionResult::error(
-                codes::INVALID_RECORD,
+                ErrorCode::InvalidRecord,
                 "Compacted topic cannot accept message without key",
             ));
         }
@@ -149,7 +156,7 @@ pub fn append_partition(
     };
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return (
-            PartitionResult::error(codes::INVALID_RECORD, "no records"),
+            PartitionResult::error(ErrorCode::InvalidRecord, "no records"),
             None,
         );
     };
@@ -206,14 +213,14 @@ pub fn append_partition(
                     Ok((m.first_offset, None, log.log_start_offset()))
                 }
                 SeqCheck::OutOfOrder { expected, got } => Err(PartitionResult::error(
-                    codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    ErrorCode::OutOfOrderSequenceNumber,
                     format!(
                         "out of order sequence number for producer {}: expected {expected}, got {got}",
                         ib.producer_id
                     ),
                 )),
                 SeqCheck::Fenced { current, got } => Err(PartitionResult::error(
-                    codes::INVALID_PRODUCER_EPOCH,
+                    ErrorCode::InvalidProducerEpoch,
                     format!("producer epoch {got} is older than the current epoch {current}"),
                 )),
             }
@@ -222,7 +229,7 @@ pub fn append_partition(
     match result {
         Ok((base_offset, append_time, log_start_offset)) => (
             PartitionResult {
-                error_code: codes::NONE,
+                error_code: ErrorCode::None,
                 error_message: None,
                 base_offset,
                 log_append_time: append_time.unwrap_or(-1),
@@ -243,12 +250,12 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     let acks = req.acks;
     let global_error = if !matches!(acks, -1..=1) {
         Some((
-            codes::INVALID_REQUIRED_ACKS,
+            ErrorCode::InvalidRequiredAcks,
             "acks must be -1, 0 or 1".to_string(),
         ))
     } else if req.transactional_id.is_some() {
         Some((
-            codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            ErrorCode::TransactionalIdAuthorizationFailed,
             "transactions are not supported yet".to_string(),
         ))
     } else {
@@ -267,7 +274,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
         let min_isr: i64 = r.value.as_deref().and_then(|v| v.parse().ok()).unwrap_or(1);
         (min_isr > 1).then(|| {
             PartitionResult::error(
-                codes::NOT_ENOUGH_REPLICAS,
+                ErrorCode::NotEnoughReplicas,
                 format!("in-sync replicas (1) are fewer than min.insync.replicas ({min_isr})"),
             )
         })
@@ -296,15 +303,15 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                 }
                 r
             };
-            if r.error_code == codes::NONE {
+            if r.error_code.is_ok() {
                 any_appended = true;
             } else {
                 any_error = true;
-                tracing::debug!(topic = %topic.name, partition = p.index, code = r.error_code, "produce failed: {:?}", r.error_message);
+                tracing::debug!(topic = %topic.name, partition = p.index, code = r.error_code.code(), "produce failed: {:?}", r.error_message);
             }
             partitions.push(PartitionProduceResponse {
                 index: p.index,
-                error_code: r.error_code,
+                error_code: r.error_code.code(),
                 base_offset: r.base_offset,
                 log_append_time_ms: r.log_append_time,
                 log_start_offset: r.log_start_offset,
@@ -338,14 +345,14 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
             let failed = match task.await {
                 Ok(Ok(())) => None,
                 Ok(Err(e)) => Some((codes::from_storage(&e), e.to_string())),
-                Err(e) => Some((codes::KAFKA_STORAGE_ERROR, format!("flush failed: {e}"))),
+                Err(e) => Some((ErrorCode::KafkaStorageError, format!("flush failed: {e}"))),
             };
             if let Some((code, msg)) = failed
                 && let Some(topic) = responses.get_mut(t)
                 && let Some(slot) = topic.partition_responses.get_mut(p)
             {
                 tracing::warn!(topic = %topic.name, partition = slot.index, "flush failed: {msg}");
-                slot.error_code = code;
+                slot.error_code = code.code();
                 slot.error_message = Some(msg);
                 slot.base_offset = -1;
                 slot.log_append_time_ms = -1;

@@ -1,14 +1,14 @@
 //! SyncGroup: followers are parked until the leader sends the assignment.
 
 use weir_group::{Assignment, Response, SyncRequest};
+use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{ResponseBody, SyncGroupRequest, SyncGroupResponse};
 
 use super::{Reply, RequestContext, blocking};
-use crate::codes;
 
-fn error(code: i16) -> Reply {
+fn error(code: ErrorCode) -> Reply {
     Reply::Body(ResponseBody::SyncGroup(SyncGroupResponse {
-        error_code: code,
+        error_code: code.code(),
         ..Default::default()
     }))
 }
@@ -16,10 +16,10 @@ fn error(code: i16) -> Reply {
 pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> Reply {
     let v = ctx.api_version;
     let Some(groups) = ctx.broker.groups() else {
-        return error(codes::COORDINATOR_NOT_AVAILABLE);
+        return error(ErrorCode::CoordinatorNotAvailable);
     };
     if groups.ensure_topic(&ctx.broker).await.is_err() {
-        return error(codes::COORDINATOR_NOT_AVAILABLE);
+        return error(ErrorCode::CoordinatorNotAvailable);
     }
     let sync = SyncRequest {
         group_id: req.group_id,
@@ -46,7 +46,7 @@ pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> Reply {
         blocking(|| groups.execute(&ctx.broker, &mut coord, out));
     }
     let Some(Response::Sync(r)) = groups.wait(parked, ctx.shutdown.clone()).await else {
-        return error(codes::COORDINATOR_NOT_AVAILABLE);
+        return error(ErrorCode::CoordinatorNotAvailable);
     };
     Reply::Body(ResponseBody::SyncGroup(SyncGroupResponse {
         error_code: r.error.code(),
