@@ -1,6 +1,8 @@
 //! The scenario table at the end of seed 004 against a real broker with
 //! consumer groups: `WEIR_PC_BOOTSTRAP=host:port` if set (any
-//! Kafka-compatible broker), otherwise a `weir serve` started by the
+//! Kafka-compatible broker), otherwise a weir broker embedded in the test
+//! process (`weir_broker::EmbeddedBroker`, one per test). Row 7 freezes the
+//! broker with SIGSTOP, so it runs a `weir serve` process started by the
 //! compat-tests harness.
 //! The same scenarios run now against librdkafka's mock cluster
 //! (`tests/mock_cluster.rs`).
@@ -63,9 +65,7 @@ fn failing_record_goes_to_the_dead_letter_topic_with_its_reason() {
 /// finished records; the next commit (3, no metadata) goes through.
 #[test]
 fn row4_refused_commit_is_not_a_checkpoint() {
-    let weir = WeirProcess::start_with_args(&["--set", "offset.metadata.max.bytes=4"])
-        .unwrap_or_else(|e| panic!("weir: {e}"));
-    let broker = TestBroker::Weir(weir);
+    let broker = TestBroker::embedded(&[("offset.metadata.max.bytes", "4")]);
     let b = &broker.bootstrap();
     let rt = common::runtime();
     let (topic, group) = (common::unique("row4"), common::unique("g4"));

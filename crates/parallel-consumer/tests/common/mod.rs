@@ -1,6 +1,7 @@
 //! The scenario table at the end of seed 004 as functions over a broker;
-//! `tests/scenarios.rs` runs them against weir (or `WEIR_PC_BOOTSTRAP`),
-//! `tests/mock_cluster.rs` against librdkafka's mock cluster.
+//! `tests/scenarios.rs` runs them against weir (an `EmbeddedBroker` in the
+//! test process, or `WEIR_PC_BOOTSTRAP`), `tests/mock_cluster.rs` against
+//! librdkafka's mock cluster.
 //!
 //! Offsets here start at 0 where the seed's table starts at 10 (row 1's
 //! records 10, 11, 12 are 0, 1, 2).
@@ -15,6 +16,7 @@
 pub mod effects;
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -29,12 +31,14 @@ use rdkafka::producer::DefaultProducerContext;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tokio::sync::watch;
+use weir_broker::EmbeddedBroker;
 use weir_compat_tests::WeirProcess;
 use weir_parallel_consumer::driver::{DriverConfig, ParallelConsumer};
 use weir_parallel_consumer::engine::PartitionStats;
 use weir_parallel_consumer::metadata;
 use weir_parallel_consumer::record::{self, FailurePolicy, Record, RetryPolicy};
 use weir_parallel_consumer::scheduler::Ordering;
+use weir_protocol::messages::ApiKey;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -42,7 +46,10 @@ const WAIT: Duration = Duration::from_secs(60);
 pub enum TestBroker {
     /// Any Kafka-compatible broker (`WEIR_PC_BOOTSTRAP`).
     External(String),
-    /// A `weir serve` started by the compat-tests harness.
+    /// A weir broker on its own thread in the test process.
+    Embedded(EmbeddedBroker),
+    /// A `weir serve` process started by the compat-tests harness, for tests
+    /// that stop the broker process itself (SIGSTOP).
     Weir(WeirProcess),
     /// librdkafka's built-in mock cluster (groups, commits, fetch; error
     /// injection).
@@ -50,12 +57,20 @@ pub enum TestBroker {
 }
 
 impl TestBroker {
-    /// `WEIR_PC_BOOTSTRAP` if set, else a fresh `weir serve`.
+    /// `WEIR_PC_BOOTSTRAP` if set, else a fresh embedded weir broker.
     pub fn from_env() -> TestBroker {
         match std::env::var("WEIR_PC_BOOTSTRAP") {
             Ok(b) if !b.is_empty() => TestBroker::External(b),
-            _ => TestBroker::Weir(WeirProcess::start().unwrap_or_else(|e| panic!("weir: {e}"))),
+            _ => TestBroker::embedded(&[]),
         }
+    }
+
+    /// A fresh embedded weir broker with `settings` (Kafka config names).
+    pub fn embedded(settings: &[(&str, &str)]) -> TestBroker {
+        let builder = settings
+            .iter()
+            .fold(EmbeddedBroker::builder(), |b, (k, v)| b.set(*k, *v));
+        TestBroker::Embedded(builder.start().unwrap_or_else(|e| panic!("weir: {e}")))
     }
 
     pub fn mock() -> TestBroker {
@@ -65,8 +80,22 @@ impl TestBroker {
     pub fn bootstrap(&self) -> String {
         match self {
             TestBroker::External(b) => b.clone(),
+            TestBroker::Embedded(e) => e.bootstrap(),
             TestBroker::Weir(w) => w.bootstrap().to_string(),
             TestBroker::Mock(m) => m.bootstrap_servers(),
+        }
+    }
+
+    /// Heartbeat requests the broker has answered so far, where the test
+    /// can see inside the broker (the embedded one).
+    pub fn heartbeats(&self) -> Option<u64> {
+        match self {
+            TestBroker::Embedded(e) => e
+                .broker()
+                .metrics
+                .api(i16::from(ApiKey::Heartbeat))
+                .map(|a| a.requests.load(AtomicOrdering::Relaxed)),
+            _ => None,
         }
     }
 
@@ -511,6 +540,14 @@ pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str) {
     first.shutdown().expect("shutdown first");
 }
 
+/// Row 8's group timeouts: the coordinator drops a member whose heartbeats
+/// stop for `session.timeout.ms`, and librdkafka leaves the group itself
+/// when the application stops polling for `max.poll.interval.ms` (which
+/// must not be below the session timeout). 6 s is the broker's smallest
+/// session.
+const ROW8_TIMEOUT: Duration = Duration::from_secs(6);
+const ROW8_HEARTBEAT: Duration = Duration::from_millis(500);
+
 pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker) {
     let b = &broker.bootstrap();
     let rt = runtime();
@@ -523,8 +560,16 @@ pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker) {
     let mut cfg = config(Ordering::Partition, 1);
     cfg.engine.scheduler.max_buffered_per_partition = 4;
     cfg.engine.scheduler.resume_at_buffered = 1;
+    let mut c = client(b, &group);
+    let timeout_ms = ROW8_TIMEOUT.as_millis().to_string();
+    c.set("session.timeout.ms", &timeout_ms)
+        .set("max.poll.interval.ms", &timeout_ms)
+        .set(
+            "heartbeat.interval.ms",
+            ROW8_HEARTBEAT.as_millis().to_string(),
+        );
     let pc = ParallelConsumer::start(
-        client(b, &group),
+        c,
         &[topic.as_str()],
         cfg,
         rt.handle().clone(),
@@ -534,20 +579,64 @@ pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker) {
     wait_until("paused", || {
         stats_of(&pc, &topic, 0).is_some_and(|s| s.paused)
     });
-    let generation = stats_of(&pc, &topic, 0).expect("stats").generation;
-    // Stay paused for longer than the session timeout: polling goes on, so
-    // the member is not dropped and no rebalance happens.
-    std::thread::sleep(Duration::from_secs(12));
-    let s = stats_of(&pc, &topic, 0).expect("still owned");
-    assert!(s.paused);
-    assert_eq!(
-        s.generation, generation,
-        "a rebalance happened while paused"
-    );
+    let at_pause = stats_of(&pc, &topic, 0).expect("stats");
+    let generation = at_pause.generation;
+    let age_at_pause = at_pause
+        .oldest_unfinished_age_ms
+        .expect("record 0 is unfinished");
+    let paused_at = Instant::now();
+    // Stay paused for longer than both timeouts, and see that the member
+    // stayed alive all that time:
+    // - the owner loop kept turning (it polls once a turn): the stats are
+    //   published every turn and the age of the blocked record 0 in them is
+    //   computed then, so it reaches `age_at_pause + window` only if a turn
+    //   ran at least `window` after the pause;
+    // - where the broker's counters are visible, heartbeats still came
+    //   after the timeouts had run out (a member that left or was dropped
+    //   would have stopped by then).
+    let window = ROW8_TIMEOUT + Duration::from_secs(1);
+    let window_ms = i64::try_from(window.as_millis()).expect("window");
+    const LATE_HEARTBEATS: u64 = 3;
+    let mut heartbeats_at_timeout = None;
+    let deadline = paused_at + window + Duration::from_secs(20);
+    loop {
+        let s = stats_of(&pc, &topic, 0).expect("the partition was lost while paused");
+        assert!(s.paused, "resumed while record 0 runs: {s:?}");
+        assert_eq!(
+            s.generation, generation,
+            "a rebalance happened while paused"
+        );
+        let polled_through = s
+            .oldest_unfinished_age_ms
+            .is_some_and(|age| age >= age_at_pause + window_ms);
+        // None: not visible (mock cluster, external broker)
+        let late_heartbeats = broker.heartbeats().map(|now| {
+            if paused_at.elapsed() < ROW8_TIMEOUT {
+                return 0;
+            }
+            now - *heartbeats_at_timeout.get_or_insert(now)
+        });
+        if polled_through && late_heartbeats.is_none_or(|n| n >= LATE_HEARTBEATS) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the member did not stay alive while paused: the blocked record's age in the latest stats is {:?} ms, {age_at_pause} ms at the pause (if it stands still, the owner loop stopped turning); {late_heartbeats:?} heartbeats after the {ROW8_TIMEOUT:?} timeouts ran out ({LATE_HEARTBEATS} wanted)",
+            s.oldest_unfinished_age_ms
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     open.send(true).expect("open gate");
     wait_until("20 committed", || {
         committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 20)
     });
+    // A member that had left the group while paused would have rejoined
+    // under a new generation once it polled again.
+    let s = stats_of(&pc, &topic, 0).expect("still owned");
+    assert_eq!(
+        s.generation, generation,
+        "the member rejoined after the pause"
+    );
     pc.shutdown().expect("shutdown");
 }
 
