@@ -147,7 +147,12 @@ impl Broker {
         clock: Clock,
         storage: Arc<dyn Storage>,
     ) -> Result<Broker, BrokerError> {
-        let dir = config.log_dirs[0].clone();
+        // meta.properties and the topic table live in the first log dir.
+        let dir = config
+            .log_dirs
+            .first()
+            .cloned()
+            .ok_or_else(|| BrokerError::Config("log.dirs is empty".to_string()))?;
         let meta = topics::load_or_create_meta(&dir, config.node_id)?;
         let mut store = TopicStore::open(&dir)?;
         let mut lm_config = LogManagerConfig::with_storage(config.log_dirs.clone(), storage);

@@ -60,7 +60,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
             let all_local = t
                 .assignments
                 .iter()
-                .all(|a| a.broker_ids.len() == 1 && a.broker_ids[0] == b.config.node_id);
+                .all(|a| a.broker_ids == [b.config.node_id]);
             if !all_local || t.num_partitions != -1 || t.replication_factor != -1 {
                 Err(CreateTopicError::InvalidReplicationFactor(
                     "Replica assignments must name only this broker, with numPartitions and replicationFactor -1".into(),

@@ -48,23 +48,22 @@ struct IdempotentBatch {
 /// Reads batch headers: returns the idempotence info when the records are a
 /// single batch with a producer id, an error for malformed input.
 fn inspect(records: &[u8]) -> Result<Option<IdempotentBatch>, PartitionResult> {
-    let mut pos = 0;
+    let mut rest = records;
     let mut batches = 0;
     let mut idem = None;
-    while pos < records.len() {
-        let h = BatchHeader::parse(&records[pos..]).map_err(|e| {
+    while !rest.is_empty() {
+        let h = BatchHeader::parse(rest).map_err(|e| {
             PartitionResult::error(
                 ErrorCode::CorruptMessage,
                 format!("invalid record batch: {e}"),
             )
         })?;
-        let size = h.total_size();
-        if records.len() - pos < size {
+        let Some((_, next)) = rest.split_at_checked(h.total_size()) else {
             return Err(PartitionResult::error(
                 ErrorCode::CorruptMessage,
                 "record batch is truncated",
             ));
-        }
+        };
         batches += 1;
         if h.producer_id >= 0 && h.base_sequence >= 0 {
             idem = Some(IdempotentBatch {
@@ -75,7 +74,7 @@ fn inspect(records: &[u8]) -> Result<Option<IdempotentBatch>, PartitionResult> {
                 max_timestamp: h.max_timestamp,
             });
         }
-        pos += size;
+        rest = next;
     }
     if batches == 0 {
         return Err(PartitionResult::error(
@@ -379,4 +378,72 @@ fn answer(acks: i16, any_error: bool, responses: Vec<TopicProduceResponse>) -> R
         throttle_time_ms: 0,
         ..Default::default()
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_protocol::records::{Compression, RecordBatchBuilder};
+
+    use super::*;
+
+    fn batch(producer: Option<(i64, i16, i32)>, values: &[&str]) -> Vec<u8> {
+        let mut b = RecordBatchBuilder::new(Compression::None);
+        if let Some((id, epoch, seq)) = producer {
+            b = b.producer(id, epoch, seq);
+        }
+        for v in values {
+            b.push(
+                1_000,
+                Some(Bytes::from_static(b"k")),
+                Some(Bytes::copy_from_slice(v.as_bytes())),
+                Vec::new(),
+            )
+            .unwrap();
+        }
+        b.build().unwrap().as_bytes().to_vec()
+    }
+
+    fn inspect_code(records: &[u8]) -> Result<Option<(i64, i32, i32)>, ErrorCode> {
+        inspect(records)
+            .map(|i| i.map(|b| (b.producer_id, b.first_seq, b.last_seq)))
+            .map_err(|e| e.error_code)
+    }
+
+    #[test]
+    fn inspect_walks_every_batch_of_the_section() {
+        let one = batch(Some((7, 0, 5)), &["a", "b", "c"]);
+        assert_eq!(inspect_code(&one), Ok(Some((7, 5, 7))));
+
+        let mut two = batch(None, &["a"]);
+        two.extend_from_slice(&batch(None, &["b", "c"]));
+        assert_eq!(inspect_code(&two), Ok(None));
+
+        // The producer id is in the second batch: found only by stepping
+        // over the first.
+        let mut idem_second = batch(None, &["a"]);
+        idem_second.extend_from_slice(&batch(Some((7, 0, 0)), &["b"]));
+        assert_eq!(inspect_code(&idem_second), Err(ErrorCode::InvalidRecord));
+
+        assert_eq!(inspect_code(&[]), Err(ErrorCode::InvalidRecord));
+    }
+
+    #[test]
+    fn inspect_refuses_a_batch_cut_short() {
+        let mut two = batch(None, &["a"]);
+        two.extend_from_slice(&batch(None, &["b"]));
+        for cut in 1..=3 {
+            let short = &two[..two.len() - cut];
+            assert_eq!(
+                inspect_code(short),
+                Err(ErrorCode::CorruptMessage),
+                "cut {cut}"
+            );
+        }
+        // Cut inside the second batch's header: its header cannot be read.
+        let first_len = batch(None, &["a"]).len();
+        assert_eq!(
+            inspect_code(&two[..first_len + 5]),
+            Err(ErrorCode::CorruptMessage)
+        );
+    }
 }
