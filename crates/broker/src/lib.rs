@@ -13,6 +13,14 @@
 //! # Ok(()) }
 //! ```
 
+// Requests come from the network and segment files from disk: bad input is
+// an error, never a panic. Exceptions carry `#[allow(..)] // why` on the
+// smallest item.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 pub mod broker;
 pub mod codes;
 pub mod config;

@@ -19,8 +19,11 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, ConsoleErr
     while let Some(&b) = bytes.get(i) {
         match b {
             b'%' => {
+                // Exactly two hex digits (`from_str_radix` alone would also
+                // take a sign, as in `%+f`).
                 let hex = bytes
                     .get(i + 1..i + 3)
+                    .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
                     .and_then(|h| std::str::from_utf8(h).ok())
                     .and_then(|h| u8::from_str_radix(h, 16).ok())
                     .ok_or_else(|| {
@@ -113,7 +116,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_escapes() {
-        for bad in ["%", "%4", "%zz", "%FF", "%C3%28", "a%2"] {
+        for bad in ["%", "%4", "%zz", "%FF", "%C3%28", "a%2", "%+f", "%-1"] {
             assert!(percent_decode(bad, false).is_err(), "{bad:?} accepted");
         }
     }
