@@ -53,4 +53,4 @@ pub use error::{RecordError, RecordField, RecordsError};
 pub use fuzz::fuzz_records;
 pub use header::{BatchHeader, HeaderError};
 pub use record::{MIN_RECORD_SIZE, Record, RecordHeader};
-pub use validate::validate_records;
+pub use validate::{RecordInfo, validate_records, validate_records_each};

@@ -14,6 +14,11 @@
 //! - a record whose offset delta is not its index (0, 1, 2, …);
 //! - fewer records than declared, or bytes left after the last one.
 //!
+//! [`validate_records_each`] also hands each record's index, timestamp and
+//! whether it has a key to the caller, for the checks Kafka makes record by
+//! record and answers with the index of each bad record (a missing key on a
+//! compacted topic, a timestamp out of bounds).
+//!
 //! Cost: one pass, no copy. An uncompressed batch is checked in place
 //! without allocating. gzip, lz4 and zstd are decompressed as a stream into a
 //! window that holds one record at a time (it grows only for a record larger
@@ -57,6 +62,29 @@ pub fn validate_records(
     section: &[u8],
     limits: &DecompressLimits,
 ) -> Result<(), RecordsError> {
+    validate_records_each(header, section, limits, |_| {})
+}
+
+/// What a broker checks of one record beyond its layout: its index in the
+/// batch, its timestamp (the batch's base timestamp plus the record's
+/// delta) and whether it has a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordInfo {
+    pub index: usize,
+    pub timestamp: i64,
+    pub has_key: bool,
+}
+
+/// [`validate_records`], calling `on_record` for each record in order once
+/// it has parsed (so for every record when the result is `Ok`).
+pub fn validate_records_each(
+    header: &BatchHeader,
+    section: &[u8],
+    limits: &DecompressLimits,
+    mut on_record: impl FnMut(RecordInfo),
+) -> Result<(), RecordsError> {
+    let on_record: &mut dyn FnMut(RecordInfo) = &mut on_record;
+    let base_timestamp = header.base_timestamp;
     let count = header.records_count;
     if count <= 0 {
         return Err(RecordsError::InvalidRecordCount { count });
@@ -70,10 +98,15 @@ pub fn validate_records(
     let codec = Compression::from_id(header.compression())?;
     let max = limits.max_bytes;
     match codec {
-        Compression::None => check_records(&mut Slice(section), count),
+        Compression::None => check_records(&mut Slice(section), count, base_timestamp, on_record),
         Compression::Zstd => with_zstd_context(limits, |dctx| {
             let reader = zstd::stream::read::Decoder::with_context(section, dctx);
-            check_records(&mut Stream::new(codec, reader, max), count)
+            check_records(
+                &mut Stream::new(codec, reader, max),
+                count,
+                base_timestamp,
+                on_record,
+            )
         }),
         Compression::Gzip | Compression::Lz4 => {
             let reader = compression::stream_decoder(codec, section, limits)?.ok_or(
@@ -82,11 +115,16 @@ pub fn validate_records(
                     message: "no streaming decoder".into(),
                 },
             )?;
-            check_records(&mut Stream::new(codec, reader, max), count)
+            check_records(
+                &mut Stream::new(codec, reader, max),
+                count,
+                base_timestamp,
+                on_record,
+            )
         }
         Compression::Snappy => {
             let data = compression::decompress(codec, section, limits)?;
-            check_records(&mut Slice(&data), count)
+            check_records(&mut Slice(&data), count, base_timestamp, on_record)
         }
     }
 }
@@ -147,8 +185,14 @@ trait Source {
     fn remaining(&mut self) -> Result<usize, RecordsError>;
 }
 
-/// `count` records numbered 0, 1, 2, … and nothing after them.
-fn check_records(src: &mut impl Source, count: i32) -> Result<(), RecordsError> {
+/// `count` records numbered 0, 1, 2, … and nothing after them; each is
+/// handed to `on_record` once it has parsed.
+fn check_records(
+    src: &mut impl Source,
+    count: i32,
+    base_timestamp: i64,
+    on_record: &mut dyn FnMut(RecordInfo),
+) -> Result<(), RecordsError> {
     for index in 0..count as usize {
         let head = src.window(MAX_LENGTH_PREFIX)?;
         if head.is_empty() {
@@ -173,6 +217,11 @@ fn check_records(src: &mut impl Source, count: i32) -> Result<(), RecordsError> 
                 offset_delta: layout.offset_delta,
             });
         }
+        on_record(RecordInfo {
+            index,
+            timestamp: base_timestamp.saturating_add(layout.timestamp_delta),
+            has_key: layout.key.is_some(),
+        });
         src.advance(end);
     }
     match src.remaining()? {
@@ -382,6 +431,34 @@ mod tests {
                 }),
                 "{codec:?} ({section_len} compressed bytes)"
             );
+        }
+    }
+
+    #[test]
+    fn each_record_is_reported_with_its_timestamp_and_key() {
+        for codec in Compression::ALL {
+            let mut b = RecordBatchBuilder::new(codec).base_timestamp(1_000);
+            for (ts, key) in [(1_000, Some("k")), (900, None), (5_000, Some(""))] {
+                b.push(ts, key.map(Bytes::from), Some(Bytes::from("v")), vec![])
+                    .unwrap();
+            }
+            let b = b.build().unwrap();
+            let mut seen = Vec::new();
+            validate_records_each(
+                b.header(),
+                b.records_section(),
+                &DecompressLimits::default(),
+                |r| seen.push(r),
+            )
+            .unwrap();
+            let expected = [(0, 1_000, true), (1, 900, false), (2, 5_000, true)].map(
+                |(index, timestamp, has_key)| RecordInfo {
+                    index,
+                    timestamp,
+                    has_key,
+                },
+            );
+            assert_eq!(seen, expected, "{codec:?}");
         }
     }
 
