@@ -4,7 +4,7 @@
 //
 //   node console_check.js --url http://127.0.0.1:9644/ --chromium /usr/bin/chromium \
 //     --topic orders --hw 0=200,1=120,2=0 --segments 0=0,52,104 \
-//     --group console-group --lag 60 --records orders:0:5=o-0-5,o-0-6 \
+//     --group console-group --lag 60 --records orders:0:5=o-0-5,o-0-6 --user-partitions 4 \
 //     --screenshot-dir target/test-artifacts
 //
 // Prints one `PASS name` / `FAIL name: why` line per check and exits 0 only
@@ -29,7 +29,7 @@ function parseArgs(argv) {
     }
     out[k.slice(2)] = v;
   }
-  for (const need of ['url', 'chromium', 'topic', 'hw', 'segments', 'group', 'lag', 'records', 'screenshot-dir']) {
+  for (const need of ['url', 'chromium', 'topic', 'hw', 'segments', 'group', 'lag', 'records', 'user-partitions', 'screenshot-dir']) {
     if (!(need in out)) throw new Error(`--${need} is required`);
   }
   return out;
@@ -127,6 +127,45 @@ async function main() {
       check(`partition ${p} has an offset bar`, row && row.bar, 'no bar');
     }
     await page.screenshot({ path: path.join(a['screenshot-dir'], 'console.png'), fullPage: true });
+
+    // 1b. the summary cards count what the list shows: user topics only,
+    // then every topic once "show internal topics" is ticked.
+    const cardValue = (name) => page.$eval(`.card[data-card="${name}"] .v`, (el) => el.textContent);
+    const userParts = Number(a['user-partitions']);
+    const shownParts = number(await cardValue('partitions'));
+    check(`summary counts ${userParts} user partitions`, shownParts === userParts, `shows ${shownParts}`);
+    const shownTopicCount = number(await cardValue('topics'));
+    const apiTopics = await page.evaluate(async () => (await (await fetch('/api/topics')).json()).topics);
+    const userTopics = apiTopics.filter((t) => !t.internal);
+    const userSegments = userTopics.reduce((x, t) => x + t.segment_count, 0);
+    check('summary counts user topics', shownTopicCount === userTopics.length, `shows ${shownTopicCount}`);
+    const shownSegments = number(await cardValue('segments'));
+    check(`summary counts ${userSegments} user segments`, shownSegments === userSegments, `shows ${shownSegments}`);
+    const allParts = apiTopics.reduce((x, t) => x + t.partition_count, 0);
+    await page.click('#show-internal');
+    await page.waitForFunction(
+      (want) => {
+        const el = document.querySelector('.card[data-card="partitions"] .v');
+        return el && el.textContent.replace(/[^0-9]/g, '') === String(want);
+      },
+      { timeout: STEP_TIMEOUT_MS },
+      allParts
+    ).catch(() => {});
+    const withInternal = number(await cardValue('partitions'));
+    check(
+      `with internal topics shown the summary counts all ${allParts} partitions`,
+      withInternal === allParts && allParts > userParts,
+      `shows ${withInternal}`
+    );
+    await page.click('#show-internal');
+    await page.waitForFunction(
+      (want) => {
+        const el = document.querySelector('.card[data-card="partitions"] .v');
+        return el && el.textContent.replace(/[^0-9]/g, '') === String(want);
+      },
+      { timeout: STEP_TIMEOUT_MS },
+      userParts
+    ).catch(() => {});
 
     // 2. topic page (by following the link): segment rows of one partition
     await page.click(`${topicSel} .topic-head .name a`);

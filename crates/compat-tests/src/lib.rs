@@ -38,6 +38,10 @@ pub use murmur2::{murmur2, partition_for_key};
 
 /// Prefix of the line `weir serve` prints on stdout once its listener is bound.
 pub const LISTENING_PREFIX: &str = "weir: listening on ";
+/// Prefix of the line that names the metrics endpoint (`http://HOST:PORT/metrics`).
+const METRICS_PREFIX: &str = "weir: metrics http://";
+/// Prefix of the line printed instead when the HTTP listener is off.
+const METRICS_OFF_PREFIX: &str = "weir: metrics and console off";
 
 /// Default time to wait for the listening line (override: `WEIR_START_TIMEOUT_SECS`).
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -104,6 +108,9 @@ pub struct WeirProcess {
     // process is killed in `Drop`.
     stderr_path: PathBuf,
     starts: u32,
+    /// `host:port` of the metrics/console listener, when `http.listeners`
+    /// gave the process one (see [`metrics`](Self::metrics)).
+    http: Option<String>,
     _log_dir: tempfile::TempDir,
     data_dir: tempfile::TempDir,
 }
@@ -145,6 +152,7 @@ impl WeirProcess {
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             stderr_path: log_dir.path().join("weir-0.stderr"),
             starts: 0,
+            http: None,
             _log_dir: log_dir,
             data_dir,
         };
@@ -155,6 +163,39 @@ impl WeirProcess {
     /// `host:port` for a client's bootstrap servers setting.
     pub fn bootstrap(&self) -> &str {
         &self.bootstrap
+    }
+
+    /// The broker's Prometheus metrics text (`GET /metrics`). The process
+    /// must have an HTTP listener: start it with
+    /// `--set http.listeners=127.0.0.1:0`.
+    pub fn metrics(&self) -> Result<String, HarnessError> {
+        use std::io::Write;
+        let Some(http) = &self.http else {
+            return Err(HarnessError::Io(std::io::Error::other(
+                "this broker has no HTTP listener (start it with --set http.listeners=127.0.0.1:0)",
+            )));
+        };
+        let mut stream = std::net::TcpStream::connect(http)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response)?;
+        match response.split_once("\r\n\r\n") {
+            Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_string()),
+            _ => Err(HarnessError::Io(std::io::Error::other(format!(
+                "GET /metrics: unexpected response: {}",
+                response.lines().next().unwrap_or("")
+            )))),
+        }
+    }
+
+    /// The sum of the samples of metric `name` whose labels include every
+    /// `(label, value)` pair given (0 when there is none).
+    pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Result<f64, HarnessError> {
+        Ok(sum_samples(&self.metrics()?, name, labels))
     }
 
     /// The broker's data directory (`log.dirs`).
@@ -245,6 +286,8 @@ impl WeirProcess {
             .path()
             .join(format!("weir-{}.stderr", self.starts));
         self.starts += 1;
+        self.bootstrap.clear();
+        self.http = None;
         let stderr_file = File::create(&self.stderr_path)?;
         let mut command = Command::new(&bin);
         command
@@ -297,8 +340,20 @@ impl WeirProcess {
                             return Err(HarnessError::BadListeningLine { line });
                         }
                         self.bootstrap = addr.to_string();
-                        self.child = Some(child);
-                        return Ok(());
+                        // The metrics line follows within the same flush.
+                        continue;
+                    }
+                    if !self.bootstrap.is_empty() {
+                        if let Some(url) = line.strip_prefix(METRICS_PREFIX) {
+                            self.http = url.trim().strip_suffix("/metrics").map(str::to_string);
+                            self.child = Some(child);
+                            return Ok(());
+                        }
+                        if line.starts_with(METRICS_OFF_PREFIX) {
+                            self.http = None;
+                            self.child = Some(child);
+                            return Ok(());
+                        }
                     }
                     seen.push_str(&line);
                     seen.push('\n');
@@ -629,10 +684,13 @@ mod tests {
 echo "starting" 
 echo started >> "$5/events"
 echo "weir: listening on 127.0.0.1:4242"
+echo "weir: data dir $5"
+echo "weir: metrics http://127.0.0.1:4243/metrics"
 while true; do sleep 0.05; done"#,
         );
         let mut p = WeirProcess::start_inner(bin, &[], Duration::from_secs(30)).expect("starts");
         assert_eq!(p.bootstrap(), "127.0.0.1:4242");
+        assert_eq!(p.http.as_deref(), Some("127.0.0.1:4243"));
         let data_dir = p.data_dir().to_path_buf();
         p.restart().expect("restarts");
         assert_eq!(p.data_dir(), data_dir);
@@ -715,5 +773,59 @@ while true; do sleep 0.05; done"#,
         .expect("cat spawns");
         assert!(out.success(), "{}", out.describe("cat"));
         assert_eq!(out.stdout, "hello\nworld\n");
+    }
+}
+
+/// Sums the samples of `name` in Prometheus text whose label set contains
+/// every `(label, value)` pair of `labels`.
+pub fn sum_samples(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric, label_text) = match series.split_once('{') {
+                Some((m, rest)) => (m, rest.strip_suffix('}')?),
+                None => (series, ""),
+            };
+            let matches = metric == name
+                && labels.iter().all(|(k, v)| {
+                    label_text
+                        .split(',')
+                        .any(|pair| pair == format!("{k}=\"{v}\""))
+                });
+            if matches {
+                value.parse::<f64>().ok()
+            } else {
+                None
+            }
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod metric_tests {
+    use super::sum_samples;
+
+    #[test]
+    fn sums_matching_samples_only() {
+        let text = "# HELP x\nweir_requests_total{api=\"Heartbeat\"} 7\n\
+                    weir_requests_total{api=\"Fetch\"} 3\n\
+                    weir_request_errors_total{api=\"Heartbeat\",error=\"REBALANCE_IN_PROGRESS\"} 2\n\
+                    weir_fetch_parked 1\n";
+        assert_eq!(
+            sum_samples(text, "weir_requests_total", &[("api", "Heartbeat")]),
+            7.0
+        );
+        assert_eq!(sum_samples(text, "weir_requests_total", &[]), 10.0);
+        assert_eq!(
+            sum_samples(
+                text,
+                "weir_request_errors_total",
+                &[("error", "REBALANCE_IN_PROGRESS")]
+            ),
+            2.0
+        );
+        assert_eq!(sum_samples(text, "weir_fetch_parked", &[]), 1.0);
+        assert_eq!(sum_samples(text, "weir_requests", &[]), 0.0);
     }
 }

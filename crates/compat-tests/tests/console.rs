@@ -154,7 +154,11 @@ fn console_in_headless_chromium() {
             weir(&broker, &args, Some(&lines(&format!("o-{p}-"), *n)));
         }
     }
-    weir(&broker, &["topics", "create", "--topic", "events"], None);
+    weir(
+        &broker,
+        &["topics", "create", "--topic", "events", "--partitions", "1"],
+        None,
+    );
     weir(
         &broker,
         &["produce", "--topic", "events"],
@@ -214,6 +218,9 @@ fn console_in_headless_chromium() {
             .arg(&chromium)
             .args(["--topic", TOPIC, "--hw", &hw, "--segments", &seg_arg])
             .args(["--group", GROUP, "--lag", &lag, "--records", &records_arg])
+            // TOPIC's partitions and the one of "events"; __consumer_offsets
+            // is internal
+            .args(["--user-partitions", &(PER_PARTITION.len() + 1).to_string()])
             .arg("--screenshot-dir")
             .arg(&artifacts),
         None,

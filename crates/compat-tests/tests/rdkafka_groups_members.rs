@@ -734,7 +734,9 @@ fn rdkafka_members_join_leave_and_die_cooperative_sticky() {
 
 #[test]
 fn rdkafka_static_member_restarts_without_rebalance() {
-    let broker = WeirProcess::start().unwrap_or_else(|e| panic!("weir did not start: {e}"));
+    // With a metrics listener: the test counts the members' heartbeats.
+    let broker = WeirProcess::start_with_args(&["--set", "http.listeners=127.0.0.1:0"])
+        .unwrap_or_else(|e| panic!("weir did not start: {e}"));
     let topic = "rk-static";
     let group = "rk-static";
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -793,9 +795,34 @@ fn rdkafka_static_member_restarts_without_rebalance() {
         "{}",
         diagnostics(&broker, &all)
     );
-    // The other member keeps heartbeating (every 500 ms); a rebalance would
-    // make it rejoin. Give it a few heartbeats to notice one.
-    thread::sleep(Duration::from_secs(3));
+    // Both members keep heartbeating (every 500 ms); a rebalance would be
+    // announced to them as REBALANCE_IN_PROGRESS and make them rejoin. Wait
+    // until the broker has answered at least three heartbeats of each since
+    // the restarted member settled, so one would have been noticed.
+    let heartbeats = |broker: &WeirProcess| {
+        broker
+            .metric("weir_requests_total", &[("api", "Heartbeat")])
+            .unwrap_or_else(|e| panic!("metrics: {e}"))
+    };
+    let rebalance_answers = |broker: &WeirProcess| {
+        broker
+            .metric(
+                "weir_request_errors_total",
+                &[("api", "Heartbeat"), ("error", "REBALANCE_IN_PROGRESS")],
+            )
+            .unwrap_or_else(|e| panic!("metrics: {e}"))
+    };
+    let heartbeats_before = heartbeats(&broker);
+    let rebalances_before = rebalance_answers(&broker);
+    wait_for("six more heartbeats", &broker, &all, || {
+        heartbeats(&broker) >= heartbeats_before + 6.0
+    });
+    assert_eq!(
+        rebalance_answers(&broker),
+        rebalances_before,
+        "a heartbeat was answered REBALANCE_IN_PROGRESS after the static restart\n{}",
+        diagnostics(&broker, &all)
+    );
     let s2_after: Vec<Event> = s2.events()[before.0[1]..]
         .iter()
         .filter(|e| matches!(e, Event::Joined { .. } | Event::Own { .. }))

@@ -176,7 +176,12 @@
   }
 
   function card(k, v, cls) {
-    return h('div', { class: 'card' }, h('div', { class: 'k' }, k), h('div', { class: 'v ' + (cls || '') }, v));
+    return h(
+      'div',
+      { class: 'card', 'data-card': k.toLowerCase() },
+      h('div', { class: 'k' }, k),
+      h('div', { class: 'v ' + (cls || '') }, v)
+    );
   }
 
   function table(headers, rows, attrs) {
@@ -217,15 +222,18 @@
     const [data, overview] = await Promise.all([api('/api/topics'), refreshBrokerLine()]);
     const root = h('div', null, h('h1', null, 'Topics'));
     const user = data.topics.filter((t) => !t.internal);
-    const totalParts = data.topics.reduce((a, t) => a + t.partition_count, 0);
+    // The summary counts what the list shows: internal topics only when
+    // they are shown.
+    const shownTopics = state.showInternal ? data.topics : user;
+    const sum = (f) => shownTopics.reduce((a, t) => a + f(t), 0);
     append(root, [
       h(
         'div',
         { class: 'cards' },
-        card('Topics', num(user.length)),
-        card('Partitions', num(totalParts)),
-        card('Size on disk', bytes(data.topics.reduce((a, t) => a + t.size_bytes, 0))),
-        card('Segments', num(data.topics.reduce((a, t) => a + t.segment_count, 0))),
+        card('Topics', num(shownTopics.length)),
+        card('Partitions', num(sum((t) => t.partition_count))),
+        card('Size on disk', bytes(sum((t) => t.size_bytes))),
+        card('Segments', num(sum((t) => t.segment_count))),
         overview ? card('Consumer groups', num(overview.groups)) : null
       ),
       h(
@@ -244,7 +252,6 @@
       ),
       legend(),
     ]);
-    const shownTopics = state.showInternal ? data.topics : user;
     if (shownTopics.length === 0) {
       root.appendChild(h('p', { class: 'muted' }, 'No topics yet.'));
     }
