@@ -157,9 +157,17 @@ async fn lowering_retention_ms_live_deletes_old_segments() {
     let fresh_base = bases.iter().copied().filter(|&b| b <= 12).max().unwrap();
     assert_eq!(start, fresh_base, "{bases:?}");
     assert_eq!(list_offset(&mut c, "rt", -2).await.1, start);
-    // Renamed, not yet unlinked, until file.delete.delay.ms has passed.
-    let deleted = files(dir.path(), "rt", ".deleted");
-    assert!(!deleted.is_empty());
+    // Renamed, not yet unlinked, until file.delete.delay.ms has passed. The
+    // rename follows the log start move and its checkpoint, so wait for it
+    // (in real time: the virtual clock stays where it is).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while files(dir.path(), "rt", ".deleted").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the deleted segments were never renamed .deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     clock.advance(5_000);
     wait_until(&clock, 20, ".deleted files unlinked", || {
         files(dir.path(), "rt", ".deleted").is_empty()
