@@ -3,11 +3,14 @@
 
 use crate::backend::StorageFile;
 use crate::config::{LogConfig, TimestampType};
-use crate::error::StorageError;
+use crate::error::{RejectedRecord, StorageError};
 use weir_protocol::records::header::{
     self, ATTRIBUTES_OFFSET, BATCH_HEADER_LEN, MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK,
 };
-use weir_protocol::records::{BatchHeader, DecompressLimits, RecordBatch, validate_records};
+use weir_protocol::records::{
+    BatchHeader, DecompressLimits, NO_TIMESTAMP, RecordBatch, RecordInfo, RecordsError,
+    validate_records_each,
+};
 
 /// One batch of an accepted append, after offset assignment.
 #[derive(Debug, Clone, Copy)]
@@ -116,9 +119,19 @@ fn validate_and_plan(
     Ok(plan(&validate(records, config, now_ms)?, next_offset))
 }
 
-/// Checks every batch (header, size limits, CRC-32C, every record with
-/// [`validate_records`], timestamps); returns (position, size, header) of
-/// each, in order. Nothing is written unless every batch passes.
+/// Checks every batch (header, `max.message.bytes`, CRC-32C, every record
+/// with [`validate_records_each`], the records Kafka checks one by one, the
+/// header's max timestamp) and the whole request against `segment.bytes`;
+/// returns (position, size, header) of each batch, in order. Nothing is
+/// written unless every batch passes.
+///
+/// Checked record by record, as Kafka's `LogValidator` does, and refused
+/// with every bad record's index ([`StorageError::RejectedRecords`]): a
+/// record without a key on a compacted topic, a CreateTime timestamp out of
+/// `message.timestamp.before.max.ms`/`after.max.ms`, and a record whose
+/// layout is wrong (it does not parse, or its offset delta is not its
+/// index; only that record is named, as the ones after it cannot be read).
+/// The rest refuses the batch as a whole.
 pub(crate) fn validate(
     records: &[u8],
     config: &LogConfig,
@@ -148,41 +161,44 @@ pub(crate) fn validate(
         }
         h.verify_crc(&rest[..size])
             .map_err(|e| corrupt(e.to_string()))?;
-        if config.message_timestamp_type == TimestampType::CreateTime {
-            for ts in [h.base_timestamp, h.max_timestamp] {
-                if ts < now_ms.saturating_sub(config.message_timestamp_before_max_ms) {
-                    return Err(StorageError::InvalidTimestamp {
-                        timestamp: ts,
-                        now_ms,
-                        reason: "older than message.timestamp.before.max.ms",
-                    });
-                }
-                if ts > now_ms.saturating_add(config.message_timestamp_after_max_ms) {
-                    return Err(StorageError::InvalidTimestamp {
-                        timestamp: ts,
-                        now_ms,
-                        reason: "newer than message.timestamp.after.max.ms",
-                    });
-                }
-            }
-        }
+        let mut rejected = RecordChecks::new(config, &h, now_ms);
         // Every record last (the costliest check), decompressing within the
         // bound; no allocation for an uncompressed batch.
-        validate_records(
+        validate_records_each(
             &h,
             &rest[BATCH_HEADER_LEN..size],
             &DecompressLimits::default(),
+            |r| rejected.check(r),
         )
-        .map_err(|e| {
-            if e.is_invalid_record() {
-                StorageError::InvalidRecord {
-                    position: pos,
-                    reason: e.to_string(),
-                }
-            } else {
-                corrupt(e.to_string())
-            }
+        .map_err(|e| match e {
+            RecordsError::OffsetDeltaMismatch { index, .. }
+            | RecordsError::CorruptRecord { index, .. } => StorageError::RejectedRecords {
+                position: pos,
+                invalid_timestamp: false,
+                records: vec![RejectedRecord {
+                    batch_index: index,
+                    message: e.to_string(),
+                }],
+            },
+            e if e.is_invalid_record() => StorageError::InvalidRecord {
+                position: pos,
+                reason: e.to_string(),
+            },
+            e => corrupt(e.to_string()),
         })?;
+        rejected.into_result(pos)?;
+        // The records passed; a header claiming a max timestamp out of
+        // bounds is refused as a whole.
+        if config.message_timestamp_type == TimestampType::CreateTime
+            && h.max_timestamp != NO_TIMESTAMP
+            && let Some(reason) = timestamp_out_of_bounds(h.max_timestamp, config, now_ms)
+        {
+            return Err(StorageError::InvalidTimestamp {
+                timestamp: h.max_timestamp,
+                now_ms,
+                reason,
+            });
+        }
         spans.push((pos, size, h));
         pos += size;
     }
@@ -192,7 +208,91 @@ pub(crate) fn validate(
             reason: "no record batch in the request".into(),
         });
     }
+    // Kafka's last check, on the whole request: it must fit in a segment.
+    if records.len() as u64 > config.segment_bytes {
+        return Err(StorageError::RecordListTooLarge {
+            size: records.len(),
+            max: config.segment_bytes as usize,
+        });
+    }
     Ok(Validated(spans))
+}
+
+/// Why `timestamp` is out of the CreateTime bounds at `now_ms`, if it is.
+fn timestamp_out_of_bounds(
+    timestamp: i64,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Option<&'static str> {
+    if timestamp < now_ms.saturating_sub(config.message_timestamp_before_max_ms) {
+        Some("older than message.timestamp.before.max.ms")
+    } else if timestamp > now_ms.saturating_add(config.message_timestamp_after_max_ms) {
+        Some("newer than message.timestamp.after.max.ms")
+    } else {
+        None
+    }
+}
+
+/// The checks Kafka makes record by record, collecting every bad record.
+struct RecordChecks {
+    require_key: bool,
+    /// CreateTime bounds `[low, high]`, when the topic uses CreateTime.
+    bounds: Option<(i64, i64)>,
+    rejected: Vec<RejectedRecord>,
+    invalid_timestamp: bool,
+}
+
+impl RecordChecks {
+    fn new(config: &LogConfig, header: &BatchHeader, now_ms: i64) -> Self {
+        RecordChecks {
+            // The cleaner could never drop a record without a key.
+            require_key: config.compact() && !header.is_control(),
+            bounds: (config.message_timestamp_type == TimestampType::CreateTime).then(|| {
+                (
+                    now_ms.saturating_sub(config.message_timestamp_before_max_ms),
+                    now_ms.saturating_add(config.message_timestamp_after_max_ms),
+                )
+            }),
+            rejected: Vec::new(),
+            invalid_timestamp: false,
+        }
+    }
+
+    /// A record's key first, then its timestamp (one error per record).
+    fn check(&mut self, r: RecordInfo) {
+        if self.require_key && !r.has_key {
+            self.rejected.push(RejectedRecord {
+                batch_index: r.index,
+                message: "Compacted topic cannot accept message without key".into(),
+            });
+            return;
+        }
+        // -1 is "no timestamp", never out of bounds.
+        if let Some((low, high)) = self.bounds
+            && r.timestamp != NO_TIMESTAMP
+            && !(low..=high).contains(&r.timestamp)
+        {
+            self.invalid_timestamp = true;
+            self.rejected.push(RejectedRecord {
+                batch_index: r.index,
+                message: format!(
+                    "Timestamp {} of message with offset {} is out of range. The timestamp should be within [{low}, {high}]",
+                    r.timestamp, r.index
+                ),
+            });
+        }
+    }
+
+    fn into_result(self, position: usize) -> Result<(), StorageError> {
+        if self.rejected.is_empty() {
+            return Ok(());
+        }
+        Err(StorageError::RejectedRecords {
+            position,
+            invalid_timestamp: self.invalid_timestamp,
+            records: self.rejected,
+        })
+    }
 }
 
 /// What the scanner found at a position.
@@ -411,6 +511,146 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    /// A batch of `keys.len()` records with the given keys and timestamps.
+    fn keyed(codec: Compression, records: &[(Option<&str>, i64)]) -> Vec<u8> {
+        let mut b = RecordBatchBuilder::new(codec);
+        for &(key, ts) in records {
+            b.push(
+                ts,
+                key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
+                Some(Bytes::from("v")),
+                vec![],
+            )
+            .unwrap();
+        }
+        b.build().unwrap().as_bytes().to_vec()
+    }
+
+    fn rejected(err: &StorageError) -> (bool, Vec<usize>) {
+        match err {
+            StorageError::RejectedRecords {
+                invalid_timestamp,
+                records,
+                ..
+            } => (
+                *invalid_timestamp,
+                records.iter().map(|r| r.batch_index).collect(),
+            ),
+            e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn records_are_checked_one_by_one_and_every_bad_one_is_named() {
+        let compacted = LogConfig {
+            cleanup_policy: "compact".into(),
+            ..LogConfig::default()
+        };
+        let create_time = LogConfig {
+            message_timestamp_before_max_ms: 1_000,
+            message_timestamp_after_max_ms: 1_000,
+            ..LogConfig::default()
+        };
+        for codec in Compression::ALL {
+            // Keys on a compacted topic: records 1 and 3 have none.
+            let request = keyed(
+                codec,
+                &[(Some("a"), NOW), (None, NOW), (Some(""), NOW), (None, NOW)],
+            );
+            let err = validate(&request, &compacted, NOW).unwrap_err();
+            assert_eq!(rejected(&err), (false, vec![1, 3]), "{codec:?}");
+            assert!(validate(&request, &LogConfig::default(), NOW).is_ok());
+            // Timestamps: record 0 too old, record 2 too new, -1 is none.
+            let request = keyed(
+                codec,
+                &[
+                    (None, NOW - 1_001),
+                    (None, NOW - 1_000),
+                    (None, NOW + 1_001),
+                    (None, NOW + 1_000),
+                    (None, NO_TIMESTAMP),
+                ],
+            );
+            let err = validate(&request, &create_time, NOW).unwrap_err();
+            assert_eq!(rejected(&err), (true, vec![0, 2]), "{codec:?}");
+            let StorageError::RejectedRecords { records, .. } = &err else {
+                unreachable!()
+            };
+            assert_eq!(
+                records[0].message,
+                format!(
+                    "Timestamp {} of message with offset 0 is out of range. The timestamp should be within [{}, {}]",
+                    NOW - 1_001,
+                    NOW - 1_000,
+                    NOW + 1_000
+                )
+            );
+            // A timestamp error among key errors makes it INVALID_TIMESTAMP.
+            let both = LogConfig {
+                cleanup_policy: "compact".into(),
+                ..create_time.clone()
+            };
+            let request = keyed(codec, &[(None, NOW), (Some("k"), NOW + 5_000)]);
+            let err = validate(&request, &both, NOW).unwrap_err();
+            assert_eq!(rejected(&err), (true, vec![0, 1]), "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn rejected_records_read_as_kafka_says_them() {
+        let records = (0..4)
+            .map(|i| RejectedRecord {
+                batch_index: i,
+                message: format!("bad {i}"),
+            })
+            .collect();
+        let err = StorageError::RejectedRecords {
+            position: 0,
+            invalid_timestamp: false,
+            records,
+        };
+        assert_eq!(
+            err.to_string(),
+            "One or more records have been rejected due to 4 record errors in total, and only \
+             showing the first three errors at most: [RecordError(batchIndex=0, message='bad 0'), \
+             RecordError(batchIndex=1, message='bad 1'), RecordError(batchIndex=2, message='bad 2')]"
+        );
+    }
+
+    #[test]
+    fn a_request_larger_than_a_segment_is_a_record_list_too_large() {
+        let request = batch(Compression::None, 20);
+        let size = request.len();
+        let fits = LogConfig {
+            segment_bytes: size as u64,
+            ..LogConfig::default()
+        };
+        assert!(validate(&request, &fits, NOW).is_ok());
+        let small = LogConfig {
+            segment_bytes: size as u64 - 1,
+            ..LogConfig::default()
+        };
+        assert!(matches!(
+            validate(&request, &small, NOW),
+            Err(StorageError::RecordListTooLarge { size: s, max }) if s == size && max == size - 1
+        ));
+        // Two batches that each fit but not together.
+        let two = [request.clone(), request.clone()].concat();
+        assert!(matches!(
+            validate(&two, &fits, NOW),
+            Err(StorageError::RecordListTooLarge { .. })
+        ));
+        // Over max.message.bytes as well: that is checked first, per batch.
+        let both = LogConfig {
+            max_message_bytes: size as u32 - 1,
+            ..small
+        };
+        assert!(matches!(
+            validate(&request, &both, NOW),
+            Err(StorageError::RecordTooLarge { .. })
+        ));
     }
 
     #[test]

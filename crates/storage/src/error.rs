@@ -18,8 +18,24 @@ pub enum StorageError {
     /// `INVALID_RECORD`.
     #[error("invalid records in the batch at position {position} of the request: {reason}")]
     InvalidRecord { position: usize, reason: String },
+    /// One batch over `max.message.bytes`: Kafka's `MESSAGE_TOO_LARGE`.
     #[error("record batch of {size} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge { size: usize, max: usize },
+    /// The batches of one append together larger than a segment
+    /// (`segment.bytes`): Kafka's `RECORD_LIST_TOO_LARGE`.
+    #[error("record batches of {size} bytes exceed the segment size of {max} bytes")]
+    RecordListTooLarge { size: usize, max: usize },
+    /// Records of the batch at `position` refused one by one, each with its
+    /// index in the batch (Kafka's `RecordValidationException`): a missing
+    /// key on a compacted topic, a timestamp out of bounds, a record whose
+    /// layout is wrong. `INVALID_TIMESTAMP` when any has a bad timestamp,
+    /// `INVALID_RECORD` otherwise; the message is Kafka's.
+    #[error("{}", rejected_summary(*invalid_timestamp, records))]
+    RejectedRecords {
+        position: usize,
+        invalid_timestamp: bool,
+        records: Vec<RejectedRecord>,
+    },
     #[error("invalid timestamp {timestamp} (now {now_ms}): {reason}")]
     InvalidTimestamp {
         timestamp: i64,
@@ -57,6 +73,36 @@ pub enum StorageError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// One record refused by [`StorageError::RejectedRecords`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedRecord {
+    /// The record's index in its batch (0 for the first record).
+    pub batch_index: usize,
+    pub message: String,
+}
+
+/// Kafka's partition-level message for records refused one by one.
+fn rejected_summary(invalid_timestamp: bool, records: &[RejectedRecord]) -> String {
+    if invalid_timestamp {
+        return "One or more records have been rejected due to invalid timestamp".to_string();
+    }
+    let first: Vec<String> = records
+        .iter()
+        .take(3)
+        .map(|r| {
+            format!(
+                "RecordError(batchIndex={}, message='{}')",
+                r.batch_index, r.message
+            )
+        })
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+        records.len(),
+        first.join(", ")
+    )
 }
 
 impl StorageError {

@@ -396,7 +396,7 @@ impl Engine {
                 let sent = req.clone();
                 let too_large = req.len() as u64 > self.config.segment_bytes;
                 match self.log.append(&mut req, self.now) {
-                    Err(StorageError::RecordTooLarge { .. }) if too_large => {}
+                    Err(StorageError::RecordListTooLarge { .. }) if too_large => {}
                     Ok(_) | Err(_) if too_large => {
                         return Err(fatal(format!(
                             "an append of {} bytes into {}-byte segments was not refused as too large",

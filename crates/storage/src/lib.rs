@@ -44,7 +44,7 @@ pub mod testing;
 pub use batch::record_timestamps;
 pub use config::{LogConfig, Ratio, TimestampType, TopicPartition};
 pub use creation::{CREATING_SUFFIX, KnownTopic, PendingCreation};
-pub use error::StorageError;
+pub use error::{RejectedRecord, StorageError};
 pub use log::{AppendInfo, FileRegion, Log, ReadResult};
 pub use manager::{LogManager, LogManagerConfig};
 pub use recovery::OpenOptions;

@@ -362,13 +362,8 @@ impl Log {
             Input::Mut(r) => r,
             Input::Shared(r) => r,
         };
-        if bytes.len() as u64 > config.segment_bytes {
-            return Err(StorageError::RecordTooLarge {
-                size: bytes.len(),
-                max: config.segment_bytes as usize,
-            });
-        }
-        // Validation reads every record (decompressing within its bound):
+        // Validation (which also refuses a request larger than a segment)
+        // reads every record (decompressing within its bound):
         // the costly part of an append, done before taking the log's lock
         // so that reads and other appends of the partition do not wait.
         let valid = validate(bytes, &config, now_ms)?;

@@ -83,7 +83,10 @@ fn invalid_requests_are_rejected_whole() {
     let mut future = make_batch(1, 10, 1_000_000, b'd');
     assert!(matches!(
         log.append(&mut future, 0),
-        Err(StorageError::InvalidTimestamp { .. })
+        Err(StorageError::RejectedRecords {
+            invalid_timestamp: true,
+            ..
+        })
     ));
     assert_eq!(log.log_end_offset(), 0);
     assert_eq!(log.size_bytes(), 0);
