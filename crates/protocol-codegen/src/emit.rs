@@ -182,6 +182,15 @@ pub fn emit_message(msg: &Message) -> Result<String> {
             msg.name
         );
     }
+    if msg.kind == Kind::Metadata
+        && let Some(key) = msg.api_key
+    {
+        let _ = writeln!(
+            out,
+            "impl {} {{\n    /// The record type in the `__cluster_metadata` framing.\n    pub const API_KEY: u16 = {key};\n}}",
+            msg.name
+        );
+    }
     Ok(out)
 }
 

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! The coordinator record schemas are read from the `group-coordinator` and
-//! `transaction-coordinator` directories beside `--spec` and written to
+//! `transaction-coordinator` directories (and the KRaft records from
+//! `metadata`) beside `--spec` and written to
 //! sub-modules of `--out`. See `docs/protocol-codegen.md`.
 
 mod emit;
@@ -109,6 +110,12 @@ fn generate(spec_dir: &Path) -> Result<BTreeMap<PathBuf, String>> {
             "transaction_coordinator",
             "Records of the transaction coordinator's `__transaction_state` topic.",
             "__weir_all_transaction_coordinator_records",
+        ),
+        (
+            "metadata",
+            "metadata",
+            "KRaft metadata records of the `__cluster_metadata` log.",
+            "__weir_all_metadata_records",
         ),
     ];
     for (dir, module, doc, mac) in coordinators {

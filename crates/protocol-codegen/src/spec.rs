@@ -191,6 +191,9 @@ pub enum Kind {
     Response,
     Header,
     Data,
+    /// A KRaft metadata record (`__cluster_metadata`); its `apiKey` is the
+    /// record type.
+    Metadata,
 }
 
 /// One JSON file.
@@ -253,6 +256,7 @@ pub fn parse_message(src: &str) -> Result<Message> {
         "response" => Kind::Response,
         "header" => Kind::Header,
         "data" => Kind::Data,
+        "metadata" => Kind::Metadata,
         other => bail!("unknown message type {other:?}"),
     };
     let valid = Versions::parse(&raw.valid_versions)?;

@@ -5,6 +5,7 @@
 //!
 //! - [`messages`]: every request and response of the Kafka protocol, generated
 //!   from Kafka's JSON message definitions by `crates/protocol-codegen`.
+//! - [`metadata_record`]: KRaft metadata records framed as in `__cluster_metadata`.
 //! - [`records`]: record batches (magic 2), their CRC-32C and compression.
 //! - [`partitioner`]: the Java client's murmur2 key partitioner.
 //! - [`varint`]: Kafka's variable-length integers.
@@ -25,6 +26,7 @@ pub mod codec;
 pub mod error_code;
 pub mod frame;
 pub mod messages;
+pub mod metadata_record;
 pub mod partitioner;
 pub mod records;
 pub mod varint;

@@ -21,6 +21,8 @@ use bytes::{Bytes, BytesMut};
 
 /// Records of the group coordinator's `__consumer_offsets` topic.
 pub mod group_coordinator;
+/// KRaft metadata records of the `__cluster_metadata` log.
+pub mod metadata;
 /// Records of the transaction coordinator's `__transaction_state` topic.
 pub mod transaction_coordinator;
 
