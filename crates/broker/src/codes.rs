@@ -15,8 +15,17 @@ pub fn from_storage(e: &StorageError) -> ErrorCode {
         | StorageError::CorruptLog { .. }
         | StorageError::CorruptBelowRecoveryPoint { .. } => ErrorCode::CorruptMessage,
         StorageError::InvalidRecord { .. } => ErrorCode::InvalidRecord,
+        StorageError::RejectedRecords {
+            invalid_timestamp: false,
+            ..
+        } => ErrorCode::InvalidRecord,
         StorageError::RecordTooLarge { .. } => ErrorCode::MessageTooLarge,
-        StorageError::InvalidTimestamp { .. } => ErrorCode::InvalidTimestamp,
+        StorageError::RecordListTooLarge { .. } => ErrorCode::RecordListTooLarge,
+        StorageError::InvalidTimestamp { .. }
+        | StorageError::RejectedRecords {
+            invalid_timestamp: true,
+            ..
+        } => ErrorCode::InvalidTimestamp,
         StorageError::UnknownLog(_) => ErrorCode::UnknownTopicOrPartition,
         StorageError::InvalidArgument(_) => ErrorCode::InvalidRequest,
         _ => ErrorCode::KafkaStorageError,

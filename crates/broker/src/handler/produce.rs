@@ -4,10 +4,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use weir_protocol::error_code::ErrorCode;
-use weir_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use weir_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use weir_protocol::messages::{ProduceRequest, ProduceResponse, ResponseBody};
-use weir_protocol::records::{BatchHeader, BatchIter, DecompressLimits};
-use weir_storage::Log;
+use weir_protocol::records::BatchHeader;
+use weir_storage::{Log, StorageError};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
@@ -22,6 +24,10 @@ pub struct PartitionResult {
     pub base_offset: i64,
     pub log_append_time: i64,
     pub log_start_offset: i64,
+    /// The records refused one by one, as (index in the batch, message):
+    /// answered from Produce v8 (`record_errors`), so that a client fails
+    /// only those and may resend the others.
+    pub record_errors: Vec<(i32, String)>,
 }
 
 impl PartitionResult {
@@ -32,7 +38,26 @@ impl PartitionResult {
             base_offset: -1,
             log_append_time: -1,
             log_start_offset: -1,
+            record_errors: Vec::new(),
         }
+    }
+
+    /// A refused append: the error's code and message, and each record
+    /// refused one by one.
+    fn storage_error(e: &StorageError) -> Self {
+        let mut r = PartitionResult::error(codes::from_storage(e), e.to_string());
+        if let StorageError::RejectedRecords { records, .. } = e {
+            r.record_errors = records
+                .iter()
+                .map(|rec| {
+                    (
+                        i32::try_from(rec.batch_index).unwrap_or(i32::MAX),
+                        rec.message.clone(),
+                    )
+                })
+                .collect();
+        }
+        r
     }
 }
 
@@ -91,34 +116,6 @@ fn inspect(records: &[u8]) -> Result<Option<IdempotentBatch>, PartitionResult> {
     Ok(idem)
 }
 
-/// A compacted topic refuses records without a key (as Kafka does: the
-/// cleaner could never drop them).
-fn require_keys(records: &Bytes) -> Result<(), PartitionResult> {
-    for batch in BatchIter::new(records.clone()) {
-        let batch = batch.map_err(|e| {
-            PartitionResult::error(
-                ErrorCode::CorruptMessage,
-                format!("invalid record batch: {e}"),
-            )
-        })?;
-        if batch.is_control() {
-            continue;
-        }
-        let recs = batch
-            .collect_records(&DecompressLimits::default())
-            .map_err(|e| {
-                PartitionResult::error(ErrorCode::CorruptMessage, format!("invalid records: {e}"))
-            })?;
-        if recs.iter().any(|r| r.key.is_none()) {
-            return Err(PartitionResult::error(
-                ErrorCode::InvalidRecord,
-                "Compacted topic cannot accept message without key",
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// A sync the flush policy (`flush.messages`) asks for before an append may
 /// be acknowledged: every record of `log` below `end_offset`.
 pub struct PendingFlush {
@@ -163,11 +160,6 @@ pub fn append_partition(
         Ok(i) => i,
         Err(e) => return (e, None),
     };
-    if log.config().compact()
-        && let Err(e) = require_keys(records)
-    {
-        return (e, None);
-    }
     let now = b.now_ms();
     let mut flush_end = None;
     // The request's bytes go to the segment file as they are (no copy).
@@ -177,10 +169,7 @@ pub fn append_partition(
             flush_end = flush;
             Ok(info)
         }
-        Err(e) => Err(PartitionResult::error(
-            codes::from_storage(&e),
-            e.to_string(),
-        )),
+        Err(e) => Err(PartitionResult::storage_error(&e)),
     };
     let mut dup_flush = None;
     let result = match idem {
@@ -233,6 +222,7 @@ pub fn append_partition(
                 base_offset,
                 log_append_time: append_time.unwrap_or(-1),
                 log_start_offset,
+                record_errors: Vec::new(),
             },
             flush_end.or(dup_flush).map(|end_offset| PendingFlush {
                 log,
@@ -315,6 +305,15 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                 log_append_time_ms: r.log_append_time,
                 log_start_offset: r.log_start_offset,
                 error_message: r.error_message,
+                record_errors: r
+                    .record_errors
+                    .into_iter()
+                    .map(|(batch_index, message)| BatchIndexAndErrorMessage {
+                        batch_index,
+                        batch_index_error_message: Some(message),
+                        ..Default::default()
+                    })
+                    .collect(),
                 ..Default::default()
             });
         }
