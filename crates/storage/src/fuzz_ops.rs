@@ -1,9 +1,10 @@
 //! Stateful fuzzing of the storage engine: a byte string is decoded into a
 //! sequence of operations on one partition of a [`LogManager`] (append,
-//! reads, high watermark, DeleteRecords, truncation, flush, time ticks that
-//! roll and flush, retention, checkpoints, clean restarts, crashes, and
-//! injected write/sync failures), run on [`MemStorage`] under
-//! [`FaultyStorage`], and checked against a plain list of batches.
+//! reads, high watermark, DeleteRecords, truncation through the manager,
+//! flush, time ticks that roll and flush, retention, checkpoints, clean
+//! restarts, crashes, and injected write/sync failures), run on
+//! [`MemStorage`] under [`FaultyStorage`], and checked against a plain list
+//! of batches.
 //!
 //! Used by the cargo-fuzz target `fuzz/fuzz_targets/storage_ops.rs` and by
 //! the seeded smoke test `crates/storage/tests/fuzz_ops.rs`.
@@ -365,7 +366,10 @@ impl Engine {
                     "{op:?} failed without an injected fault: {e}"
                 );
                 self.heal();
-                if matches!(op, Op::CleanRestart | Op::Checkpoint | Op::Retention(_)) {
+                if matches!(
+                    op,
+                    Op::CleanRestart | Op::Checkpoint | Op::Retention(_) | Op::Truncate(_)
+                ) {
                     // The checkpoint may or may not have been written.
                     let (lo, hi) = self.model.checkpointed_start;
                     let now = [self.model.log_start, self.log.log_start_offset()];
@@ -505,14 +509,19 @@ impl Engine {
             }
             Op::Truncate(at) => {
                 let off = m.leo() * i64::from(*at) / 255;
-                if off < m.leo() {
+                let truncates = off < m.leo();
+                if truncates {
                     m.durable = m.durable.min(off);
-                    self.log.truncate_to(off).map_err(|e| e.to_string())?;
+                }
+                self.mgr
+                    .truncate_to(&tp(), off)
+                    .map_err(|e| e.to_string())?;
+                if truncates {
                     m.truncate(off);
-                    // The cut is made durable.
+                    // The cut is made durable, and the dir's checkpoints
+                    // are rewritten.
                     m.durable = m.leo();
-                } else {
-                    self.log.truncate_to(off).map_err(|e| e.to_string())?;
+                    m.checkpointed_start = (m.log_start, m.log_start);
                 }
             }
             Op::Flush => {
@@ -800,8 +809,8 @@ pub const MAX_OPS: usize = 200;
 /// Which operations a run may use.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
-    /// `Log::truncate_to` (replication truncation; not yet used by the
-    /// broker). Without it, a truncation in the input becomes a flush.
+    /// `LogManager::truncate_to` (replication truncation; not yet used by
+    /// the broker). Without it, a truncation in the input becomes a flush.
     pub truncate: bool,
     /// Injected write and sync failures. Without them, a fault in the
     /// input becomes a flush.

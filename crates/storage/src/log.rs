@@ -11,7 +11,10 @@ use crate::batch::{BatchScanner, Scanned, assign, plan, validate};
 use crate::checkpoint::{PARTITION_METADATA, encode_partition_metadata, write_atomic};
 use crate::config::{LogConfig, TopicPartition};
 use crate::error::{IoContext, StorageError};
-use crate::segment::{Damage, HeaderWalk, LOG_SUFFIX, RecentHit, Segment, Step};
+use crate::segment::{
+    Damage, HeaderWalk, LOG_SUFFIX, PRODUCER_SNAPSHOT_SUFFIX, RecentHit, Segment, Step,
+    parse_file_name,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -160,6 +163,29 @@ pub struct Log {
     pub(crate) dir: PathBuf,
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) inner: Mutex<Inner>,
+}
+
+/// Removes the producer snapshots in `dir` whose offset is above `offset`
+/// (not synced: the caller syncs the dir). Returns how many went.
+pub(crate) fn remove_producer_snapshots_above(
+    storage: &dyn Storage,
+    dir: &Path,
+    offset: i64,
+) -> Result<usize, StorageError> {
+    let mut removed = 0;
+    for (name, is_dir) in storage.list_dir(dir).at(dir)? {
+        let Some((at, PRODUCER_SNAPSHOT_SUFFIX)) = parse_file_name(&name) else {
+            continue;
+        };
+        if is_dir || at <= offset {
+            continue;
+        }
+        let p = dir.join(&name);
+        storage.remove_file(&p).at(&p)?;
+        tracing::info!(path = %p.display(), offset, "removed a producer snapshot above the log end offset");
+        removed += 1;
+    }
+    Ok(removed)
 }
 
 pub(crate) fn roll_jitter(config: &LogConfig) -> i64 {
@@ -700,19 +726,76 @@ impl Log {
 
     /// Removes every record at or after `offset` (replication truncation).
     /// A batch straddling `offset` is removed whole. The result is flushed
-    /// and becomes the recovery point.
+    /// and becomes the recovery point; producer snapshots above the new log
+    /// end offset are removed (all of them when nothing stays), as Kafka
+    /// does.
+    ///
+    /// **The recovery point on disk is the caller's.** This lowers the
+    /// recovery point in memory only. A log owned by a [`LogManager`] must
+    /// be truncated with [`LogManager::truncate_to`], which rewrites the
+    /// dir's checkpoints before anything can be appended. Called directly,
+    /// the caller must persist [`Log::recovery_point`] and
+    /// [`Log::log_start_offset`] (e.g. [`LogManager::checkpoint`]) before
+    /// the next append: until then a crash recovers with the old, higher
+    /// recovery point, which would take a torn append in the offsets it
+    /// covers for damage of synced data, and with the old log start, which
+    /// would hide records appended after a truncation below it.
+    ///
+    /// A truncation that fails leaves the log closed to appends (its files
+    /// may no longer match its offsets); the next start recovers it.
+    ///
+    /// [`LogManager`]: crate::LogManager
+    /// [`LogManager::truncate_to`]: crate::LogManager::truncate_to
+    /// [`LogManager::checkpoint`]: crate::LogManager::checkpoint
     pub fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
-        let mut g = self.lock();
-        if offset >= g.leo {
-            return Ok(());
-        }
-        g.truncations += 1;
-        let config = g.config.clone();
+        self.truncate_then(offset, |_, _| Ok(()))
+    }
+
+    /// [`Log::truncate_to`], telling `persist` what recovery point and log
+    /// start offset to put on disk, with the lock held so nothing is
+    /// appended meanwhile (the log manager writes its checkpoints there):
+    /// before anything is cut, a recovery point at or below every byte the
+    /// cut changes (so a crash in the middle never makes recovery take a
+    /// half-made cut for damage of synced data), then the new ones. Nothing
+    /// is persisted when there is nothing to cut. If anything fails, the log
+    /// is closed before the lock is released.
+    pub(crate) fn truncate_then(
+        &self,
+        offset: i64,
+        mut persist: impl FnMut(i64, i64) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
         if offset < 0 {
             return Err(StorageError::InvalidArgument(format!(
                 "truncate to {offset}"
             )));
         }
+        let mut g = self.lock();
+        if offset >= g.leo {
+            return Ok(());
+        }
+        // The base of the segment that will be cut (or `offset` when every
+        // segment goes) is at or below the new LEO.
+        let below_cut = g
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(offset, |(b, _)| *b)
+            .min(g.recovery_point);
+        let r = persist(below_cut, g.log_start)
+            .and_then(|()| self.truncate_locked(&mut g, offset))
+            .and_then(|()| persist(g.recovery_point, g.log_start));
+        if let Err(e) = &r {
+            tracing::error!(tp = %self.tp, offset, error = %e, "truncation failed; the log takes no more appends until the next start");
+            g.closed = true;
+        }
+        r
+    }
+
+    fn truncate_locked(&self, g: &mut Inner, offset: i64) -> Result<(), StorageError> {
+        g.truncations += 1;
+        let config = g.config.clone();
+        // Whether no batch stays: then no producer snapshot does either.
+        let mut restarted = false;
         if offset <= g.log_start || g.segments.keys().next().is_none_or(|&b| offset <= b) {
             // Nothing stays: start over at `offset`.
             let all: Vec<i64> = g.segments.keys().copied().collect();
@@ -732,6 +815,7 @@ impl Log {
             g.segments.insert(offset, seg);
             g.log_start = offset;
             g.leo = offset;
+            restarted = true;
         } else {
             let doomed: Vec<i64> = g.segments.range(offset..).map(|(b, _)| *b).collect();
             for b in doomed {
@@ -763,8 +847,14 @@ impl Log {
                 )?;
                 g.segments.insert(start, seg);
                 g.leo = start;
+                restarted = true;
             }
         }
+        remove_producer_snapshots_above(
+            &*self.storage,
+            &self.dir,
+            if restarted { i64::MIN } else { g.leo },
+        )?;
         // The cut must be durable before new appends reuse these offsets,
         // or a crash could bring the old batches back. Truncation is rare
         // (replication), so flush everything up to the new LEO.

@@ -1,5 +1,6 @@
 //! The log manager: every partition under the data dirs, opened in parallel,
-//! checkpointed, and shut down cleanly.
+//! checkpointed, truncated for replication (with the checkpoints rewritten
+//! around the cut, see [`LogManager::truncate_to`]), and shut down cleanly.
 //!
 //! Start-up never refuses to start over one bad file or one failing dir
 //! (see `docs/storage-format.md`, "Start-up rules"): a malformed offset
@@ -89,6 +90,8 @@ pub struct LogManager {
     offline_dirs: BTreeMap<PathBuf, String>,
     now_ms: Mutex<i64>,
     last_checkpoint_ms: Mutex<i64>,
+    /// Held while checkpoint files are read from the logs and written.
+    checkpoint_writes: Mutex<()>,
 }
 
 struct Job {
@@ -250,6 +253,7 @@ impl LogManager {
             offline_dirs,
             now_ms: Mutex::new(now_ms),
             last_checkpoint_ms: Mutex::new(now_ms),
+            checkpoint_writes: Mutex::new(()),
         })
     }
 
@@ -428,27 +432,61 @@ impl LogManager {
     /// Writes `recovery-point-offset-checkpoint` and
     /// `log-start-offset-checkpoint` in every data dir.
     pub fn checkpoint(&self) -> Result<(), StorageError> {
+        let _writing = self.lock_checkpoints();
         let logs = self.logs();
         for data_dir in &self.online_dirs() {
-            let mut rps = BTreeMap::new();
-            let mut starts = BTreeMap::new();
-            for log in logs
-                .iter()
-                .filter(|l| l.dir.parent() == Some(data_dir.as_path()))
-            {
-                let g = log.lock();
-                rps.insert(log.tp.clone(), g.recovery_point);
-                starts.insert(log.tp.clone(), g.log_start);
-            }
-            let storage = &*self.cfg.storage;
-            write_checkpoint(storage, &data_dir.join(RECOVERY_POINT_CHECKPOINT), &rps)?;
-            write_checkpoint(
-                storage,
-                &data_dir.join(LOG_START_OFFSET_CHECKPOINT),
-                &starts,
-            )?;
+            let (rps, starts) = dir_offsets(&logs, data_dir);
+            self.write_checkpoints(data_dir, &rps, &starts)?;
         }
         Ok(())
+    }
+
+    /// Truncates the log of `tp` to `offset` ([`Log::truncate_to`]) and
+    /// rewrites the checkpoints of its data dir before any append can
+    /// follow, as Kafka's `LogManager.truncateTo` does: the on-disk recovery
+    /// point never stays above the truncation, so recovery never trusts
+    /// bytes appended after it as synced, and a log start the truncation
+    /// lowered is never brought back up by a crash. The recovery point is
+    /// also checkpointed once before the cut, at or below every byte the
+    /// cut changes, so a crash in the middle of the cut is recovered as a
+    /// torn tail, not as damage.
+    ///
+    /// If the truncation or the checkpoint fails, the log is closed to
+    /// appends (the checkpoint may still hold the old recovery point) and
+    /// the error is returned; the next start recovers it.
+    pub fn truncate_to(&self, tp: &TopicPartition, offset: i64) -> Result<(), StorageError> {
+        let log = self
+            .get(tp)
+            .ok_or_else(|| StorageError::UnknownLog(tp.to_string()))?;
+        let data_dir = log.dir.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let _writing = self.lock_checkpoints();
+        // The other logs' offsets now: a recovery point that rises meanwhile
+        // is written a little low, which only costs recovery time.
+        let (mut rps, mut starts) = dir_offsets(&self.logs(), &data_dir);
+        log.truncate_then(offset, |recovery_point, log_start| {
+            rps.insert(tp.clone(), recovery_point);
+            starts.insert(tp.clone(), log_start);
+            self.write_checkpoints(&data_dir, &rps, &starts)
+        })
+    }
+
+    /// Serializes checkpoint writes, so one that read a recovery point
+    /// before a truncation never writes it over the truncation's.
+    fn lock_checkpoints(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.checkpoint_writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_checkpoints(
+        &self,
+        data_dir: &Path,
+        rps: &BTreeMap<TopicPartition, i64>,
+        starts: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<(), StorageError> {
+        let storage = &*self.cfg.storage;
+        write_checkpoint(storage, &data_dir.join(RECOVERY_POINT_CHECKPOINT), rps)?;
+        write_checkpoint(storage, &data_dir.join(LOG_START_OFFSET_CHECKPOINT), starts)
     }
 
     /// Time-driven work of every log (segment.ms rolls, flushes), then the
@@ -495,6 +533,21 @@ impl LogManager {
         }
         Ok(())
     }
+}
+
+/// The recovery points and log start offsets of the logs in `data_dir`.
+fn dir_offsets(
+    logs: &[Arc<Log>],
+    data_dir: &Path,
+) -> (BTreeMap<TopicPartition, i64>, BTreeMap<TopicPartition, i64>) {
+    let mut rps = BTreeMap::new();
+    let mut starts = BTreeMap::new();
+    for log in logs.iter().filter(|l| l.dir.parent() == Some(data_dir)) {
+        let g = log.lock();
+        rps.insert(log.tp.clone(), g.recovery_point);
+        starts.insert(log.tp.clone(), g.log_start);
+    }
+    (rps, starts)
 }
 
 /// Reads an offset checkpoint; a malformed or unreadable one is treated as

@@ -5,7 +5,7 @@ use crate::backend::Storage;
 use crate::checkpoint::{PARTITION_METADATA, decode_partition_metadata};
 use crate::config::{LogConfig, TopicPartition};
 use crate::error::{IoContext, StorageError};
-use crate::log::{Inner, Log, roll_jitter};
+use crate::log::{Inner, Log, remove_producer_snapshots_above, roll_jitter};
 use crate::segment::{
     Damage, INDEX_SUFFIX, LOG_SUFFIX, Segment, TIME_INDEX_SUFFIX, parse_file_name, read_all,
 };
@@ -251,7 +251,8 @@ impl Log {
         let first_base = *segments.keys().next().expect("segment");
         let mut log_start = opts.log_start.max(first_base);
         let mut leo = leo;
-        if log_start > leo {
+        let emptied = log_start > leo;
+        if emptied {
             // Everything left is below the log start offset (e.g. records
             // deleted by DeleteRecords were then lost in the crash): start
             // empty at the log start offset.
@@ -264,6 +265,13 @@ impl Log {
             leo = log_start;
         }
         log_start = log_start.min(leo);
+        // Producer snapshots above the log end offset describe batches the
+        // crash took (or a truncation the checkpoint never saw): remove them
+        // before the broker loads one (Kafka does the same on load).
+        let snapshots_above = if emptied { i64::MIN } else { leo };
+        if remove_producer_snapshots_above(&*storage, dir, snapshots_above)? > 0 {
+            storage.sync_dir(dir).at(dir)?;
+        }
         let recovery_point = if opts.clean_shutdown || recovery_durable {
             leo
         } else {

@@ -17,6 +17,11 @@ use weir_protocol::records::BatchHeader;
 pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// Kafka's producer state snapshot, `<20-digit offset>.snapshot`, written
+/// into the partition dir by the broker; the offset is the log end offset
+/// whose state it holds. Storage removes the ones above the log end offset
+/// after a truncation or a recovery (they describe batches that are gone).
+pub const PRODUCER_SNAPSHOT_SUFFIX: &str = ".snapshot";
 
 /// `00000000000000000042.log` etc.
 pub fn file_name(base_offset: i64, suffix: &str) -> String {
