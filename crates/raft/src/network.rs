@@ -1,0 +1,421 @@
+//! Transports for openraft's RPCs: TCP between controllers and an
+//! in-memory router for tests.
+//!
+//! TCP framing: each request and each response is one frame
+//! `[len: u32 BE][JSON payload]`; a connection carries one request at a
+//! time, answered in order. A frame longer than the limit
+//! ([`MAX_FRAME_BYTES`] by default) is refused with an error before any of
+//! it is read, and the payload is read incrementally, so a peer's length
+//! never drives an allocation by itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use openraft::BasicNode;
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+use crate::{Raft, TypeConfig};
+
+/// Default bound on one RPC frame. Snapshots travel in chunks of at most
+/// `snapshot_max_chunk_size` (set well below this by the facade).
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+type Err<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftError<u64, E>>;
+
+/// One request on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcRequest {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<u64>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+}
+
+/// One response on the wire: the receiving raft's answer or its error.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcResponse {
+    AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+}
+
+/// Writes one frame.
+pub async fn write_frame<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    payload: &[u8],
+    max_frame_bytes: usize,
+) -> io::Result<()> {
+    if payload.len() > max_frame_bytes {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "raft frame of {} bytes exceeds the limit of {max_frame_bytes}",
+                payload.len()
+            ),
+        ));
+    }
+    let len = u32::try_from(payload.len()).map_err(io::Error::other)?;
+    w.write_all(&len.to_be_bytes()).await?;
+    w.write_all(payload).await?;
+    w.flush().await
+}
+
+/// Reads one frame, refusing one longer than `max_frame_bytes`.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_frame_bytes: usize,
+) -> io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len).await?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > max_frame_bytes {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("raft frame of {len} bytes exceeds the limit of {max_frame_bytes}"),
+        ));
+    }
+    let mut buf = Vec::new();
+    r.take(len as u64).read_to_end(&mut buf).await?;
+    if buf.len() != len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "connection closed inside a raft frame",
+        ));
+    }
+    Ok(buf)
+}
+
+/// Opens TCP clients to the other controllers.
+#[derive(Debug, Clone)]
+pub struct TcpNetworkFactory {
+    pub max_frame_bytes: usize,
+}
+
+impl Default for TcpNetworkFactory {
+    fn default() -> Self {
+        TcpNetworkFactory {
+            max_frame_bytes: MAX_FRAME_BYTES,
+        }
+    }
+}
+
+/// A lazily (re)connected TCP client to one controller.
+#[derive(Debug)]
+pub struct TcpClient {
+    target: u64,
+    addr: String,
+    max_frame_bytes: usize,
+    conn: Option<TcpStream>,
+}
+
+impl RaftNetworkFactory<TypeConfig> for TcpNetworkFactory {
+    type Network = TcpClient;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> TcpClient {
+        TcpClient {
+            target,
+            addr: node.addr.clone(),
+            max_frame_bytes: self.max_frame_bytes,
+            conn: None,
+        }
+    }
+}
+
+impl TcpClient {
+    async fn call(&mut self, req: &RpcRequest, ttl: Duration) -> io::Result<RpcResponse> {
+        let payload = serde_json::to_vec(req).map_err(io::Error::other)?;
+        let result = tokio::time::timeout(ttl, async {
+            if self.conn.is_none() {
+                let stream = TcpStream::connect(&self.addr).await?;
+                stream.set_nodelay(true)?;
+                self.conn = Some(stream);
+            }
+            let conn = self
+                .conn
+                .as_mut()
+                .ok_or_else(|| io::Error::other("no connection"))?;
+            write_frame(conn, &payload, self.max_frame_bytes).await?;
+            let resp = read_frame(conn, self.max_frame_bytes).await?;
+            serde_json::from_slice::<RpcResponse>(&resp)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        })
+        .await;
+        let result = result.unwrap_or_else(|_| {
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("raft rpc to node {} timed out", self.target),
+            ))
+        });
+        if result.is_err() {
+            // The stream may hold half a frame: start over next time.
+            self.conn = None;
+        }
+        result
+    }
+}
+
+fn unreachable<E: std::error::Error>(e: &io::Error) -> RPCError<u64, BasicNode, E> {
+    if e.kind() == io::ErrorKind::InvalidData || e.kind() == io::ErrorKind::InvalidInput {
+        RPCError::Network(NetworkError::new(e))
+    } else {
+        RPCError::Unreachable(Unreachable::new(e))
+    }
+}
+
+fn unexpected<E: std::error::Error>() -> RPCError<u64, BasicNode, E> {
+    RPCError::Network(NetworkError::new(&io::Error::new(
+        io::ErrorKind::InvalidData,
+        "response kind does not match the request",
+    )))
+}
+
+impl RaftNetwork<TypeConfig> for TcpClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, Err> {
+        match self
+            .call(&RpcRequest::AppendEntries(rpc), option.hard_ttl())
+            .await
+        {
+            Ok(RpcResponse::AppendEntries(r)) => {
+                r.map_err(|e| RemoteError::new(self.target, e).into())
+            }
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(unreachable(&e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<u64>, Err<InstallSnapshotError>> {
+        match self
+            .call(&RpcRequest::InstallSnapshot(rpc), option.hard_ttl())
+            .await
+        {
+            Ok(RpcResponse::InstallSnapshot(r)) => {
+                r.map_err(|e| RemoteError::new(self.target, e).into())
+            }
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(unreachable(&e)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<u64>, Err> {
+        match self.call(&RpcRequest::Vote(rpc), option.hard_ttl()).await {
+            Ok(RpcResponse::Vote(r)) => r.map_err(|e| RemoteError::new(self.target, e).into()),
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(unreachable(&e)),
+        }
+    }
+}
+
+/// Serves raft RPCs arriving on `listener` until the returned future is
+/// dropped (dropping it also ends every connection it accepted).
+pub async fn serve_tcp(listener: TcpListener, raft: Raft, max_frame_bytes: usize) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let raft = raft.clone();
+                    connections.spawn(async move {
+                        if let Err(e) = serve_connection(stream, raft, max_frame_bytes).await
+                            && e.kind() != io::ErrorKind::UnexpectedEof
+                        {
+                            tracing::debug!(%peer, error = %e, "raft connection closed");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "raft listener accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+async fn serve_connection(
+    mut stream: TcpStream,
+    raft: Raft,
+    max_frame_bytes: usize,
+) -> io::Result<()> {
+    stream.set_nodelay(true)?;
+    loop {
+        let frame = read_frame(&mut stream, max_frame_bytes).await?;
+        let req: RpcRequest = serde_json::from_slice(&frame)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let resp = dispatch(&raft, req).await;
+        let bytes = serde_json::to_vec(&resp).map_err(io::Error::other)?;
+        write_frame(&mut stream, &bytes, max_frame_bytes).await?;
+    }
+}
+
+async fn dispatch(raft: &Raft, req: RpcRequest) -> RpcResponse {
+    match req {
+        RpcRequest::AppendEntries(r) => RpcResponse::AppendEntries(raft.append_entries(r).await),
+        RpcRequest::Vote(r) => RpcResponse::Vote(raft.vote(r).await),
+        RpcRequest::InstallSnapshot(r) => {
+            RpcResponse::InstallSnapshot(raft.install_snapshot(r).await)
+        }
+    }
+}
+
+/// An in-memory network for tests: nodes register their raft handle and
+/// links can be cut in either direction.
+#[derive(Clone, Default)]
+pub struct MemRouter {
+    inner: Arc<Mutex<RouterInner>>,
+}
+
+#[derive(Default)]
+struct RouterInner {
+    nodes: BTreeMap<u64, Raft>,
+    /// Cut links as (from, to).
+    cut: BTreeSet<(u64, u64)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl MemRouter {
+    /// Makes `raft` reachable as node `id` (replacing a previous one).
+    pub fn register(&self, id: u64, raft: Raft) {
+        lock(&self.inner).nodes.insert(id, raft);
+    }
+
+    /// Makes node `id` unreachable, as if it were stopped.
+    pub fn unregister(&self, id: u64) {
+        lock(&self.inner).nodes.remove(&id);
+    }
+
+    /// Cuts every link to and from `id`.
+    pub fn isolate(&self, id: u64) {
+        let mut inner = lock(&self.inner);
+        let others: Vec<u64> = inner.nodes.keys().copied().filter(|n| *n != id).collect();
+        for other in others {
+            inner.cut.insert((id, other));
+            inner.cut.insert((other, id));
+        }
+    }
+
+    /// Restores every link.
+    pub fn heal(&self) {
+        lock(&self.inner).cut.clear();
+    }
+
+    /// The network factory of node `from`.
+    pub fn factory(&self, from: u64) -> MemNetworkFactory {
+        MemNetworkFactory {
+            from,
+            router: self.clone(),
+        }
+    }
+
+    fn target(&self, from: u64, to: u64) -> Result<Raft, io::Error> {
+        let inner = lock(&self.inner);
+        if inner.cut.contains(&(from, to)) || inner.cut.contains(&(to, from)) {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!("link {from} -> {to} is cut"),
+            ));
+        }
+        inner.nodes.get(&to).cloned().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!("node {to} is down"),
+            )
+        })
+    }
+}
+
+/// Node `from`'s side of a [`MemRouter`].
+#[derive(Clone)]
+pub struct MemNetworkFactory {
+    from: u64,
+    router: MemRouter,
+}
+
+/// A client from one node to another through a [`MemRouter`].
+pub struct MemClient {
+    from: u64,
+    to: u64,
+    router: MemRouter,
+}
+
+impl RaftNetworkFactory<TypeConfig> for MemNetworkFactory {
+    type Network = MemClient;
+
+    async fn new_client(&mut self, target: u64, _node: &BasicNode) -> MemClient {
+        MemClient {
+            from: self.from,
+            to: target,
+            router: self.router.clone(),
+        }
+    }
+}
+
+impl MemClient {
+    /// Checks the link both before and after the call, so a reply crossing
+    /// a link cut meanwhile is lost like the request would be.
+    fn check(&self) -> Result<Raft, io::Error> {
+        self.router.target(self.from, self.to)
+    }
+}
+
+impl RaftNetwork<TypeConfig> for MemClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, Err> {
+        let raft = self.check().map_err(|e| unreachable(&e))?;
+        let resp = raft.append_entries(rpc).await;
+        self.check().map_err(|e| unreachable(&e))?;
+        resp.map_err(|e| RemoteError::new(self.to, e).into())
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<u64>, Err<InstallSnapshotError>> {
+        let raft = self.check().map_err(|e| unreachable(&e))?;
+        let resp = raft.install_snapshot(rpc).await;
+        self.check().map_err(|e| unreachable(&e))?;
+        resp.map_err(|e| RemoteError::new(self.to, e).into())
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<u64>, Err> {
+        let raft = self.check().map_err(|e| unreachable(&e))?;
+        let resp = raft.vote(rpc).await;
+        self.check().map_err(|e| unreachable(&e))?;
+        resp.map_err(|e| RemoteError::new(self.to, e).into())
+    }
+}
