@@ -1,12 +1,13 @@
-//! DescribeCluster.
+//! DescribeCluster. The cluster's authorized operations only when asked for.
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use weir_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
+use crate::authorized_operations::{ResourceType, authorized_operations};
 
-pub fn handle(ctx: &RequestContext, _req: DescribeClusterRequest) -> Reply {
+pub fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> Reply {
     let b = &ctx.broker;
     let (host, port) = b.advertised();
     Reply::Body(ResponseBody::DescribeCluster(DescribeClusterResponse {
@@ -22,7 +23,10 @@ pub fn handle(ctx: &RequestContext, _req: DescribeClusterRequest) -> Reply {
             rack: None,
             ..Default::default()
         }],
-        cluster_authorized_operations: i32::MIN,
+        cluster_authorized_operations: authorized_operations(
+            ResourceType::Cluster,
+            req.include_cluster_authorized_operations,
+        ),
         ..Default::default()
     }))
 }

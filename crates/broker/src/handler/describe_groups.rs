@@ -1,14 +1,17 @@
 //! DescribeGroups: state, protocol and members (with metadata and
 //! assignment while Stable). An unknown group is Dead with no members.
+//! A group's authorized operations only when asked for (v3+).
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use weir_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
+use crate::authorized_operations::{ResourceType, authorized_operations};
 
 pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> Reply {
     let v = ctx.api_version;
+    let ops = authorized_operations(ResourceType::Group, req.include_authorized_operations);
     let groups = match ctx.broker.groups() {
         Some(g) => g.lock().describe_groups(&req.groups),
         None => {
@@ -19,7 +22,7 @@ pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> Reply {
                     .map(|group_id| DescribedGroup {
                         error_code: ErrorCode::CoordinatorNotAvailable.code(),
                         group_id,
-                        authorized_operations: i32::MIN,
+                        authorized_operations: ops,
                         ..Default::default()
                     })
                     .collect(),
@@ -53,7 +56,7 @@ pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> Reply {
                         ..Default::default()
                     })
                     .collect(),
-                authorized_operations: i32::MIN,
+                authorized_operations: ops,
                 ..Default::default()
             })
             .collect(),

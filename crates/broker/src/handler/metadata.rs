@@ -1,5 +1,7 @@
 //! Metadata: brokers, cluster id, controller, topics with ids and
-//! partitions; auto-creates requested topics when allowed.
+//! partitions; auto-creates requested topics when allowed. Authorized
+//! operations are filled in only when the request asks for them (topics
+//! v8+, the cluster v8–v10), as Kafka does.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +13,7 @@ use weir_protocol::messages::metadata_response::{
 use weir_protocol::messages::{MetadataRequest, MetadataResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
+use crate::authorized_operations::{NOT_REQUESTED, ResourceType, authorized_operations};
 use crate::broker::{CreateTopicError, validate_topic_name};
 use crate::topics::TopicMeta;
 
@@ -32,7 +35,7 @@ pub fn topic_response(node_id: i32, t: &TopicMeta) -> MetadataResponseTopic {
                 ..Default::default()
             })
             .collect(),
-        topic_authorized_operations: i32::MIN,
+        topic_authorized_operations: NOT_REQUESTED,
         ..Default::default()
     }
 }
@@ -42,7 +45,7 @@ fn error_topic(name: Option<String>, id: Uuid, code: ErrorCode) -> MetadataRespo
         error_code: code.code(),
         name,
         topic_id: id,
-        topic_authorized_operations: i32::MIN,
+        topic_authorized_operations: NOT_REQUESTED,
         ..Default::default()
     }
 }
@@ -58,7 +61,7 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
         Some(t) => Some(t),
     };
     let allow_auto = ctx.api_version < 4 || req.allow_auto_topic_creation;
-    let topics = match requested {
+    let mut topics: Vec<MetadataResponseTopic> = match requested {
         None => b
             .all_topics()
             .iter()
@@ -144,6 +147,12 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
             out
         }
     };
+    if req.include_topic_authorized_operations {
+        let ops = authorized_operations(ResourceType::Topic, true);
+        for t in &mut topics {
+            t.topic_authorized_operations = ops;
+        }
+    }
     Reply::Body(ResponseBody::Metadata(MetadataResponse {
         throttle_time_ms: 0,
         brokers: vec![MetadataResponseBroker {
@@ -156,7 +165,10 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
         cluster_id: Some(b.meta.cluster_id.clone()),
         controller_id: node_id,
         topics,
-        cluster_authorized_operations: i32::MIN,
+        cluster_authorized_operations: authorized_operations(
+            ResourceType::Cluster,
+            req.include_cluster_authorized_operations,
+        ),
         ..Default::default()
     }))
 }
