@@ -235,7 +235,8 @@ async fn find_coordinator_names_this_node_and_creates_the_offsets_topic() {
     else {
         panic!()
     };
-    assert_eq!(r.error_code, 15, "transaction coordinator not available");
+    // transactions are not supported: a fatal code (see tests/conformance.rs)
+    assert_eq!(r.error_code, 53, "transactional id authorization failed");
     let md = metadata(&mut c, Some(vec!["__consumer_offsets"]), false).await;
     assert_eq!(md.topics[0].error_code, NONE);
     assert!(md.topics[0].is_internal);
@@ -515,6 +516,8 @@ async fn failed_commit_append_is_not_visible() {
     let dir = tempfile::tempdir().unwrap();
     let b = start_broker(dir.path(), GROUP_CONFIG).await;
     let mut c = Client::connect(b.local_addr).await;
+    // commits to partitions that do not exist are refused
+    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
     assert_eq!(commit_with_metadata(&mut c, "dur", 5, "m").await, NONE);
     set_topic_config(&mut c, "__consumer_offsets", "max.message.bytes", "300").await;
     let big = "x".repeat(1000);

@@ -1,6 +1,11 @@
-//! FindCoordinator: this single node coordinates every group. Transaction
-//! coordinators do not exist yet (COORDINATOR_NOT_AVAILABLE). v4+ batches
+//! FindCoordinator: this single node coordinates every group. v4+ batches
 //! keys in `coordinator_keys`.
+//!
+//! Transactions are not supported. A transaction coordinator lookup is
+//! answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers a
+//! principal that may use no transactional id: clients treat it as fatal
+//! and `init_transactions()` fails at once. COORDINATOR_NOT_AVAILABLE (or
+//! any other retriable code) would make them retry until their timeout.
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::find_coordinator_response::Coordinator;
@@ -10,6 +15,9 @@ use super::{Reply, RequestContext};
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
+
+/// The error message of every refused transactional request.
+pub const TRANSACTIONS_UNSUPPORTED: &str = "transactions are not supported by this broker";
 
 /// (error code, message) for one key; NONE means this node.
 async fn lookup(ctx: &RequestContext, key_type: i8) -> (ErrorCode, Option<String>) {
@@ -22,8 +30,8 @@ async fn lookup(ctx: &RequestContext, key_type: i8) -> (ErrorCode, Option<String
             },
         },
         KEY_TYPE_TRANSACTION => (
-            ErrorCode::CoordinatorNotAvailable,
-            Some("transactions are not supported yet".into()),
+            ErrorCode::TransactionalIdAuthorizationFailed,
+            Some(TRANSACTIONS_UNSUPPORTED.into()),
         ),
         other => (
             ErrorCode::InvalidRequest,

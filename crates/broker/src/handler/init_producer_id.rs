@@ -1,6 +1,8 @@
 //! InitProducerId: hands out producer ids for idempotent producers.
-//! Transactional ids need a transaction coordinator, which does not exist
-//! yet: those requests get COORDINATOR_NOT_AVAILABLE.
+//! Transactions are not supported: a request with a transactional id gets
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal (see
+//! `find_coordinator`), instead of a retriable code they would retry until
+//! their timeout.
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ResponseBody};
@@ -15,7 +17,7 @@ pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> Reply {
         .is_some_and(|t| !t.is_empty())
     {
         InitProducerIdResponse {
-            error_code: ErrorCode::CoordinatorNotAvailable.code(),
+            error_code: ErrorCode::TransactionalIdAuthorizationFailed.code(),
             producer_id: -1,
             producer_epoch: -1,
             ..Default::default()

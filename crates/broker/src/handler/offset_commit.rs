@@ -2,6 +2,12 @@
 //! `__consumer_offsets` (and flushed as that log's flush policy says). A
 //! failed append is answered with Kafka's mapping of the append error and
 //! the commit never becomes visible to OffsetFetch.
+//!
+//! A partition of a topic that does not exist is answered
+//! UNKNOWN_TOPIC_OR_PARTITION and never reaches the coordinator, in every
+//! version: Kafka checks existence in its request layer (`KafkaApis`)
+//! before the group coordinator sees the commit. The admin client's
+//! AlterConsumerGroupOffsets is this request, so it is refused the same way.
 
 use weir_group::{CommitPartition, OffsetCommitRequest as Commit};
 use weir_protocol::error_code::ErrorCode;
@@ -14,17 +20,33 @@ use super::{Reply, RequestContext, blocking};
 
 pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
     let v = ctx.api_version;
-    let shape: Vec<(String, Vec<i32>)> = req
+    // Topic existence is broker knowledge, looked up once: the coordinator
+    // only sees partitions that exist.
+    let shape: Vec<(String, Vec<(i32, bool)>)> = req
         .topics
         .iter()
         .map(|t| {
-            (
-                t.name.clone(),
-                t.partitions.iter().map(|p| p.partition_index).collect(),
-            )
+            let partitions = ctx.broker.topic(&t.name).map_or(0, |m| m.partitions);
+            let parts = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    (
+                        p.partition_index,
+                        (0..partitions).contains(&p.partition_index),
+                    )
+                })
+                .collect();
+            (t.name.clone(), parts)
         })
         .collect();
     let all = |e: ErrorCode| respond(&shape, |_, _| e);
+    if !shape
+        .iter()
+        .any(|(_, parts)| parts.iter().any(|&(_, known)| known))
+    {
+        return all(ErrorCode::None);
+    }
     let Some(groups) = ctx.broker.groups() else {
         return all(ErrorCode::CoordinatorNotAvailable);
     };
@@ -40,15 +62,19 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
         partitions: req
             .topics
             .into_iter()
-            .flat_map(|t| {
-                let name = t.name;
-                t.partitions.into_iter().map(move |p| CommitPartition {
-                    topic: name.clone(),
-                    partition: p.partition_index,
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: p.committed_metadata,
-                })
+            .zip(&shape)
+            .flat_map(|(t, (name, known))| {
+                t.partitions
+                    .into_iter()
+                    .zip(known)
+                    .filter(|(_, (_, known))| *known)
+                    .map(|(p, _)| CommitPartition {
+                        topic: name.clone(),
+                        partition: p.partition_index,
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata,
+                    })
             })
             .collect(),
     };
@@ -79,7 +105,9 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
     })
 }
 
-fn respond(shape: &[(String, Vec<i32>)], error: impl Fn(&str, i32) -> ErrorCode) -> Reply {
+/// One response entry per requested partition: UNKNOWN_TOPIC_OR_PARTITION
+/// for those that do not exist, `error` for the others.
+fn respond(shape: &[(String, Vec<(i32, bool)>)], error: impl Fn(&str, i32) -> ErrorCode) -> Reply {
     Reply::Body(ResponseBody::OffsetCommit(OffsetCommitResponse {
         topics: shape
             .iter()
@@ -87,9 +115,14 @@ fn respond(shape: &[(String, Vec<i32>)], error: impl Fn(&str, i32) -> ErrorCode)
                 name: name.clone(),
                 partitions: parts
                     .iter()
-                    .map(|&p| OffsetCommitResponsePartition {
+                    .map(|&(p, known)| OffsetCommitResponsePartition {
                         partition_index: p,
-                        error_code: error(name, p).code(),
+                        error_code: if known {
+                            error(name, p)
+                        } else {
+                            ErrorCode::UnknownTopicOrPartition
+                        }
+                        .code(),
                         ..Default::default()
                     })
                     .collect(),
