@@ -316,11 +316,24 @@ impl LogStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => PersistentState::default(),
             Err(e) => return Err(io_err(&state_path)(e)),
         };
-        let mem = MemLog {
+        let mut mem = MemLog {
             entries: scan.entries,
             purged: scan.purged,
             state,
         };
+        // Only a disk that lost fsynced bytes leaves the committed id past
+        // the log's end; openraft needs committed <= last, and the peers
+        // still hold the lost entries, so step back to what is here.
+        let last = mem.last_log_id();
+        if mem.state.committed.map(|c| c.index) > last.map(|l| l.index) {
+            tracing::warn!(
+                path = %path.display(),
+                committed = ?mem.state.committed,
+                last = ?last,
+                "raft log ends before its committed index; resuming from the log's end"
+            );
+            mem.state.committed = last;
+        }
         mem.debug_check();
         Ok(LogStore {
             shared: Arc::new(Shared {

@@ -1,0 +1,199 @@
+//! The log file on disk: a torn tail is cut, corruption before the tail is
+//! an error, and the node starts from what survives.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use bytes::Bytes;
+use common::{Recorder, applied, bounded, options, wait_for};
+use openraft::storage::RaftLogStorage;
+use openraft::{EntryPayload, RaftLogReader};
+use weir_raft::MetadataRaft;
+use weir_raft::log_store::{LOG_FILE, LogOpenError, LogStore, RECORD_HEADER_BYTES};
+
+fn voters() -> BTreeMap<u64, String> {
+    BTreeMap::from([(1, "127.0.0.1:1".to_string())])
+}
+
+/// Writes a log of five proposals `[0]..[4]` with one voter and stops.
+async fn write_log(dir: &Path) {
+    let router = weir_raft::network::MemRouter::default();
+    let node = MetadataRaft::start_mem(options(1, dir, &voters()), Recorder::default(), &router)
+        .await
+        .unwrap();
+    node.initialize().await.unwrap();
+    wait_for("node 1 leads", || (node.leader() == Some(1)).then_some(())).await;
+    for i in 0..5u8 {
+        bounded("propose", node.propose(Bytes::from(vec![i])))
+            .await
+            .unwrap();
+    }
+    node.shutdown().await.unwrap();
+}
+
+/// Byte positions where each record starts.
+fn record_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        starts.push(pos);
+        let len = u32::from_be_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+        pos += RECORD_HEADER_BYTES + len;
+    }
+    assert_eq!(pos, bytes.len(), "whole records");
+    starts
+}
+
+async fn normal_payloads(store: &mut LogStore) -> Vec<Vec<u8>> {
+    store
+        .try_get_log_entries(..)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.payload {
+            EntryPayload::Normal(b) => Some(b.to_vec()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_unacknowledged_append_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path()).await;
+    let node_dir = dir.path().join("node-1");
+    let path = node_dir.join(LOG_FILE);
+    let bytes = std::fs::read(&path).unwrap();
+    let last = *record_starts(&bytes).last().unwrap();
+
+    // A crash in the middle of an append leaves the start of a record
+    // that was never acknowledged.
+    let mut torn = bytes.clone();
+    torn.extend_from_slice(&bytes[last..last + RECORD_HEADER_BYTES + 5]);
+    std::fs::write(&path, &torn).unwrap();
+    let mut store = LogStore::open(&node_dir).unwrap();
+    let five: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i]).collect();
+    assert_eq!(normal_payloads(&mut store).await, five);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "exactly the torn record is cut"
+    );
+    drop(store);
+
+    let router = weir_raft::network::MemRouter::default();
+    let node = MetadataRaft::start_mem(
+        options(1, dir.path(), &voters()),
+        Recorder::default(),
+        &router,
+    )
+    .await
+    .unwrap();
+    wait_for("replayed state", || {
+        (applied(&node).len() == 5).then_some(())
+    })
+    .await;
+    bounded("propose", node.propose(Bytes::from_static(b"next")))
+        .await
+        .unwrap();
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn torn_last_entry_is_cut_and_the_node_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path()).await;
+    let node_dir = dir.path().join("node-1");
+    let path = node_dir.join(LOG_FILE);
+    let bytes = std::fs::read(&path).unwrap();
+    let last = *record_starts(&bytes).last().unwrap();
+
+    // Cut the file in the middle of the last entry, as a crash mid-append
+    // would leave it.
+    let cut = last + RECORD_HEADER_BYTES + 3;
+    std::fs::write(&path, &bytes[..cut]).unwrap();
+    let mut store = LogStore::open(&node_dir).unwrap();
+    assert_eq!(
+        normal_payloads(&mut store).await,
+        vec![vec![0], vec![1], vec![2], vec![3]]
+    );
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len() as usize,
+        last,
+        "tail cut on disk"
+    );
+    let state = store.get_log_state().await.unwrap();
+    drop(store);
+
+    // A node starts on the shortened log and keeps going.
+    let router = weir_raft::network::MemRouter::default();
+    let node = MetadataRaft::start_mem(
+        options(1, dir.path(), &voters()),
+        Recorder::default(),
+        &router,
+    )
+    .await
+    .unwrap();
+    wait_for("node 1 leads", || (node.leader() == Some(1)).then_some(())).await;
+    let index = bounded("propose", node.propose(Bytes::from_static(b"next")))
+        .await
+        .unwrap();
+    assert!(index > state.last_log_id.unwrap().index);
+    let payloads: Vec<Vec<u8>> = applied(&node).into_iter().map(|(_, p)| p).collect();
+    assert_eq!(payloads.last().unwrap(), b"next");
+    assert!(payloads.len() >= 4, "{payloads:?}");
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_crc_on_the_last_entry_is_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path()).await;
+    let node_dir = dir.path().join("node-1");
+    let path = node_dir.join(LOG_FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = *record_starts(&bytes).last().unwrap();
+    let n = bytes.len();
+    bytes[n - 2] ^= 0x20;
+    std::fs::write(&path, &bytes).unwrap();
+
+    let mut store = LogStore::open(&node_dir).unwrap();
+    assert_eq!(
+        normal_payloads(&mut store).await,
+        vec![vec![0], vec![1], vec![2], vec![3]]
+    );
+    assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, last);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corruption_before_the_tail_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path()).await;
+    let node_dir = dir.path().join("node-1");
+    let path = node_dir.join(LOG_FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let starts = record_starts(&bytes);
+    let second = starts[1];
+    bytes[second + RECORD_HEADER_BYTES + 1] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+
+    let err = LogStore::open(&node_dir).unwrap_err();
+    match &err {
+        LogOpenError::Corrupt { position, .. } => assert_eq!(*position as usize, second),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(err.to_string().contains("CRC32C mismatch"), "{err}");
+    // Nothing was cut: the file is left for an operator to inspect.
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+
+    let router = weir_raft::network::MemRouter::default();
+    let start = MetadataRaft::start_mem(
+        options(1, dir.path(), &voters()),
+        Recorder::default(),
+        &router,
+    )
+    .await;
+    assert!(start.is_err(), "a node must not start on a corrupt log");
+}
