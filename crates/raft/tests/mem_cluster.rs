@@ -120,6 +120,26 @@ async fn isolated_leader_loses_its_uncommitted_entries() {
             "{err}"
         );
     }
+
+    // The deposed leader's log on disk lost the conflicting suffix too: it
+    // restarts and replays exactly the agreed sequence.
+    let mut nodes = nodes;
+    let pos = nodes.iter().position(|n| n.node_id() == old).unwrap();
+    let old_node = nodes.remove(pos);
+    router.unregister(old);
+    old_node.shutdown().await.unwrap();
+    let restarted = MetadataRaft::start_mem(
+        options(old, dir.path(), &voters()),
+        Recorder::default(),
+        &router,
+    )
+    .await
+    .unwrap();
+    wait_for("the restarted node replays the agreed entries", || {
+        (applied(&restarted) == seq).then_some(())
+    })
+    .await;
+    nodes.push(restarted);
     for node in nodes {
         node.shutdown().await.unwrap();
     }
