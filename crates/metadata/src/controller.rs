@@ -367,8 +367,9 @@ impl Controller {
 
     /// CreateTopics for one topic: validation, then the topic, its configs
     /// and its partitions. Replicas are spread round-robin over the active
-    /// brokers from a start picked by the seed: partition p's replica j is
-    /// broker `(start + p + j) mod n`, so leaders and followers rotate.
+    /// brokers in [`placement_order`] from a start picked by the seed:
+    /// partition p's replica j is broker `(start + p + j) mod n`, so leaders
+    /// and followers rotate.
     pub fn create_topic(
         &mut self,
         image: &MetadataImage,
@@ -381,11 +382,7 @@ impl Controller {
                 format!("topic {} already exists", topic.name),
             );
         }
-        let active: Vec<i32> = image
-            .brokers()
-            .filter(|b| b.is_active())
-            .map(|b| b.id)
-            .collect();
+        let active = placement_order(image);
         let assignments = if topic.assignments.is_empty() {
             let partitions = match topic.num_partitions {
                 -1 => self.config.default_partitions,
@@ -637,6 +634,22 @@ impl Controller {
             })],
         ))
     }
+}
+
+/// The active brokers in placement order: without racks, by id; with
+/// racks, alternating between racks (racks by name, brokers of a rack by
+/// id; brokers without a rack form one more group), as Kafka's rack-aware
+/// assignment does, so that consecutive brokers, and so one partition's
+/// replicas, sit in different racks where the racks allow it.
+fn placement_order(image: &MetadataImage) -> Vec<i32> {
+    let mut racks: BTreeMap<Option<&str>, Vec<i32>> = BTreeMap::new();
+    for b in image.brokers().filter(|b| b.is_active()) {
+        racks.entry(b.rack.as_deref()).or_default().push(b.id);
+    }
+    let longest = racks.values().map(Vec::len).max().unwrap_or(0);
+    (0..longest)
+        .flat_map(|i| racks.values().filter_map(move |ids| ids.get(i).copied()))
+        .collect()
 }
 
 /// Kafka's topic name rules.

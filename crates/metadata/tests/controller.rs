@@ -551,3 +551,29 @@ fn apply_rejects_invalid_records() {
         assert_eq!(image, before, "{name}: the image is a value");
     }
 }
+
+#[test]
+fn placement_spreads_replicas_over_racks() {
+    let mut c = Controller::new(ControllerConfig::default(), 11);
+    let mut image = MetadataImage::empty();
+    let rack = |id: i32| ["a", "b", "c"][((id - 1) / 2) as usize].to_string();
+    for id in 1..=6 {
+        let r = Registration {
+            rack: Some(rack(id)),
+            ..reg(id, id as u8)
+        };
+        let (_, records) = c.register_broker(&image, &r, 0).unwrap();
+        image = apply(&image, &records);
+        let reply = c.heartbeat(&image, &hb(&image, id), 10, 0).unwrap();
+        image = apply(&image, &reply.records);
+    }
+    for (name, rf) in [("three", 3), ("two", 2)] {
+        let (id, records) = c.create_topic(&image, &topic(name, 12, rf)).unwrap();
+        image = apply(&image, &records);
+        for (i, p) in &image.topic(id).unwrap().partitions {
+            let racks: std::collections::BTreeSet<String> =
+                p.replicas.iter().map(|r| rack(*r)).collect();
+            assert_eq!(racks.len(), rf as usize, "{name}-{i}: {:?}", p.replicas);
+        }
+    }
+}
