@@ -501,7 +501,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let entries: Vec<Entry> = entries.into_iter().collect();
+        // Entries at or below the purged id are covered by the snapshot and
+        // are never read again; keeping them would break contiguity.
+        let purged = lock(&self.shared.mem).purged.map(|p| p.index);
+        let entries: Vec<Entry> = entries
+            .into_iter()
+            .filter(|e| purged.is_none_or(|p| e.log_id.index > p))
+            .collect();
         let mut bytes = Vec::new();
         let mut records = Vec::with_capacity(entries.len());
         for entry in &entries {

@@ -178,10 +178,16 @@ async fn corruption_before_the_tail_is_an_error() {
     // Turn the payload [2] of the third proposal into [3]: still valid
     // JSON, so only the CRC can tell.
     let needle = b"\"Normal\":[2]";
-    let at = bytes.windows(needle.len()).position(|w| w == needle).unwrap();
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
     bytes[at + needle.len() - 2] = b'3';
     let second = *starts.iter().filter(|s| **s < at).max().unwrap();
-    assert!(second < *starts.last().unwrap(), "the damaged record is not the last");
+    assert!(
+        second < *starts.last().unwrap(),
+        "the damaged record is not the last"
+    );
     std::fs::write(&path, &bytes).unwrap();
 
     let err = LogStore::open(&node_dir).unwrap_err();
@@ -201,4 +207,115 @@ async fn corruption_before_the_tail_is_an_error() {
     )
     .await;
     assert!(start.is_err(), "a node must not start on a corrupt log");
+}
+
+fn entry(term: u64, index: u64) -> weir_raft::Entry {
+    openraft::Entry {
+        log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(term, 1), index),
+        payload: EntryPayload::Normal(Bytes::from(index.to_be_bytes().to_vec())),
+    }
+}
+
+async fn snapshot_of(
+    store: &mut LogStore,
+) -> (
+    Vec<weir_raft::Entry>,
+    openraft::LogState<weir_raft::TypeConfig>,
+) {
+    let entries = store.try_get_log_entries(..).await.unwrap();
+    (entries, store.get_log_state().await.unwrap())
+}
+
+/// Every storage operation is on disk when it returns: reopening after
+/// each one gives back the same log, vote and committed id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_survives_a_reopen() {
+    use openraft::storage::RaftLogStorageExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path()).unwrap();
+
+    async fn check_reopen(dir: &Path, store: &mut LogStore, step: &str) -> LogStore {
+        let before = snapshot_of(store).await;
+        let vote = store.read_vote().await.unwrap();
+        let committed = store.read_committed().await.unwrap();
+        let mut reopened = LogStore::open(dir).unwrap();
+        assert_eq!(snapshot_of(&mut reopened).await, before, "log after {step}");
+        assert_eq!(
+            reopened.read_vote().await.unwrap(),
+            vote,
+            "vote after {step}"
+        );
+        assert_eq!(
+            reopened.read_committed().await.unwrap(),
+            committed,
+            "committed after {step}"
+        );
+        reopened
+    }
+
+    store
+        .blocking_append((0..10).map(|i| entry(1, i)))
+        .await
+        .unwrap();
+    store = check_reopen(dir.path(), &mut store, "append").await;
+    store
+        .truncate(openraft::LogId::new(
+            openraft::CommittedLeaderId::new(1, 1),
+            6,
+        ))
+        .await
+        .unwrap();
+    store = check_reopen(dir.path(), &mut store, "truncate").await;
+    assert_eq!(
+        store
+            .get_log_state()
+            .await
+            .unwrap()
+            .last_log_id
+            .unwrap()
+            .index,
+        5
+    );
+    store
+        .blocking_append((6..9).map(|i| entry(2, i)))
+        .await
+        .unwrap();
+    store.save_vote(&openraft::Vote::new(2, 3)).await.unwrap();
+    store
+        .save_committed(Some(openraft::LogId::new(
+            openraft::CommittedLeaderId::new(2, 1),
+            7,
+        )))
+        .await
+        .unwrap();
+    store = check_reopen(dir.path(), &mut store, "vote and committed").await;
+    store
+        .purge(openraft::LogId::new(
+            openraft::CommittedLeaderId::new(1, 1),
+            4,
+        ))
+        .await
+        .unwrap();
+    store = check_reopen(dir.path(), &mut store, "purge").await;
+    let (entries, state) = snapshot_of(&mut store).await;
+    assert_eq!(
+        entries
+            .iter()
+            .map(|e| (e.log_id.leader_id.term, e.log_id.index))
+            .collect::<Vec<_>>(),
+        vec![(1, 5), (2, 6), (2, 7), (2, 8)]
+    );
+    assert_eq!(state.last_purged_log_id.unwrap().index, 4);
+    // Purging past the end leaves an empty log that remembers the purge.
+    store
+        .purge(openraft::LogId::new(
+            openraft::CommittedLeaderId::new(2, 1),
+            12,
+        ))
+        .await
+        .unwrap();
+    store = check_reopen(dir.path(), &mut store, "purge past the end").await;
+    let (entries, state) = snapshot_of(&mut store).await;
+    assert!(entries.is_empty());
+    assert_eq!(state.last_log_id.unwrap().index, 12);
 }
