@@ -28,6 +28,8 @@ async fn use_groups(c: &mut Client) {
         ResponseBody::FindCoordinator(r) => assert_eq!(r.coordinators[0].error_code, NONE),
         other => panic!("{other:?}"),
     }
+    // Offsets are committed only for partitions that exist.
+    assert_eq!(create_topic(c, "t", 1, &[]).await, NONE);
     let req = OffsetCommitRequest {
         group_id: "g".into(),
         generation_id_or_member_epoch: -1,
