@@ -12,6 +12,7 @@ use weir_storage::backend::{FileStorage, Storage};
 use weir_storage::{Log, LogManager, LogManagerConfig, StorageError, TopicPartition};
 
 use crate::config::BrokerConfig;
+use crate::dynamic_config::{self, DynamicConfigs, Scope};
 use crate::groups::Groups;
 use crate::producer_state::PartitionProducers;
 use crate::topic_config;
@@ -80,7 +81,12 @@ pub enum AddPartitionsError {
 }
 
 pub struct Broker {
+    /// The static configuration (file, environment, flags); the one in
+    /// effect, with dynamic configs on top, is [`Broker::effective_config`].
     pub config: BrokerConfig,
+    /// Dynamic broker configs, as stored in `weir-dynamic-configs.json`;
+    /// changed only under `admin`.
+    dynamic: RwLock<DynamicConfigs>,
     pub meta: MetaProperties,
     pub logs: LogManager,
     topics: RwLock<TopicStore>,
@@ -155,6 +161,12 @@ impl Broker {
             .ok_or_else(|| BrokerError::Config("log.dirs is empty".to_string()))?;
         let meta = topics::load_or_create_meta(&dir, config.node_id)?;
         let mut store = TopicStore::open(&dir)?;
+        let dynamic = dynamic_config::load(&dir).map_err(|e| BrokerError::Config(e.to_string()))?;
+        let static_config = config;
+        let config = static_config.with_dynamic(
+            &dynamic.cluster_default,
+            &dynamic.get(Scope::Broker(static_config.node_id)),
+        );
         let mut lm_config = LogManagerConfig::with_storage(config.log_dirs.clone(), storage);
         lm_config.recovery_threads_per_data_dir = config.num_recovery_threads_per_data_dir;
         lm_config.default_log_config = topic_config::log_config(&config, &BTreeMap::new());
@@ -222,7 +234,8 @@ impl Broker {
             hw_lock: Mutex::new(()),
             next_producer_id: AtomicI64::new(now.max(1).saturating_mul(1000)),
             clock,
-            config,
+            config: static_config,
+            dynamic: RwLock::new(dynamic),
             groups: OnceLock::new(),
             metrics: crate::metrics::BrokerMetrics::new(now, recovery),
         })
@@ -349,7 +362,7 @@ impl Broker {
         if validate_only {
             return Ok(meta);
         }
-        let cfg = topic_config::log_config(&self.config, &meta.configs);
+        let cfg = topic_config::log_config(&self.effective_config(), &meta.configs);
         cfg.validate().map_err(CreateTopicError::InvalidConfig)?;
         // All or nothing: every log under an intent, then the table, then
         // the commit (see `weir_storage::PendingCreation`).
@@ -419,7 +432,7 @@ impl Broker {
         if validate_only {
             return Ok(());
         }
-        let cfg = topic_config::log_config(&self.config, &t.configs);
+        let cfg = topic_config::log_config(&self.effective_config(), &t.configs);
         // All or nothing, as in `create_topic`.
         let pending = self
             .logs
@@ -459,7 +472,7 @@ impl Broker {
             .topic(name)
             .ok_or_else(|| format!("Topic {name} does not exist"))?;
         topic_config::validate_overrides(&configs)?;
-        let cfg = topic_config::log_config(&self.config, &configs);
+        let cfg = topic_config::log_config(&self.effective_config(), &configs);
         cfg.validate()?;
         if validate_only {
             return Ok(());
@@ -475,6 +488,105 @@ impl Broker {
             .map_err(|_| "topic store poisoned".to_string())?
             .put(t)
             .map_err(|e| e.to_string())
+    }
+
+    /// The configuration in effect: the static one with the dynamic broker
+    /// configs (cluster-wide, then this broker's) on top.
+    pub fn effective_config(&self) -> BrokerConfig {
+        let d = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
+        self.config.with_dynamic(
+            &d.cluster_default,
+            &d.get(Scope::Broker(self.config.node_id)),
+        )
+    }
+
+    /// The dynamic broker configs set for `scope`.
+    pub fn dynamic_configs(&self, scope: Scope) -> BTreeMap<String, String> {
+        let d = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
+        d.get(scope)
+    }
+
+    /// Replaces the dynamic broker configs of `scope` (callers hold
+    /// `admin`): validates them, and every topic's resulting log config,
+    /// stores them durably, then applies them to every log. With
+    /// `validate_only`, changes nothing. Errors carry Kafka's message
+    /// (INVALID_REQUEST).
+    pub fn set_dynamic_broker_configs(
+        &self,
+        scope: Scope,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), String> {
+        dynamic_config::validate_broker_update(scope, &configs)?;
+        let mut next = self.dynamic.read().map_err(|_| "poisoned")?.clone();
+        next.set(scope, configs);
+        let effective = self.config.with_dynamic(
+            &next.cluster_default,
+            &next.get(Scope::Broker(self.config.node_id)),
+        );
+        let topics = self.all_topics();
+        let mut planned = Vec::with_capacity(topics.len());
+        for t in topics {
+            let cfg = topic_config::log_config(&effective, &t.configs);
+            cfg.validate()
+                .map_err(|e| format!("Invalid config for topic {}: {e}", t.name))?;
+            planned.push((t, cfg));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let dir = self
+            .config
+            .log_dirs
+            .first()
+            .ok_or_else(|| "log.dirs is empty".to_string())?;
+        dynamic_config::store(dir, &next).map_err(|e| e.to_string())?;
+        *self.dynamic.write().map_err(|_| "poisoned")? = next;
+        for (t, cfg) in planned {
+            for p in 0..t.partitions {
+                if let Some(log) = self.log(&t.name, p) {
+                    log.set_config(cfg.clone());
+                }
+            }
+        }
+        tracing::info!(?scope, "dynamic broker configs changed");
+        Ok(())
+    }
+
+    /// The configs set for group `group` (empty when none).
+    pub fn group_configs(&self, group: &str) -> BTreeMap<String, String> {
+        let d = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
+        d.groups.get(group).cloned().unwrap_or_default()
+    }
+
+    /// Replaces the configs of group `group` (callers hold `admin`); the
+    /// group need not exist, as in Kafka. Errors carry Kafka's message
+    /// (INVALID_CONFIG).
+    pub fn set_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), String> {
+        dynamic_config::validate_group_configs(&self.effective_config(), &configs)?;
+        if validate_only {
+            return Ok(());
+        }
+        let mut next = self.dynamic.read().map_err(|_| "poisoned")?.clone();
+        if configs.is_empty() {
+            next.groups.remove(group);
+        } else {
+            next.groups.insert(group.to_string(), configs);
+        }
+        let dir = self
+            .config
+            .log_dirs
+            .first()
+            .ok_or_else(|| "log.dirs is empty".to_string())?;
+        dynamic_config::store(dir, &next).map_err(|e| e.to_string())?;
+        *self.dynamic.write().map_err(|_| "poisoned")? = next;
+        tracing::info!(group, "group configs changed");
+        Ok(())
     }
 
     /// Single replica: the high watermark follows the log end offset.

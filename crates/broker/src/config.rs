@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::configdef::{self, ConfigValueError};
+use crate::topic_config::ConfigSource;
 
 /// A configuration problem. Rendered as one line for the CLI.
 #[derive(Debug, thiserror::Error)]
@@ -168,6 +169,14 @@ pub struct BrokerConfig {
     /// Every broker config that was set explicitly (Kafka name → value), for
     /// DescribeConfigs sources and topic-config defaults.
     pub explicit: BTreeMap<String, String>,
+    /// Dynamic broker configs set cluster-wide (`<default>` resource); they
+    /// win over `explicit`. Only configs whose [`DynamicMode`] allows it,
+    /// validated when set (see `dynamic_config`).
+    ///
+    /// [`DynamicMode`]: crate::configdef::DynamicMode
+    pub dynamic_default: BTreeMap<String, String>,
+    /// Dynamic configs set for this broker; they win over `dynamic_default`.
+    pub dynamic_broker: BTreeMap<String, String>,
     /// Keys that were supplied but are not used by weir.
     pub unused: Vec<String>,
 }
@@ -347,6 +356,8 @@ impl BrokerConfig {
                 int("log.flush.scheduler.interval.ms")?,
             )? as u64,
             explicit,
+            dynamic_default: BTreeMap::new(),
+            dynamic_broker: BTreeMap::new(),
             unused,
         };
         if cfg.default_replication_factor > 1 {
@@ -359,13 +370,37 @@ impl BrokerConfig {
         Ok(cfg)
     }
 
-    /// The value of a broker config: explicit, else its default (None when
-    /// the config has no default, like Kafka's null).
+    /// The value of a broker config: dynamic for this broker, else dynamic
+    /// cluster-wide, else explicit, else its default (None when the config
+    /// has no default, like Kafka's null).
     pub fn value(&self, name: &str) -> Option<String> {
-        self.explicit
-            .get(name)
-            .cloned()
+        self.layers()
+            .iter()
+            .find_map(|(m, _)| m.get(name).cloned())
             .or_else(|| configdef::broker_def(name).and_then(|d| d.default.map(String::from)))
+    }
+
+    /// The set values, highest precedence first, with their
+    /// DescribeConfigs source (Kafka's `DynamicBrokerConfig` order).
+    pub fn layers(&self) -> [(&BTreeMap<String, String>, ConfigSource); 3] {
+        [
+            (&self.dynamic_broker, ConfigSource::DynamicBroker),
+            (&self.dynamic_default, ConfigSource::DynamicDefaultBroker),
+            (&self.explicit, ConfigSource::StaticBroker),
+        ]
+    }
+
+    /// This configuration with the given dynamic layers in place of its own.
+    pub fn with_dynamic(
+        &self,
+        cluster_default: &BTreeMap<String, String>,
+        this_broker: &BTreeMap<String, String>,
+    ) -> BrokerConfig {
+        BrokerConfig {
+            dynamic_default: cluster_default.clone(),
+            dynamic_broker: this_broker.clone(),
+            ..self.clone()
+        }
     }
 
     /// A numeric broker config: its explicit value, else its default from

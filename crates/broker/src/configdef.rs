@@ -48,6 +48,20 @@ pub struct ConfigDef {
     pub synonym: Option<&'static str>,
     /// Whether the value is sensitive (never reported).
     pub sensitive: bool,
+    /// For broker configs: whether and where it can change at run time.
+    pub dynamic: DynamicMode,
+}
+
+/// Kafka's "dynamic update mode" of a broker config, as weir implements
+/// it: a config is dynamic here only when a change takes effect live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DynamicMode {
+    /// Set in the config file only; AlterConfigs refuses it.
+    ReadOnly,
+    /// Changeable for one broker (`--entity-name <id>`) only.
+    PerBroker,
+    /// Changeable cluster-wide (`--entity-default`) and per broker.
+    ClusterWide,
 }
 
 const fn def(name: &'static str, ty: ConfigType, default: Option<&'static str>) -> ConfigDef {
@@ -59,6 +73,7 @@ const fn def(name: &'static str, ty: ConfigType, default: Option<&'static str>) 
         one_of: &[],
         synonym: None,
         sensitive: false,
+        dynamic: DynamicMode::ReadOnly,
     }
 }
 const fn min(mut d: ConfigDef, m: i64) -> ConfigDef {
@@ -71,6 +86,11 @@ const fn one_of(mut d: ConfigDef, v: &'static [&'static str]) -> ConfigDef {
 }
 const fn syn(mut d: ConfigDef, s: &'static str) -> ConfigDef {
     d.synonym = Some(s);
+    d
+}
+/// A broker config that can change at run time, cluster-wide or per broker.
+const fn cw(mut d: ConfigDef) -> ConfigDef {
+    d.dynamic = DynamicMode::ClusterWide;
     d
 }
 
@@ -108,6 +128,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     min(def("num.partitions", Int, Some("1")), 1),
     min(def("default.replication.factor", Int, Some("1")), 1),
+    // Kafka: cluster-wide; read-only in weir until produce reads it live
     min(def("min.insync.replicas", Int, Some("1")), 1),
     min(def("socket.request.max.bytes", Int, Some("104857600")), 1),
     // Kafka's default is -1 (unbounded); weir bounds the memory of request
@@ -120,39 +141,51 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     min(def("max.connections.per.ip", Int, Some("2147483647")), 1),
     min(def("connections.max.idle.ms", Long, Some("600000")), 1),
     min(def("num.recovery.threads.per.data.dir", Int, Some("2")), 1),
-    min(def("message.max.bytes", Int, Some("1048588")), 0),
-    min(def("log.segment.bytes", Int, Some("1073741824")), 14),
-    min(def("log.roll.ms", Long, None), 1),
+    cw(min(def("message.max.bytes", Int, Some("1048588")), 0)),
+    cw(min(def("log.segment.bytes", Int, Some("1073741824")), 14)),
+    cw(min(def("log.roll.ms", Long, None), 1)),
     min(def("log.roll.hours", Int, Some("168")), 1),
-    min(def("log.roll.jitter.ms", Long, None), 0),
+    cw(min(def("log.roll.jitter.ms", Long, None), 0)),
     min(def("log.roll.jitter.hours", Int, Some("0")), 0),
-    min(def("log.index.size.max.bytes", Int, Some("10485760")), 4),
-    min(def("log.index.interval.bytes", Int, Some("4096")), 0),
-    min(def("log.flush.interval.messages", Long, Some(LONG_MAX)), 1),
-    min(def("log.flush.interval.ms", Long, None), 0),
+    cw(min(
+        def("log.index.size.max.bytes", Int, Some("10485760")),
+        4,
+    )),
+    cw(min(def("log.index.interval.bytes", Int, Some("4096")), 0)),
+    cw(min(
+        def("log.flush.interval.messages", Long, Some(LONG_MAX)),
+        1,
+    )),
+    cw(min(def("log.flush.interval.ms", Long, None), 0)),
     min(
         def("log.flush.scheduler.interval.ms", Long, Some(LONG_MAX)),
         1,
     ),
-    def("log.retention.ms", Long, None),
+    cw(def("log.retention.ms", Long, None)),
     def("log.retention.minutes", Int, None),
     def("log.retention.hours", Int, Some("168")),
-    def("log.retention.bytes", Long, Some("-1")),
+    cw(def("log.retention.bytes", Long, Some("-1"))),
     min(
         def("log.retention.check.interval.ms", Long, Some("300000")),
         1,
     ),
-    one_of(def("log.cleanup.policy", List, Some("delete")), CLEANUP),
-    min(
+    cw(one_of(
+        def("log.cleanup.policy", List, Some("delete")),
+        CLEANUP,
+    )),
+    cw(min(
         def("log.cleaner.delete.retention.ms", Long, Some("86400000")),
         0,
-    ),
-    min(def("log.cleaner.min.compaction.lag.ms", Long, Some("0")), 0),
-    min(
+    )),
+    cw(min(
+        def("log.cleaner.min.compaction.lag.ms", Long, Some("0")),
+        0,
+    )),
+    cw(min(
         def("log.cleaner.max.compaction.lag.ms", Long, Some(LONG_MAX)),
         1,
-    ),
-    def("log.cleaner.min.cleanable.ratio", Double, Some("0.5")),
+    )),
+    cw(def("log.cleaner.min.cleanable.ratio", Double, Some("0.5"))),
     def("log.cleaner.enable", Boolean, Some("true")),
     min(def("log.cleaner.threads", Int, Some("1")), 0),
     min(
@@ -165,28 +198,34 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         Some("1.7976931348623157E308"),
     ),
     min(def("log.cleaner.backoff.ms", Long, Some("15000")), 0),
-    min(def("log.segment.delete.delay.ms", Long, Some("60000")), 0),
-    one_of(
+    cw(min(
+        def("log.segment.delete.delay.ms", Long, Some("60000")),
+        0,
+    )),
+    cw(one_of(
         def("log.message.timestamp.type", Str, Some("CreateTime")),
         TS_TYPES,
-    ),
-    min(
+    )),
+    cw(min(
         def("log.message.timestamp.before.max.ms", Long, Some(LONG_MAX)),
         0,
-    ),
-    min(
+    )),
+    cw(min(
         def("log.message.timestamp.after.max.ms", Long, Some("3600000")),
         0,
-    ),
-    one_of(
+    )),
+    cw(one_of(
         def("log.preallocate", Boolean, Some("false")),
         &["true", "false"],
-    ),
-    one_of(def("compression.type", Str, Some("producer")), COMPRESSION),
-    one_of(
+    )),
+    cw(one_of(
+        def("compression.type", Str, Some("producer")),
+        COMPRESSION,
+    )),
+    cw(one_of(
         def("unclean.leader.election.enable", Boolean, Some("false")),
         &["true", "false"],
-    ),
+    )),
     min(def("fetch.max.bytes", Int, Some("57671680")), 0),
     min(def("offsets.topic.num.partitions", Int, Some("50")), 1),
     min(def("offsets.retention.minutes", Int, Some("10080")), 1),
@@ -206,6 +245,81 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     min(def("group.min.session.timeout.ms", Int, Some("6000")), 0),
     min(def("group.max.session.timeout.ms", Int, Some("1800000")), 0),
     min(def("group.max.size", Int, Some("2147483647")), 1),
+    // Defaults and bounds of the group configs (`GROUP_CONFIGS`); weir
+    // serves classic groups only, so nothing else reads these yet.
+    min(
+        def("group.consumer.session.timeout.ms", Int, Some("45000")),
+        1,
+    ),
+    min(
+        def("group.consumer.min.session.timeout.ms", Int, Some("45000")),
+        1,
+    ),
+    min(
+        def("group.consumer.max.session.timeout.ms", Int, Some("60000")),
+        1,
+    ),
+    min(
+        def("group.consumer.heartbeat.interval.ms", Int, Some("5000")),
+        1,
+    ),
+    min(
+        def(
+            "group.consumer.min.heartbeat.interval.ms",
+            Int,
+            Some("5000"),
+        ),
+        1,
+    ),
+    min(
+        def(
+            "group.consumer.max.heartbeat.interval.ms",
+            Int,
+            Some("15000"),
+        ),
+        1,
+    ),
+    min(def("group.share.session.timeout.ms", Int, Some("45000")), 1),
+    min(
+        def("group.share.min.session.timeout.ms", Int, Some("45000")),
+        1,
+    ),
+    min(
+        def("group.share.max.session.timeout.ms", Int, Some("60000")),
+        1,
+    ),
+    min(
+        def("group.share.heartbeat.interval.ms", Int, Some("5000")),
+        1,
+    ),
+    min(
+        def("group.share.min.heartbeat.interval.ms", Int, Some("5000")),
+        1,
+    ),
+    min(
+        def("group.share.max.heartbeat.interval.ms", Int, Some("15000")),
+        1,
+    ),
+    min(
+        def("group.share.record.lock.duration.ms", Int, Some("30000")),
+        1,
+    ),
+    min(
+        def(
+            "group.share.min.record.lock.duration.ms",
+            Int,
+            Some("15000"),
+        ),
+        1,
+    ),
+    min(
+        def(
+            "group.share.max.record.lock.duration.ms",
+            Int,
+            Some("60000"),
+        ),
+        1,
+    ),
     min(
         def("transactional.id.expiration.ms", Int, Some("604800000")),
         1,
@@ -324,12 +438,95 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
     ),
 ];
 
+/// Per-group configs (Kafka 4.0 `GroupConfig`, resource type GROUP), with
+/// the broker config that gives each its default. The bounds each must lie
+/// within are `GROUP_CONFIG_BOUNDS`.
+pub static GROUP_CONFIGS: &[ConfigDef] = &[
+    syn(
+        def("consumer.session.timeout.ms", Int, Some("45000")),
+        "group.consumer.session.timeout.ms",
+    ),
+    syn(
+        def("consumer.heartbeat.interval.ms", Int, Some("5000")),
+        "group.consumer.heartbeat.interval.ms",
+    ),
+    syn(
+        def("share.session.timeout.ms", Int, Some("45000")),
+        "group.share.session.timeout.ms",
+    ),
+    syn(
+        def("share.heartbeat.interval.ms", Int, Some("5000")),
+        "group.share.heartbeat.interval.ms",
+    ),
+    syn(
+        def("share.record.lock.duration.ms", Int, Some("30000")),
+        "group.share.record.lock.duration.ms",
+    ),
+    one_of(
+        def("share.auto.offset.reset", Str, Some("latest")),
+        &["latest", "earliest"],
+    ),
+];
+
+/// Group config → the broker configs bounding it (minimum, maximum).
+pub static GROUP_CONFIG_BOUNDS: &[(&str, &str, &str)] = &[
+    (
+        "consumer.session.timeout.ms",
+        "group.consumer.min.session.timeout.ms",
+        "group.consumer.max.session.timeout.ms",
+    ),
+    (
+        "consumer.heartbeat.interval.ms",
+        "group.consumer.min.heartbeat.interval.ms",
+        "group.consumer.max.heartbeat.interval.ms",
+    ),
+    (
+        "share.session.timeout.ms",
+        "group.share.min.session.timeout.ms",
+        "group.share.max.session.timeout.ms",
+    ),
+    (
+        "share.heartbeat.interval.ms",
+        "group.share.min.heartbeat.interval.ms",
+        "group.share.max.heartbeat.interval.ms",
+    ),
+    (
+        "share.record.lock.duration.ms",
+        "group.share.min.record.lock.duration.ms",
+        "group.share.max.record.lock.duration.ms",
+    ),
+];
+
+pub fn group_def(name: &str) -> Option<&'static ConfigDef> {
+    GROUP_CONFIGS.iter().find(|d| d.name == name)
+}
+
 pub fn broker_def(name: &str) -> Option<&'static ConfigDef> {
     BROKER_CONFIGS.iter().find(|d| d.name == name)
 }
 
 pub fn topic_def(name: &str) -> Option<&'static ConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// The broker configs that set the same thing as `name`, in Kafka's order
+/// (`DynamicBrokerConfig.brokerConfigSynonyms`): the finer unit first.
+pub fn broker_synonyms(name: &str) -> &'static [&'static str] {
+    const RETENTION: &[&str] = &[
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+    ];
+    const ROLL: &[&str] = &["log.roll.ms", "log.roll.hours"];
+    const JITTER: &[&str] = &["log.roll.jitter.ms", "log.roll.jitter.hours"];
+    const FLUSH: &[&str] = &["log.flush.interval.ms", "log.flush.scheduler.interval.ms"];
+    match name {
+        "log.retention.ms" | "log.retention.minutes" | "log.retention.hours" => RETENTION,
+        "log.roll.ms" | "log.roll.hours" => ROLL,
+        "log.roll.jitter.ms" | "log.roll.jitter.hours" => JITTER,
+        "log.flush.interval.ms" => FLUSH,
+        _ => &[],
+    }
 }
 
 impl ConfigDef {
@@ -405,6 +602,26 @@ mod tests {
         for d in TOPIC_CONFIGS {
             let s = d.synonym.unwrap();
             assert!(broker_def(s).is_some(), "{s}");
+            // a topic default changes live: every log's config is rebuilt
+            if s != "min.insync.replicas" {
+                assert_eq!(
+                    broker_def(s).unwrap().dynamic,
+                    DynamicMode::ClusterWide,
+                    "{s}"
+                );
+            }
+        }
+        for d in TOPIC_CONFIGS {
+            assert_eq!(d.dynamic, DynamicMode::ReadOnly, "{}", d.name);
+        }
+        for d in GROUP_CONFIGS {
+            if let Some(s) = d.synonym {
+                let b = broker_def(s).unwrap();
+                assert_eq!(b.default, d.default, "{s}");
+            }
+        }
+        for (g, lo, hi) in GROUP_CONFIG_BOUNDS {
+            assert!(group_def(g).is_some() && broker_def(lo).is_some() && broker_def(hi).is_some());
         }
         // Numeric defaults parse: code reading them through
         // `BrokerConfig::number`/`integer` never needs a default of its own.

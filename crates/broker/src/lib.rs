@@ -27,6 +27,7 @@ pub mod codes;
 pub mod config;
 pub mod configdef;
 pub mod connection;
+pub mod dynamic_config;
 pub mod embedded;
 pub mod groups;
 pub mod handler;

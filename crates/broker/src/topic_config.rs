@@ -1,5 +1,6 @@
 //! Effective topic configuration: a topic override wins over the broker
-//! synonym, which wins over Kafka's default. Pure functions.
+//! synonym (dynamic for this broker, then dynamic cluster-wide, then
+//! static), which wins over Kafka's default. Pure functions.
 
 use std::collections::BTreeMap;
 
@@ -12,8 +13,26 @@ use crate::configdef::{self, ConfigDef};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigSource {
     DynamicTopic = 1,
+    DynamicBroker = 2,
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
+    /// Kafka's GROUP_CONFIG: a per-group config override.
+    Group = 8,
+}
+
+impl ConfigSource {
+    /// Kafka's name of the source, as `kafka-configs.sh` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigSource::DynamicTopic => "DYNAMIC_TOPIC_CONFIG",
+            ConfigSource::DynamicBroker => "DYNAMIC_BROKER_CONFIG",
+            ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
+            ConfigSource::Default => "DEFAULT_CONFIG",
+            ConfigSource::Group => "GROUP_CONFIG",
+        }
+    }
 }
 
 /// One resolved config value with where it came from.
@@ -26,16 +45,20 @@ pub struct ResolvedConfig {
     pub synonyms: Vec<(String, Option<String>, ConfigSource)>,
 }
 
-/// The broker-level value of a topic config's synonym, following Kafka's
-/// unit fallbacks (`log.roll.hours`, `log.retention.hours`, …).
-fn broker_value(broker: &BrokerConfig, topic_name: &str) -> Option<(String, String)> {
-    let e = &broker.explicit;
-    let mul = |k: &str, f: i64| -> Option<(String, String)> {
-        e.get(k)
-            .and_then(|v| v.parse::<i64>().ok())
-            .map(|v| (k.to_string(), v.saturating_mul(f).to_string()))
+/// The broker-level value of a topic config's synonym in one layer of
+/// broker configs, following Kafka's unit fallbacks (`log.roll.hours`,
+/// `log.retention.hours`, …): (broker name, its value as set, the value
+/// in the topic config's unit).
+fn broker_value(
+    e: &BTreeMap<String, String>,
+    topic_name: &str,
+) -> Option<(String, String, String)> {
+    let mul = |k: &str, f: i64| -> Option<(String, String, String)> {
+        let raw = e.get(k)?;
+        let v = raw.parse::<i64>().ok()?;
+        Some((k.to_string(), raw.clone(), v.saturating_mul(f).to_string()))
     };
-    let direct = |k: &str| e.get(k).map(|v| (k.to_string(), v.clone()));
+    let direct = |k: &str| e.get(k).map(|v| (k.to_string(), v.clone(), v.clone()));
     match topic_name {
         "segment.ms" => direct("log.roll.ms").or_else(|| mul("log.roll.hours", 3_600_000)),
         "segment.jitter.ms" => {
@@ -70,24 +93,29 @@ pub fn resolve(
     def: &'static ConfigDef,
 ) -> ResolvedConfig {
     let mut chain = Vec::new();
+    // the first source set wins (in the topic config's unit)
+    let mut winner = None;
     if let Some(v) = overrides.get(def.name) {
         chain.push((
             def.name.to_string(),
             Some(v.clone()),
             ConfigSource::DynamicTopic,
         ));
+        winner = Some((Some(v.clone()), ConfigSource::DynamicTopic));
     }
-    if let Some((k, v)) = broker_value(broker, def.name) {
-        chain.push((k, Some(v), ConfigSource::StaticBroker));
+    for (layer, source) in broker.layers() {
+        if let Some((k, raw, v)) = broker_value(layer, def.name) {
+            chain.push((k, Some(raw), source));
+            winner = winner.or(Some((Some(v), source)));
+        }
     }
-    let default = (
+    // the default ends the chain
+    let (value, source) = winner.unwrap_or((def.default.map(String::from), ConfigSource::Default));
+    chain.push((
         def.name.to_string(),
         def.default.map(String::from),
         ConfigSource::Default,
-    );
-    // the first source set wins; the default ends the chain
-    let (_, value, source) = chain.first().cloned().unwrap_or_else(|| default.clone());
-    chain.push(default);
+    ));
     ResolvedConfig {
         def,
         value,

@@ -25,6 +25,8 @@ use crate::error::ClientError;
 pub enum ResourceType {
     Topic,
     Broker,
+    /// A consumer or share group (Kafka 4.0 group configs).
+    Group,
 }
 
 impl ResourceType {
@@ -33,6 +35,7 @@ impl ResourceType {
         match self {
             ResourceType::Topic => 2,
             ResourceType::Broker => 4,
+            ResourceType::Group => 32,
         }
     }
 }
@@ -47,6 +50,8 @@ pub enum ConfigSource {
     StaticBroker,
     Default,
     DynamicBrokerLogger,
+    /// A per-group config (`GROUP_CONFIG`).
+    Group,
     Other(i8),
 }
 
@@ -60,6 +65,7 @@ impl ConfigSource {
             4 => ConfigSource::StaticBroker,
             5 => ConfigSource::Default,
             6 => ConfigSource::DynamicBrokerLogger,
+            8 => ConfigSource::Group,
             other => ConfigSource::Other(other),
         }
     }
@@ -74,6 +80,7 @@ impl ConfigSource {
             ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
             ConfigSource::Default => "DEFAULT_CONFIG",
             ConfigSource::DynamicBrokerLogger => "DYNAMIC_BROKER_LOGGER_CONFIG",
+            ConfigSource::Group => "GROUP_CONFIG",
             ConfigSource::Other(_) => "OTHER",
         }
     }

@@ -469,7 +469,7 @@ fn configs_describe_alter_round_trip() {
         "cleanup.policy=compact,delete source=DYNAMIC_TOPIC_CONFIG"
     );
 
-    // Errors: unknown config name, unknown topic, broker configs are static.
+    // Errors: unknown config name, unknown topic, read-only broker configs.
     let unknown = b.run(&[
         "configs",
         "alter",
@@ -523,6 +523,7 @@ fn configs_describe_alter_round_trip() {
         "{}",
         unnamed.stdout
     );
+    // a read-only broker config (dynamic ones: tests/dynamic_configs.rs)
     let static_alter = b.run(&[
         "configs",
         "alter",
@@ -531,7 +532,7 @@ fn configs_describe_alter_round_trip() {
         "--entity-name",
         "1",
         "--add-config",
-        "log.retention.ms=1",
+        "node.id=2",
     ]);
     assert_eq!(static_alter.code, 1);
     assert_one_error_line(&static_alter.stderr);

@@ -1,5 +1,6 @@
-//! DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics (and
-//! describe for the broker; broker configs are static).
+//! DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics, for
+//! the broker (dynamic broker configs, `dynamic_config`) and for groups
+//! (describe and incremental alter, as Kafka 4.0).
 
 use std::collections::BTreeMap;
 
@@ -16,11 +17,14 @@ use weir_protocol::messages::{
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::configdef::{self, ConfigType};
+use crate::config::BrokerConfig;
+use crate::configdef::{self, ConfigDef, ConfigType, DynamicMode};
+use crate::dynamic_config::{self, Scope};
 use crate::topic_config::{self, ConfigSource};
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+pub const RESOURCE_GROUP: i8 = 32;
 
 pub const OP_SET: i8 = 0;
 pub const OP_DELETE: i8 = 1;
@@ -51,7 +55,7 @@ fn describe_one(
                 result.error_message = Some(format!("Topic {name} does not exist"));
                 return result;
             };
-            for r in topic_config::resolve_all(&b.config, &t.configs) {
+            for r in topic_config::resolve_all(&b.effective_config(), &t.configs) {
                 if !want(r.def.name) {
                     continue;
                 }
@@ -81,33 +85,97 @@ fn describe_one(
             }
         }
         RESOURCE_BROKER => {
-            if !name.is_empty() && name != b.config.node_id.to_string() {
-                result.error_code = ErrorCode::InvalidRequest.code();
-                result.error_message = Some(format!("Unexpected broker id {name}"));
-                return result;
-            }
-            for d in configdef::BROKER_CONFIGS {
+            let scope = match dynamic_config::scope_of(name, b.config.node_id) {
+                Ok(s) => s,
+                Err(msg) => {
+                    result.error_code = ErrorCode::InvalidRequest.code();
+                    result.error_message = Some(msg);
+                    return result;
+                }
+            };
+            let cfg = b.effective_config();
+            // Kafka: the default resource lists only what is set there
+            let defs: Vec<&ConfigDef> = match scope {
+                Scope::ClusterDefault => cfg
+                    .dynamic_default
+                    .keys()
+                    .filter_map(|k| configdef::broker_def(k))
+                    .collect(),
+                Scope::Broker(_) => configdef::BROKER_CONFIGS.iter().collect(),
+            };
+            for d in defs {
                 if !want(d.name) {
                     continue;
                 }
-                let explicit = b.config.explicit.get(d.name).cloned();
-                let (value, source) = match explicit {
-                    Some(v) => (Some(v), ConfigSource::StaticBroker),
-                    None => (b.config.value(d.name), ConfigSource::Default),
-                };
+                let (value, chain) = broker_entry(&cfg, d, scope);
+                let source = chain.first().map_or(ConfigSource::Default, |(_, _, s)| *s);
                 result.configs.push(DescribeConfigsResourceResult {
                     name: d.name.to_string(),
-                    value: value.clone(),
-                    read_only: true,
+                    value: if d.sensitive { None } else { value },
+                    read_only: d.dynamic == DynamicMode::ReadOnly,
                     config_source: source as i8,
                     is_sensitive: d.sensitive,
                     synonyms: if synonyms {
-                        vec![DescribeConfigsSynonym {
-                            name: d.name.to_string(),
-                            value,
-                            source: source as i8,
-                            ..Default::default()
-                        }]
+                        chain
+                            .into_iter()
+                            .map(|(n, v, s)| DescribeConfigsSynonym {
+                                name: n.to_string(),
+                                value: if d.sensitive { None } else { v },
+                                source: s as i8,
+                                ..Default::default()
+                            })
+                            .collect()
+                    } else {
+                        vec![]
+                    },
+                    config_type: d.ty.code(),
+                    documentation: if docs { Some(String::new()) } else { None },
+                    ..Default::default()
+                });
+            }
+        }
+        RESOURCE_GROUP => {
+            if name.is_empty() {
+                result.error_code = ErrorCode::InvalidRequest.code();
+                result.error_message = Some("Group name must not be empty".to_string());
+                return result;
+            }
+            let cfg = b.effective_config();
+            let set = b.group_configs(name);
+            for d in configdef::GROUP_CONFIGS {
+                if !want(d.name) {
+                    continue;
+                }
+                // unset: the broker's value (its `group.*` synonym) is the default
+                let default = d
+                    .synonym
+                    .and_then(|s| cfg.value(s))
+                    .or_else(|| d.default.map(String::from));
+                let mut chain = Vec::new();
+                if let Some(v) = set.get(d.name) {
+                    chain.push((v.clone(), ConfigSource::Group));
+                }
+                chain.push((default.clone().unwrap_or_default(), ConfigSource::Default));
+                let (value, source) = match set.get(d.name) {
+                    Some(v) => (Some(v.clone()), ConfigSource::Group),
+                    None => (default, ConfigSource::Default),
+                };
+                result.configs.push(DescribeConfigsResourceResult {
+                    name: d.name.to_string(),
+                    value,
+                    read_only: false,
+                    config_source: source as i8,
+                    is_sensitive: false,
+                    synonyms: if synonyms {
+                        chain
+                            .into_iter()
+                            .map(|(v, s)| DescribeConfigsSynonym {
+                                name: d.name.to_string(),
+                                value: Some(v),
+                                source: s as i8,
+                                ..Default::default()
+                            })
+                            .collect()
                     } else {
                         vec![]
                     },
@@ -123,6 +191,45 @@ fn describe_one(
         }
     }
     result
+}
+
+/// One DescribeConfigs synonym: (name, value, source).
+type Synonym = (&'static str, Option<String>, ConfigSource);
+
+/// A broker config's value for `scope` and its synonyms, highest precedence
+/// first: every synonym name per source, sources in Kafka's order (dynamic
+/// for this broker, dynamic default, static, default). The cluster-default
+/// resource has no per-broker layer.
+fn broker_entry(
+    cfg: &BrokerConfig,
+    def: &'static ConfigDef,
+    scope: Scope,
+) -> (Option<String>, Vec<Synonym>) {
+    let names: &[&'static str] = match configdef::broker_synonyms(def.name) {
+        [] => std::slice::from_ref(&def.name),
+        n => n,
+    };
+    let mut chain = Vec::new();
+    for (layer, source) in cfg.layers() {
+        if scope == Scope::ClusterDefault && source == ConfigSource::DynamicBroker {
+            continue;
+        }
+        for n in names {
+            if let Some(v) = layer.get(*n) {
+                chain.push((*n, Some(v.clone()), source));
+            }
+        }
+    }
+    for n in names {
+        if let Some(v) = configdef::broker_def(n).and_then(|d| d.default) {
+            chain.push((*n, Some(v.to_string()), ConfigSource::Default));
+        }
+    }
+    let value = match scope {
+        Scope::ClusterDefault => cfg.dynamic_default.get(def.name).cloned(),
+        Scope::Broker(_) => cfg.value(def.name),
+    };
+    (value, chain)
 }
 
 pub fn describe(ctx: &RequestContext, req: DescribeConfigsRequest) -> Reply {
@@ -171,18 +278,43 @@ async fn apply_topic(
     }
 }
 
-fn non_topic_error(resource_type: i8) -> (ErrorCode, Option<String>) {
-    if resource_type == RESOURCE_BROKER {
-        (
-            ErrorCode::InvalidRequest,
-            Some("broker configs are static in weir; set them in the config file".into()),
-        )
-    } else {
-        (
-            ErrorCode::InvalidRequest,
-            Some(format!("Unsupported resource type {resource_type}")),
-        )
+/// Replaces the dynamic configs of a BROKER resource; every refusal is
+/// INVALID_REQUEST, as in Kafka.
+async fn apply_broker(
+    b: &Broker,
+    name: &str,
+    configs: impl FnOnce(Scope) -> Result<BTreeMap<String, String>, String>,
+    validate_only: bool,
+) -> (ErrorCode, Option<String>) {
+    let result = dynamic_config::scope_of(name, b.config.node_id)
+        .and_then(|scope| Ok((scope, configs(scope)?)))
+        .and_then(|(scope, configs)| {
+            super::blocking(|| b.set_dynamic_broker_configs(scope, configs, validate_only))
+        });
+    match result {
+        Ok(()) => (ErrorCode::None, None),
+        Err(msg) => (ErrorCode::InvalidRequest, Some(msg)),
     }
+}
+
+fn unsupported(resource_type: i8) -> (ErrorCode, Option<String>) {
+    (
+        ErrorCode::InvalidRequest,
+        Some(format!("Unsupported resource type {resource_type}")),
+    )
+}
+
+/// AlterConfigs' full replacement set; a null value is an error.
+fn full_set(
+    configs: &[weir_protocol::messages::alter_configs_request::AlterableConfig],
+) -> Result<BTreeMap<String, String>, String> {
+    configs
+        .iter()
+        .map(|c| match &c.value {
+            Some(v) => Ok((c.name.clone(), v.clone())),
+            None => Err(format!("Null value not supported for {}", c.name)),
+        })
+        .collect()
 }
 
 pub async fn alter(ctx: &RequestContext, req: AlterConfigsRequest) -> Reply {
@@ -190,24 +322,15 @@ pub async fn alter(ctx: &RequestContext, req: AlterConfigsRequest) -> Reply {
     let _guard = b.admin.lock().await;
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
-        let (error_code, error_message) = if r.resource_type == RESOURCE_TOPIC {
-            let mut set = BTreeMap::new();
-            let mut err = None;
-            for c in &r.configs {
-                match &c.value {
-                    Some(v) => {
-                        set.insert(c.name.clone(), v.clone());
-                    }
-                    None => err = Some(format!("Null value not supported for {}", c.name)),
-                }
+        let (error_code, error_message) = match r.resource_type {
+            RESOURCE_TOPIC => {
+                apply_topic(b, &r.resource_name, full_set(&r.configs), req.validate_only).await
             }
-            let configs = match err {
-                Some(e) => Err(e),
-                None => Ok(set),
-            };
-            apply_topic(b, &r.resource_name, configs, req.validate_only).await
-        } else {
-            non_topic_error(r.resource_type)
+            RESOURCE_BROKER => {
+                let set = |_| full_set(&r.configs);
+                apply_broker(b, &r.resource_name, set, req.validate_only).await
+            }
+            other => unsupported(other),
         };
         responses.push(AlterConfigsResourceResponse {
             error_code: error_code.code(),
@@ -226,7 +349,7 @@ pub async fn alter(ctx: &RequestContext, req: AlterConfigsRequest) -> Reply {
 
 /// Applies one incremental operation to a topic's overrides. Pure.
 pub fn apply_incremental(
-    broker: &crate::config::BrokerConfig,
+    broker: &BrokerConfig,
     overrides: &mut BTreeMap<String, String>,
     name: &str,
     op: i8,
@@ -234,6 +357,43 @@ pub fn apply_incremental(
 ) -> Result<(), String> {
     let def =
         configdef::topic_def(name).ok_or_else(|| format!("Unknown topic config name: {name}"))?;
+    let inherited = || topic_config::resolve(broker, &BTreeMap::new(), def).value;
+    apply_op(overrides, name, Some(def.ty), op, value, inherited)
+}
+
+/// Applies one incremental operation to the dynamic configs of a broker
+/// resource. Pure. Names are checked (read-only, unknown) afterwards, on
+/// the whole set, as Kafka does.
+pub fn apply_incremental_broker(
+    broker: &BrokerConfig,
+    scope: Scope,
+    overrides: &mut BTreeMap<String, String>,
+    name: &str,
+    op: i8,
+    value: Option<&str>,
+) -> Result<(), String> {
+    let ty = configdef::broker_def(name).map(|d| d.ty);
+    // what an append extends: the value in effect below this resource
+    let inherited = || {
+        match scope {
+            Scope::Broker(_) => broker.with_dynamic(&broker.dynamic_default, &BTreeMap::new()),
+            Scope::ClusterDefault => broker.with_dynamic(&BTreeMap::new(), &BTreeMap::new()),
+        }
+        .value(name)
+    };
+    apply_op(overrides, name, ty, op, value, inherited)
+}
+
+/// One incremental operation on a set of overrides; `inherited` gives the
+/// value an APPEND or SUBTRACT starts from when `name` is not overridden.
+fn apply_op(
+    overrides: &mut BTreeMap<String, String>,
+    name: &str,
+    ty: Option<ConfigType>,
+    op: i8,
+    value: Option<&str>,
+    inherited: impl FnOnce() -> Option<String>,
+) -> Result<(), String> {
     match op {
         OP_SET => {
             let v = value.ok_or_else(|| format!("Null value not supported for {name}"))?;
@@ -243,15 +403,16 @@ pub fn apply_incremental(
             overrides.remove(name);
         }
         OP_APPEND | OP_SUBTRACT => {
-            if def.ty != ConfigType::List {
+            if ty != Some(ConfigType::List) {
                 return Err(format!(
-                    "Config value append/subtract is not allowed for config key {name} of type {:?}",
-                    def.ty
+                    "Config value append/subtract is not allowed for config key {name} of type {}",
+                    ty.map_or("unknown".to_string(), |t| format!("{t:?}"))
                 ));
             }
-            let current = topic_config::resolve(broker, overrides, def)
-                .value
-                .unwrap_or_default();
+            let current = match overrides.get(name) {
+                Some(v) => v.clone(),
+                None => inherited().unwrap_or_default(),
+            };
             let mut items: Vec<String> = current
                 .split(',')
                 .map(|s| s.trim().to_string())
@@ -284,7 +445,53 @@ pub async fn incremental_alter(ctx: &RequestContext, req: IncrementalAlterConfig
     let _guard = b.admin.lock().await;
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
-        let (error_code, error_message) = if r.resource_type == RESOURCE_TOPIC {
+        let (error_code, error_message) = if r.resource_type == RESOURCE_BROKER {
+            let cfg = b.effective_config();
+            let ops = |scope| {
+                let mut o = b.dynamic_configs(scope);
+                r.configs
+                    .iter()
+                    .try_for_each(|c| {
+                        apply_incremental_broker(
+                            &cfg,
+                            scope,
+                            &mut o,
+                            &c.name,
+                            c.config_operation,
+                            c.value.as_deref(),
+                        )
+                    })
+                    .map(|()| o)
+            };
+            apply_broker(b, &r.resource_name, ops, req.validate_only).await
+        } else if r.resource_type == RESOURCE_GROUP {
+            let mut o = b.group_configs(&r.resource_name);
+            let applied = r.configs.iter().try_for_each(|c| {
+                let ty = configdef::group_def(&c.name).map(|d| d.ty);
+                apply_op(
+                    &mut o,
+                    &c.name,
+                    ty,
+                    c.config_operation,
+                    c.value.as_deref(),
+                    || None,
+                )
+            });
+            if r.resource_name.is_empty() {
+                (
+                    ErrorCode::InvalidRequest,
+                    Some("Group name must not be empty".to_string()),
+                )
+            } else {
+                let result = applied.and_then(|()| {
+                    super::blocking(|| b.set_group_configs(&r.resource_name, o, req.validate_only))
+                });
+                match result {
+                    Ok(()) => (ErrorCode::None, None),
+                    Err(msg) => (ErrorCode::InvalidConfig, Some(msg)),
+                }
+            }
+        } else if r.resource_type == RESOURCE_TOPIC {
             let configs = match b.topic(&r.resource_name) {
                 None => Ok(BTreeMap::new()),
                 Some(t) => {
@@ -293,7 +500,7 @@ pub async fn incremental_alter(ctx: &RequestContext, req: IncrementalAlterConfig
                         .iter()
                         .try_for_each(|c| {
                             apply_incremental(
-                                &b.config,
+                                &b.effective_config(),
                                 &mut o,
                                 &c.name,
                                 c.config_operation,
@@ -305,7 +512,7 @@ pub async fn incremental_alter(ctx: &RequestContext, req: IncrementalAlterConfig
             };
             apply_topic(b, &r.resource_name, configs, req.validate_only).await
         } else {
-            non_topic_error(r.resource_type)
+            unsupported(r.resource_type)
         };
         responses.push(inc_resp::AlterConfigsResourceResponse {
             error_code: error_code.code(),

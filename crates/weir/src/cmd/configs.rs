@@ -1,5 +1,6 @@
-//! `weir configs`: describe and alter topic and broker configs, like
-//! `kafka-configs.sh`.
+//! `weir configs`: describe and alter topic, broker and group configs, like
+//! `kafka-configs.sh`. Broker configs are altered dynamically, for one
+//! broker (`--entity-name <id>`) or cluster-wide (`--entity-default`).
 
 use std::process::ExitCode;
 
@@ -10,7 +11,7 @@ use super::common::{Bootstrap, run_async};
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  weir configs describe --entity-type topics --entity-name orders\n  weir configs describe --entity-type topics --entity-name orders --all\n  weir configs describe --entity-type brokers --entity-name 1\n  weir configs alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,cleanup.policy=[compact,delete]\n  weir configs alter --entity-type topics --entity-name orders --delete-config retention.ms"
+    after_help = "Examples:\n  weir configs describe --entity-type topics --entity-name orders\n  weir configs describe --entity-type topics --entity-name orders --all\n  weir configs describe --entity-type brokers --entity-name 1\n  weir configs describe --entity-type brokers --entity-default\n  weir configs alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,cleanup.policy=[compact,delete]\n  weir configs alter --entity-type topics --entity-name orders --delete-config retention.ms\n  weir configs alter --entity-type brokers --entity-default --add-config log.retention.ms=86400000\n  weir configs alter --entity-type groups --entity-name my-group --add-config consumer.session.timeout.ms=50000"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -23,6 +24,7 @@ pub struct Args {
 enum EntityType {
     Topics,
     Brokers,
+    Groups,
 }
 
 impl EntityType {
@@ -30,6 +32,7 @@ impl EntityType {
         match self {
             EntityType::Topics => ResourceType::Topic,
             EntityType::Brokers => ResourceType::Broker,
+            EntityType::Groups => ResourceType::Group,
         }
     }
 }
@@ -44,21 +47,28 @@ enum Action {
         #[arg(long = "entity-type", value_enum)]
         entity_type: EntityType,
         /// Topic name or broker id (for brokers, default: the lowest known broker id).
-        #[arg(long = "entity-name")]
+        #[arg(long = "entity-name", conflicts_with = "entity_default")]
         entity_name: Option<String>,
+        /// Brokers: the cluster-wide dynamic configs (`<default>`).
+        #[arg(long = "entity-default")]
+        entity_default: bool,
         /// List every config with its value and source, not only overrides.
         #[arg(long)]
         all: bool,
     },
-    /// Set or remove topic config overrides (IncrementalAlterConfigs).
+    /// Set or remove topic config overrides or dynamic broker configs
+    /// (IncrementalAlterConfigs).
     #[command(
-        after_help = "Examples:\n  weir configs alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,segment.bytes=1048576\n  weir configs alter --entity-type topics --entity-name orders --add-config cleanup.policy=[compact,delete]\n  weir configs alter --entity-type topics --entity-name orders --delete-config retention.ms,segment.bytes\n\nBroker configs are static in weir (set them in the config file)."
+        after_help = "Examples:\n  weir configs alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,segment.bytes=1048576\n  weir configs alter --entity-type topics --entity-name orders --add-config cleanup.policy=[compact,delete]\n  weir configs alter --entity-type topics --entity-name orders --delete-config retention.ms,segment.bytes\n  weir configs alter --entity-type brokers --entity-name 1 --add-config message.max.bytes=2097152\n  weir configs alter --entity-type brokers --entity-default --delete-config log.retention.ms\n\nOnly dynamic broker configs can be altered (docs/configuration.md lists them); the rest are set in the config file."
     )]
     Alter {
         #[arg(long = "entity-type", value_enum)]
         entity_type: EntityType,
-        #[arg(long = "entity-name")]
-        entity_name: String,
+        #[arg(long = "entity-name", required_unless_present = "entity_default")]
+        entity_name: Option<String>,
+        /// Brokers: alter the cluster-wide dynamic configs (`<default>`).
+        #[arg(long = "entity-default", conflicts_with = "entity_name")]
+        entity_default: bool,
         /// Configs to set: k=v,k2=v2 (a list value in brackets: k=[a,b]).
         #[arg(long = "add-config")]
         add_config: Option<String>,
@@ -74,16 +84,21 @@ pub fn run(args: Args) -> ExitCode {
             Action::Describe {
                 entity_type,
                 entity_name,
+                entity_default,
                 all,
             } => {
-                if entity_type == EntityType::Topics && entity_name.is_none() {
-                    bail!("--entity-name is required for topics");
+                if entity_type != EntityType::Brokers && entity_name.is_none() {
+                    bail!("--entity-name is required for topics and groups");
+                }
+                if entity_type != EntityType::Brokers && entity_default {
+                    bail!("--entity-default is for brokers only");
                 }
                 let mut client = args.bootstrap.connect().await?;
                 // Without a name, a broker describes itself: ask the lowest
                 // known node id.
                 let name = match entity_name {
                     Some(n) => n,
+                    None if entity_default => String::new(),
                     None => client
                         .brokers()
                         .keys()
@@ -99,9 +114,13 @@ pub fn run(args: Args) -> ExitCode {
                     .await?;
                 let kind = match entity_type {
                     EntityType::Topics => "topic",
+                    EntityType::Brokers if entity_default => "default broker",
                     EntityType::Brokers => "broker",
+                    EntityType::Groups => "group",
                 };
-                if all {
+                if entity_default {
+                    println!("Default configs for brokers in the cluster are:");
+                } else if all {
                     println!("All configs for {kind} {name} are:");
                 } else {
                     println!("Non-default configs for {kind} {name} are:");
@@ -136,9 +155,15 @@ pub fn run(args: Args) -> ExitCode {
             Action::Alter {
                 entity_type,
                 entity_name,
+                entity_default,
                 add_config,
                 delete_config,
             } => {
+                if entity_type != EntityType::Brokers && entity_default {
+                    bail!("--entity-default is for brokers only");
+                }
+                // `<default>`: the empty broker resource name
+                let entity_name = entity_name.unwrap_or_default();
                 let mut ops: Vec<ConfigOp> = match &add_config {
                     Some(s) => parse_add_config(s)?
                         .into_iter()
@@ -163,11 +188,20 @@ pub fn run(args: Args) -> ExitCode {
                 client
                     .incremental_alter_configs(entity_type.resource(), &entity_name, &ops)
                     .await?;
-                let kind = match entity_type {
-                    EntityType::Topics => "topic",
-                    EntityType::Brokers => "broker",
-                };
-                println!("Completed updating config for {kind} {entity_name}.");
+                match entity_type {
+                    EntityType::Topics => {
+                        println!("Completed updating config for topic {entity_name}.")
+                    }
+                    EntityType::Brokers if entity_default => {
+                        println!("Completed updating default config for brokers in the cluster.")
+                    }
+                    EntityType::Brokers => {
+                        println!("Completed updating config for broker {entity_name}.")
+                    }
+                    EntityType::Groups => {
+                        println!("Completed updating config for group {entity_name}.")
+                    }
+                }
             }
         }
         Ok(())

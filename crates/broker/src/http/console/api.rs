@@ -282,11 +282,7 @@ fn segments(log: &Log) -> Vec<SegmentFiles> {
 }
 
 fn source_name(s: ConfigSource) -> &'static str {
-    match s {
-        ConfigSource::DynamicTopic => "DYNAMIC_TOPIC_CONFIG",
-        ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
-        ConfigSource::Default => "DEFAULT_CONFIG",
-    }
+    s.name()
 }
 
 fn masked(value: Option<String>, sensitive: bool) -> Option<String> {
@@ -308,7 +304,7 @@ fn topic_detail(b: &Broker, name: &str) -> Result<TopicDetail, ConsoleError> {
             }
         })
         .collect();
-    let configs = topic_config::resolve_all(&b.config, &t.configs)
+    let configs = topic_config::resolve_all(&b.effective_config(), &t.configs)
         .into_iter()
         .map(|r| ConfigEntry {
             name: r.def.name.to_string(),
