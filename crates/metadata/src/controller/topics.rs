@@ -15,9 +15,9 @@ use crate::image::{MetadataImage, TOPIC_RESOURCE};
 impl Controller {
     /// CreateTopics for one topic: validation, then the topic, its configs
     /// and its partitions. Replicas are spread round-robin over the active
-    /// brokers in placement order (rack-alternating, see `placement_order`) from a start picked by the seed:
-    /// partition p's replica j is broker `(start + p + j) mod n`, so leaders
-    /// and followers rotate.
+    /// brokers in placement order (rack-alternating, see `placement_order`)
+    /// from a start picked by the seed: partition p's replica j is broker
+    /// `(start + p + j) mod n`, so leaders and followers rotate.
     pub fn create_topic(
         &mut self,
         image: &MetadataImage,
