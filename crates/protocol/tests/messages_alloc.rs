@@ -10,6 +10,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use weir_protocol::codec::arbitrary::{Random, Rng};
 use weir_protocol::messages::group_coordinator::*;
+use weir_protocol::messages::metadata::*;
 use weir_protocol::messages::transaction_coordinator::*;
 use weir_protocol::messages::*;
 use weir_protocol::{Decodable, DecodeError, Encodable, FrameError, Message};
@@ -193,6 +194,7 @@ fn allocation_per_input_byte_is_bounded() {
     for w in [
         weir_protocol::__weir_all_group_coordinator_records!(all),
         weir_protocol::__weir_all_transaction_coordinator_records!(all),
+        weir_protocol::__weir_all_metadata_records!(all),
     ] {
         eprintln!(
             "coordinator records: largest ratio {:.1} at {}",
@@ -216,6 +218,7 @@ fn worst_case_allocation_ratio_is_bounded() {
         weir_protocol::messages::__ALL_LAYOUTS,
         weir_protocol::messages::group_coordinator::__ALL_LAYOUTS,
         weir_protocol::messages::transaction_coordinator::__ALL_LAYOUTS,
+        weir_protocol::messages::metadata::__ALL_LAYOUTS,
     ];
     for (message, structs) in layouts.iter().flat_map(|l| l.iter()) {
         // The top-level struct (first) is allocated once per frame, not

@@ -4,6 +4,7 @@
 use bytes::BytesMut;
 use weir_protocol::codec::arbitrary::{Random, Rng};
 use weir_protocol::messages::group_coordinator::*;
+use weir_protocol::messages::metadata::*;
 use weir_protocol::messages::transaction_coordinator::*;
 use weir_protocol::messages::*;
 use weir_protocol::{Decodable, Encodable, Message};
@@ -65,7 +66,8 @@ fn every_message_every_version_round_trips() {
 #[test]
 fn every_coordinator_record_round_trips() {
     let pairs = weir_protocol::__weir_all_group_coordinator_records!(all)
-        + weir_protocol::__weir_all_transaction_coordinator_records!(all);
-    eprintln!("round-tripped {pairs} coordinator (record, version) pairs");
-    assert!(pairs > 30);
+        + weir_protocol::__weir_all_transaction_coordinator_records!(all)
+        + weir_protocol::__weir_all_metadata_records!(all);
+    eprintln!("round-tripped {pairs} coordinator and metadata (record, version) pairs");
+    assert!(pairs > 60);
 }
