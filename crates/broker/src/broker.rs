@@ -87,6 +87,9 @@ pub struct Broker {
     /// Dynamic broker configs, as stored in `weir-dynamic-configs.json`;
     /// changed only under `admin`.
     dynamic: RwLock<DynamicConfigs>,
+    /// `config` with this broker's dynamic configs on top; replaced whole
+    /// when they change, so readers (produce) take a cheap `Arc` clone.
+    effective: RwLock<Arc<BrokerConfig>>,
     pub meta: MetaProperties,
     pub logs: LogManager,
     topics: RwLock<TopicStore>,
@@ -236,6 +239,7 @@ impl Broker {
             clock,
             config: static_config,
             dynamic: RwLock::new(dynamic),
+            effective: RwLock::new(Arc::new(config)),
             groups: OnceLock::new(),
             metrics: crate::metrics::BrokerMetrics::new(now, recovery),
         })
@@ -492,12 +496,11 @@ impl Broker {
 
     /// The configuration in effect: the static one with the dynamic broker
     /// configs (cluster-wide, then this broker's) on top.
-    pub fn effective_config(&self) -> BrokerConfig {
-        let d = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
-        self.config.with_dynamic(
-            &d.cluster_default,
-            &d.get(Scope::Broker(self.config.node_id)),
-        )
+    pub fn effective_config(&self) -> Arc<BrokerConfig> {
+        self.effective
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The dynamic broker configs set for `scope`.
@@ -542,6 +545,7 @@ impl Broker {
             .ok_or_else(|| "log.dirs is empty".to_string())?;
         dynamic_config::store(dir, &next).map_err(|e| e.to_string())?;
         *self.dynamic.write().map_err(|_| "poisoned")? = next;
+        *self.effective.write().map_err(|_| "poisoned")? = Arc::new(effective);
         for (t, cfg) in planned {
             for p in 0..t.partitions {
                 if let Some(log) = self.log(&t.name, p) {

@@ -128,8 +128,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     min(def("num.partitions", Int, Some("1")), 1),
     min(def("default.replication.factor", Int, Some("1")), 1),
-    // Kafka: cluster-wide; read-only in weir until produce reads it live
-    min(def("min.insync.replicas", Int, Some("1")), 1),
+    cw(min(def("min.insync.replicas", Int, Some("1")), 1)),
     min(def("socket.request.max.bytes", Int, Some("104857600")), 1),
     // Kafka's default is -1 (unbounded); weir bounds the memory of request
     // frames being received by default. -1 = unbounded, 0 is refused.
@@ -603,13 +602,12 @@ mod tests {
             let s = d.synonym.unwrap();
             assert!(broker_def(s).is_some(), "{s}");
             // a topic default changes live: every log's config is rebuilt
-            if s != "min.insync.replicas" {
-                assert_eq!(
-                    broker_def(s).unwrap().dynamic,
-                    DynamicMode::ClusterWide,
-                    "{s}"
-                );
-            }
+            // (and produce reads min.insync.replicas from the config in effect)
+            assert_eq!(
+                broker_def(s).unwrap().dynamic,
+                DynamicMode::ClusterWide,
+                "{s}"
+            );
         }
         for d in TOPIC_CONFIGS {
             assert_eq!(d.dynamic, DynamicMode::ReadOnly, "{}", d.name);

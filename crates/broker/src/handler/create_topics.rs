@@ -97,7 +97,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
                 result.num_partitions = meta.partitions;
                 result.replication_factor = 1;
                 result.configs = Some(
-                    topic_config::resolve_all(&b.config, &meta.configs)
+                    topic_config::resolve_all(&b.effective_config(), &meta.configs)
                         .into_iter()
                         .map(|r| CreatableTopicConfigs {
                             name: r.def.name.to_string(),

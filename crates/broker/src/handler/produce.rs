@@ -256,7 +256,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
         }
         let t = b.topic(topic)?;
         let r = crate::topic_config::resolve(
-            &b.config,
+            &b.effective_config(),
             &t.configs,
             crate::configdef::topic_def("min.insync.replicas")?,
         );
