@@ -193,8 +193,18 @@ impl MetadataImage {
         self.inner.configs.get(&(resource_type, name.to_owned()))
     }
 
+    /// Every resource's configs: ((resource type, name), key → value).
+    pub fn all_configs(&self) -> impl Iterator<Item = (&(i8, String), &BTreeMap<String, String>)> {
+        self.inner.configs.iter()
+    }
+
     pub fn feature_level(&self, name: &str) -> Option<i16> {
         self.inner.features.get(name).copied()
+    }
+
+    /// Every feature with its (non-zero) level.
+    pub fn features(&self) -> impl Iterator<Item = (&str, i16)> {
+        self.inner.features.iter().map(|(n, l)| (n.as_str(), *l))
     }
 
     /// The first producer id not yet handed out.
