@@ -535,12 +535,18 @@ pub struct BrokerConfigView {
 }
 
 fn config(b: &Broker) -> BrokerConfigView {
+    let cfg = b.effective_config();
     let configs = configdef::BROKER_CONFIGS
         .iter()
         .map(|d| {
-            let (value, source) = match b.config.explicit.get(d.name) {
-                Some(v) => (Some(v.clone()), ConfigSource::StaticBroker),
-                None => (b.config.value(d.name), ConfigSource::Default),
+            // dynamic for this broker, dynamic cluster-wide, static, default
+            let set = cfg
+                .layers()
+                .into_iter()
+                .find_map(|(layer, source)| layer.get(d.name).map(|v| (v.clone(), source)));
+            let (value, source) = match set {
+                Some((v, source)) => (Some(v), source),
+                None => (cfg.value(d.name), ConfigSource::Default),
             };
             ConfigEntry {
                 name: d.name.to_string(),
