@@ -1,0 +1,350 @@
+//! [`QuorumController`]: the controller beside each node's metadata raft.
+//!
+//! On the raft leader a request goes through one pipeline, one request at
+//! a time (a `tokio::sync::Mutex` held from decision to apply):
+//!
+//! 1. confirm leadership with a quorum and wait until this node has applied
+//!    everything committed so far (openraft's `ensure_linearizable`, which
+//!    covers the leader's own first entry of its term, so entries of earlier
+//!    leaders are in the image);
+//! 2. run weir-metadata's pure decision on that image;
+//! 3. propose the records as one batch and wait until it is committed and
+//!    applied here;
+//! 4. answer.
+//!
+//! Because the next request starts only after the previous batch is in the
+//! image, two creates of one topic cannot both pass the existence check.
+//! Anywhere else the answer is NOT_CONTROLLER with the leader this node
+//! knows of. The whole pipeline is bounded by `request_timeout`; a request
+//! that runs out answers REQUEST_TIMED_OUT (its batch may or may not have
+//! committed, as with Kafka).
+//!
+//! The controller's soft state (sessions, placement seed) starts afresh
+//! every time this node becomes leader in a new term. Time is the caller's
+//! `now_ms`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::BasicNode;
+use tokio::sync::Mutex;
+use weir_metadata::controller::{
+    AlterPartition, Controller, ControllerConfig, Heartbeat, HeartbeatReply, NewTopic,
+    Registration, Rejection,
+};
+use weir_metadata::{MetadataImage, Partition};
+use weir_protocol::Uuid;
+use weir_protocol::error_code::ErrorCode;
+use weir_protocol::metadata_record::MetadataRecord;
+
+use crate::batch::encode_batch;
+use crate::image::ImageReader;
+
+/// Default bound on one request, decision to apply.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a request was not done.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControllerError {
+    /// This node is not the active controller; `leader` is the one it knows.
+    #[error("not the controller (leader {leader:?})")]
+    NotController { leader: Option<u64> },
+    /// The decision refused the request.
+    #[error("{}: {}", .0.code.name(), .0.message)]
+    Rejected(Rejection),
+    /// The request ran past its deadline; its records may have committed.
+    #[error("the request timed out")]
+    TimedOut,
+    /// The batch committed but did not apply (every node skipped it).
+    #[error("batch at index {index} was skipped: {reason}")]
+    Skipped { index: u64, reason: String },
+    /// Raft stopped or failed.
+    #[error("metadata raft stopped: {0}")]
+    Stopped(String),
+}
+
+impl ControllerError {
+    /// The Kafka error code to answer with.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            ControllerError::NotController { .. } => ErrorCode::NotController,
+            ControllerError::Rejected(r) => r.code,
+            ControllerError::TimedOut => ErrorCode::RequestTimedOut,
+            ControllerError::Skipped { .. } | ControllerError::Stopped(_) => {
+                ErrorCode::UnknownServerError
+            }
+        }
+    }
+}
+
+impl From<Rejection> for ControllerError {
+    fn from(r: Rejection) -> Self {
+        ControllerError::Rejected(r)
+    }
+}
+
+/// The controller's settings.
+#[derive(Debug, Clone)]
+pub struct QuorumControllerConfig {
+    pub controller: ControllerConfig,
+    /// Mixed with the term into the seed of placement and topic ids.
+    pub seed: u64,
+    /// Bound on one request.
+    pub request_timeout: Duration,
+}
+
+impl Default for QuorumControllerConfig {
+    fn default() -> Self {
+        QuorumControllerConfig {
+            controller: ControllerConfig::default(),
+            seed: 0,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+}
+
+/// The decision state of the term this node leads.
+struct Active {
+    term: Option<u64>,
+    controller: Controller,
+}
+
+struct Inner {
+    node_id: u64,
+    raft: weir_raft::Raft,
+    images: ImageReader,
+    config: QuorumControllerConfig,
+    /// Held from a decision until its batch is applied: decisions are
+    /// serialized and each sees the image of the one before.
+    active: Mutex<Active>,
+}
+
+/// A request's decision: given the controller and the image at `offset`,
+/// the answer and the records to commit before giving it.
+type Decided<T> = Result<(T, Vec<MetadataRecord>), Rejection>;
+
+/// The controller of one node; cloning shares it.
+#[derive(Clone)]
+pub struct QuorumController {
+    inner: Arc<Inner>,
+}
+
+impl QuorumController {
+    /// The controller of node `node_id`, proposing through `raft` and
+    /// reading `images` (the reader of the state machine `raft` applies to).
+    pub fn new(
+        node_id: u64,
+        raft: weir_raft::Raft,
+        images: ImageReader,
+        config: QuorumControllerConfig,
+    ) -> Self {
+        let controller = Controller::new(config.controller.clone(), config.seed);
+        QuorumController {
+            inner: Arc::new(Inner {
+                node_id,
+                raft,
+                images,
+                config,
+                active: Mutex::new(Active {
+                    term: None,
+                    controller,
+                }),
+            }),
+        }
+    }
+
+    /// The raft leader this node knows of: the active controller.
+    pub fn leader(&self) -> Option<u64> {
+        self.inner.raft.metrics().borrow().current_leader
+    }
+
+    /// Whether this node is the active controller as far as it knows.
+    pub fn is_active(&self) -> bool {
+        self.leader() == Some(self.inner.node_id)
+    }
+
+    /// BrokerRegistration: the broker's epoch.
+    pub async fn register_broker(
+        &self,
+        req: Registration,
+        now_ms: u64,
+    ) -> Result<i64, ControllerError> {
+        self.decide(move |c, image, _| c.register_broker(image, &req, now_ms))
+            .await
+    }
+
+    /// BrokerHeartbeat. The broker is caught up when its
+    /// `current_metadata_offset` reaches the index of the last applied batch.
+    pub async fn heartbeat(
+        &self,
+        hb: Heartbeat,
+        now_ms: u64,
+    ) -> Result<HeartbeatReply, ControllerError> {
+        self.decide(move |c, image, offset| {
+            let reply = c.heartbeat(image, &hb, offset, now_ms)?;
+            let records = reply.records.clone();
+            Ok((reply, records))
+        })
+        .await
+    }
+
+    /// CreateTopics for one topic: its id.
+    pub async fn create_topic(&self, topic: NewTopic) -> Result<Uuid, ControllerError> {
+        self.decide(move |c, image, _| c.create_topic(image, &topic))
+            .await
+    }
+
+    /// DeleteTopics for one topic.
+    pub async fn delete_topic(&self, name: String) -> Result<(), ControllerError> {
+        self.decide(move |c, image, _| Ok(((), c.delete_topic(image, &name)?)))
+            .await
+    }
+
+    /// AlterPartition for one partition: the partition as it now is.
+    pub async fn alter_partition(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+        req: AlterPartition,
+    ) -> Result<Partition, ControllerError> {
+        self.decide(move |c, image, _| c.alter_partition(image, broker_id, broker_epoch, &req))
+            .await
+    }
+
+    /// ControlledShutdown: once answered, the broker leads nothing.
+    pub async fn controlled_shutdown(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<(), ControllerError> {
+        self.decide(move |c, image, _| {
+            Ok(((), c.controlled_shutdown(image, broker_id, broker_epoch)?))
+        })
+        .await
+    }
+
+    /// AllocateProducerIds: the first id of a block of
+    /// `weir_metadata::controller::PRODUCER_ID_BLOCK_SIZE`.
+    pub async fn allocate_producer_ids(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<i64, ControllerError> {
+        self.decide(move |c, image, _| c.allocate_producer_ids(image, broker_id, broker_epoch))
+            .await
+    }
+
+    /// Session expiry at `now_ms`: fences every broker whose heartbeats
+    /// stopped for longer than `broker.session.timeout.ms`, moving its
+    /// leadership to the ISR. Returns the brokers fenced.
+    pub async fn tick(&self, now_ms: u64) -> Result<Vec<i32>, ControllerError> {
+        self.decide(move |c, image, _| {
+            let before: Vec<i32> = active_ids(image);
+            let records = c.expire_sessions(image, now_ms);
+            let fenced = match image.apply(&records) {
+                Ok((after, _)) => before
+                    .into_iter()
+                    .filter(|id| !after.is_active(*id))
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            Ok((fenced, records))
+        })
+        .await
+    }
+
+    /// Runs `decide` in the pipeline of the module doc.
+    async fn decide<T>(
+        &self,
+        decide: impl FnOnce(&mut Controller, &MetadataImage, i64) -> Decided<T>,
+    ) -> Result<T, ControllerError> {
+        if let Some(leader) = self.leader().filter(|l| *l != self.inner.node_id) {
+            return Err(ControllerError::NotController {
+                leader: Some(leader),
+            });
+        }
+        bound(self.inner.config.request_timeout, async {
+            let mut active = self.inner.active.lock().await;
+            self.ensure_leader().await?;
+            let term = self.inner.raft.metrics().borrow().current_term;
+            if active.term != Some(term) {
+                // A new term of ours: sessions start over (see weir-metadata's
+                // controller doc) and placement draws from a new seed.
+                let seed = self.inner.config.seed ^ term.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                active.controller = Controller::new(self.inner.config.controller.clone(), seed);
+                active.term = Some(term);
+            }
+            let applied = self.inner.images.current();
+            let offset = i64::try_from(applied.index).unwrap_or(i64::MAX);
+            let (answer, records) = decide(&mut active.controller, &applied.image, offset)?;
+            if !records.is_empty() {
+                self.propose(&records).await?;
+            }
+            Ok(answer)
+        })
+        .await
+    }
+
+    /// Confirms leadership with a quorum and waits for this node's image to
+    /// hold everything committed.
+    async fn ensure_leader(&self) -> Result<(), ControllerError> {
+        match self.inner.raft.ensure_linearizable().await {
+            Ok(_) => Ok(()),
+            Err(e) => match e.forward_to_leader::<BasicNode>() {
+                Some(fwd) => Err(ControllerError::NotController {
+                    leader: fwd.leader_id,
+                }),
+                None => match e {
+                    openraft::error::RaftError::APIError(_) => {
+                        Err(ControllerError::NotController { leader: None })
+                    }
+                    openraft::error::RaftError::Fatal(f) => {
+                        Err(ControllerError::Stopped(f.to_string()))
+                    }
+                },
+            },
+        }
+    }
+
+    /// Commits `records` as one batch and checks that it applied.
+    async fn propose(&self, records: &[MetadataRecord]) -> Result<(), ControllerError> {
+        let payload = encode_batch(records)
+            .map_err(|e| ControllerError::Stopped(format!("records do not encode: {e}")))?;
+        let index = match self.inner.raft.client_write(payload).await {
+            Ok(resp) => resp.data,
+            Err(e) => {
+                return Err(match e.forward_to_leader::<BasicNode>() {
+                    Some(fwd) => ControllerError::NotController {
+                        leader: fwd.leader_id,
+                    },
+                    None => ControllerError::Stopped(e.to_string()),
+                });
+            }
+        };
+        match self.inner.images.rejection(index) {
+            Some(reason) => Err(ControllerError::Skipped { index, reason }),
+            None => {
+                debug_assert!(self.inner.images.current().index >= index);
+                Ok(())
+            }
+        }
+    }
+}
+
+fn active_ids(image: &MetadataImage) -> Vec<i32> {
+    image
+        .brokers()
+        .filter(|b| b.is_active())
+        .map(|b| b.id)
+        .collect()
+}
+
+async fn bound<T>(
+    timeout: Duration,
+    f: impl Future<Output = Result<T, ControllerError>>,
+) -> Result<T, ControllerError> {
+    tokio::time::timeout(timeout, f)
+        .await
+        .unwrap_or(Err(ControllerError::TimedOut))
+}
