@@ -3,7 +3,9 @@
 //! takes effect live (a lowered `message.max.bytes` refuses a produce with
 //! MESSAGE_TOO_LARGE), DescribeConfigs reports the source on the broker and
 //! on topics that inherit it, read-only configs are refused with Kafka's
-//! INVALID_REQUEST, and the values survive a restart.
+//! INVALID_REQUEST, and the values survive a restart. Group configs and
+//! the cluster-wide default (which the `rdkafka` crate cannot address) go
+//! through `weir configs` against the same broker.
 
 use std::time::Duration;
 
@@ -155,4 +157,50 @@ async fn broker_configs_change_live_and_survive_a_restart() {
         Some(&ConfigSource::Default)
     );
     assert_eq!(produce(&broker, 4000).await, None);
+}
+
+/// `weir configs args…` against `broker`; its stdout on success.
+fn weir_configs(broker: &WeirProcess, args: &[&str]) -> String {
+    let bin = weir_compat_tests::weir_binary().expect("weir binary");
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("configs")
+        .args(args)
+        .args(["--bootstrap-server", broker.bootstrap()]);
+    let out = weir_compat_tests::run_with_timeout(&mut cmd, None, TIMEOUT).expect("weir configs");
+    assert!(out.success(), "{}", out.describe("weir configs"));
+    out.stdout
+}
+
+#[test]
+fn group_and_default_broker_configs_survive_a_restart() {
+    let mut broker = WeirProcess::start().unwrap_or_else(|e| panic!("weir did not start: {e}"));
+    let group = ["--entity-type", "groups", "--entity-name", "g"];
+    let default = ["--entity-type", "brokers", "--entity-default"];
+    let alter = |b: &WeirProcess, target: &[&str], config: &str| {
+        let mut args = vec!["alter"];
+        args.extend_from_slice(target);
+        args.extend(["--add-config", config]);
+        weir_configs(b, &args);
+    };
+    let describe = |b: &WeirProcess, target: &[&str]| {
+        let mut args = vec!["describe"];
+        args.extend_from_slice(target);
+        weir_configs(b, &args)
+    };
+    // (each is the last change of its kind before the restart)
+    alter(&broker, &default, "log.retention.bytes=1048576");
+    alter(&broker, &group, "consumer.heartbeat.interval.ms=6000");
+    broker
+        .restart()
+        .unwrap_or_else(|e| panic!("restart: {e}\n{}", broker.stderr_tail()));
+    let g = describe(&broker, &group);
+    assert!(
+        g.contains("consumer.heartbeat.interval.ms=6000 source=GROUP_CONFIG"),
+        "{g}"
+    );
+    let d = describe(&broker, &default);
+    assert!(
+        d.contains("log.retention.bytes=1048576 source=DYNAMIC_DEFAULT_BROKER_CONFIG"),
+        "{d}"
+    );
 }
