@@ -156,7 +156,9 @@ fn random_bytes_after_the_active_segment_and_in_its_index() {
         let c = m.crash(CrashMode::KeepWritten);
         let lp = seg_file(active, ".log");
         let mut log_bytes = c.read_all(&lp).unwrap();
-        let junk: Vec<u8> = (0..rng.random_range(1..300)).map(|_| rng.random()).collect();
+        let junk: Vec<u8> = (0..rng.random_range(1..300))
+            .map(|_| rng.random())
+            .collect();
         log_bytes.extend_from_slice(&junk);
         c.write_all(&lp, &log_bytes).unwrap();
         let ip = seg_file(active, ".index");
