@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use weir_cluster::ControllerError;
 use weir_metadata::NO_LEADER;
-use weir_metadata::controller::{NewTopic, PRODUCER_ID_BLOCK_SIZE};
+use weir_metadata::controller::{AlterPartition, NewTopic, PRODUCER_ID_BLOCK_SIZE};
 use weir_protocol::error_code::ErrorCode;
 use weir_raft::network::MemRouter;
 
@@ -92,6 +92,36 @@ async fn requests_on_the_leader_reach_every_image() {
         .await
         .unwrap_err();
     assert_eq!(err.error_code(), ErrorCode::InvalidReplicationFactor);
+
+    // AlterPartition from partition 0's leader shrinks its ISR everywhere;
+    // the same request again (now a stale partition epoch) is refused.
+    let p0 = t.partitions[&0].clone();
+    let shrink = AlterPartition {
+        topic_id: id,
+        partition: 0,
+        leader_epoch: p0.leader_epoch,
+        partition_epoch: p0.partition_epoch,
+        new_isr: vec![(p0.leader, -1), (p0.replicas[1], -1)],
+    };
+    let leader_epoch = epochs[&p0.leader];
+    let altered = on_leader(&nodes, |c| {
+        let req = shrink.clone();
+        async move { c.alter_partition(p0.leader, leader_epoch, req).await }
+    })
+    .await;
+    assert_eq!(altered.isr.len(), 2);
+    assert_eq!(altered.partition_epoch, p0.partition_epoch + 1);
+    wait_for("every image holds the shrunk ISR", || {
+        let t = topic_everywhere(&nodes, "orders")?;
+        (t.partitions[&0] == altered).then_some(())
+    })
+    .await;
+    let err = node(&nodes, leader)
+        .controller
+        .alter_partition(p0.leader, leader_epoch, shrink.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.error_code(), ErrorCode::InvalidUpdateVersion);
 
     // Producer ids: consecutive blocks.
     let (e1, e2, e3) = (epochs[&1], epochs[&2], epochs[&3]);
