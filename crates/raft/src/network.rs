@@ -294,6 +294,8 @@ struct RouterInner {
     nodes: BTreeMap<u64, Raft>,
     /// Cut links as (from, to).
     cut: BTreeSet<(u64, u64)>,
+    /// Nodes whose AppendEntries carrying entries are lost (heartbeats pass).
+    drop_entries: BTreeSet<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -321,9 +323,18 @@ impl MemRouter {
         }
     }
 
-    /// Restores every link.
+    /// Loses every AppendEntries from `id` that carries entries, while its
+    /// heartbeats (empty AppendEntries) still pass: `id` keeps leading and
+    /// confirming its leadership, but nothing it proposes commits.
+    pub fn drop_entries_from(&self, id: u64) {
+        lock(&self.inner).drop_entries.insert(id);
+    }
+
+    /// Restores every link and stops dropping entries.
     pub fn heal(&self) {
-        lock(&self.inner).cut.clear();
+        let mut inner = lock(&self.inner);
+        inner.cut.clear();
+        inner.drop_entries.clear();
     }
 
     /// The network factory of node `from`.
@@ -392,6 +403,13 @@ impl RaftNetwork<TypeConfig> for MemClient {
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, Err> {
         let raft = self.check().map_err(|e| unreachable(&e))?;
+        if !rpc.entries.is_empty() && lock(&self.router.inner).drop_entries.contains(&self.from) {
+            let e = io::Error::new(
+                io::ErrorKind::ConnectionReset,
+                format!("entries {} -> {} dropped", self.from, self.to),
+            );
+            return Err(unreachable(&e));
+        }
         let resp = raft.append_entries(rpc).await;
         self.check().map_err(|e| unreachable(&e))?;
         resp.map_err(|e| RemoteError::new(self.to, e).into())
