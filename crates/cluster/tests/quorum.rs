@@ -272,6 +272,66 @@ async fn isolated_leader_is_replaced_and_its_request_fails() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_cut_off_after_the_decision_never_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemRouter::default();
+    let nodes = start_mem(dir.path(), &router, |_| {}).await;
+    register_brokers(&nodes, 1..=3, 0).await;
+    let old = wait_for("a leader", || agreed_leader(&nodes)).await;
+    let old_raft = node(&nodes, old).raft.raft().clone();
+    let rest: Vec<_> = nodes.iter().filter(|n| n.node_id() != old).collect();
+
+    // The leader still confirms its leadership (heartbeats pass) and so
+    // decides and proposes, but its entry reaches nobody.
+    router.drop_entries_from(old);
+    let before = old_raft.metrics().borrow().last_log_index;
+    let stale = node(&nodes, old).controller.clone();
+    let in_flight = tokio::spawn(async move { stale.create_topic(topic("lost", 1, 1)).await });
+    wait_for("the old leader appended the batch to its own log", || {
+        let last = old_raft.metrics().borrow().last_log_index;
+        (last > before).then_some(())
+    })
+    .await;
+    assert!(!in_flight.is_finished(), "uncommitted, so unanswered");
+
+    router.isolate(old);
+    let new = wait_for("a new leader among the majority", || {
+        agreed_leader(rest.iter().copied()).filter(|l| *l != old)
+    })
+    .await;
+    on_leader(rest.iter().copied(), |c| async move {
+        c.create_topic(topic("lost", 2, 3)).await
+    })
+    .await;
+    router.heal();
+
+    let result = bounded("the old leader's request is answered", in_flight)
+        .await
+        .unwrap();
+    let err = result.expect_err("a batch that never committed must not succeed");
+    assert!(
+        matches!(
+            err,
+            ControllerError::NotController { .. } | ControllerError::TimedOut
+        ),
+        "{err}"
+    );
+    let converged = wait_for("all images equal after the heal", || {
+        images_equal(&nodes).filter(|i| i.topic_by_name("lost").is_some())
+    })
+    .await;
+    // The topic is the new leader's (2 partitions), not the old one's (1).
+    assert_eq!(converged.topic_by_name("lost").unwrap().partitions.len(), 2);
+    wait_for("the old leader follows", || {
+        (node(&nodes, old).controller.leader() == Some(new)).then_some(())
+    })
+    .await;
+    for n in nodes {
+        n.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_broker_is_fenced_and_its_partitions_move() {
     let dir = tempfile::tempdir().unwrap();
     let router = MemRouter::default();
