@@ -527,6 +527,7 @@ impl Broker {
             &next.cluster_default,
             &next.get(Scope::Broker(self.config.node_id)),
         );
+        dynamic_config::validate_cleaner_threads(&self.effective_config(), &effective)?;
         let topics = self.all_topics();
         let mut planned = Vec::with_capacity(topics.len());
         for t in topics {

@@ -136,8 +136,11 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     // weir-specific: fetch responses with at most this many bytes of record
     // data are copied into one write instead of sendfile (0: always sendfile)
     min(def("fetch.inline.max.bytes", Int, Some("32768")), 0),
-    min(def("max.connections", Int, Some("2147483647")), 1),
-    min(def("max.connections.per.ip", Int, Some("2147483647")), 1),
+    cw(min(def("max.connections", Int, Some("2147483647")), 1)),
+    cw(min(
+        def("max.connections.per.ip", Int, Some("2147483647")),
+        1,
+    )),
     min(def("connections.max.idle.ms", Long, Some("600000")), 1),
     min(def("num.recovery.threads.per.data.dir", Int, Some("2")), 1),
     cw(min(def("message.max.bytes", Int, Some("1048588")), 0)),
@@ -186,17 +189,17 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     )),
     cw(def("log.cleaner.min.cleanable.ratio", Double, Some("0.5"))),
     def("log.cleaner.enable", Boolean, Some("true")),
-    min(def("log.cleaner.threads", Int, Some("1")), 0),
-    min(
+    cw(min(def("log.cleaner.threads", Int, Some("1")), 0)),
+    cw(min(
         def("log.cleaner.dedupe.buffer.size", Long, Some("134217728")),
         0,
-    ),
-    def(
+    )),
+    cw(def(
         "log.cleaner.io.max.bytes.per.second",
         Double,
         Some("1.7976931348623157E308"),
-    ),
-    min(def("log.cleaner.backoff.ms", Long, Some("15000")), 0),
+    )),
+    cw(min(def("log.cleaner.backoff.ms", Long, Some("15000")), 0)),
     cw(min(
         def("log.segment.delete.delay.ms", Long, Some("60000")),
         0,

@@ -199,6 +199,31 @@ pub fn validate_broker_update(
     Ok(())
 }
 
+/// Kafka's rule for a new `log.cleaner.threads` (`LogCleaner`'s
+/// `validateReconfiguration`): at least 1, at least half and at most double
+/// the number in effect.
+pub fn validate_cleaner_threads(current: &BrokerConfig, next: &BrokerConfig) -> Result<(), String> {
+    let threads = |c: &BrokerConfig| c.integer("log.cleaner.threads").unwrap_or(1);
+    let (now, new) = (threads(current), threads(next));
+    if new == now {
+        return Ok(());
+    }
+    if new < 1 {
+        return Err("Log cleaner threads should be at least 1".into());
+    }
+    if new < now / 2 {
+        return Err(format!(
+            "Log cleaner threads cannot be reduced to less than half the current value {now}"
+        ));
+    }
+    if new > now.saturating_mul(2) {
+        return Err(format!(
+            "Log cleaner threads cannot be increased to more than double the current value {now}"
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a group's config set the way Kafka's `GroupConfig.validate` does:
 /// known names, typed values, each within the broker's bounds, and a
 /// heartbeat interval below the session timeout. The message is Kafka's;

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,8 +22,10 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
 /// Counts open connections, in total and per client IP.
 #[derive(Debug, Default)]
 pub struct ConnectionLimits {
-    max_total: u32,
-    max_per_ip: u32,
+    /// `max.connections` and `max.connections.per.ip`; dynamic, so they
+    /// change under open connections (which stay open, as in Kafka).
+    max_total: AtomicU32,
+    max_per_ip: AtomicU32,
     state: Mutex<(u32, HashMap<IpAddr, u32>)>,
 }
 
@@ -35,17 +38,38 @@ pub struct ConnectionSlot {
 impl ConnectionLimits {
     pub fn new(max_total: u32, max_per_ip: u32) -> Arc<Self> {
         Arc::new(ConnectionLimits {
-            max_total,
-            max_per_ip,
+            max_total: AtomicU32::new(max_total),
+            max_per_ip: AtomicU32::new(max_per_ip),
             state: Mutex::new((0, HashMap::new())),
         })
+    }
+
+    /// New limits for the connections accepted from now on.
+    pub fn set_limits(&self, max_total: u32, max_per_ip: u32) {
+        self.max_total.store(max_total, Ordering::Relaxed);
+        self.max_per_ip.store(max_per_ip, Ordering::Relaxed);
+    }
+
+    /// The limits from the configuration in effect (dynamic configs
+    /// included).
+    fn set_limits_from(&self, cfg: &BrokerConfig) {
+        let limit = |name: &str, fallback: u32| {
+            cfg.integer(name)
+                .map_or(fallback, |v| u32::try_from(v).unwrap_or(u32::MAX))
+        };
+        self.set_limits(
+            limit("max.connections", cfg.max_connections),
+            limit("max.connections.per.ip", cfg.max_connections_per_ip),
+        );
     }
 
     /// Takes a slot for a connection from `ip`, or None when a limit is hit.
     pub fn acquire(self: &Arc<Self>, ip: IpAddr) -> Option<ConnectionSlot> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let per_ip = s.1.get(&ip).copied().unwrap_or(0);
-        if s.0 >= self.max_total || per_ip >= self.max_per_ip {
+        if s.0 >= self.max_total.load(Ordering::Relaxed)
+            || per_ip >= self.max_per_ip.load(Ordering::Relaxed)
+        {
             return None;
         }
         s.0 += 1;
@@ -193,6 +217,7 @@ async fn accept_loop(
         broker.metrics.request_memory.clone(),
     );
     while let Some((stream, peer)) = accept_next(&listener, &mut shutdown, "Kafka").await {
+        limits.set_limits_from(&broker.effective_config());
         let Some(slot) = limits.acquire(peer.ip()) else {
             tracing::warn!(%peer, "connection refused: max.connections or max.connections.per.ip reached");
             broker
@@ -290,11 +315,7 @@ impl Maintenance {
             .value("log.cleaner.enable")
             .is_none_or(|v| v.trim().eq_ignore_ascii_case("true"));
         let threads = num("log.cleaner.threads") as usize;
-        let cfg = weir_storage::cleaner::CleanerConfig {
-            threads: threads.max(1),
-            dedupe_buffer_size: num("log.cleaner.dedupe.buffer.size") as usize,
-            io_max_bytes_per_second: num("log.cleaner.io.max.bytes.per.second"),
-        };
+        let cfg = cleaner_config(&b.effective_config());
         let cleaner = if enabled && threads > 0 {
             match weir_storage::cleaner::LogCleaner::open(cfg, &b.logs) {
                 Ok(c) => {
@@ -344,9 +365,16 @@ impl Maintenance {
             }
         }
         let Some(cleaner) = &self.cleaner else { return };
+        // The log.cleaner.* settings are dynamic: each round uses the
+        // configuration in effect.
+        let effective = b.effective_config();
+        self.cleaner_backoff_ms = effective
+            .integer("log.cleaner.backoff.ms")
+            .unwrap_or(self.cleaner_backoff_ms);
         if now.saturating_sub(self.last_clean_ms) < self.cleaner_backoff_ms {
             return;
         }
+        cleaner.reconfigure(cleaner_config(&effective));
         self.last_clean_ms = now;
         let clock = CleanerClock(b.clone());
         std::thread::scope(|s| {
@@ -358,6 +386,19 @@ impl Maintenance {
                 });
             }
         });
+    }
+}
+
+/// The cleaner's settings from a broker configuration (`log.cleaner.threads`
+/// of at least 1 here: 0 disables the cleaner at start).
+fn cleaner_config(cfg: &BrokerConfig) -> weir_storage::cleaner::CleanerConfig {
+    // Every name has a numeric default in the config table (checked by a
+    // test), so the fallbacks are never used.
+    let num = |name: &str| cfg.number(name).unwrap_or(0.0);
+    weir_storage::cleaner::CleanerConfig {
+        threads: (num("log.cleaner.threads") as usize).max(1),
+        dedupe_buffer_size: num("log.cleaner.dedupe.buffer.size") as usize,
+        io_max_bytes_per_second: num("log.cleaner.io.max.bytes.per.second"),
     }
 }
 

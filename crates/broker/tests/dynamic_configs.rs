@@ -79,3 +79,112 @@ async fn min_insync_replicas_changes_live() {
     );
     b.shutdown().await.unwrap();
 }
+
+/// Like [`alter_default`], with the resource's error message.
+async fn alter_default_msg(c: &mut Client, name: &str, value: &str) -> (i16, Option<String>) {
+    let req = IncrementalAlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource_type: RESOURCE_BROKER,
+            resource_name: String::new(),
+            configs: vec![AlterableConfig {
+                name: name.to_string(),
+                config_operation: OP_SET,
+                value: Some(value.to_string()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        validate_only: false,
+        ..Default::default()
+    };
+    match c.call(RequestBody::IncrementalAlterConfigs(req), 1).await {
+        ResponseBody::IncrementalAlterConfigs(r) => (
+            r.responses[0].error_code,
+            r.responses[0].error_message.clone(),
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `max.connections.per.ip` lowered at run time refuses the next connection
+/// over the limit (open ones stay, as in Kafka); deleting it lets new
+/// connections in again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_limit_changes_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c1 = Client::connect(b.local_addr).await;
+    let mut c2 = Client::connect(b.local_addr).await;
+    for c in [&mut c1, &mut c2] {
+        match c
+            .call(RequestBody::ApiVersions(Default::default()), 3)
+            .await
+        {
+            ResponseBody::ApiVersions(r) => assert_eq!(r.error_code, NONE),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        alter_default(&mut c1, "max.connections.per.ip", OP_SET, Some("2")).await,
+        NONE
+    );
+    let mut c3 = Client::connect(b.local_addr).await;
+    assert!(
+        c3.is_closed().await,
+        "a third connection from one IP is refused once the limit is 2"
+    );
+    // the two open connections stay usable
+    assert_eq!(
+        alter_default(&mut c2, "max.connections.per.ip", OP_DELETE, None).await,
+        NONE
+    );
+    let mut c4 = Client::connect(b.local_addr).await;
+    match c4
+        .call(RequestBody::ApiVersions(Default::default()), 3)
+        .await
+    {
+        ResponseBody::ApiVersions(r) => assert_eq!(r.error_code, NONE),
+        other => panic!("{other:?}"),
+    }
+    b.shutdown().await.unwrap();
+}
+
+/// `log.cleaner.*` settings are dynamic: the cleaner's next round uses the
+/// new I/O rate and thread count; `log.cleaner.threads` follows Kafka's
+/// at-most-double, at-least-half rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleaner_settings_change_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[("log.cleaner.backoff.ms", "0")]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    let (code, msg) = alter_default_msg(&mut c, "log.cleaner.threads", "3").await;
+    assert_eq!(code, 42, "INVALID_REQUEST: {msg:?}");
+    assert_eq!(
+        msg.as_deref(),
+        Some("Log cleaner threads cannot be increased to more than double the current value 1")
+    );
+    let (code, msg) = alter_default_msg(&mut c, "log.cleaner.threads", "2").await;
+    assert_eq!(code, NONE, "{msg:?}");
+    let (code, msg) =
+        alter_default_msg(&mut c, "log.cleaner.io.max.bytes.per.second", "1048576").await;
+    assert_eq!(code, NONE, "{msg:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let cfg = b.broker.metrics.cleaner().map(|c| c.config());
+        if cfg
+            .as_ref()
+            .is_some_and(|c| c.threads == 2 && c.io_max_bytes_per_second == 1_048_576.0)
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cleaner never took the new settings: {cfg:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // From 2, 5 is more than double.
+    let (code, _) = alter_default_msg(&mut c, "log.cleaner.threads", "5").await;
+    assert_eq!(code, 42);
+    b.shutdown().await.unwrap();
+}

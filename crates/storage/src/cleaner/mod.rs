@@ -70,7 +70,9 @@ pub struct CleanerMetrics {
 /// The log cleaner. `Send + Sync`; workers call [`LogCleaner::run_once`].
 #[derive(Debug)]
 pub struct LogCleaner {
-    cfg: CleanerConfig,
+    /// Replaced whole by [`LogCleaner::reconfigure`]; a cleaning in
+    /// progress keeps the settings it started with.
+    cfg: Mutex<CleanerConfig>,
     checkpoints: Mutex<BTreeMap<TopicPartition, i64>>,
     in_progress: Mutex<BTreeSet<TopicPartition>>,
     metrics: CleanerMetrics,
@@ -96,15 +98,22 @@ impl LogCleaner {
             }
         }
         Ok(LogCleaner {
-            cfg,
+            cfg: Mutex::new(cfg),
             checkpoints: Mutex::new(checkpoints),
             in_progress: Mutex::new(BTreeSet::new()),
             metrics: CleanerMetrics::default(),
         })
     }
 
-    pub fn config(&self) -> &CleanerConfig {
-        &self.cfg
+    /// The settings the next cleaning uses.
+    pub fn config(&self) -> CleanerConfig {
+        self.cfg.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the settings (dynamic `log.cleaner.*` broker configs): the
+    /// next cleaning uses them; one in progress finishes with its own.
+    pub fn reconfigure(&self, cfg: CleanerConfig) {
+        *self.cfg.lock().unwrap_or_else(|e| e.into_inner()) = cfg;
     }
     pub fn metrics(&self) -> &CleanerMetrics {
         &self.metrics
@@ -198,9 +207,10 @@ impl LogCleaner {
         {
             return Ok(None);
         }
+        let cfg = self.config();
         let per_thread = CleanerConfig {
-            dedupe_buffer_size: self.cfg.dedupe_buffer_size / self.cfg.threads.max(1),
-            ..self.cfg.clone()
+            dedupe_buffer_size: cfg.dedupe_buffer_size / cfg.threads.max(1),
+            ..cfg
         };
         let r = worker::clean(log, section, &per_thread, clock, clock.now_ms());
         let r = r.and_then(|stats| {
