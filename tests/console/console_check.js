@@ -131,6 +131,19 @@ async function main() {
     // 1b. the summary cards count what the list shows: user topics only,
     // then every topic once "show internal topics" is ticked.
     const cardValue = (name) => page.$eval(`.card[data-card="${name}"] .v`, (el) => el.textContent);
+    // The page re-renders after the switch: wait (bounded) for the count,
+    // then the check below reads it either way.
+    const partitionsCardShows = (want) =>
+      page
+        .waitForFunction(
+          (n) => {
+            const el = document.querySelector('.card[data-card="partitions"] .v');
+            return el && el.textContent.replace(/[^0-9]/g, '') === String(n);
+          },
+          { timeout: STEP_TIMEOUT_MS },
+          want
+        )
+        .catch(() => {});
     const userParts = Number(a['user-partitions']);
     const shownParts = number(await cardValue('partitions'));
     check(`summary counts ${userParts} user partitions`, shownParts === userParts, `shows ${shownParts}`);
@@ -143,14 +156,7 @@ async function main() {
     check(`summary counts ${userSegments} user segments`, shownSegments === userSegments, `shows ${shownSegments}`);
     const allParts = apiTopics.reduce((x, t) => x + t.partition_count, 0);
     await page.click('#show-internal');
-    await page.waitForFunction(
-      (want) => {
-        const el = document.querySelector('.card[data-card="partitions"] .v');
-        return el && el.textContent.replace(/[^0-9]/g, '') === String(want);
-      },
-      { timeout: STEP_TIMEOUT_MS },
-      allParts
-    ).catch(() => {});
+    await partitionsCardShows(allParts);
     const withInternal = number(await cardValue('partitions'));
     check(
       `with internal topics shown the summary counts all ${allParts} partitions`,
@@ -158,14 +164,7 @@ async function main() {
       `shows ${withInternal}`
     );
     await page.click('#show-internal');
-    await page.waitForFunction(
-      (want) => {
-        const el = document.querySelector('.card[data-card="partitions"] .v');
-        return el && el.textContent.replace(/[^0-9]/g, '') === String(want);
-      },
-      { timeout: STEP_TIMEOUT_MS },
-      userParts
-    ).catch(() => {});
+    await partitionsCardShows(userParts);
 
     // 2. topic page (by following the link): segment rows of one partition
     await page.click(`${topicSel} .topic-head .name a`);
