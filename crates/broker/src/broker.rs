@@ -653,7 +653,9 @@ impl Broker {
             // appends of idempotent batches hold this lock, so the state
             // covers every batch below this log end offset
             let leo = log.log_end_offset();
-            if let Err(e) = crate::producer_state_io::write_snapshot(&log.dir(), leo, state) {
+            if let Err(e) =
+                crate::producer_state_io::write_snapshot(&*log.storage(), &log.dir(), leo, state)
+            {
                 tracing::warn!(partition = %tp, "cannot write producer snapshot: {e}");
             }
         }

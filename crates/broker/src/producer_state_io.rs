@@ -31,13 +31,15 @@
 use std::path::{Path, PathBuf};
 
 use weir_protocol::records::BatchHeader;
-use weir_storage::Log;
+use weir_storage::backend::Storage;
+use weir_storage::checkpoint::write_atomic;
+use weir_storage::segment::{PRODUCER_SNAPSHOT_SUFFIX, read_all};
+use weir_storage::{Log, StorageError};
 
 use crate::producer_state::{BatchMeta, PartitionProducers, last_seq};
 
 pub const REBUILD_SCAN_OFFSETS: i64 = 100_000;
 pub const REBUILD_SCAN_BYTES: usize = 64 << 20;
-pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
 const SNAPSHOT_VERSION: i16 = 1;
 const ENTRY_LEN: usize = 46;
 
@@ -139,54 +141,59 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<PartitionProducers, SnapshotError
 }
 
 fn snapshot_offset(name: &str) -> Option<i64> {
-    let stem = name.strip_suffix(SNAPSHOT_SUFFIX)?;
+    let stem = name.strip_suffix(PRODUCER_SNAPSHOT_SUFFIX)?;
     (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
         .then(|| stem.parse().ok())
         .flatten()
 }
 
-fn list_snapshots(dir: &Path) -> Vec<(i64, PathBuf)> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+fn list_snapshots(storage: &dyn Storage, dir: &Path) -> Vec<(i64, PathBuf)> {
+    let Ok(entries) = storage.list_dir(dir) else {
         return Vec::new();
     };
-    let mut v: Vec<(i64, PathBuf)> = rd
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            snapshot_offset(&name).map(|o| (o, e.path()))
-        })
+    let mut v: Vec<(i64, PathBuf)> = entries
+        .into_iter()
+        .filter(|(_, is_dir)| !is_dir)
+        .filter_map(|(name, _)| snapshot_offset(&name).map(|o| (o, dir.join(name))))
         .collect();
     v.sort();
     v
 }
 
-/// Writes `<offset>.snapshot` (tmp + fsync + rename) and removes older
-/// snapshots of the partition.
+/// Writes `<offset>.snapshot` the way checkpoints are written (tmp file,
+/// fsync, rename, directory fsync), then removes older snapshots of the
+/// partition. A crash at any point leaves the previous snapshot or the new
+/// one, complete.
 pub fn write_snapshot(
+    storage: &dyn Storage,
     dir: &Path,
     offset: i64,
     state: &PartitionProducers,
-) -> Result<(), SnapshotError> {
-    use std::io::Write;
-    let name = format!("{offset:020}{SNAPSHOT_SUFFIX}");
-    let path = dir.join(&name);
-    let tmp = dir.join(format!("{name}.tmp"));
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| SnapshotError::Io { path: p, source }
-    };
-    {
-        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-        f.write_all(&encode_snapshot(state)).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
-    }
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
-    for (o, p) in list_snapshots(dir) {
+) -> Result<(), StorageError> {
+    let path = dir.join(format!("{offset:020}{PRODUCER_SNAPSHOT_SUFFIX}"));
+    write_atomic(storage, &path, &encode_snapshot(state))?;
+    let mut removed = false;
+    for (o, p) in list_snapshots(storage, dir) {
         if o != offset {
-            let _ = std::fs::remove_file(p);
+            removed |= storage.remove_file(&p).is_ok();
         }
     }
+    if removed {
+        // best effort: an old snapshot that comes back is ignored or
+        // superseded by the newer one
+        let _ = storage.sync_dir(dir);
+    }
     Ok(())
+}
+
+fn read_snapshot(storage: &dyn Storage, path: &Path) -> Result<PartitionProducers, SnapshotError> {
+    let io = |source| SnapshotError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let f = storage.open(path, false).map_err(io)?;
+    let bytes = read_all(&*f).map_err(io)?;
+    decode_snapshot(&bytes)
 }
 
 /// Scans batch headers in `[from, end)` into `state`.
@@ -241,17 +248,12 @@ fn scan(log: &Log, state: &mut PartitionProducers, from: i64, end: i64) {
 /// after it; or the log's tail.
 pub fn rebuild(log: &Log) -> PartitionProducers {
     let end = log.log_end_offset();
-    for (offset, path) in list_snapshots(&log.dir()).into_iter().rev() {
+    let storage = log.storage();
+    for (offset, path) in list_snapshots(&*storage, &log.dir()).into_iter().rev() {
         if offset > end {
             continue; // the log was truncated below it
         }
-        match std::fs::read(&path)
-            .map_err(|source| SnapshotError::Io {
-                path: path.clone(),
-                source,
-            })
-            .and_then(|b| decode_snapshot(&b))
-        {
+        match read_snapshot(&*storage, &path) {
             Ok(mut state) => {
                 scan(log, &mut state, offset, end);
                 return state;
@@ -294,6 +296,8 @@ pub fn fuzz_decode(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
+    use weir_storage::backend::{CrashMode, FaultyStorage, FileStorage, MemStorage};
 
     fn meta(first_seq: i32, last_seq: i32, first_offset: i64) -> BatchMeta {
         BatchMeta {
@@ -345,12 +349,72 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut s = PartitionProducers::default();
         s.record(1, 0, meta(0, 0, 0));
-        write_snapshot(d.path(), 1, &s).unwrap();
+        write_snapshot(&FileStorage, d.path(), 1, &s).unwrap();
         s.record(1, 0, meta(1, 1, 1));
-        write_snapshot(d.path(), 2, &s).unwrap();
-        let files = list_snapshots(d.path());
+        write_snapshot(&FileStorage, d.path(), 2, &s).unwrap();
+        let files = list_snapshots(&FileStorage, d.path());
         assert_eq!(files.len(), 1);
         assert_eq!(files[0].0, 2);
         assert!(files[0].1.ends_with("00000000000000000002.snapshot"));
+        assert_eq!(
+            read_snapshot(&FileStorage, &files[0].1).unwrap().get(1),
+            s.get(1)
+        );
+    }
+
+    /// The newest snapshot on disk after a crash, decoded.
+    fn newest_after_crash(mem: &MemStorage, mode: CrashMode, dir: &Path) -> PartitionProducers {
+        let after = mem.crash(mode);
+        let (_, path) = list_snapshots(&after, dir)
+            .pop()
+            .expect("a snapshot survives");
+        read_snapshot(&after, &path).expect("the surviving snapshot is complete")
+    }
+
+    #[test]
+    fn a_crash_leaves_the_old_or_the_new_snapshot_never_a_torn_one() {
+        let dir = Path::new("/data/t-0");
+        let mut old = PartitionProducers::default();
+        old.record(1, 0, meta(0, 0, 0));
+        let mut new = old.clone();
+        for i in 1..40 {
+            new.record(1, 0, meta(i, i, i as i64));
+            new.record(2 + i as i64, 0, meta(0, 3, 10 * i as i64));
+        }
+        let modes = [CrashMode::LoseUnsynced, CrashMode::KeepWritten]
+            .into_iter()
+            .chain((0..16).map(|seed| CrashMode::Torn { seed }));
+        for mode in modes {
+            // completed: the new state survives
+            let mem = MemStorage::new();
+            mem.create_dir_all(dir).unwrap();
+            write_snapshot(&mem, dir, 1, &old).unwrap();
+            write_snapshot(&mem, dir, 40, &new).unwrap();
+            assert_eq!(
+                newest_after_crash(&mem, mode, dir).entries(),
+                new.entries(),
+                "{mode:?}"
+            );
+
+            // stopped at each step (write, sync, rename): the old or the new
+            for stop in 0..3 {
+                let mem = MemStorage::new();
+                mem.create_dir_all(dir).unwrap();
+                write_snapshot(&mem, dir, 1, &old).unwrap();
+                let faulty = FaultyStorage::new(mem.clone());
+                faulty.faults().halt_on_fault.store(true, Ordering::SeqCst);
+                match stop {
+                    0 => faulty.fail_writes_after(0),
+                    1 => faulty.set_fail_sync(true),
+                    _ => faulty.faults().fail_dir_ops.store(true, Ordering::SeqCst),
+                }
+                assert!(write_snapshot(&faulty, dir, 40, &new).is_err());
+                let got = newest_after_crash(&mem, mode, dir);
+                assert!(
+                    got.entries() == old.entries() || got.entries() == new.entries(),
+                    "{mode:?}, stop {stop}"
+                );
+            }
+        }
     }
 }

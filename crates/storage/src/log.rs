@@ -271,6 +271,11 @@ impl Log {
     pub fn dir(&self) -> PathBuf {
         self.dir.clone()
     }
+    /// The storage backend the log's files live on (for files kept beside
+    /// the segments, such as producer snapshots).
+    pub fn storage(&self) -> Arc<dyn Storage> {
+        self.storage.clone()
+    }
     pub fn log_start_offset(&self) -> i64 {
         self.lock().log_start
     }

@@ -983,7 +983,8 @@ impl<'a> HeaderWalk<'a> {
     }
 }
 
-pub(crate) fn read_all(f: &dyn StorageFile) -> std::io::Result<Vec<u8>> {
+/// Reads a whole file.
+pub fn read_all(f: &dyn StorageFile) -> std::io::Result<Vec<u8>> {
     let len = f.len()?;
     let mut buf = vec![0u8; len as usize];
     f.read_exact_at(&mut buf, 0)?;
