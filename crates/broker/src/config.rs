@@ -67,6 +67,17 @@ impl Listener {
     /// is an error. Other listener names (e.g. `CONTROLLER://:9093` in a
     /// Kafka server.properties) are not served and ignored.
     pub fn parse_with_map(s: &str, protocol_map: &str) -> Result<Listener, String> {
+        Listener::parse_excluding(s, protocol_map, &[])
+    }
+
+    /// [`Listener::parse_with_map`], never choosing a listener whose name
+    /// is in `skip` (the `controller.listener.names`): those are checked
+    /// like the others but are not the client listener.
+    pub fn parse_excluding(
+        s: &str,
+        protocol_map: &str,
+        skip: &[String],
+    ) -> Result<Listener, String> {
         let entries: Vec<&str> = s
             .split(',')
             .map(str::trim)
@@ -89,18 +100,26 @@ impl Listener {
                 Some((name, rest)) => (protocol_of(name), rest),
                 None => ("PLAINTEXT".to_string(), *e),
             };
+            let skipped = e
+                .split_once("://")
+                .is_some_and(|(name, _)| skip.iter().any(|n| n.eq_ignore_ascii_case(name)));
             if UNSUPPORTED_PROTOCOLS.contains(&protocol.as_str()) {
                 return Err(format!(
                     "security protocol {protocol} in {e:?} is not supported (only PLAINTEXT)"
                 ));
             }
-            if protocol == "PLAINTEXT" && chosen.is_none() {
+            if protocol == "PLAINTEXT" && !skipped && chosen.is_none() {
                 chosen = Some(rest);
             }
         }
         let Some(rest) = chosen else {
             return Err("no PLAINTEXT listener (only PLAINTEXT is supported)".to_string());
         };
+        Listener::parse_address(rest)
+    }
+
+    /// Parses `host:port` (`[v6]:port`; an empty host is all interfaces).
+    fn parse_address(rest: &str) -> Result<Listener, String> {
         let (host, port) = rest
             .rsplit_once(':')
             .ok_or_else(|| format!("expected host:port, got {rest:?}"))?;
@@ -142,6 +161,13 @@ pub struct BrokerConfig {
     pub node_id: i32,
     pub listener: Listener,
     pub advertised_listener: Option<Listener>,
+    /// The listener named in `controller.listener.names` (`CONTROLLER://…`
+    /// in Kafka's server.properties), as `(name, address)`: validated but
+    /// not opened, since this single node is its own controller quorum.
+    pub controller_listener: Option<(String, Listener)>,
+    /// `process.roles`: always broker and controller (anything else is a
+    /// multi-node setting and refused).
+    pub process_roles: Vec<String>,
     /// `http.listeners`: where `/metrics` and the console are served; None
     /// when set to the empty string.
     pub http_listener: Option<Listener>,
@@ -243,14 +269,24 @@ impl BrokerConfig {
         };
         let protocol_map = get("listener.security.protocol.map");
         let listener_s = get("listeners");
-        let listener = Listener::parse_with_map(&listener_s, &protocol_map)
-            .map_err(|e| invalid("listeners", &listener_s, e))?;
+        let node_id = int("node.id")?;
+        if !(0..=i32::MAX as i64).contains(&node_id) {
+            return Err(invalid(
+                "node.id",
+                &node_id.to_string(),
+                "must be 0..2147483647",
+            ));
+        }
+        let kraft = kraft(&explicit, &get, node_id as i32)?;
+        let listener =
+            Listener::parse_excluding(&listener_s, &protocol_map, &kraft.controller_names)
+                .map_err(|e| invalid("listeners", &listener_s, e))?;
         listener
             .bind_addr()
             .map_err(|e| invalid("listeners", &listener_s, e))?;
         let advertised_listener = match explicit.get("advertised.listeners") {
             Some(s) if !s.is_empty() => {
-                let l = Listener::parse_with_map(s, &protocol_map)
+                let l = Listener::parse_excluding(s, &protocol_map, &kraft.controller_names)
                     .map_err(|e| invalid("advertised.listeners", s, e))?;
                 if l.host.is_empty() || l.port == 0 {
                     return Err(invalid(
@@ -293,19 +329,13 @@ impl BrokerConfig {
                 Ok(v)
             }
         };
-        let node_id = int("node.id")?;
-        if !(0..=i32::MAX as i64).contains(&node_id) {
-            return Err(invalid(
-                "node.id",
-                &node_id.to_string(),
-                "must be 0..2147483647",
-            ));
-        }
         let auto_create = get("auto.create.topics.enable");
         let cfg = BrokerConfig {
             node_id: node_id as i32,
             listener,
             advertised_listener,
+            controller_listener: kraft.controller_listener,
+            process_roles: kraft.roles,
             http_listener,
             http_allowed_hosts,
             log_dirs,
@@ -415,6 +445,204 @@ impl BrokerConfig {
     pub fn integer(&self, name: &str) -> Option<i64> {
         self.value(name).and_then(|v| v.trim().parse::<i64>().ok())
     }
+}
+
+/// What the KRaft settings say, once validated.
+struct Kraft {
+    roles: Vec<String>,
+    /// `controller.listener.names`, never the client listener.
+    controller_names: Vec<String>,
+    controller_listener: Option<(String, Listener)>,
+}
+
+/// Why a setting is refused: it describes more than one node.
+const MULTI_NODE: &str = "multi-node clusters are not supported by this version of weir yet; \
+     run one node with process.roles=broker,controller and only itself in controller.quorum.voters";
+
+/// Validates Kafka's KRaft settings (`process.roles`, `controller.quorum.*`,
+/// `controller.listener.names`, `inter.broker.listener.name`) for weir's
+/// single node, which is broker and controller. With none set this accepts
+/// the defaults. A setting that describes other nodes is refused.
+fn kraft(
+    explicit: &BTreeMap<String, String>,
+    get: &dyn Fn(&str) -> String,
+    node_id: i32,
+) -> Result<Kraft, ConfigError> {
+    let list = |name: &str| -> Vec<String> {
+        get(name)
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let roles_s = get("process.roles");
+    let mut roles = list("process.roles");
+    for r in &mut roles {
+        *r = r.to_ascii_lowercase();
+        if r != "broker" && r != "controller" {
+            return Err(invalid(
+                "process.roles",
+                &roles_s,
+                format!("unknown role {r:?}: expected broker, controller or both"),
+            ));
+        }
+    }
+    roles.sort();
+    roles.dedup();
+    if roles.is_empty() {
+        return Err(invalid(
+            "process.roles",
+            &roles_s,
+            "expected broker, controller or both",
+        ));
+    }
+    if roles != ["broker", "controller"] {
+        let why = if roles == ["broker"] {
+            "a broker-only node needs remote controllers"
+        } else {
+            "a controller-only node serves no clients and needs remote brokers"
+        };
+        return Err(invalid(
+            "process.roles",
+            &roles_s,
+            format!("{why}: {MULTI_NODE}"),
+        ));
+    }
+
+    let voters_s = get("controller.quorum.voters");
+    let mut voter_ids = Vec::new();
+    for v in list("controller.quorum.voters") {
+        let parsed = v.split_once('@').and_then(|(id, addr)| {
+            let id = id.trim().parse::<i32>().ok()?;
+            Listener::parse_address(addr.trim()).ok().map(|_| id)
+        });
+        let Some(id) = parsed else {
+            return Err(invalid(
+                "controller.quorum.voters",
+                &voters_s,
+                format!("expected id@host:port entries, got {v:?}"),
+            ));
+        };
+        voter_ids.push(id);
+    }
+    if !voter_ids.is_empty() && !voter_ids.contains(&node_id) {
+        return Err(invalid(
+            "controller.quorum.voters",
+            &voters_s,
+            format!(
+                "node.id {node_id} must be among the voters when process.roles contains controller"
+            ),
+        ));
+    }
+    if voter_ids.iter().any(|&id| id != node_id) {
+        return Err(invalid(
+            "controller.quorum.voters",
+            &voters_s,
+            format!("names nodes other than node.id {node_id}: {MULTI_NODE}"),
+        ));
+    }
+    let bootstrap_s = get("controller.quorum.bootstrap.servers");
+    let bootstrap = list("controller.quorum.bootstrap.servers");
+    for b in &bootstrap {
+        Listener::parse_address(b)
+            .map_err(|e| invalid("controller.quorum.bootstrap.servers", &bootstrap_s, e))?;
+    }
+    if bootstrap.len() > 1 {
+        return Err(invalid(
+            "controller.quorum.bootstrap.servers",
+            &bootstrap_s,
+            format!("names more than one controller: {MULTI_NODE}"),
+        ));
+    }
+
+    // Listener names → addresses, and the security protocol of each name.
+    let listeners_s = get("listeners");
+    let named: Vec<(String, &str)> = listeners_s
+        .split(',')
+        .map(str::trim)
+        .filter_map(|e| e.split_once("://"))
+        .map(|(n, rest)| (n.to_ascii_uppercase(), rest))
+        .collect();
+    let map_s = get("listener.security.protocol.map");
+    let map_explicit = explicit.contains_key("listener.security.protocol.map");
+    let mapped = |name: &str| -> Option<String> {
+        map_s
+            .split(',')
+            .filter_map(|m| m.split_once(':'))
+            .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+            .map(|(_, p)| p.trim().to_ascii_uppercase())
+    };
+    let names_s = get("controller.listener.names");
+    let controller_names: Vec<String> = list("controller.listener.names")
+        .into_iter()
+        .map(|n| n.to_ascii_uppercase())
+        .collect();
+    if controller_names.is_empty() && explicit.contains_key("process.roles") {
+        return Err(invalid(
+            "controller.listener.names",
+            &names_s,
+            "must name the CONTROLLER listener when process.roles contains controller",
+        ));
+    }
+    let mut controller_listener = None;
+    for name in &controller_names {
+        let protocol = match mapped(name) {
+            Some(p) => p,
+            // Kafka maps controller listener names to PLAINTEXT when the
+            // map is left at its default.
+            None if !map_explicit => "PLAINTEXT".to_string(),
+            None => {
+                return Err(invalid(
+                    "controller.listener.names",
+                    &names_s,
+                    format!(
+                        "no security protocol for listener {name} in listener.security.protocol.map"
+                    ),
+                ));
+            }
+        };
+        if protocol != "PLAINTEXT" {
+            return Err(invalid(
+                "listener.security.protocol.map",
+                &map_s,
+                format!(
+                    "security protocol {protocol} of listener {name} is not supported (only PLAINTEXT)"
+                ),
+            ));
+        }
+        let Some((_, addr)) = named.iter().find(|(n, _)| n == name) else {
+            return Err(invalid(
+                "listeners",
+                &listeners_s,
+                format!("controller.listener.names has {name}, which is not among the listeners"),
+            ));
+        };
+        let l = Listener::parse_address(addr).map_err(|e| invalid("listeners", &listeners_s, e))?;
+        controller_listener.get_or_insert((name.clone(), l));
+    }
+    if let Some(ib) = explicit.get("inter.broker.listener.name") {
+        let ib = ib.to_ascii_uppercase();
+        if controller_names.contains(&ib) {
+            return Err(invalid(
+                "inter.broker.listener.name",
+                &ib,
+                "must not be one of controller.listener.names",
+            ));
+        }
+        if !named.iter().any(|(n, _)| *n == ib) {
+            return Err(invalid(
+                "inter.broker.listener.name",
+                &ib,
+                format!("is not among the listeners ({listeners_s})"),
+            ));
+        }
+    }
+    Ok(Kraft {
+        roles,
+        controller_names,
+        controller_listener,
+    })
 }
 
 /// Parses `http.listeners`: `host:port` or `http://host:port` (the first
@@ -529,10 +757,18 @@ impl ConfigSources {
         let map = self
             .last("listener.security.protocol.map")
             .unwrap_or_default();
-        let wanted =
-            Listener::parse_with_map(value, &map).map_err(|reason| invalid(flag, value, reason))?;
+        let skip: Vec<String> = self
+            .last("controller.listener.names")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_ascii_uppercase)
+            .collect();
+        let wanted = Listener::parse_excluding(value, &map, &skip)
+            .map_err(|reason| invalid(flag, value, reason))?;
         if let Some(setting) = self.last(name) {
-            let same = Listener::parse_with_map(&setting, &map)
+            let same = Listener::parse_excluding(&setting, &map, &skip)
                 .map_err(|reason| invalid(name, &setting, reason))?;
             if same != wanted {
                 return Err(ConfigError::ShorthandConflict {
@@ -701,8 +937,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_reported_as_unused() {
-        let c = BrokerConfig::from_pairs([("process.roles", "broker"), ("log.dir", "/x")]).unwrap();
-        assert_eq!(c.unused, vec!["process.roles".to_string()]);
+        let c = BrokerConfig::from_pairs([("zookeeper.connect", "zk:2181"), ("log.dir", "/x")])
+            .unwrap();
+        assert_eq!(c.unused, vec!["zookeeper.connect".to_string()]);
         assert_eq!(c.log_dirs, vec![PathBuf::from("/x")]);
     }
 
@@ -765,6 +1002,165 @@ mod tests {
             assert!(
                 matches!(with(bad), Err(ConfigError::InvalidValue { ref name, .. }) if name == "http.listeners"),
                 "{bad}"
+            );
+        }
+    }
+
+    /// The KRaft settings of Kafka 4's combined-mode quickstart file.
+    fn quickstart() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("process.roles", "broker,controller"),
+            ("node.id", "1"),
+            ("controller.quorum.bootstrap.servers", "localhost:9093"),
+            ("listeners", "PLAINTEXT://:9092,CONTROLLER://:9093"),
+            ("inter.broker.listener.name", "PLAINTEXT"),
+            (
+                "advertised.listeners",
+                "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
+            ),
+            ("controller.listener.names", "CONTROLLER"),
+            (
+                "listener.security.protocol.map",
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            ),
+        ]
+    }
+
+    fn with(changes: &[(&'static str, &'static str)]) -> Result<BrokerConfig, String> {
+        let mut pairs = quickstart();
+        for (k, v) in changes {
+            pairs.retain(|(n, _)| n != k);
+            pairs.push((k, v));
+        }
+        BrokerConfig::from_pairs(pairs).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn kafka_quickstart_kraft_settings_make_one_combined_node() {
+        let c = with(&[]).unwrap();
+        assert_eq!(c.node_id, 1);
+        assert_eq!(c.process_roles, ["broker", "controller"]);
+        assert_eq!(
+            c.listener,
+            Listener::parse("0.0.0.0:9092")
+                .map(|l| Listener {
+                    host: String::new(),
+                    ..l
+                })
+                .unwrap()
+        );
+        assert_eq!(
+            c.advertised_listener,
+            Some(Listener::parse("localhost:9092").unwrap())
+        );
+        let (name, l) = c.controller_listener.unwrap();
+        assert_eq!((name.as_str(), l.port), ("CONTROLLER", 9093));
+        assert!(c.unused.is_empty(), "{:?}", c.unused);
+        // the CONTROLLER listener is never the client one, even listed first
+        let c = with(&[
+            (
+                "listeners",
+                "CONTROLLER://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
+            ),
+            (
+                "advertised.listeners",
+                "CONTROLLER://h:9093,PLAINTEXT://h:9092",
+            ),
+            ("controller.quorum.voters", "1@localhost:9093"),
+        ])
+        .unwrap();
+        assert_eq!(c.listener.port, 9092);
+        assert_eq!(c.advertised_listener.unwrap().port, 9092);
+        // with none of them set, one node that is broker and controller
+        let d = BrokerConfig::default();
+        assert_eq!(d.process_roles, ["broker", "controller"]);
+        assert!(d.controller_listener.is_none());
+    }
+
+    #[test]
+    fn kraft_settings_are_validated_naming_the_setting() {
+        for (changes, setting, words) in [
+            (
+                vec![("process.roles", "broker,zookeeper")],
+                "process.roles",
+                "unknown role",
+            ),
+            (
+                vec![("process.roles", "broker")],
+                "process.roles",
+                "multi-node",
+            ),
+            (
+                vec![("process.roles", "controller")],
+                "process.roles",
+                "multi-node",
+            ),
+            (
+                vec![("controller.quorum.voters", "1@h:9093,2@h2:9093")],
+                "controller.quorum.voters",
+                "multi-node",
+            ),
+            (
+                vec![("controller.quorum.voters", "2@h:9093")],
+                "controller.quorum.voters",
+                "node.id 1 must be among the voters",
+            ),
+            (
+                vec![("controller.quorum.voters", "h:9093")],
+                "controller.quorum.voters",
+                "id@host:port",
+            ),
+            (
+                vec![("controller.quorum.bootstrap.servers", "a:9093,b:9093")],
+                "controller.quorum.bootstrap.servers",
+                "multi-node",
+            ),
+            (
+                vec![("listeners", "PLAINTEXT://:9092")],
+                "listeners",
+                "CONTROLLER, which is not among the listeners",
+            ),
+            (
+                vec![("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT")],
+                "controller.listener.names",
+                "no security protocol for listener CONTROLLER",
+            ),
+            (
+                vec![(
+                    "listener.security.protocol.map",
+                    "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+                )],
+                "listener.security.protocol.map",
+                "SSL of listener CONTROLLER is not supported",
+            ),
+            (
+                vec![(
+                    "listeners",
+                    "PLAINTEXT://:9092,SSL://:9094,CONTROLLER://:9093",
+                )],
+                "listeners",
+                "not supported",
+            ),
+            (
+                vec![("inter.broker.listener.name", "CONTROLLER")],
+                "inter.broker.listener.name",
+                "controller.listener.names",
+            ),
+            (
+                vec![("inter.broker.listener.name", "INTERNAL")],
+                "inter.broker.listener.name",
+                "not among the listeners",
+            ),
+            (
+                vec![("controller.listener.names", "")],
+                "controller.listener.names",
+                "must name the CONTROLLER listener",
+            ),
+        ] {
+            let e = with(&changes).unwrap_err();
+            assert!(
+                e.contains(&format!(" for {setting}: ")) && e.contains(words),
+                "{changes:?}: {e}"
             );
         }
     }

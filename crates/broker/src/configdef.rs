@@ -104,6 +104,14 @@ const COMPRESSION: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", 
 /// Broker configs weir reads or reports.
 pub static BROKER_CONFIGS: &[ConfigDef] = &[
     min(def("node.id", Int, Some("1")), 0),
+    // KRaft roles and quorum (see docs/configuration.md, "KRaft names"):
+    // weir runs one node that is broker and controller; these are parsed
+    // and validated, and a multi-node setting is refused.
+    def("process.roles", List, Some("broker,controller")),
+    def("controller.quorum.voters", List, Some("")),
+    def("controller.quorum.bootstrap.servers", List, Some("")),
+    def("controller.listener.names", List, None),
+    def("inter.broker.listener.name", Str, None),
     def("listeners", List, Some("PLAINTEXT://127.0.0.1:9092")),
     def("advertised.listeners", List, None),
     // listener name → security protocol; only PLAINTEXT is served

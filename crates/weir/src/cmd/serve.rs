@@ -114,6 +114,13 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
             "weir: cluster id {}, node id {}",
             running.broker.meta.cluster_id, running.broker.config.node_id
         );
+        if let Some((name, l)) = &running.broker.config.controller_listener {
+            let _ = writeln!(
+                out,
+                "weir: controller listener {name}://{}:{} not opened: single node, its own controller quorum",
+                l.host, l.port
+            );
+        }
         match running.http_addr() {
             Some(http) => {
                 let _ = writeln!(out, "weir: metrics http://{http}/metrics");

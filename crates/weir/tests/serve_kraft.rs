@@ -1,0 +1,216 @@
+//! `weir serve --config` with Kafka's KRaft settings: a combined-mode
+//! server.properties written like Apache Kafka 4's quickstart file runs one
+//! node that serves clients on its PLAINTEXT listener, and multi-node or
+//! secured settings are refused at start with the setting named.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use common::weir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_weir");
+
+/// A port that was free a moment ago (bound to port 0, then released).
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    l.local_addr().expect("local addr").port()
+}
+
+/// A properties file in the shape of Kafka 4's combined-mode quickstart
+/// `config/server.properties`, on `client`/`controller` ports, with
+/// `changes` (name, value) replacing or adding lines.
+fn properties(dir: &Path, client: u16, controller: u16, changes: &[(&str, &str)]) -> String {
+    let data = dir.join("kraft-combined-logs");
+    let mut settings: Vec<(String, String)> = [
+        ("process.roles", "broker,controller".to_string()),
+        ("node.id", "1".to_string()),
+        (
+            "controller.quorum.bootstrap.servers",
+            format!("localhost:{controller}"),
+        ),
+        (
+            "listeners",
+            format!("PLAINTEXT://:{client},CONTROLLER://:{controller}"),
+        ),
+        ("inter.broker.listener.name", "PLAINTEXT".to_string()),
+        (
+            "advertised.listeners",
+            format!("PLAINTEXT://localhost:{client},CONTROLLER://localhost:{controller}"),
+        ),
+        ("controller.listener.names", "CONTROLLER".to_string()),
+        (
+            "listener.security.protocol.map",
+            "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+                .to_string(),
+        ),
+        ("num.network.threads", "3".to_string()),
+        ("num.io.threads", "8".to_string()),
+        ("socket.send.buffer.bytes", "102400".to_string()),
+        ("socket.receive.buffer.bytes", "102400".to_string()),
+        ("socket.request.max.bytes", "104857600".to_string()),
+        ("log.dirs", data.display().to_string()),
+        ("num.partitions", "1".to_string()),
+        ("num.recovery.threads.per.data.dir", "1".to_string()),
+        ("offsets.topic.replication.factor", "1".to_string()),
+        (
+            "share.coordinator.state.topic.replication.factor",
+            "1".to_string(),
+        ),
+        ("share.coordinator.state.topic.min.isr", "1".to_string()),
+        ("transaction.state.log.replication.factor", "1".to_string()),
+        ("transaction.state.log.min.isr", "1".to_string()),
+        ("log.retention.hours", "168".to_string()),
+        ("log.segment.bytes", "1073741824".to_string()),
+        ("log.retention.check.interval.ms", "300000".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    for (k, v) in changes {
+        settings.retain(|(n, _)| n != k);
+        settings.push((k.to_string(), v.to_string()));
+    }
+    let mut text = String::from("# combined broker and controller, one node\n");
+    for (k, v) in settings {
+        text.push_str(&format!("{k}={v}\n"));
+    }
+    let path = dir.join("server.properties");
+    std::fs::write(&path, text).expect("write server.properties");
+    path.display().to_string()
+}
+
+/// `weir serve --config <file>`, with the HTTP listener on a free port.
+fn serve(config: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--config", config])
+        .args(["--set", "http.listeners=127.0.0.1:0"])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn kafka_quickstart_combined_mode_file_serves_clients_on_plaintext() {
+    let dir = tempfile::tempdir().unwrap();
+    let (client, controller) = (free_port(), free_port());
+    let config = properties(dir.path(), client, controller, &[]);
+    let mut child = Killed(serve(&config).stderr(Stdio::null()).spawn().unwrap());
+    let lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    for line in lines {
+        let Ok(line) = line else { break };
+        let done = line.starts_with("weir: metrics") || line.starts_with("weir: metrics and");
+        printed.push(line);
+        if done {
+            break;
+        }
+    }
+    let printed = printed.join("\n");
+    assert!(
+        printed.contains(&format!("weir: listening on 0.0.0.0:{client}")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(&format!("weir: advertised as localhost:{client}")),
+        "{printed}"
+    );
+    assert!(printed.contains("node id 1"), "{printed}");
+    assert!(
+        printed.contains(&format!(
+            "weir: controller listener CONTROLLER://:{controller} not opened"
+        )),
+        "{printed}"
+    );
+    // the CONTROLLER port is not opened: nothing answers there
+    assert!(std::net::TcpStream::connect(("127.0.0.1", controller)).is_err());
+
+    let bootstrap = format!("localhost:{client}");
+    let b = Some(bootstrap.as_str());
+    let c = weir(
+        b,
+        &["topics", "create", "--topic", "quickstart-events"],
+        None,
+    );
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    let p = weir(
+        b,
+        &["produce", "--topic", "quickstart-events"],
+        Some("first event\nsecond event\n"),
+    );
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    let r = weir(
+        b,
+        &[
+            "consume",
+            "--topic",
+            "quickstart-events",
+            "--from-beginning",
+            "--max-messages",
+            "2",
+        ],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "first event\nsecond event\n");
+    assert!(dir.path().join("kraft-combined-logs").is_dir());
+}
+
+#[test]
+fn multi_node_and_secured_kraft_settings_are_refused_at_start() {
+    for (changes, words) in [
+        (
+            vec![(
+                "controller.quorum.voters",
+                "1@localhost:19093,2@localhost:29093",
+            )],
+            vec![
+                "controller.quorum.voters",
+                "multi-node clusters are not supported",
+            ],
+        ),
+        (
+            vec![("process.roles", "broker")],
+            vec!["process.roles", "multi-node clusters are not supported"],
+        ),
+        (
+            vec![(
+                "listeners",
+                "PLAINTEXT://:19092,SSL://:19094,CONTROLLER://:19093",
+            )],
+            vec!["listeners", "SSL", "not supported"],
+        ),
+        (
+            vec![("process.roles", "broker,observer")],
+            vec!["process.roles", "unknown role \"observer\""],
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = properties(dir.path(), 19092, 19093, &changes);
+        let out = serve(&config).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{changes:?}: {stderr}");
+        assert!(
+            stderr.starts_with("weir serve: invalid configuration: "),
+            "{stderr}"
+        );
+        for w in &words {
+            assert!(stderr.contains(w), "{changes:?}: {stderr}");
+        }
+        // refused before anything is written
+        assert!(!dir.path().join("kraft-combined-logs").exists());
+    }
+}
