@@ -454,6 +454,12 @@ impl LogManager {
     /// If the truncation or the checkpoint fails, the log is closed to
     /// appends (the checkpoint may still hold the old recovery point) and
     /// the error is returned; the next start recovers it.
+    ///
+    /// The manager does not know the log cleaner (the broker owns it): when
+    /// one runs, truncate through
+    /// [`LogCleaner::truncate_to`](crate::cleaner::LogCleaner::truncate_to),
+    /// which keeps cleaning out of the partition meanwhile and lowers the
+    /// cleaner checkpoint to the cut.
     pub fn truncate_to(&self, tp: &TopicPartition, offset: i64) -> Result<(), StorageError> {
         let log = self
             .get(tp)

@@ -380,3 +380,67 @@ fn crash_at_every_step_of_a_cleaning() {
         step += 1;
     }
 }
+
+/// A truncation below the cleaner checkpoint lowers it (in memory and in
+/// `cleaner-offset-checkpoint`), so records appended after the truncation
+/// are dirty: a record below the cut that one of them supersedes goes at
+/// the next cleaning.
+#[test]
+fn truncation_lowers_the_cleaner_checkpoint() {
+    let mem = MemStorage::new();
+    let mgr = manager(Arc::new(mem.clone()), 0);
+    let first: Vec<Vec<Op>> = (0..40u8).map(|i| vec![(i % 8, Some(i))]).collect();
+    fill(&mgr, &first);
+    let cleaner = LogCleaner::open(CleanerConfig::default(), &mgr).unwrap();
+    let clock = VClock(AtomicI64::new(1_000));
+    cleaner.clean_now(&mgr, &tp(), &clock).unwrap();
+    let cleaned_to = cleaner.checkpoint_of(&tp()).unwrap();
+    assert!(cleaned_to >= 8, "checkpoint {cleaned_to}");
+
+    // Cut off the newest four cleaned records; four older keys stay below.
+    let cut = cleaned_to - 4;
+    cleaner.truncate_to(&mgr, &tp(), cut).unwrap();
+    let log = mgr.get(&tp()).unwrap();
+    assert_eq!(log.log_end_offset(), cut);
+    assert!(cleaner.checkpoint_of(&tp()).unwrap() <= cut);
+    let reopened = LogCleaner::open(CleanerConfig::default(), &mgr).unwrap();
+    assert!(reopened.checkpoint_of(&tp()).unwrap() <= cut);
+    // The model is now what is left: the cleaned records below the cut.
+    let mut model: BTreeMap<i64, Op> = read_all(&mgr)
+        .0
+        .into_iter()
+        .map(|(off, k, v)| {
+            let k = std::str::from_utf8(&k.unwrap()).unwrap()["key-".len()..]
+                .parse()
+                .unwrap();
+            (off, (k, v.map(|v| v[0])))
+        })
+        .collect();
+    let below: Vec<u8> = model.values().rev().take(4).map(|(k, _)| *k).collect();
+    assert_eq!(below.len(), 4);
+
+    // New records for those keys land below the old checkpoint, then
+    // records of other keys roll segments past it.
+    let mut again: Vec<Vec<Op>> = below.iter().map(|k| vec![(*k, Some(200))]).collect();
+    again.extend((0..20u8).map(|i| vec![(50 + i, Some(i))]));
+    model.extend(fill(&mgr, &again));
+    assert!(
+        model
+            .range(cut..cleaned_to)
+            .all(|(_, (k, _))| below.contains(k))
+    );
+    let active = *log.segment_base_offsets().last().unwrap();
+    assert!(active > cleaned_to);
+
+    cleaner.clean_now(&mgr, &tp(), &clock).unwrap();
+    let (out, _) = read_all(&mgr);
+    check(&out, &model, -1).unwrap();
+    for (off, k, _) in &out {
+        if *off < active {
+            let later = model
+                .range(off + 1..active)
+                .any(|(_, (mk, _))| k.as_deref() == Some(format!("key-{mk}").as_bytes()));
+            assert!(!later, "superseded record at {off} survived");
+        }
+    }
+}

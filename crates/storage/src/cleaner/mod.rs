@@ -21,7 +21,7 @@ use crate::manager::LogManager;
 use policy::CleanCandidate;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// `cleaner-offset-checkpoint`, one per data dir.
 pub const CLEANER_CHECKPOINT: &str = "cleaner-offset-checkpoint";
@@ -74,7 +74,10 @@ pub struct LogCleaner {
     /// progress keeps the settings it started with.
     cfg: Mutex<CleanerConfig>,
     checkpoints: Mutex<BTreeMap<TopicPartition, i64>>,
+    /// Partitions being cleaned or truncated; [`LogCleaner::idle`] is
+    /// notified whenever one leaves.
     in_progress: Mutex<BTreeSet<TopicPartition>>,
+    idle: Condvar,
     metrics: CleanerMetrics,
 }
 
@@ -101,6 +104,7 @@ impl LogCleaner {
             cfg: Mutex::new(cfg),
             checkpoints: Mutex::new(checkpoints),
             in_progress: Mutex::new(BTreeSet::new()),
+            idle: Condvar::new(),
             metrics: CleanerMetrics::default(),
         })
     }
@@ -221,10 +225,7 @@ impl LogCleaner {
             self.write_checkpoints(mgr)?;
             Ok(stats)
         });
-        self.in_progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&log.tp);
+        self.release(&log.tp);
         let m = &self.metrics;
         match &r {
             Ok(s) => {
@@ -258,6 +259,71 @@ impl LogCleaner {
         r.map(Some)
     }
 
+    /// Truncates the log of `tp` to `offset` through
+    /// [`LogManager::truncate_to`], keeping the cleaner checkpoint at or
+    /// below the cut, as Kafka's `LogManager.truncateTo` does with
+    /// `LogCleaner.maybeTruncateCheckpoint`. Without it, records appended
+    /// after the truncation would sit below the checkpoint and count as
+    /// already cleaned. When a cleaner runs, every truncation of a log goes
+    /// through here.
+    ///
+    /// Waits for a cleaning of `tp` in progress to finish and keeps new
+    /// ones out until the truncation is done. The lowered checkpoint is
+    /// written before the log is cut: a crash in between leaves it merely
+    /// low (more to clean), never above the truncated log.
+    pub fn truncate_to(
+        &self,
+        mgr: &LogManager,
+        tp: &TopicPartition,
+        offset: i64,
+    ) -> Result<(), StorageError> {
+        {
+            let mut busy = self.in_progress.lock().unwrap_or_else(|e| e.into_inner());
+            while busy.contains(tp) {
+                busy = self.idle.wait(busy).unwrap_or_else(|e| e.into_inner());
+            }
+            busy.insert(tp.clone());
+        }
+        let r = self
+            .truncate_checkpoint(mgr, tp, offset)
+            .and_then(|()| mgr.truncate_to(tp, offset));
+        self.release(tp);
+        r
+    }
+
+    /// Lowers the checkpoint of `tp` to `offset` if it is above, and
+    /// writes `cleaner-offset-checkpoint` when it changed.
+    pub fn truncate_checkpoint(
+        &self,
+        mgr: &LogManager,
+        tp: &TopicPartition,
+        offset: i64,
+    ) -> Result<(), StorageError> {
+        let lowered = {
+            let mut all = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
+            match all.get_mut(tp) {
+                Some(ck) if *ck > offset => {
+                    *ck = offset;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if lowered {
+            self.write_checkpoints(mgr)?;
+        }
+        Ok(())
+    }
+
+    /// Ends a cleaning or truncation of `tp`.
+    fn release(&self, tp: &TopicPartition) {
+        self.in_progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(tp);
+        self.idle.notify_all();
+    }
+
     /// Writes `cleaner-offset-checkpoint` in every data dir.
     pub fn write_checkpoints(&self, mgr: &LogManager) -> Result<(), StorageError> {
         let all = self
@@ -276,5 +342,52 @@ impl LogCleaner {
             write_checkpoint(&*storage, &d.join(CLEANER_CHECKPOINT), &entries)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::MemStorage;
+    use crate::config::LogConfig;
+    use crate::manager::LogManagerConfig;
+    use std::path::PathBuf;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    #[test]
+    fn truncation_waits_for_a_cleaning_of_the_partition() {
+        let storage = Arc::new(MemStorage::new());
+        let mgr = LogManager::open(
+            LogManagerConfig::with_storage(vec![PathBuf::from("/data")], storage),
+            0,
+        )
+        .unwrap();
+        let tp = TopicPartition::new("c", 0);
+        let log = mgr.create_log(&tp, [1; 16], LogConfig::default()).unwrap();
+        for _ in 0..4 {
+            log.append(&mut crate::testing::batch(&[b"v"], 0), 0)
+                .unwrap();
+        }
+        let cleaner = LogCleaner::open(CleanerConfig::default(), &mgr).unwrap();
+        cleaner.checkpoints.lock().unwrap().insert(tp.clone(), 4);
+        let (cleaner, mgr, tp) = (&cleaner, &mgr, &tp);
+        // a cleaning of the partition is under way
+        cleaner.in_progress.lock().unwrap().insert(tp.clone());
+        let (done, finished) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let r = cleaner.truncate_to(mgr, tp, 2);
+                done.send(r.is_ok()).unwrap();
+            });
+            assert!(finished.recv_timeout(Duration::from_millis(200)).is_err());
+            assert_eq!(log.log_end_offset(), 4);
+            assert_eq!(cleaner.checkpoint_of(tp), Some(4));
+            cleaner.release(tp);
+            assert_eq!(finished.recv_timeout(Duration::from_secs(30)), Ok(true));
+        });
+        assert_eq!(log.log_end_offset(), 2);
+        assert_eq!(cleaner.checkpoint_of(tp), Some(2));
+        assert!(cleaner.in_progress.lock().unwrap().is_empty());
     }
 }
