@@ -491,8 +491,12 @@ impl LogManager {
         starts: &BTreeMap<TopicPartition, i64>,
     ) -> Result<(), StorageError> {
         let storage = &*self.cfg.storage;
-        write_checkpoint(storage, &data_dir.join(RECOVERY_POINT_CHECKPOINT), rps)?;
-        write_checkpoint(storage, &data_dir.join(LOG_START_OFFSET_CHECKPOINT), starts)
+        // Log starts first: retention raises a recovery point past segments
+        // it deletes, which were perhaps never synced. Were that recovery
+        // point durable while the old log start is not, a crash would bring
+        // those segments back and trust their torn bytes.
+        write_checkpoint(storage, &data_dir.join(LOG_START_OFFSET_CHECKPOINT), starts)?;
+        write_checkpoint(storage, &data_dir.join(RECOVERY_POINT_CHECKPOINT), rps)
     }
 
     /// Time-driven work of every log (segment.ms rolls, flushes), then the
