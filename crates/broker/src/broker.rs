@@ -539,13 +539,7 @@ impl Broker {
         if validate_only {
             return Ok(());
         }
-        let dir = self
-            .config
-            .log_dirs
-            .first()
-            .ok_or_else(|| "log.dirs is empty".to_string())?;
-        dynamic_config::store(dir, &next).map_err(|e| e.to_string())?;
-        *self.dynamic.write().map_err(|_| "poisoned")? = next;
+        self.store_dynamic(next)?;
         *self.effective.write().map_err(|_| "poisoned")? = Arc::new(effective);
         for (t, cfg) in planned {
             for p in 0..t.partitions {
@@ -555,6 +549,19 @@ impl Broker {
             }
         }
         tracing::info!(?scope, "dynamic broker configs changed");
+        Ok(())
+    }
+
+    /// Writes `next` to `weir-dynamic-configs.json`, then makes it the
+    /// dynamic configs in memory (a failed write changes nothing).
+    fn store_dynamic(&self, next: DynamicConfigs) -> Result<(), String> {
+        let dir = self
+            .config
+            .log_dirs
+            .first()
+            .ok_or_else(|| "log.dirs is empty".to_string())?;
+        dynamic_config::store(dir, &next).map_err(|e| e.to_string())?;
+        *self.dynamic.write().map_err(|_| "poisoned")? = next;
         Ok(())
     }
 
@@ -583,13 +590,7 @@ impl Broker {
         } else {
             next.groups.insert(group.to_string(), configs);
         }
-        let dir = self
-            .config
-            .log_dirs
-            .first()
-            .ok_or_else(|| "log.dirs is empty".to_string())?;
-        dynamic_config::store(dir, &next).map_err(|e| e.to_string())?;
-        *self.dynamic.write().map_err(|_| "poisoned")? = next;
+        self.store_dynamic(next)?;
         tracing::info!(group, "group configs changed");
         Ok(())
     }
