@@ -1,6 +1,6 @@
 //! Topic administration: Metadata auto-creation, create/delete, configs, DeleteRecords.
 
-mod common;
+use crate::common;
 
 use common::*;
 

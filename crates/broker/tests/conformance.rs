@@ -2,7 +2,7 @@
 //! commits to partitions that do not exist, authorized operations when a
 //! request asks for them, and transactional requests refused fatally.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -3,7 +3,7 @@
 //! produced and committed, bad input is a 400, unknown names a 404, limits
 //! are capped, and no path or query panics.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! is still a 200 with every intact record, and the damaged batch is one
 //! row with its offsets and the reason, instead of a 500 for the page.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! no fetch ever returns records from a later offset than asked, and the
 //! damage shows in `/metrics`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! Data path: produce, fetch, long poll, ListOffsets, restart, idempotence.
 
-mod common;
+use crate::common;
 
 use common::*;
 

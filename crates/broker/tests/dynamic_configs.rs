@@ -3,7 +3,7 @@
 //! produce fail with NOT_ENOUGH_REPLICAS at once (one replica), topics
 //! report it as their value, and deleting it restores the default.
 
-mod common;
+use crate::common;
 
 use common::*;
 use weir_protocol::messages::incremental_alter_configs_request::{

@@ -2,7 +2,7 @@
 //! tokio runtimes of both flavours, several at once, data directory
 //! lifetime, a produce/fetch round trip over the wire, and settings.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::time::Instant;

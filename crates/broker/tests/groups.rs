@@ -1,7 +1,7 @@
 //! Consumer groups against an in-process broker: membership, offsets,
 //! persistence in `__consumer_offsets` and expiry in virtual time.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

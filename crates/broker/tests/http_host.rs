@@ -3,7 +3,7 @@
 //! address, `localhost`, loopback IPs) and `http.allowed.hosts` get their
 //! answers; every response carries the security headers.
 
-mod common;
+use crate::common;
 
 use common::*;
 

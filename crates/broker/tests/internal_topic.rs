@@ -2,7 +2,7 @@
 //! read it but cannot write to it, delete it, grow it, truncate it or
 //! create it; Metadata marks it internal.
 
-mod common;
+use crate::common;
 
 use common::*;
 

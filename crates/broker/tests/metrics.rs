@@ -2,7 +2,7 @@
 //! and parsed with a Prometheus text parser; HTTP error cases; the listener
 //! disabled or its address taken.
 
-mod common;
+use crate::common;
 
 use common::*;
 use prometheus_parse::{Scrape, Value};

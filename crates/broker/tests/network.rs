@@ -1,6 +1,6 @@
 //! Network layer: framing, versions, bad input, limits, shutdown.
 
-mod common;
+use crate::common;
 
 use common::*;
 

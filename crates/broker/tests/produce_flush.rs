@@ -3,7 +3,7 @@
 //! point covers them), and the stored batches carry the assigned offsets
 //! although the broker writes the request's bytes without copying them.
 
-mod common;
+use crate::common;
 use common::*;
 
 /// An acks=all Produce of `records` to each of partitions `0..partitions`.

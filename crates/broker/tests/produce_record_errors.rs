@@ -4,7 +4,7 @@
 //! larger than a segment is `RECORD_LIST_TOO_LARGE`, a batch over
 //! `max.message.bytes` `MESSAGE_TOO_LARGE`. Nothing is appended.
 
-mod common;
+use crate::common;
 
 use common::*;
 

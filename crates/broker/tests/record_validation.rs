@@ -5,7 +5,7 @@
 //! Every bad batch has a correct CRC (recomputed after the damage), so the
 //! CRC check alone cannot catch it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use weir_protocol::records::compression::compress;

@@ -1,7 +1,7 @@
 //! Compacted topics end to end: keyless records refused, the cleaner runs on
 //! its schedule and a fetch then shows only each key's latest value.
 
-mod common;
+use crate::common;
 use common::*;
 
 fn keyed(records: &[(&str, Option<&str>)], ts: i64) -> Bytes {

@@ -3,7 +3,7 @@
 //! clock: retention and the cleaner run only when the test moves time on,
 //! so "nothing happened yet" and "it happened now" are both observable.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 //! The tmpfs tests mount a small tmpfs (root only: without root they are
 //! skipped, or fail under CI) and unmount it even when they fail.
 
-mod common;
+use crate::common;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! leader reach every node's image, followers answer NOT_CONTROLLER,
 //! decisions are serialized, failover, session expiry and restart.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

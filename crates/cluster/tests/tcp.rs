@@ -1,6 +1,6 @@
 //! Three controller nodes over weir-raft's TCP transport on loopback.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

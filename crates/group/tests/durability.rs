@@ -3,7 +3,7 @@
 //! `append_completed`, and a failed write leaves the state as it was (or,
 //! for a stored assignment, starts a rebalance).
 
-mod common;
+use crate::common;
 
 use common::*;
 use weir_group::{

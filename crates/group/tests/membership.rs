@@ -1,7 +1,7 @@
 //! Scenario tests of JoinGroup / SyncGroup / Heartbeat / LeaveGroup in
 //! virtual time.
 
-mod common;
+use crate::common;
 
 use common::*;
 use weir_group::{

@@ -1,7 +1,7 @@
 //! Offset commit / fetch / delete, expiry, group deletion and replay of
 //! `__consumer_offsets`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use weir_group::records::{RecordKey, decode_key};

@@ -14,7 +14,7 @@
 //!
 //! A failing seed is printed; rerun it with `WEIR_GROUP_SEED=<seed>`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -22,7 +22,7 @@
 //! when it is missing it is built into a separate target directory.
 //! `WEIR_PC_E2E_SEED` fixes the seed (printed on every run).
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;

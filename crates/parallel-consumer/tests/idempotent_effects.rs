@@ -3,11 +3,7 @@
 //! broker: the engine restarts from the committed offset, the record comes
 //! again, and the event id absorbs it.
 
-#[path = "../examples/sqlite_effects/effects.rs"]
-#[allow(dead_code)]
-mod effects;
-
-use effects::{Applied, Change, EffectStore};
+use crate::common::effects::{Applied, Change, EffectStore};
 use weir_parallel_consumer::engine::{Delivered, Engine, EngineConfig, Outcome};
 use weir_parallel_consumer::record::Record;
 use weir_parallel_consumer::scheduler::Decision;

@@ -3,7 +3,7 @@
 //! offset commits), plus the rows that need error injection: a failed commit
 //! (row 4) and a lost assignment with a late result (row 7).
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::Duration;

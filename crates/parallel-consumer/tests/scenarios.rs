@@ -7,7 +7,7 @@
 //! The same scenarios run now against librdkafka's mock cluster
 //! (`tests/mock_cluster.rs`).
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering as AtomicOrdering;

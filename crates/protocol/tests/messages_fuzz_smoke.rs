@@ -167,7 +167,7 @@ fn response_frames_survive_mutation() {
 
 /// Writes the seed corpus for `cargo fuzz`: one valid frame per api key at
 /// its lowest and highest version, plus frames declaring maximal lengths.
-/// Run with `cargo test -p weir-protocol --test messages_fuzz_smoke -- --ignored`.
+/// Run with `cargo test -p weir-protocol --test integration messages_fuzz_smoke:: -- --ignored`.
 #[test]
 #[ignore = "writes fuzz/corpus; run by hand"]
 fn write_seed_corpus() {

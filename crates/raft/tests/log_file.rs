@@ -1,7 +1,7 @@
 //! The log file on disk: a torn tail is cut, corruption before the tail is
 //! an error, and the node starts from what survives.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Three voters on the in-memory router: election, replication order,
 //! leader isolation, restart and catch-up.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! openraft's own storage conformance suite run against `LogStore` and
 //! `StateMachineStore` on a fresh directory per case.
 
-mod common;
+use crate::common;
 
 use common::Recorder;
 use openraft::testing::{StoreBuilder, Suite};

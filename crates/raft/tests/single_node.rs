@@ -1,6 +1,6 @@
 //! One voter: start, propose, restart from disk, snapshots.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! Three voters over TCP on loopback, and the frame bound.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 //! damage, serves no corrupt batch, rebuilds indexes that answer like fresh
 //! ones, and refuses to silently drop flushed data.
 
-mod common;
+use crate::common;
 use common::*;
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 use std::sync::Arc;

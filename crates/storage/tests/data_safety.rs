@@ -3,7 +3,7 @@
 //! and damage below the recovery point must never make a read skip or
 //! return records other than the ones asked for.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::sync::Arc;

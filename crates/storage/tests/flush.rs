@@ -8,7 +8,7 @@
 //! recovery point are taken, then a crash image; every image must reopen
 //! with all the batches acknowledged before it.
 
-mod common;
+use crate::common;
 use common::*;
 use std::sync::{Arc, Mutex};
 use weir_protocol::records::BatchHeader;

@@ -4,7 +4,7 @@
 //! (`WEIR_COMPAT_PYTHON`, else `.test-deps/venv`, as `scripts/test` builds
 //! it); without it the test is skipped, or fails under CI.
 
-mod common;
+use crate::common;
 use common::make_batch;
 use std::process::Command;
 use std::sync::Arc;

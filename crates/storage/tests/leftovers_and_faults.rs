@@ -2,7 +2,7 @@
 //! losing or duplicating records; injected I/O errors surface as errors and
 //! leave the log consistent.
 
-mod common;
+use crate::common;
 use common::*;
 use std::sync::Arc;
 use weir_protocol::records::BatchHeader;

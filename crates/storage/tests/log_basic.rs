@@ -1,7 +1,7 @@
 //! Table-style tests of the log: append, read, roll, indexes, timestamps,
 //! truncation, restart.
 
-mod common;
+use crate::common;
 use common::*;
 use std::sync::Arc;
 use weir_protocol::records::BatchHeader;

@@ -1,6 +1,6 @@
 //! Log manager: many partitions, checkpoints, clean shutdown, deletes.
 
-mod common;
+use crate::common;
 use common::make_batch;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! and by timestamp, truncations, DeleteRecords, flushes, clean restarts and
 //! crashes, checked against a plain in-memory list of batches.
 
-mod common;
+use crate::common;
 use common::*;
 use proptest::prelude::*;
 use std::sync::Arc;

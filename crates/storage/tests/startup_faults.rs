@@ -5,7 +5,7 @@
 //! whose clean-shutdown marker cannot be removed goes offline instead of
 //! failing the start.
 
-mod common;
+use crate::common;
 use common::{make_batch, read_all_batches};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

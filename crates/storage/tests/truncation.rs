@@ -3,7 +3,7 @@
 //! not synced, never lose what lies below the truncation, and never bring
 //! back a log start offset or a producer snapshot the truncation removed.
 
-mod common;
+use crate::common;
 
 use common::{data_dir, make_batch, seg_file, segment_dir, tp};
 use std::path::PathBuf;

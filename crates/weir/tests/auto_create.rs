@@ -3,7 +3,7 @@
 //! producer does, and say so; consumers and admin commands do not; a broker
 //! with `auto.create.topics.enable=false` gets a clear error.
 
-mod common;
+use crate::common;
 
 use common::Broker;
 

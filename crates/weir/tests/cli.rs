@@ -1,7 +1,7 @@
 //! The `weir` command line against a real `weir serve`: each subcommand's
 //! output and exit status, including the error cases.
 
-mod common;
+use crate::common;
 
 use common::{Broker, closed_port, now_ms, weir};
 

@@ -2,7 +2,7 @@
 //! commands apply (seen from the broker's side), flags over the file,
 //! security settings refused, unknown ones warned about, file errors.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

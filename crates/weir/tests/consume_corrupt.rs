@@ -5,7 +5,7 @@
 //! error line naming the topic, partition, offset and reason, and a
 //! non-zero exit status.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

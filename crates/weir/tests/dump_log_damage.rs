@@ -1,7 +1,7 @@
 //! `weir dump-log` on a damaged segment: it prints every batch as Kafka's
 //! tool does, marks where the damage is, and exits non-zero.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::weir;

@@ -4,7 +4,7 @@
 //! source, synonyms in Kafka's order) on the broker and on a topic that
 //! inherits it, and the refusal of read-only configs.
 
-mod common;
+use crate::common;
 
 use common::Broker;
 

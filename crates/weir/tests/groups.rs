@@ -1,7 +1,7 @@
 //! `weir consume --group` commits and `weir groups` against a real
 //! `weir serve`: lag while a consumer is behind, reset-offsets, delete.
 
-mod common;
+use crate::common;
 
 use common::Broker;
 

@@ -3,7 +3,7 @@
 //! node that serves clients on its PLAINTEXT listener, and multi-node or
 //! secured settings are refused at start with the setting named.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;

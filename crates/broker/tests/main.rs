@@ -1,0 +1,26 @@
+//! The integration tests of this crate, built as one test binary (one link
+//! instead of one per file). Run one file's tests with a filter on its
+//! module name: `cargo test -p weir-broker --test integration <module>::`.
+
+mod common;
+
+mod admin;
+mod conformance;
+mod console;
+mod console_corrupt;
+mod damaged_segments;
+mod data;
+mod decoders_fuzz_smoke;
+mod dynamic_configs;
+mod embedded;
+mod groups;
+mod http_host;
+mod internal_topic;
+mod metrics;
+mod network;
+mod produce_flush;
+mod produce_record_errors;
+mod record_validation;
+mod retention;
+mod retention_live;
+mod startup_faults;

@@ -1,0 +1,10 @@
+//! The integration tests of this crate, built as one test binary (one link
+//! instead of one per file). Run one file's tests with a filter on its
+//! module name: `cargo test -p weir-cluster --test integration <module>::`.
+
+mod common;
+
+mod batch_fuzz_smoke;
+mod image;
+mod quorum;
+mod tcp;

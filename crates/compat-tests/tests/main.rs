@@ -1,0 +1,20 @@
+//! The integration tests of this crate, built as one test binary (one link
+//! instead of one per file). Run one file's tests with a filter on its
+//! module name: `cargo test -p weir-compat-tests --test integration <module>::`.
+
+mod compaction;
+mod conformance;
+mod console;
+mod crash_loop;
+mod groups_scenarios;
+mod kafka_python;
+mod kafka_python_record_errors;
+mod kafkajs;
+mod kcat;
+mod rdkafka;
+mod rdkafka_dynamic_configs;
+mod rdkafka_groups;
+mod rdkafka_groups_members;
+mod rdkafka_groups_reset;
+mod rdkafka_record_errors;
+mod torn_tail;

@@ -1,0 +1,13 @@
+//! The integration tests of this crate, built as one test binary (one link
+//! instead of one per file). Run one file's tests with a filter on its
+//! module name: `cargo test -p weir-group --test integration <module>::`.
+
+mod common;
+
+mod durability;
+mod membership;
+mod offsets;
+mod random_scenarios;
+mod records;
+mod records_fuzz_smoke;
+mod records_oracle;

@@ -1,0 +1,11 @@
+//! The integration tests of this crate, built as one test binary (one link
+//! instead of one per file). Run one file's tests with a filter on its
+//! module name: `cargo test -p weir-parallel-consumer --test integration <module>::`.
+
+mod common;
+
+mod end_to_end;
+mod idempotent_effects;
+mod metadata_fuzz_smoke;
+mod mock_cluster;
+mod scenarios;

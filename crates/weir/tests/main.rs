@@ -1,0 +1,16 @@
+//! The integration tests of this crate, built as one test binary (one link
+//! instead of one per file). Run one file's tests with a filter on its
+//! module name: `cargo test -p weir --test integration <module>::`.
+
+mod common;
+
+mod auto_create;
+mod cli;
+mod command_config;
+mod consume_corrupt;
+mod dump_log_damage;
+mod dynamic_configs;
+mod groups;
+mod serve_kraft;
+mod serve_limits;
+mod serve_signals;
