@@ -162,12 +162,16 @@ pub struct BrokerConfig {
     pub listener: Listener,
     pub advertised_listener: Option<Listener>,
     /// The listener named in `controller.listener.names` (`CONTROLLER://…`
-    /// in Kafka's server.properties), as `(name, address)`: validated but
-    /// not opened, since this single node is its own controller quorum.
+    /// in Kafka's server.properties), as `(name, address)`. Opened only in
+    /// a cluster ([`BrokerConfig::is_cluster`]); a single node is its own
+    /// controller quorum.
     pub controller_listener: Option<(String, Listener)>,
-    /// `process.roles`: always broker and controller (anything else is a
-    /// multi-node setting and refused).
+    /// `process.roles`: always broker and controller (a broker-only or
+    /// controller-only node is refused).
     pub process_roles: Vec<String>,
+    /// `controller.quorum.voters`: node id → `host:port` of its CONTROLLER
+    /// listener. Empty, or only this node, for a single node.
+    pub quorum_voters: BTreeMap<i32, String>,
     /// `http.listeners`: where `/metrics` and the console are served; None
     /// when set to the empty string.
     pub http_listener: Option<Listener>,
@@ -229,6 +233,12 @@ fn invalid(name: &str, value: &str, reason: impl Into<String>) -> ConfigError {
 }
 
 impl BrokerConfig {
+    /// Whether this node is one of several: `controller.quorum.voters`
+    /// names other nodes too.
+    pub fn is_cluster(&self) -> bool {
+        self.quorum_voters.keys().any(|id| *id != self.node_id)
+    }
+
     /// Builds and validates a configuration from explicitly set
     /// `(name, value)` pairs (later pairs override earlier ones).
     pub fn from_pairs<K, V>(
@@ -336,6 +346,7 @@ impl BrokerConfig {
             advertised_listener,
             controller_listener: kraft.controller_listener,
             process_roles: kraft.roles,
+            quorum_voters: kraft.voters,
             http_listener,
             http_allowed_hosts,
             log_dirs,
@@ -453,11 +464,12 @@ struct Kraft {
     /// `controller.listener.names`, never the client listener.
     controller_names: Vec<String>,
     controller_listener: Option<(String, Listener)>,
+    voters: BTreeMap<i32, String>,
 }
 
-/// Why a setting is refused: it describes more than one node.
-const MULTI_NODE: &str = "multi-node clusters are not supported by this version of weir yet; \
-     run one node with process.roles=broker,controller and only itself in controller.quorum.voters";
+/// Why a setting is refused: it describes a kind of node weir does not run.
+const COMBINED_ONLY: &str = "this version of weir runs combined nodes only: \
+     every node has process.roles=broker,controller and is a voter in controller.quorum.voters";
 
 /// Validates Kafka's KRaft settings (`process.roles`, `controller.quorum.*`,
 /// `controller.listener.names`, `inter.broker.listener.name`) for weir's
@@ -506,26 +518,36 @@ fn kraft(
         return Err(invalid(
             "process.roles",
             &roles_s,
-            format!("{why}: {MULTI_NODE}"),
+            format!("{why}: {COMBINED_ONLY}"),
         ));
     }
 
     let voters_s = get("controller.quorum.voters");
-    let mut voter_ids = Vec::new();
+    let mut voters = BTreeMap::new();
     for v in list("controller.quorum.voters") {
         let parsed = v.split_once('@').and_then(|(id, addr)| {
-            let id = id.trim().parse::<i32>().ok()?;
-            Listener::parse_address(addr.trim()).ok().map(|_| id)
+            let id = id.trim().parse::<i32>().ok().filter(|id| *id >= 0)?;
+            let l = Listener::parse_address(addr.trim()).ok()?;
+            (l.port != 0).then(|| (id, addr.trim().to_string()))
         });
-        let Some(id) = parsed else {
+        let Some((id, addr)) = parsed else {
             return Err(invalid(
                 "controller.quorum.voters",
                 &voters_s,
-                format!("expected id@host:port entries, got {v:?}"),
+                format!(
+                    "expected id@host:port entries with a non-negative id and a port, got {v:?}"
+                ),
             ));
         };
-        voter_ids.push(id);
+        if voters.insert(id, addr).is_some() {
+            return Err(invalid(
+                "controller.quorum.voters",
+                &voters_s,
+                format!("names node {id} twice"),
+            ));
+        }
     }
+    let voter_ids: Vec<i32> = voters.keys().copied().collect();
     if !voter_ids.is_empty() && !voter_ids.contains(&node_id) {
         return Err(invalid(
             "controller.quorum.voters",
@@ -533,13 +555,6 @@ fn kraft(
             format!(
                 "node.id {node_id} must be among the voters when process.roles contains controller"
             ),
-        ));
-    }
-    if voter_ids.iter().any(|&id| id != node_id) {
-        return Err(invalid(
-            "controller.quorum.voters",
-            &voters_s,
-            format!("names nodes other than node.id {node_id}: {MULTI_NODE}"),
         ));
     }
     let bootstrap_s = get("controller.quorum.bootstrap.servers");
@@ -552,7 +567,10 @@ fn kraft(
         return Err(invalid(
             "controller.quorum.bootstrap.servers",
             &bootstrap_s,
-            format!("names more than one controller: {MULTI_NODE}"),
+            format!(
+                "names more than one controller: list the quorum in controller.quorum.voters \
+                 (dynamic quorums are not supported)"
+            ),
         ));
     }
 
@@ -638,10 +656,34 @@ fn kraft(
             ));
         }
     }
+    if voters.len() > 1 {
+        // The others reach this node at its voter address: the CONTROLLER
+        // listener must be opened there.
+        let Some((name, l)) = &controller_listener else {
+            return Err(invalid(
+                "controller.listener.names",
+                &names_s,
+                "a quorum of several voters needs a CONTROLLER listener among the listeners",
+            ));
+        };
+        let own = voters.get(&node_id).map(String::as_str).unwrap_or_default();
+        let own_port = Listener::parse_address(own).map(|o| o.port).unwrap_or(0);
+        if l.port != own_port {
+            return Err(invalid(
+                "listeners",
+                &listeners_s,
+                format!(
+                    "listener {name} is on port {}, but controller.quorum.voters says node {node_id} is at {own}",
+                    l.port
+                ),
+            ));
+        }
+    }
     Ok(Kraft {
         roles,
         controller_names,
         controller_listener,
+        voters,
     })
 }
 
@@ -1070,7 +1112,16 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.listener.port, 9092);
-        assert_eq!(c.advertised_listener.unwrap().port, 9092);
+        assert_eq!(c.advertised_listener.clone().unwrap().port, 9092);
+        assert!(!c.is_cluster());
+        let q = with(&[(
+            "controller.quorum.voters",
+            "1@127.0.0.1:9093,2@127.0.0.1:19093,3@127.0.0.1:29093",
+        )])
+        .unwrap();
+        assert!(q.is_cluster());
+        assert_eq!(q.quorum_voters.len(), 3);
+        assert_eq!(q.quorum_voters[&2], "127.0.0.1:19093");
         // with none of them set, one node that is broker and controller
         let d = BrokerConfig::default();
         assert_eq!(d.process_roles, ["broker", "controller"]);
@@ -1088,17 +1139,27 @@ mod tests {
             (
                 vec![("process.roles", "broker")],
                 "process.roles",
-                "multi-node",
+                "combined nodes only",
             ),
             (
                 vec![("process.roles", "controller")],
                 "process.roles",
-                "multi-node",
+                "combined nodes only",
             ),
             (
-                vec![("controller.quorum.voters", "1@h:9093,2@h2:9093")],
+                vec![("controller.quorum.voters", "1@h:9093,1@h2:9093")],
                 "controller.quorum.voters",
-                "multi-node",
+                "names node 1 twice",
+            ),
+            (
+                vec![("controller.quorum.voters", "1@h:9094,2@h2:9093")],
+                "listeners",
+                "says node 1 is at h:9094",
+            ),
+            (
+                vec![("controller.quorum.voters", "1@h:0")],
+                "controller.quorum.voters",
+                "with a non-negative id and a port",
             ),
             (
                 vec![("controller.quorum.voters", "2@h:9093")],
@@ -1113,7 +1174,7 @@ mod tests {
             (
                 vec![("controller.quorum.bootstrap.servers", "a:9093,b:9093")],
                 "controller.quorum.bootstrap.servers",
-                "multi-node",
+                "dynamic quorums are not supported",
             ),
             (
                 vec![("listeners", "PLAINTEXT://:9092")],

@@ -179,12 +179,12 @@ fn multi_node_and_secured_kraft_settings_are_refused_at_start() {
             )],
             vec![
                 "controller.quorum.voters",
-                "multi-node clusters are not supported",
+                "this build of weir serve runs a single node",
             ],
         ),
         (
             vec![("process.roles", "broker")],
-            vec!["process.roles", "multi-node clusters are not supported"],
+            vec!["process.roles", "combined nodes only"],
         ),
         (
             vec![(

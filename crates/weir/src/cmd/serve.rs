@@ -70,6 +70,13 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if config.is_cluster() {
+        eprintln!(
+            "weir serve: invalid configuration: controller.quorum.voters names other nodes; \
+             this build of weir serve runs a single node (its own controller quorum)"
+        );
+        return ExitCode::from(2);
+    }
     for k in &config.unused {
         tracing::warn!("configuration {k} was supplied but is not used by weir");
     }
