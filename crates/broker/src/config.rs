@@ -567,10 +567,8 @@ fn kraft(
         return Err(invalid(
             "controller.quorum.bootstrap.servers",
             &bootstrap_s,
-            format!(
-                "names more than one controller: list the quorum in controller.quorum.voters \
-                 (dynamic quorums are not supported)"
-            ),
+            "names more than one controller: list the quorum in controller.quorum.voters \
+             (dynamic quorums are not supported)",
         ));
     }
 
