@@ -131,6 +131,7 @@ pub struct MetadataRaft<S> {
     raft: Raft,
     log: LogStore,
     sm: StateMachineStore<S>,
+    max_frame_bytes: usize,
     server: Option<JoinHandle<()>>,
 }
 
@@ -162,6 +163,7 @@ impl<S: MetadataStateMachine> MetadataRaft<S> {
             raft,
             log,
             sm,
+            max_frame_bytes: options.max_frame_bytes,
             server: None,
         })
     }
@@ -179,6 +181,23 @@ impl<S: MetadataStateMachine> MetadataRaft<S> {
         let raft = node.raft.clone();
         node.server = Some(tokio::spawn(serve_tcp(listener, raft, max_frame_bytes)));
         Ok(node)
+    }
+
+    /// Starts a node that talks to the other voters over TCP but serves no
+    /// listener itself: the caller accepts connections on the node's
+    /// CONTROLLER listener and hands raft ones to
+    /// [`serve_raft_connection`](crate::network::serve_raft_connection)
+    /// with [`raft`](MetadataRaft::raft).
+    pub async fn start_tcp_client(options: RaftOptions, sm: S) -> Result<Self, RaftStartError> {
+        let network = TcpNetworkFactory {
+            max_frame_bytes: options.max_frame_bytes,
+        };
+        Self::start(options, sm, network).await
+    }
+
+    /// The bound on one RPC frame this node was started with.
+    pub fn max_frame_bytes(&self) -> usize {
+        self.max_frame_bytes
     }
 
     /// Starts a node on an in-memory router (tests).

@@ -6,7 +6,11 @@
 //! time, answered in order. A frame longer than the limit
 //! ([`MAX_FRAME_BYTES`] by default) is refused with an error before any of
 //! it is read, and the payload is read incrementally, so a peer's length
-//! never drives an allocation by itself.
+//! never drives an allocation by itself. A frame's payload is a JSON
+//! object, so its first byte (byte 4 of a connection) is always `{`
+//! ([`RAFT_FRAME_MARKER`]): a listener shared with another protocol tells
+//! the two apart by it and hands raft connections to
+//! [`serve_raft_connection`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -32,6 +36,10 @@ use crate::{Raft, TypeConfig};
 /// Default bound on one RPC frame. Snapshots travel in chunks of at most
 /// `snapshot_max_chunk_size` (set well below this by the facade).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+/// Byte 4 of every raft connection: the `{` opening the first frame's
+/// JSON payload.
+pub const RAFT_FRAME_MARKER: u8 = b'{';
 
 type Err<E = openraft::error::Infallible> = RPCError<u64, BasicNode, RaftError<u64, E>>;
 
@@ -256,12 +264,25 @@ pub async fn serve_tcp(listener: TcpListener, raft: Raft, max_frame_bytes: usize
     }
 }
 
-async fn serve_connection(
-    mut stream: TcpStream,
+async fn serve_connection(stream: TcpStream, raft: Raft, max_frame_bytes: usize) -> io::Result<()> {
+    stream.set_nodelay(true)?;
+    serve_raft_connection(stream, raft, max_frame_bytes).await
+}
+
+/// Serves raft RPCs on one already-accepted connection until the peer
+/// closes it (`UnexpectedEof`) or sends something that is not a raft
+/// frame. For a listener that carries other protocols too: the caller
+/// accepts, recognizes a raft connection (its first frame's payload is
+/// JSON, so byte 4 of the stream is `{`) and hands the stream over with
+/// those bytes still unread (replayed by the stream if it peeked them).
+pub async fn serve_raft_connection<S>(
+    mut stream: S,
     raft: Raft,
     max_frame_bytes: usize,
-) -> io::Result<()> {
-    stream.set_nodelay(true)?;
+) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     loop {
         let frame = read_frame(&mut stream, max_frame_bytes).await?;
         let req: RpcRequest = serde_json::from_slice(&frame)
