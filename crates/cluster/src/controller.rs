@@ -195,6 +195,17 @@ impl QuorumController {
             .await
     }
 
+    /// CreateTopics with `validate_only`: the same decision as
+    /// [`create_topic`](Self::create_topic) on the same image, but nothing
+    /// is committed; the id is the one the topic would have had.
+    pub async fn validate_topic(&self, topic: NewTopic) -> Result<Uuid, ControllerError> {
+        self.decide(move |c, image, _| {
+            c.create_topic(image, &topic)
+                .map(|(id, _)| (id, Vec::new()))
+        })
+        .await
+    }
+
     /// DeleteTopics for one topic.
     pub async fn delete_topic(&self, name: String) -> Result<(), ControllerError> {
         self.decide(move |c, image, _| Ok(((), c.delete_topic(image, &name)?)))

@@ -11,6 +11,14 @@
 //!   a time on the latest image, proposes through raft and answers once the
 //!   records are applied; elsewhere it answers NOT_CONTROLLER.
 //! - [`node::ControllerNode`]: the three together for one node.
+//! - [`listener`]: the CONTROLLER listener, raft RPCs and Kafka controller
+//!   requests (BrokerRegistration, BrokerHeartbeat, ControlledShutdown,
+//!   CreateTopics, DeleteTopics, DescribeQuorum) on one port.
+//! - [`client::ControllerClient`]: sends those requests to whichever voter
+//!   is the active controller.
+//! - [`lifecycle::BrokerLifecycle`]: a broker's registration, heartbeats
+//!   and controlled shutdown.
+//! - [`cluster_node::ClusterNode`]: all of it for one process.
 //!
 //! See "Quorum controller" in `docs/cluster.md`.
 //!
@@ -43,10 +51,17 @@
 )]
 
 pub mod batch;
+pub mod client;
+pub mod cluster_node;
 pub mod controller;
 pub mod image;
+pub mod lifecycle;
+pub mod listener;
 pub mod node;
 
+pub use client::{ControllerClient, ControllerClientConfig, ControllerClientError};
+pub use cluster_node::{ClusterNode, ClusterNodeConfig};
 pub use controller::{ControllerError, QuorumController, QuorumControllerConfig};
 pub use image::{AppliedImage, ImageReader, ImageStateMachine, ImageUpdate};
+pub use lifecycle::{BrokerInfo, BrokerLifecycle, BrokerState, LifecycleConfig};
 pub use node::ControllerNode;

@@ -28,6 +28,19 @@ impl ControllerNode {
         Ok(Self::assemble(raft, images, config))
     }
 
+    /// Starts a node that talks to the other voters over TCP but serves no
+    /// listener: the caller serves the CONTROLLER listener (see
+    /// [`crate::listener::serve`], which hands raft connections to
+    /// this node's raft).
+    pub async fn start_tcp_client(
+        options: RaftOptions,
+        config: QuorumControllerConfig,
+    ) -> Result<Self, RaftStartError> {
+        let (sm, images) = ImageStateMachine::new();
+        let raft = MetadataRaft::start_tcp_client(options, sm).await?;
+        Ok(Self::assemble(raft, images, config))
+    }
+
     /// Starts a node on an in-memory router (tests).
     pub async fn start_mem(
         options: RaftOptions,

@@ -5,6 +5,7 @@
 mod common;
 
 mod batch_fuzz_smoke;
+mod controller_listener;
 mod image;
 mod quorum;
 mod tcp;

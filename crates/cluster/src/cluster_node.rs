@@ -1,0 +1,228 @@
+//! [`ClusterNode`]: everything of the control plane one process runs —
+//! the controller node serving its CONTROLLER listener (raft and Kafka
+//! controller requests on one port), quorum initialization, session expiry
+//! on the active controller, and the broker lifecycle.
+//!
+//! Quorum initialization: only the lowest voter id initializes the voter
+//! set, and only on a data dir whose log holds no membership yet
+//! ([`MetadataRaft::initialize`](weir_raft::MetadataRaft::initialize) does
+//! nothing on an initialized log, so restarts are safe). Every other voter
+//! waits to be replicated to.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use weir_raft::{RaftOptions, RaftStartError};
+
+use crate::client::{ControllerClient, ControllerClientConfig};
+use crate::controller::{QuorumController, QuorumControllerConfig};
+use crate::image::ImageReader;
+use crate::lifecycle::{BrokerInfo, BrokerLifecycle, BrokerState, LifecycleConfig};
+use crate::listener::{self, Clock, DEFAULT_MAX_REQUEST_BYTES, ListenerContext};
+use crate::node::ControllerNode;
+
+/// Default period of the session-expiry check on the active controller.
+pub const DEFAULT_TICK_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How one process of the cluster runs.
+#[derive(Clone)]
+pub struct ClusterNodeConfig {
+    /// The metadata quorum: `node.id`, the metadata log dir and
+    /// `controller.quorum.voters` (id -> CONTROLLER `host:port`).
+    pub raft: RaftOptions,
+    pub controller: QuorumControllerConfig,
+    /// Registrations from another cluster id are refused; `None` accepts
+    /// any.
+    pub cluster_id: Option<String>,
+    /// Bound on one Kafka request frame on the CONTROLLER listener.
+    pub max_request_bytes: usize,
+    /// How often the active controller expires sessions.
+    pub tick_interval: Duration,
+    /// The clock the controller decides with.
+    pub clock: Clock,
+    /// This process's broker, if it is one (`process.roles` has `broker`).
+    pub broker: Option<(BrokerInfo, LifecycleConfig)>,
+    pub client: ControllerClientConfig,
+}
+
+impl ClusterNodeConfig {
+    /// A node with the defaults and no broker.
+    pub fn new(raft: RaftOptions) -> Self {
+        ClusterNodeConfig {
+            raft,
+            controller: QuorumControllerConfig::default(),
+            cluster_id: None,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            tick_interval: DEFAULT_TICK_INTERVAL,
+            clock: listener::monotonic_clock(),
+            broker: None,
+            client: ControllerClientConfig::default(),
+        }
+    }
+}
+
+/// A running control plane of one process. Dropping it stops its tasks
+/// without a controlled shutdown; [`shutdown`](Self::shutdown) does one.
+pub struct ClusterNode {
+    node: ControllerNode,
+    client: Arc<ControllerClient>,
+    lifecycle: Option<BrokerLifecycle>,
+    tasks: Tasks,
+}
+
+impl ClusterNode {
+    /// Starts the node on its bound CONTROLLER `listener`.
+    pub async fn start(
+        config: ClusterNodeConfig,
+        listener: TcpListener,
+    ) -> Result<Self, RaftStartError> {
+        let node_id = config.raft.node_id;
+        let voters = config.raft.voters.clone();
+        let lowest = voters.keys().next().copied();
+        let node = ControllerNode::start_tcp_client(config.raft, config.controller).await?;
+        let ctx = ListenerContext {
+            node_id,
+            controller: node.controller.clone(),
+            images: node.images.clone(),
+            raft: node.raft.raft().clone(),
+            voters: voters.clone(),
+            cluster_id: config.cluster_id,
+            clock: config.clock.clone(),
+            max_request_bytes: config.max_request_bytes,
+            max_raft_frame_bytes: node.raft.max_frame_bytes(),
+        };
+        let mut tasks = vec![tokio::spawn(listener::serve(listener, ctx))];
+        if lowest == Some(node_id) {
+            node.raft.initialize().await?;
+        }
+        tasks.push(tokio::spawn(expire_sessions(
+            node.controller.clone(),
+            config.clock,
+            config.tick_interval,
+        )));
+        let client = Arc::new(ControllerClient::new(voters, config.client));
+        let lifecycle = config.broker.map(|(info, lifecycle)| {
+            let images = node.images.clone();
+            let offset =
+                Arc::new(move || i64::try_from(images.current().index).unwrap_or(i64::MAX));
+            BrokerLifecycle::start(info, lifecycle, Arc::clone(&client), offset)
+        });
+        Ok(ClusterNode {
+            node,
+            client,
+            lifecycle,
+            tasks: Tasks(tasks),
+        })
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.node.node_id()
+    }
+
+    /// The metadata image this node applies, for the broker side.
+    pub fn images(&self) -> ImageReader {
+        self.node.images.clone()
+    }
+
+    /// The controller beside this node's raft (answers NOT_CONTROLLER
+    /// unless this node is the active controller).
+    pub fn controller(&self) -> &QuorumController {
+        &self.node.controller
+    }
+
+    /// A client of the active controller (for forwarding CreateTopics and
+    /// DeleteTopics).
+    pub fn controller_client(&self) -> Arc<ControllerClient> {
+        Arc::clone(&self.client)
+    }
+
+    /// The broker's lifecycle state, if this node is a broker.
+    pub fn broker_state(&self) -> Option<watch::Receiver<BrokerState>> {
+        self.lifecycle.as_ref().map(BrokerLifecycle::state)
+    }
+
+    /// The controller node (raft, images, controller).
+    pub fn controller_node(&self) -> &ControllerNode {
+        &self.node
+    }
+
+    /// Controlled shutdown of the broker (bounded by its
+    /// `shutdown_timeout`), then stops the listener, session expiry and
+    /// raft.
+    pub async fn shutdown(mut self) -> Result<(), RaftStartError> {
+        if let Some(lifecycle) = self.lifecycle.take() {
+            lifecycle.shutdown().await;
+        }
+        self.stop().await
+    }
+
+    /// Stops at once, without a controlled shutdown (as a crash would, but
+    /// with raft's files closed cleanly).
+    pub async fn stop(mut self) -> Result<(), RaftStartError> {
+        self.lifecycle.take();
+        for task in self.tasks.0.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+        let ClusterNode { node, .. } = self;
+        node.shutdown().await
+    }
+}
+
+/// Tasks aborted when dropped.
+struct Tasks(Vec<JoinHandle<()>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// Session expiry on whichever node is the active controller.
+async fn expire_sessions(controller: QuorumController, clock: Clock, interval: Duration) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if !controller.is_active() {
+            continue;
+        }
+        match controller.tick(clock()).await {
+            Ok(fenced) if !fenced.is_empty() => {
+                tracing::info!(?fenced, "fenced brokers whose sessions expired");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "session expiry skipped"),
+        }
+    }
+}
+
+/// The voters' map from Kafka's `controller.quorum.voters`
+/// (`1@host:port,2@host:port`).
+pub fn parse_voters(s: &str) -> Result<BTreeMap<u64, String>, String> {
+    let mut voters = BTreeMap::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, addr) = part
+            .split_once('@')
+            .ok_or_else(|| format!("voter {part:?} is not id@host:port"))?;
+        let id: u64 = id
+            .parse()
+            .map_err(|_| format!("voter {part:?} has no numeric id"))?;
+        if crate::listener::split_host_port(addr).is_none() {
+            return Err(format!("voter {part:?} has no host:port"));
+        }
+        if voters.insert(id, addr.to_string()).is_some() {
+            return Err(format!("voter id {id} appears twice"));
+        }
+    }
+    if voters.is_empty() {
+        return Err("controller.quorum.voters is empty".into());
+    }
+    Ok(voters)
+}
