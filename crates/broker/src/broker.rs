@@ -11,6 +11,7 @@ use weir_protocol::error_code::ErrorCode;
 use weir_storage::backend::{FileStorage, Storage};
 use weir_storage::{Log, LogManager, LogManagerConfig, StorageError, TopicPartition};
 
+use crate::cluster::{ClusterSnapshot, ClusterView, LocalTopicAdmin, SingleNode, TopicAdmin};
 use crate::config::BrokerConfig;
 use crate::dynamic_config::{self, DynamicConfigs, Scope};
 use crate::groups::Groups;
@@ -92,14 +93,23 @@ pub struct Broker {
     effective: RwLock<Arc<BrokerConfig>>,
     pub meta: MetaProperties,
     pub logs: LogManager,
-    topics: RwLock<TopicStore>,
+    /// This broker's topic table (`weir-topics.json`): every topic of a
+    /// single node; in a cluster, the topics this broker hosts partitions
+    /// of, so that a restart knows them before the metadata image arrives.
+    pub(crate) topics: Arc<RwLock<TopicStore>>,
     /// Serialises topic creation, deletion and config changes.
     pub admin: tokio::sync::Mutex<()>,
     /// Host and port announced in Metadata.
-    advertised: RwLock<(String, u16)>,
+    advertised: Arc<RwLock<(String, u16)>>,
+    /// Brokers, controller and partition leadership as handlers see them;
+    /// [`SingleNode`] unless a cluster installed its own.
+    cluster: RwLock<Arc<dyn ClusterView>>,
+    /// Who creates and deletes topics; [`LocalTopicAdmin`] unless a cluster
+    /// installed its own.
+    topic_admin: RwLock<Arc<dyn TopicAdmin>>,
     appended: watch::Sender<u64>,
     /// Per-partition producer state; `None` until first used after start.
-    producers: Mutex<HashMap<TopicPartition, Arc<Mutex<Option<PartitionProducers>>>>>,
+    pub(crate) producers: Mutex<HashMap<TopicPartition, Arc<Mutex<Option<PartitionProducers>>>>>,
     /// Serialises high-watermark updates so the HW never moves backwards.
     hw_lock: Mutex<()>,
     next_producer_id: AtomicI64,
@@ -200,7 +210,10 @@ impl Broker {
             tracing::error!(partition = %tp, "partition is offline: {reason}");
         }
         let dirs_offline = !logs.offline_dirs().is_empty();
-        for t in store.all() {
+        // In a cluster the metadata image says which partitions this broker
+        // hosts (`reconcile_hosted` creates them), not the table.
+        let creates_missing = !config.is_cluster();
+        for t in store.all().filter(|_| creates_missing) {
             let cfg = topic_config::log_config(&config, &t.configs);
             for p in 0..t.partitions {
                 let tp = TopicPartition::new(t.name.clone(), p);
@@ -226,12 +239,17 @@ impl Broker {
             None => (config.listener.host.clone(), config.listener.port),
         };
         let now = clock();
+        let topics = Arc::new(RwLock::new(store));
+        let advertised = Arc::new(RwLock::new(advertised));
+        let single = SingleNode::new(static_config.node_id, topics.clone(), advertised.clone());
         Ok(Broker {
             meta,
             logs,
-            topics: RwLock::new(store),
+            topics,
             admin: tokio::sync::Mutex::new(()),
-            advertised: RwLock::new(advertised),
+            advertised,
+            cluster: RwLock::new(Arc::new(single)),
+            topic_admin: RwLock::new(Arc::new(LocalTopicAdmin)),
             appended: watch::channel(0).0,
             producers: Mutex::new(HashMap::new()),
             hw_lock: Mutex::new(()),
@@ -243,6 +261,32 @@ impl Broker {
             groups: OnceLock::new(),
             metrics: crate::metrics::BrokerMetrics::new(now, recovery),
         })
+    }
+
+    /// The cluster as of now: one snapshot per request.
+    pub fn cluster(&self) -> Arc<ClusterSnapshot> {
+        let view = self
+            .cluster
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        view.snapshot()
+    }
+
+    /// Who creates, deletes and grows topics.
+    pub fn topic_admin(&self) -> Arc<dyn TopicAdmin> {
+        self.topic_admin
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Makes this broker a cluster member: handlers answer from `view` and
+    /// send topic changes to `admin`. Called once, before clients connect
+    /// (a request already running keeps the snapshot it took).
+    pub fn set_cluster(&self, view: Arc<dyn ClusterView>, admin: Arc<dyn TopicAdmin>) {
+        *self.cluster.write().unwrap_or_else(|p| p.into_inner()) = view;
+        *self.topic_admin.write().unwrap_or_else(|p| p.into_inner()) = admin;
     }
 
     /// The group coordinator, once started.

@@ -23,6 +23,7 @@
 
 pub mod authorized_operations;
 pub mod broker;
+pub mod cluster;
 pub mod codes;
 pub mod config;
 pub mod configdef;
@@ -31,6 +32,7 @@ pub mod dynamic_config;
 pub mod embedded;
 pub mod groups;
 pub mod handler;
+pub mod hosting;
 pub mod http;
 pub mod metrics;
 pub mod producer_state;

@@ -84,6 +84,8 @@ pub struct TopicStore {
     topics: BTreeMap<String, TopicMeta>,
     /// Why the file on disk could not be read, when it could not.
     lost: Option<String>,
+    /// Counts changes to `topics` (readers cache what they derive from it).
+    generation: u64,
 }
 
 impl TopicStore {
@@ -104,6 +106,7 @@ impl TopicStore {
                     dir: dir.to_path_buf(),
                     topics: BTreeMap::new(),
                     lost: Some(reason),
+                    generation: 0,
                 })
             }
             other => other,
@@ -142,6 +145,7 @@ impl TopicStore {
             dir: dir.to_path_buf(),
             topics,
             lost: None,
+            generation: 0,
         })
     }
 
@@ -162,6 +166,7 @@ impl TopicStore {
         for t in topics {
             self.topics.insert(t.name.clone(), t);
         }
+        self.generation += 1;
         self.persist()?;
         self.lost = None;
         Ok(())
@@ -182,6 +187,12 @@ impl TopicStore {
                 )
             })
             .collect()
+    }
+
+    /// Changes with every change of the topics held (a failed write that
+    /// was undone may change it too).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     pub fn get(&self, name: &str) -> Option<&TopicMeta> {
@@ -206,6 +217,7 @@ impl TopicStore {
 
     /// Inserts or replaces a topic and persists the table.
     pub fn put(&mut self, topic: TopicMeta) -> Result<(), TopicStoreError> {
+        self.generation += 1;
         let old = self.topics.insert(topic.name.clone(), topic.clone());
         if let Err(e) = self.persist() {
             match old {
@@ -222,6 +234,7 @@ impl TopicStore {
         let Some(old) = self.topics.remove(name) else {
             return Ok(None);
         };
+        self.generation += 1;
         if let Err(e) = self.persist() {
             self.topics.insert(old.name.clone(), old);
             return Err(e);

@@ -5,6 +5,7 @@
 mod common;
 
 mod admin;
+mod cluster_view;
 mod conformance;
 mod console;
 mod console_corrupt;
@@ -14,6 +15,7 @@ mod decoders_fuzz_smoke;
 mod dynamic_configs;
 mod embedded;
 mod groups;
+mod hosting;
 mod http_host;
 mod internal_topic;
 mod metrics;

@@ -10,6 +10,16 @@ use super::{Reply, RequestContext};
 use crate::broker::AddPartitionsError;
 
 pub async fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> Reply {
+    let admin = ctx.broker.topic_admin();
+    let resp = admin.create_partitions(ctx, req).await;
+    Reply::Body(ResponseBody::CreatePartitions(resp))
+}
+
+/// This broker's own answer ([`crate::cluster::LocalTopicAdmin`]).
+pub async fn create_locally(
+    ctx: &RequestContext,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let b = &ctx.broker;
     let _guard = b.admin.lock().await;
     let results = req
@@ -58,9 +68,9 @@ pub async fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> Reply
             }
         })
         .collect();
-    Reply::Body(ResponseBody::CreatePartitions(CreatePartitionsResponse {
+    CreatePartitionsResponse {
         throttle_time_ms: 0,
         results,
         ..Default::default()
-    }))
+    }
 }

@@ -15,6 +15,16 @@ use crate::broker::CreateTopicError;
 use crate::topic_config;
 
 pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
+    let admin = ctx.broker.topic_admin();
+    let resp = admin.create_topics(ctx, req).await;
+    Reply::Body(ResponseBody::CreateTopics(resp))
+}
+
+/// This broker's own answer ([`crate::cluster::LocalTopicAdmin`]).
+pub async fn create_locally(
+    ctx: &RequestContext,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
     let b = &ctx.broker;
     let _guard = b.admin.lock().await;
     let mut results = Vec::with_capacity(req.topics.len());
@@ -128,9 +138,9 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
         }
         results.push(result);
     }
-    Reply::Body(ResponseBody::CreateTopics(CreateTopicsResponse {
+    CreateTopicsResponse {
         throttle_time_ms: 0,
         topics: results,
         ..Default::default()
-    }))
+    }
 }

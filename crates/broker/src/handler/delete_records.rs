@@ -1,4 +1,5 @@
-//! DeleteRecords: moves the log start offset (-1 = the high watermark).
+//! DeleteRecords: moves the log start offset (-1 = the high watermark) of
+//! partitions this broker leads.
 //! Internal topics are refused with INVALID_TOPIC_EXCEPTION, as in Kafka.
 
 use weir_protocol::error_code::ErrorCode;
@@ -12,6 +13,8 @@ use crate::codes;
 
 pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> Reply {
     let b = &ctx.broker;
+    let snap = b.cluster();
+    let node_id = b.config.node_id;
     let topics = req
         .topics
         .iter()
@@ -21,14 +24,17 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> Reply {
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error_code, low_watermark) = match b.log(&t.name, p.partition_index) {
-                        None => (ErrorCode::UnknownTopicOrPartition, -1),
+                    let leadership = snap.check_leader(node_id, &t.name, p.partition_index, -1);
+                    let log = b.log(&t.name, p.partition_index);
+                    let (error_code, low_watermark) = match (leadership, log) {
+                        (Err(e), _) => (e.code, -1),
+                        (Ok(_), None) => (ErrorCode::UnknownTopicOrPartition, -1),
                         // as Kafka's ReplicaManager: "Cannot delete records
                         // of internal topic"
-                        Some(_) if crate::groups::is_internal_topic(&t.name) => {
+                        (Ok(_), Some(_)) if crate::groups::is_internal_topic(&t.name) => {
                             (ErrorCode::InvalidTopicException, -1)
                         }
-                        Some(log) => {
+                        (Ok(_), Some(log)) => {
                             let hw = log.high_watermark();
                             let target = if p.offset == -1 { hw } else { p.offset };
                             if target < 0 || target > hw {

@@ -9,6 +9,16 @@ use weir_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, Respons
 use super::{Reply, RequestContext};
 
 pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> Reply {
+    let admin = ctx.broker.topic_admin();
+    let resp = admin.delete_topics(ctx, req).await;
+    Reply::Body(ResponseBody::DeleteTopics(resp))
+}
+
+/// This broker's own answer ([`crate::cluster::LocalTopicAdmin`]).
+pub async fn delete_locally(
+    ctx: &RequestContext,
+    req: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
     let b = &ctx.broker;
     let _guard = b.admin.lock().await;
     // (name, id) pairs as requested
@@ -69,9 +79,9 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> Reply {
         }
         responses.push(r);
     }
-    Reply::Body(ResponseBody::DeleteTopics(DeleteTopicsResponse {
+    DeleteTopicsResponse {
         throttle_time_ms: 0,
         responses,
         ..Default::default()
-    }))
+    }
 }

@@ -1,4 +1,5 @@
-//! DescribeCluster. The cluster's authorized operations only when asked for.
+//! DescribeCluster: the live brokers and the controller of the cluster
+//! view. The cluster's authorized operations only when asked for.
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -9,20 +10,24 @@ use crate::authorized_operations::{ResourceType, authorized_operations};
 
 pub fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> Reply {
     let b = &ctx.broker;
-    let (host, port) = b.advertised();
+    let snap = b.cluster();
     Reply::Body(ResponseBody::DescribeCluster(DescribeClusterResponse {
         error_code: ErrorCode::None.code(),
         error_message: None,
         endpoint_type: 1,
         cluster_id: b.meta.cluster_id.clone(),
-        controller_id: b.config.node_id,
-        brokers: vec![DescribeClusterBroker {
-            broker_id: b.config.node_id,
-            host,
-            port: port as i32,
-            rack: None,
-            ..Default::default()
-        }],
+        controller_id: snap.controller_id,
+        brokers: snap
+            .brokers
+            .iter()
+            .map(|n| DescribeClusterBroker {
+                broker_id: n.id,
+                host: n.host.clone(),
+                port: i32::from(n.port),
+                rack: n.rack.clone(),
+                ..Default::default()
+            })
+            .collect(),
         cluster_authorized_operations: authorized_operations(
             ResourceType::Cluster,
             req.include_cluster_authorized_operations,

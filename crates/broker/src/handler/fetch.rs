@@ -10,7 +10,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use weir_protocol::codec::Uuid;
 use weir_protocol::error_code::ErrorCode;
-use weir_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use weir_protocol::messages::fetch_response::{
+    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
 use weir_protocol::messages::{FetchRequest, FetchResponse, ResponseBody};
 use weir_storage::{FileRegion, StorageError};
 
@@ -24,8 +26,14 @@ const BROKER_FETCH_MAX_BYTES: usize = 57_671_680;
 /// Cap on long-poll waits, whatever the client asks.
 const MAX_WAIT_CAP_MS: i64 = 30_000;
 
+/// The first version with the leader in a partition's `current_leader`.
+const CURRENT_LEADER_VERSION: i16 = 12;
+/// The first version with the leaders' `node_endpoints`.
+const NODE_ENDPOINTS_VERSION: i16 = 16;
+
 struct Pass {
     topics: Vec<FetchableTopicResponse>,
+    node_endpoints: Vec<NodeEndpoint>,
     files: Vec<(Marker, Vec<FileRegion>)>,
     bytes: usize,
     errors: bool,
@@ -38,17 +46,21 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
         BROKER_FETCH_MAX_BYTES
     };
     let read_committed = req.isolation_level == 1;
+    let snap = b.cluster();
+    let node_id = b.config.node_id;
+    let mut named_leaders = Vec::new();
     let mut pass = Pass {
         topics: Vec::with_capacity(req.topics.len()),
+        node_endpoints: Vec::new(),
         files: Vec::new(),
         bytes: 0,
         errors: false,
     };
     for ft in &req.topics {
         let meta = if version >= 13 {
-            b.topic_by_id(&ft.topic_id.0)
+            snap.topic_by_id(&ft.topic_id.0)
         } else {
-            b.topic(&ft.topic)
+            snap.topic(&ft.topic)
         };
         let mut parts = Vec::with_capacity(ft.partitions.len());
         for fp in &ft.partitions {
@@ -63,12 +75,30 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
                 records: Some(Bytes::new()),
                 ..Default::default()
             };
+            let leadership = meta.map(|t| {
+                snap.check_leader(node_id, &t.name, fp.partition, fp.current_leader_epoch)
+            });
+            if let Some(Err(refused)) = leadership
+                && refused.code != ErrorCode::UnknownTopicOrPartition
+            {
+                pd.error_code = refused.code.code();
+                if version >= CURRENT_LEADER_VERSION && refused.leader_id >= 0 {
+                    pd.current_leader = LeaderIdAndEpoch {
+                        leader_id: refused.leader_id,
+                        leader_epoch: refused.leader_epoch,
+                        ..Default::default()
+                    };
+                    named_leaders.push(refused.leader_id);
+                }
+                pass.errors = true;
+                parts.push(pd);
+                continue;
+            }
             let log = meta
-                .as_ref()
-                .filter(|t| fp.partition >= 0 && fp.partition < t.partitions)
+                .filter(|_| matches!(leadership, Some(Ok(_))))
                 .and_then(|t| b.log(&t.name, fp.partition));
             let Some(log) = log else {
-                pd.error_code = match &meta {
+                pd.error_code = match meta {
                     None if version >= 13 => ErrorCode::UnknownTopicId,
                     None => ErrorCode::UnknownTopicOrPartition,
                     Some(t) => b.missing_log_error(&t.name, fp.partition),
@@ -144,6 +174,19 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
             ..Default::default()
         });
     }
+    if version >= NODE_ENDPOINTS_VERSION {
+        pass.node_endpoints = snap
+            .nodes(named_leaders)
+            .into_iter()
+            .map(|n| NodeEndpoint {
+                node_id: n.id,
+                host: n.host.clone(),
+                port: i32::from(n.port),
+                rack: n.rack.clone(),
+                ..Default::default()
+            })
+            .collect();
+    }
     pass
 }
 
@@ -184,6 +227,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
         error_code: ErrorCode::None.code(),
         session_id: 0,
         responses: pass.topics,
+        node_endpoints: pass.node_endpoints,
         ..Default::default()
     });
     if pass.files.is_empty() {

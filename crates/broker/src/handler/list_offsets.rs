@@ -50,6 +50,8 @@ pub fn lookup(
 
 pub fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> Reply {
     let b = &ctx.broker;
+    let snap = b.cluster();
+    let node_id = b.config.node_id;
     let read_committed = req.isolation_level == 1;
     let version = ctx.api_version;
     let topics = req
@@ -60,18 +62,26 @@ pub fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> Reply {
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error_code, timestamp, offset) =
-                        lookup(b, &t.name, p.partition_index, p.timestamp, read_committed);
+                    let leadership = snap.check_leader(
+                        node_id,
+                        &t.name,
+                        p.partition_index,
+                        p.current_leader_epoch,
+                    );
+                    let (error_code, timestamp, offset) = match leadership {
+                        // unknown partitions: answered from the logs
+                        Err(e) if e.code != ErrorCode::UnknownTopicOrPartition => (e.code, -1, -1),
+                        _ => lookup(b, &t.name, p.partition_index, p.timestamp, read_committed),
+                    };
                     ListOffsetsPartitionResponse {
                         partition_index: p.partition_index,
                         error_code: error_code.code(),
                         timestamp,
                         offset,
                         // a field of v4+ that older versions cannot carry
-                        leader_epoch: if error_code.is_ok() && version >= 4 {
-                            0
-                        } else {
-                            -1
+                        leader_epoch: match leadership {
+                            Ok(epoch) if error_code.is_ok() && version >= 4 => epoch,
+                            _ => -1,
                         },
                         ..Default::default()
                     }

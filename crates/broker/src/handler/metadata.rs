@@ -3,35 +3,46 @@
 //! operations are filled in only when the request asks for them (topics
 //! v8+, the cluster v8–v10), as Kafka does.
 
-use std::collections::BTreeMap;
-
 use weir_protocol::codec::Uuid;
 use weir_protocol::error_code::ErrorCode;
+use weir_protocol::messages::create_topics_request::CreatableTopic;
 use weir_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use weir_protocol::messages::{MetadataRequest, MetadataResponse, ResponseBody};
+use weir_protocol::messages::{
+    ApiKey, CreateTopicsRequest, MetadataRequest, MetadataResponse, ResponseBody,
+};
 
 use super::{Reply, RequestContext};
 use crate::authorized_operations::{NOT_REQUESTED, ResourceType, authorized_operations};
-use crate::broker::{CreateTopicError, validate_topic_name};
-use crate::topics::TopicMeta;
+use crate::broker::validate_topic_name;
+use crate::cluster::TopicView;
 
-pub fn topic_response(node_id: i32, t: &TopicMeta) -> MetadataResponseTopic {
+/// The CreateTopics version an auto-creation is asked with.
+const AUTO_CREATE_VERSION: i16 = 7;
+
+pub fn topic_response(t: &TopicView) -> MetadataResponseTopic {
     MetadataResponseTopic {
         error_code: ErrorCode::None.code(),
         name: Some(t.name.clone()),
-        topic_id: Uuid(t.id_bytes()),
+        topic_id: Uuid(t.id),
         is_internal: t.name == crate::groups::OFFSETS_TOPIC,
-        partitions: (0..t.partitions)
-            .map(|p| MetadataResponsePartition {
-                error_code: ErrorCode::None.code(),
-                partition_index: p,
-                leader_id: node_id,
-                leader_epoch: 0,
-                replica_nodes: vec![node_id],
-                isr_nodes: vec![node_id],
-                offline_replicas: vec![],
+        partitions: (0..)
+            .zip(&t.partitions)
+            .map(|(i, p)| MetadataResponsePartition {
+                // as Kafka: a partition without a leader is still listed
+                error_code: if p.leader < 0 {
+                    ErrorCode::LeaderNotAvailable
+                } else {
+                    ErrorCode::None
+                }
+                .code(),
+                partition_index: i,
+                leader_id: p.leader,
+                leader_epoch: p.leader_epoch,
+                replica_nodes: p.replicas.clone(),
+                isr_nodes: p.isr.clone(),
+                offline_replicas: p.offline_replicas.clone(),
                 ..Default::default()
             })
             .collect(),
@@ -50,10 +61,56 @@ fn error_topic(name: Option<String>, id: Uuid, code: ErrorCode) -> MetadataRespo
     }
 }
 
+/// Creates `name` with the broker defaults through the topic admin, then
+/// answers it from a fresh snapshot (LEADER_NOT_AVAILABLE while a cluster's
+/// image does not show it yet, as Kafka answers a topic being created).
+async fn auto_create(ctx: &RequestContext, name: &str) -> MetadataResponseTopic {
+    let b = &ctx.broker;
+    let create_ctx = RequestContext {
+        broker: b.clone(),
+        api_key: ApiKey::CreateTopics,
+        api_version: AUTO_CREATE_VERSION,
+        correlation_id: ctx.correlation_id,
+        client_id: ctx.client_id.clone(),
+        peer: ctx.peer,
+        local: ctx.local,
+        shutdown: ctx.shutdown.clone(),
+    };
+    let req = CreateTopicsRequest {
+        topics: vec![CreatableTopic {
+            name: name.to_string(),
+            num_partitions: -1,
+            replication_factor: -1,
+            ..Default::default()
+        }],
+        timeout_ms: 30_000,
+        validate_only: false,
+        ..Default::default()
+    };
+    let resp = b.topic_admin().create_topics(&create_ctx, req).await;
+    let code = resp
+        .topics
+        .first()
+        .and_then(|t| ErrorCode::from_code(t.error_code))
+        .unwrap_or(ErrorCode::UnknownServerError);
+    let error = |code| error_topic(Some(name.to_string()), Uuid::ZERO, code);
+    match code {
+        ErrorCode::None | ErrorCode::TopicAlreadyExists => match b.cluster().topic(name) {
+            Some(t) => topic_response(t),
+            None => error(ErrorCode::LeaderNotAvailable),
+        },
+        ErrorCode::InvalidTopicException => error(ErrorCode::InvalidTopicException),
+        other => {
+            let msg = resp.topics.first().and_then(|t| t.error_message.clone());
+            tracing::warn!(topic = %name, code = ?other, "auto-create failed: {}", msg.unwrap_or_default());
+            error(ErrorCode::UnknownServerError)
+        }
+    }
+}
+
 pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
     let b = &ctx.broker;
-    let node_id = b.config.node_id;
-    let (host, port) = b.advertised();
+    let snap = b.cluster();
     // v0: an empty list means all topics; v1+: null means all topics
     let requested = match req.topics {
         None => None,
@@ -62,19 +119,15 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
     };
     let allow_auto = ctx.api_version < 4 || req.allow_auto_topic_creation;
     let mut topics: Vec<MetadataResponseTopic> = match requested {
-        None => b
-            .all_topics()
-            .iter()
-            .map(|t| topic_response(node_id, t))
-            .collect(),
+        None => snap.topics().map(topic_response).collect(),
         Some(list) => {
             let mut out = Vec::with_capacity(list.len());
             for rt in list {
                 let by_id = rt.topic_id != Uuid::ZERO;
                 match (&rt.name, by_id) {
                     (Some(name), _) if !name.is_empty() => {
-                        if let Some(t) = b.topic(name) {
-                            out.push(topic_response(node_id, &t));
+                        if let Some(t) = snap.topic(name) {
+                            out.push(topic_response(t));
                             continue;
                         }
                         if validate_topic_name(name).is_err() {
@@ -91,9 +144,9 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                             // (partition count, compaction), as Kafka does
                             if let Some(g) = b.groups()
                                 && g.ensure_topic(b).await.is_ok()
-                                && let Some(t) = b.topic(name)
+                                && let Some(t) = b.cluster().topic(name)
                             {
-                                out.push(topic_response(node_id, &t));
+                                out.push(topic_response(t));
                             } else {
                                 out.push(error_topic(
                                     Some(name.clone()),
@@ -102,29 +155,7 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                                 ));
                             }
                         } else if allow_auto && b.config.auto_create_topics_enable {
-                            let _guard = b.admin.lock().await;
-                            let created = match b.topic(name) {
-                                Some(t) => Ok(t),
-                                None => super::blocking(|| {
-                                    b.create_topic(name, -1, -1, BTreeMap::new(), false)
-                                }),
-                            };
-                            match created {
-                                Ok(t) => out.push(topic_response(node_id, &t)),
-                                Err(CreateTopicError::InvalidName(_)) => out.push(error_topic(
-                                    Some(name.clone()),
-                                    Uuid::ZERO,
-                                    ErrorCode::InvalidTopicException,
-                                )),
-                                Err(e) => {
-                                    tracing::warn!(topic = %name, "auto-create failed: {e}");
-                                    out.push(error_topic(
-                                        Some(name.clone()),
-                                        Uuid::ZERO,
-                                        ErrorCode::UnknownServerError,
-                                    ))
-                                }
-                            }
+                            out.push(auto_create(ctx, name).await);
                         } else {
                             out.push(error_topic(
                                 Some(name.clone()),
@@ -133,8 +164,8 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                             ));
                         }
                     }
-                    (_, true) => match b.topic_by_id(&rt.topic_id.0) {
-                        Some(t) => out.push(topic_response(node_id, &t)),
+                    (_, true) => match snap.topic_by_id(&rt.topic_id.0) {
+                        Some(t) => out.push(topic_response(t)),
                         None => out.push(error_topic(None, rt.topic_id, ErrorCode::UnknownTopicId)),
                     },
                     _ => out.push(error_topic(
@@ -155,15 +186,19 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
     }
     Reply::Body(ResponseBody::Metadata(MetadataResponse {
         throttle_time_ms: 0,
-        brokers: vec![MetadataResponseBroker {
-            node_id,
-            host,
-            port: port as i32,
-            rack: None,
-            ..Default::default()
-        }],
+        brokers: snap
+            .brokers
+            .iter()
+            .map(|n| MetadataResponseBroker {
+                node_id: n.id,
+                host: n.host.clone(),
+                port: i32::from(n.port),
+                rack: n.rack.clone(),
+                ..Default::default()
+            })
+            .collect(),
         cluster_id: Some(b.meta.cluster_id.clone()),
-        controller_id: node_id,
+        controller_id: snap.controller_id,
         topics,
         cluster_authorized_operations: authorized_operations(
             ResourceType::Cluster,

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
 use weir_protocol::messages::{ProduceRequest, ProduceResponse, ResponseBody};
 use weir_protocol::records::BatchHeader;
@@ -234,8 +235,17 @@ pub fn append_partition(
     }
 }
 
+/// The first version with the new leader in `current_leader` and
+/// `node_endpoints` (KIP-951).
+const CURRENT_LEADER_VERSION: i16 = 10;
+
 pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     let b = &ctx.broker;
+    let snap = b.cluster();
+    let node_id = b.config.node_id;
+    let with_leader = ctx.api_version >= CURRENT_LEADER_VERSION;
+    // leaders named in `current_leader`, for `node_endpoints`
+    let mut named_leaders = Vec::new();
     let acks = req.acks;
     let global_error = if !matches!(acks, -1..=1) {
         Some((
@@ -277,12 +287,29 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     for topic in req.topic_data {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
+            let mut current_leader = LeaderIdAndEpoch::default();
+            let leadership = snap.check_leader(node_id, &topic.name, p.index, -1);
             let r = if let Some((code, msg)) = &global_error {
                 PartitionResult::error(*code, msg.clone())
             } else if let Some((code, msg)) =
                 crate::groups::internal_produce_error(&topic.name, &ctx.client_id)
             {
                 PartitionResult::error(code, msg)
+            } else if let Err(refused) = leadership {
+                if with_leader && refused.leader_id >= 0 {
+                    current_leader.leader_id = refused.leader_id;
+                    current_leader.leader_epoch = refused.leader_epoch;
+                    named_leaders.push(refused.leader_id);
+                }
+                let msg = if refused.code == ErrorCode::UnknownTopicOrPartition {
+                    format!("unknown topic or partition {}-{}", topic.name, p.index)
+                } else {
+                    format!(
+                        "this broker (node {node_id}) does not lead {}-{}",
+                        topic.name, p.index
+                    )
+                };
+                PartitionResult::error(refused.code, msg)
             } else if let Some(e) = min_isr_error(&topic.name) {
                 e
             } else {
@@ -314,6 +341,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                         ..Default::default()
                     })
                     .collect(),
+                current_leader,
                 ..Default::default()
             });
         }
@@ -326,8 +354,19 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     if any_appended {
         b.notify_append();
     }
+    let node_endpoints: Vec<NodeEndpoint> = snap
+        .nodes(named_leaders)
+        .into_iter()
+        .map(|n| NodeEndpoint {
+            node_id: n.id,
+            host: n.host.clone(),
+            port: i32::from(n.port),
+            rack: n.rack.clone(),
+            ..Default::default()
+        })
+        .collect();
     if flushes.is_empty() {
-        return answer(acks, any_error, responses);
+        return answer(acks, any_error, responses, node_endpoints);
     }
     // The partitions of one request sync concurrently, each on a blocking
     // thread, started now; the answer waits for all of them, while the
@@ -358,11 +397,16 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                 any_error = true;
             }
         }
-        answer(acks, any_error, responses)
+        answer(acks, any_error, responses, node_endpoints)
     }))
 }
 
-fn answer(acks: i16, any_error: bool, responses: Vec<TopicProduceResponse>) -> Reply {
+fn answer(
+    acks: i16,
+    any_error: bool,
+    responses: Vec<TopicProduceResponse>,
+    node_endpoints: Vec<NodeEndpoint>,
+) -> Reply {
     if acks == 0 {
         // no response to carry the error: close the connection so the
         // producer notices and refreshes its metadata (as Kafka does)
@@ -375,6 +419,7 @@ fn answer(acks: i16, any_error: bool, responses: Vec<TopicProduceResponse>) -> R
     Reply::Body(ResponseBody::Produce(ProduceResponse {
         responses,
         throttle_time_ms: 0,
+        node_endpoints,
         ..Default::default()
     }))
 }

@@ -1,0 +1,456 @@
+//! The cluster seam: with a cluster view installed (three brokers, this one
+//! leading partition 0 of `t` and broker 2 leading partition 1), the
+//! client-facing answers name every broker and the real leaders, requests
+//! for a partition led elsewhere are refused with the new leader, stale
+//! epochs are fenced, and topic changes go to the installed admin.
+
+use std::sync::Arc;
+
+use weir_broker::cluster::{
+    AdminFuture, BrokerNode, ClusterSnapshot, ClusterView, PartitionView, TopicAdmin, TopicView,
+};
+use weir_broker::handler::RequestContext;
+use weir_protocol::error_code::ErrorCode;
+
+use crate::common::*;
+
+const NOT_LEADER: i16 = ErrorCode::NotLeaderOrFollower as i16;
+const FENCED: i16 = ErrorCode::FencedLeaderEpoch as i16;
+const UNKNOWN_EPOCH: i16 = ErrorCode::UnknownLeaderEpoch as i16;
+/// The leader epochs the view announces.
+const EPOCH_P0: i32 = 3;
+const EPOCH_P1: i32 = 7;
+/// Partitions of `__consumer_offsets` in the view: partition i is led by
+/// `[me, 2, 3][i]`.
+const OFFSETS_PARTITIONS: i32 = 3;
+
+struct FixedView(Arc<ClusterSnapshot>);
+
+impl ClusterView for FixedView {
+    fn snapshot(&self) -> Arc<ClusterSnapshot> {
+        self.0.clone()
+    }
+}
+
+/// Answers every CreateTopics with NOT_CONTROLLER, as a stand-in for a
+/// forwarding admin (the handler must pass its answer through).
+struct RefusingAdmin;
+
+impl TopicAdmin for RefusingAdmin {
+    fn create_topics<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        req: CreateTopicsRequest,
+    ) -> AdminFuture<'a, CreateTopicsResponse> {
+        Box::pin(async move {
+            CreateTopicsResponse {
+                topics: req
+                    .topics
+                    .into_iter()
+                    .map(|t| create_topics_response::CreatableTopicResult {
+                        name: t.name,
+                        error_code: ErrorCode::NotController.code(),
+                        error_message: Some("forwarded".into()),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }
+        })
+    }
+
+    fn delete_topics<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        _req: DeleteTopicsRequest,
+    ) -> AdminFuture<'a, DeleteTopicsResponse> {
+        Box::pin(async { DeleteTopicsResponse::default() })
+    }
+
+    fn create_partitions<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        _req: CreatePartitionsRequest,
+    ) -> AdminFuture<'a, CreatePartitionsResponse> {
+        Box::pin(async { CreatePartitionsResponse::default() })
+    }
+}
+
+struct Setup {
+    running: RunningBroker,
+    me: i32,
+    id: [u8; 16],
+    _dir: tempfile::TempDir,
+}
+
+/// A broker with topic `t` (2 partitions, both logs local) and the
+/// three-broker view installed.
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(running.local_addr).await;
+    assert_eq!(create_topic(&mut c, "t", 2, &[]).await, NONE);
+    let b = running.broker.clone();
+    let me = b.config.node_id;
+    let id = b.topic("t").unwrap().id_bytes();
+    let (host, port) = b.advertised();
+    let node = |id, port| BrokerNode {
+        id,
+        host: "127.0.0.1".into(),
+        port,
+        rack: Some(format!("rack-{id}")),
+    };
+    let mut brokers = vec![BrokerNode {
+        id: me,
+        host,
+        port,
+        rack: Some("rack-1".into()),
+    }];
+    brokers.push(node(2, 19_092));
+    brokers.push(node(3, 29_092));
+    let t = TopicView {
+        name: "t".into(),
+        id,
+        partitions: vec![
+            PartitionView {
+                leader: me,
+                leader_epoch: EPOCH_P0,
+                replicas: vec![me, 2, 3],
+                isr: vec![me, 2],
+                offline_replicas: vec![3],
+            },
+            PartitionView {
+                leader: 2,
+                leader_epoch: EPOCH_P1,
+                replicas: vec![2, me, 3],
+                isr: vec![2, me, 3],
+                offline_replicas: vec![],
+            },
+        ],
+    };
+    let offsets = TopicView {
+        name: "__consumer_offsets".into(),
+        id: [9; 16],
+        partitions: [me, 2, 3]
+            .into_iter()
+            .map(|l| PartitionView {
+                leader: l,
+                leader_epoch: 1,
+                replicas: vec![l],
+                isr: vec![l],
+                offline_replicas: vec![],
+            })
+            .collect(),
+    };
+    let snap = ClusterSnapshot::new(brokers, 3, vec![t, offsets]);
+    b.set_cluster(Arc::new(FixedView(Arc::new(snap))), Arc::new(RefusingAdmin));
+    Setup {
+        running,
+        me,
+        id,
+        _dir: dir,
+    }
+}
+
+fn produce_req(partition: i32) -> RequestBody {
+    RequestBody::Produce(ProduceRequest {
+        acks: 1,
+        timeout_ms: 5000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: "t".into(),
+            partition_data: vec![produce_request::PartitionProduceData {
+                index: partition,
+                records: Some(batch(&["v"], 1_700_000_000_000)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
+}
+
+fn fetch_req(id: [u8; 16], partition: i32, current_leader_epoch: i32) -> RequestBody {
+    RequestBody::Fetch(FetchRequest {
+        replica_id: -1,
+        max_wait_ms: 0,
+        min_bytes: 1,
+        max_bytes: 1 << 20,
+        session_epoch: -1,
+        topics: vec![fetch_request::FetchTopic {
+            topic: "t".into(),
+            topic_id: Uuid(id),
+            partitions: vec![fetch_request::FetchPartition {
+                partition,
+                current_leader_epoch,
+                fetch_offset: 0,
+                last_fetched_epoch: -1,
+                log_start_offset: -1,
+                partition_max_bytes: 1 << 20,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
+}
+
+fn list_offsets_req(partition: i32, current_leader_epoch: i32) -> RequestBody {
+    RequestBody::ListOffsets(ListOffsetsRequest {
+        replica_id: -1,
+        topics: vec![list_offsets_request::ListOffsetsTopic {
+            name: "t".into(),
+            partitions: vec![list_offsets_request::ListOffsetsPartition {
+                partition_index: partition,
+                current_leader_epoch,
+                timestamp: -1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
+}
+
+#[tokio::test]
+async fn metadata_and_describe_cluster_show_every_broker_and_leader() {
+    let s = setup().await;
+    let mut c = Client::connect(s.running.local_addr).await;
+    let m = metadata(&mut c, Some(vec!["t"]), false).await;
+    let mut ids: Vec<_> = m.brokers.iter().map(|b| (b.node_id, b.port)).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        vec![
+            (s.me, i32::from(s.running.local_addr.port())),
+            (2, 19_092),
+            (3, 29_092)
+        ]
+    );
+    assert!(m.brokers.iter().all(|b| b.rack.is_some()));
+    assert_eq!(m.controller_id, 3);
+    let t = &m.topics[0];
+    assert_eq!(t.error_code, NONE);
+    assert_eq!(t.topic_id, Uuid(s.id));
+    let p: Vec<_> = t
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.partition_index,
+                p.leader_id,
+                p.leader_epoch,
+                p.replica_nodes.clone(),
+                p.isr_nodes.clone(),
+                p.offline_replicas.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        p,
+        vec![
+            (0, s.me, EPOCH_P0, vec![s.me, 2, 3], vec![s.me, 2], vec![3]),
+            (1, 2, EPOCH_P1, vec![2, s.me, 3], vec![2, s.me, 3], vec![]),
+        ]
+    );
+    let d = match c
+        .call(
+            RequestBody::DescribeCluster(DescribeClusterRequest::default()),
+            1,
+        )
+        .await
+    {
+        ResponseBody::DescribeCluster(d) => d,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(d.controller_id, 3);
+    let mut ids: Vec<_> = d.brokers.iter().map(|b| b.broker_id).collect();
+    ids.sort();
+    let mut want = vec![s.me, 2, 3];
+    want.sort();
+    assert_eq!(ids, want);
+    s.running.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn produce_goes_only_to_the_leader_and_names_the_new_one() {
+    let s = setup().await;
+    let mut c = Client::connect(s.running.local_addr).await;
+    for version in [9, 11] {
+        let r = match c.call(produce_req(1), version).await {
+            ResponseBody::Produce(r) => r,
+            other => panic!("{other:?}"),
+        };
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, NOT_LEADER, "v{version}");
+        if version >= 10 {
+            assert_eq!(
+                (p.current_leader.leader_id, p.current_leader.leader_epoch),
+                (2, EPOCH_P1)
+            );
+            let e: Vec<_> = r
+                .node_endpoints
+                .iter()
+                .map(|e| (e.node_id, e.port))
+                .collect();
+            assert_eq!(e, vec![(2, 19_092)]);
+        } else {
+            assert_eq!(p.current_leader.leader_id, -1);
+        }
+        let r = match c.call(produce_req(0), version).await {
+            ResponseBody::Produce(r) => r,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(r.responses[0].partition_responses[0].error_code, NONE);
+        assert!(r.node_endpoints.is_empty());
+    }
+    // nothing reached partition 1's local log
+    let log = s.running.broker.log("t", 1).unwrap();
+    assert_eq!(log.log_end_offset(), 0);
+    s.running.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn fetch_checks_leadership_and_leader_epoch() {
+    let s = setup().await;
+    let mut c = Client::connect(s.running.local_addr).await;
+    assert_eq!(produce(&mut c, "t", 0, batch(&["a"], 1), 1).await.0, NONE);
+    let part = |r: ResponseBody| match r {
+        ResponseBody::Fetch(r) => (
+            r.responses[0].partitions[0].clone(),
+            r.node_endpoints
+                .iter()
+                .map(|e| e.node_id)
+                .collect::<Vec<_>>(),
+        ),
+        other => panic!("{other:?}"),
+    };
+    // not the leader: the leader in current_leader from v12, endpoints from v16
+    let (p, _) = part(c.call(fetch_req(s.id, 1, -1), 11).await);
+    assert_eq!((p.error_code, p.current_leader.leader_id), (NOT_LEADER, -1));
+    let (p, e) = part(c.call(fetch_req(s.id, 1, -1), 12).await);
+    assert_eq!(p.error_code, NOT_LEADER);
+    assert_eq!(
+        (p.current_leader.leader_id, p.current_leader.leader_epoch),
+        (2, EPOCH_P1)
+    );
+    assert!(e.is_empty());
+    let (p, e) = part(c.call(fetch_req(s.id, 1, EPOCH_P1), 16).await);
+    assert_eq!(p.error_code, NOT_LEADER);
+    assert_eq!(e, vec![2]);
+    // the leader serves the current epoch (or none), fences an older one and
+    // does not know a newer one
+    for epoch in [-1, EPOCH_P0] {
+        let (p, _) = part(c.call(fetch_req(s.id, 0, epoch), 13).await);
+        assert_eq!(p.error_code, NONE, "epoch {epoch}");
+        assert_eq!(p.high_watermark, 1);
+    }
+    let (p, _) = part(c.call(fetch_req(s.id, 0, EPOCH_P0 - 1), 13).await);
+    assert_eq!(p.error_code, FENCED);
+    let (p, _) = part(c.call(fetch_req(s.id, 0, EPOCH_P0 + 1), 13).await);
+    assert_eq!(p.error_code, UNKNOWN_EPOCH);
+    s.running.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn list_offsets_and_delete_records_only_on_the_leader() {
+    let s = setup().await;
+    let mut c = Client::connect(s.running.local_addr).await;
+    let part = |r: ResponseBody| match r {
+        ResponseBody::ListOffsets(r) => {
+            let p = &r.topics[0].partitions[0];
+            (p.error_code, p.offset, p.leader_epoch)
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(part(c.call(list_offsets_req(1, -1), 8).await).0, NOT_LEADER);
+    assert_eq!(
+        part(c.call(list_offsets_req(0, -1), 8).await),
+        (NONE, 0, EPOCH_P0)
+    );
+    assert_eq!(
+        part(c.call(list_offsets_req(0, EPOCH_P0 - 1), 8).await).0,
+        FENCED
+    );
+    let req = |partition| {
+        RequestBody::DeleteRecords(DeleteRecordsRequest {
+            topics: vec![delete_records_request::DeleteRecordsTopic {
+                name: "t".into(),
+                partitions: vec![delete_records_request::DeleteRecordsPartition {
+                    partition_index: partition,
+                    offset: -1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            timeout_ms: 5000,
+            ..Default::default()
+        })
+    };
+    for (partition, code) in [(1, NOT_LEADER), (0, NONE)] {
+        match c.call(req(partition), 2).await {
+            ResponseBody::DeleteRecords(r) => {
+                assert_eq!(r.topics[0].partitions[0].error_code, code, "p{partition}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    s.running.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn find_coordinator_names_the_offsets_partition_leader() {
+    let s = setup().await;
+    let mut c = Client::connect(s.running.local_addr).await;
+    let group_on = |partition| {
+        (0..)
+            .map(|i| format!("group-{i}"))
+            .find(|g| weir_group::partition_for(g, OFFSETS_PARTITIONS) == partition)
+            .unwrap()
+    };
+    let (remote, local) = (group_on(1), group_on(0));
+    let req = FindCoordinatorRequest {
+        key_type: 0,
+        coordinator_keys: vec![remote.clone(), local.clone()],
+        ..Default::default()
+    };
+    let r = match c.call(RequestBody::FindCoordinator(req), 4).await {
+        ResponseBody::FindCoordinator(r) => r,
+        other => panic!("{other:?}"),
+    };
+    let found: Vec<_> = r
+        .coordinators
+        .iter()
+        .map(|k| (k.key.clone(), k.error_code, k.node_id, k.port))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (remote.clone(), NONE, 2, 19_092),
+            (local, NONE, s.me, i32::from(s.running.local_addr.port())),
+        ]
+    );
+    let req = FindCoordinatorRequest {
+        key: remote,
+        key_type: 0,
+        ..Default::default()
+    };
+    match c.call(RequestBody::FindCoordinator(req), 3).await {
+        ResponseBody::FindCoordinator(r) => {
+            assert_eq!((r.error_code, r.node_id, r.port), (NONE, 2, 19_092))
+        }
+        other => panic!("{other:?}"),
+    }
+    s.running.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn create_topics_goes_to_the_installed_admin() {
+    let s = setup().await;
+    let mut c = Client::connect(s.running.local_addr).await;
+    assert_eq!(
+        create_topic(&mut c, "new", 1, &[]).await,
+        ErrorCode::NotController.code()
+    );
+    assert!(s.running.broker.topic("new").is_none());
+    s.running.shutdown().await.unwrap();
+}
