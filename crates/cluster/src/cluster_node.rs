@@ -226,3 +226,18 @@ pub fn parse_voters(s: &str) -> Result<BTreeMap<u64, String>, String> {
     }
     Ok(voters)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_voters;
+
+    #[test]
+    fn voters_parse_as_kafka_writes_them() {
+        let v = parse_voters("1@127.0.0.1:9093, 2@[::1]:9094,3@host-c:9095").unwrap();
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[&2], "[::1]:9094");
+        for bad in ["", "1", "x@h:1", "1@h", "1@h:port", "1@h:1,1@h:2"] {
+            assert!(parse_voters(bad).is_err(), "{bad:?} is refused");
+        }
+    }
+}

@@ -27,10 +27,10 @@ use weir_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, CreateTopicsResponse, DescribeQuorumRequest,
 };
 
-const SESSION_TIMEOUT_MS: u64 = 1500;
-const CLUSTER_ID: &str = "test-cluster";
+pub const SESSION_TIMEOUT_MS: u64 = 1500;
+pub const CLUSTER_ID: &str = "test-cluster";
 
-fn client_config() -> ControllerClientConfig {
+pub fn client_config() -> ControllerClientConfig {
     ControllerClientConfig {
         attempt_timeout: Duration::from_secs(1),
         deadline: Duration::from_secs(15),
@@ -38,7 +38,7 @@ fn client_config() -> ControllerClientConfig {
     }
 }
 
-fn node_config(id: u64, dir: &Path, voters: &BTreeMap<u64, String>) -> ClusterNodeConfig {
+pub fn node_config(id: u64, dir: &Path, voters: &BTreeMap<u64, String>) -> ClusterNodeConfig {
     let mut c = ClusterNodeConfig::new(options(id, dir, voters));
     c.controller = QuorumControllerConfig {
         controller: ControllerConfig {
@@ -71,7 +71,7 @@ fn node_config(id: u64, dir: &Path, voters: &BTreeMap<u64, String>) -> ClusterNo
     c
 }
 
-async fn start_cluster(dir: &Path, n: u64) -> (Vec<ClusterNode>, BTreeMap<u64, String>) {
+pub async fn start_cluster(dir: &Path, n: u64) -> (Vec<ClusterNode>, BTreeMap<u64, String>) {
     let mut listeners = BTreeMap::new();
     let mut voters = BTreeMap::new();
     for id in 1..=n {
@@ -90,12 +90,12 @@ async fn start_cluster(dir: &Path, n: u64) -> (Vec<ClusterNode>, BTreeMap<u64, S
     (nodes, voters)
 }
 
-fn unfenced(node: &ClusterNode) -> bool {
+pub fn unfenced(node: &ClusterNode) -> bool {
     node.broker_state()
         .is_some_and(|s| s.borrow().broker_epoch.is_some() && !s.borrow().fenced)
 }
 
-fn active(nodes: &[ClusterNode]) -> Option<u64> {
+pub fn active(nodes: &[ClusterNode]) -> Option<u64> {
     let ids: Vec<u64> = nodes
         .iter()
         .filter(|n| n.controller().is_active())
@@ -104,7 +104,7 @@ fn active(nodes: &[ClusterNode]) -> Option<u64> {
     (ids.len() == 1).then(|| ids[0])
 }
 
-fn create(name: &str, partitions: i32, rf: i16, validate_only: bool) -> CreateTopicsRequest {
+pub fn create(name: &str, partitions: i32, rf: i16, validate_only: bool) -> CreateTopicsRequest {
     CreateTopicsRequest {
         topics: vec![CreatableTopic {
             name: name.into(),
@@ -118,7 +118,7 @@ fn create(name: &str, partitions: i32, rf: i16, validate_only: bool) -> CreateTo
     }
 }
 
-fn only_error(resp: &CreateTopicsResponse) -> ErrorCode {
+pub fn only_error(resp: &CreateTopicsResponse) -> ErrorCode {
     assert_eq!(resp.topics.len(), 1, "{resp:?}");
     ErrorCode::from_code_lossy(resp.topics[0].error_code)
 }
@@ -368,6 +368,64 @@ async fn garbage_and_oversized_frames_close_only_their_connection() {
     assert_eq!(only_error(&resp), ErrorCode::None);
     assert!(unfenced(&nodes[0]));
     drop(idle);
+    for n in nodes {
+        n.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_cluster_keeps_its_metadata_and_brokers_register_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nodes, voters) = start_cluster(dir.path(), 3).await;
+    wait_for("three brokers unfenced", || {
+        nodes.iter().all(unfenced).then_some(())
+    })
+    .await;
+    let client = ControllerClient::new(voters.clone(), client_config());
+    let resp = client.send(&create("durable", 3, 3, false)).await.unwrap();
+    assert_eq!(only_error(&resp), ErrorCode::None);
+    let epochs: Vec<i64> = nodes
+        .iter()
+        .map(|n| n.broker_state().unwrap().borrow().broker_epoch.unwrap())
+        .collect();
+    for n in nodes {
+        n.stop().await.unwrap();
+    }
+
+    // Same ports, same data dirs: initialization is a no-op this time.
+    let mut nodes = Vec::new();
+    for (id, addr) in &voters {
+        let l = TcpListener::bind(addr.as_str()).await.unwrap();
+        nodes.push(
+            ClusterNode::start(node_config(*id, dir.path(), &voters), l)
+                .await
+                .unwrap(),
+        );
+    }
+    // New incarnations: registered with new epochs once the old sessions
+    // expire, then unfenced.
+    wait_for("three brokers registered again and unfenced", || {
+        nodes
+            .iter()
+            .zip(&epochs)
+            .all(|(n, old)| {
+                unfenced(n)
+                    && n.broker_state()
+                        .unwrap()
+                        .borrow()
+                        .broker_epoch
+                        .is_some_and(|e| e > *old)
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(nodes.iter().all(|n| {
+        n.images()
+            .current()
+            .image
+            .topic_by_name("durable")
+            .is_some()
+    }));
     for n in nodes {
         n.shutdown().await.unwrap();
     }

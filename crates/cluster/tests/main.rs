@@ -6,6 +6,7 @@ mod common;
 
 mod batch_fuzz_smoke;
 mod controller_listener;
+mod lifecycle;
 mod image;
 mod quorum;
 mod tcp;
