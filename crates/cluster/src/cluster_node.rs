@@ -22,7 +22,9 @@ use crate::client::{ControllerClient, ControllerClientConfig};
 use crate::controller::{QuorumController, QuorumControllerConfig};
 use crate::image::ImageReader;
 use crate::lifecycle::{BrokerInfo, BrokerLifecycle, BrokerState, LifecycleConfig};
-use crate::listener::{self, Clock, DEFAULT_MAX_REQUEST_BYTES, ListenerContext};
+use crate::listener::{
+    self, Clock, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REQUEST_BYTES, ListenerContext,
+};
 use crate::node::ControllerNode;
 
 /// Default period of the session-expiry check on the active controller.
@@ -40,6 +42,8 @@ pub struct ClusterNodeConfig {
     pub cluster_id: Option<String>,
     /// Bound on one Kafka request frame on the CONTROLLER listener.
     pub max_request_bytes: usize,
+    /// Bound on open connections to the CONTROLLER listener.
+    pub max_connections: usize,
     /// How often the active controller expires sessions.
     pub tick_interval: Duration,
     /// The clock the controller decides with.
@@ -57,6 +61,7 @@ impl ClusterNodeConfig {
             controller: QuorumControllerConfig::default(),
             cluster_id: None,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             tick_interval: DEFAULT_TICK_INTERVAL,
             clock: listener::monotonic_clock(),
             broker: None,
@@ -94,6 +99,7 @@ impl ClusterNode {
             clock: config.clock.clone(),
             max_request_bytes: config.max_request_bytes,
             max_raft_frame_bytes: node.raft.max_frame_bytes(),
+            max_connections: config.max_connections,
         };
         let mut tasks = vec![tokio::spawn(listener::serve(listener, ctx))];
         if lowest == Some(node_id) {

@@ -56,6 +56,10 @@ use crate::image::ImageReader;
 /// assignments for thousands of partitions still fits).
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
+/// Default bound on open connections to one CONTROLLER listener (voters'
+/// raft links, brokers, admin clients).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
 /// How long a new connection may take to send its first five bytes.
 const CLASSIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -89,6 +93,8 @@ pub struct ListenerContext {
     pub max_request_bytes: usize,
     /// The raft transport's frame bound.
     pub max_raft_frame_bytes: usize,
+    /// Connections beyond this many open ones are closed on accept.
+    pub max_connections: usize,
 }
 
 /// The api keys served and their version ranges: exactly what
@@ -111,6 +117,11 @@ pub async fn serve(listener: TcpListener, ctx: ListenerContext) {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    if connections.len() >= ctx.max_connections {
+                        tracing::warn!(%peer, limit = ctx.max_connections, "controller listener full; connection closed");
+                        drop(stream);
+                        continue;
+                    }
                     let ctx = ctx.clone();
                     connections.spawn(async move {
                         if let Err(e) = serve_connection(stream, ctx).await
