@@ -19,7 +19,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{oneshot, watch};
 use weir_group::{
-    GroupConfig, GroupCoordinator, JoinResponse, OffsetsRecord, Output, Response, SyncResponse,
+    GroupConfig, GroupCoordinator, JoinResponse, OffsetsRecord, Output, PartitionStatus, Response,
+    SyncResponse,
 };
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::records::{BatchIter, Compression, DecompressLimits, RecordBatchBuilder};
@@ -159,7 +160,14 @@ impl Groups {
         let partitions = config.offsets_topic_partitions;
         let mut coord = GroupCoordinator::new(config);
         let now = b.now_ms();
-        if existing.is_some() {
+        if b.config.is_cluster() {
+            // A cluster member coordinates the groups of the offsets
+            // partitions it leads, once the image says which
+            // (`follow_leadership`).
+            for p in 0..partitions {
+                let _ = coord.unload(p);
+            }
+        } else if existing.is_some() {
             for p in 0..partitions {
                 let _ = coord.begin_load(p);
                 load_partition(b, &mut coord, p);
@@ -181,9 +189,19 @@ impl Groups {
         self.coord.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Creates `__consumer_offsets` if it does not exist yet.
+    /// Creates `__consumer_offsets` if it does not exist yet. In a cluster
+    /// the controller creates it; this only checks that the image has it.
     pub async fn ensure_topic(&self, b: &Broker) -> Result<(), GroupsError> {
         if self.topic_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if b.config.is_cluster() {
+            if b.cluster().topic(OFFSETS_TOPIC).is_none() {
+                return Err(GroupsError::CreateTopic(
+                    "not in the cluster metadata yet".to_string(),
+                ));
+            }
+            self.topic_ready.store(true, Ordering::Release);
             return Ok(());
         }
         let _admin = b.admin.lock().await;
@@ -204,6 +222,44 @@ impl Groups {
         }
         self.topic_ready.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Coordinates the groups of exactly the `__consumer_offsets`
+    /// partitions this broker leads in the cluster view: a partition it
+    /// starts leading is replayed from its log, one it stopped leading is
+    /// dropped (its parked requests get NOT_COORDINATOR). Called by the
+    /// cluster wiring after each metadata change, once the hosted logs are
+    /// in place ([`Broker::reconcile_hosted`]); a no-op when nothing moved.
+    pub fn follow_leadership(&self, b: &Broker) {
+        let snap = b.cluster();
+        let me = b.config.node_id;
+        let mut coord = self.lock();
+        let partitions = coord.config().offsets_topic_partitions;
+        let now = b.now_ms();
+        for p in 0..partitions {
+            let leads = snap
+                .partition(OFFSETS_TOPIC, p)
+                .is_some_and(|v| v.leader == me);
+            let status = coord.partition_status(p);
+            let out = match (leads, status) {
+                (true, PartitionStatus::NotOwned) => {
+                    let out = coord.begin_load(p);
+                    load_partition(b, &mut coord, p);
+                    coord.complete_load(p, now);
+                    tracing::info!(partition = p, "coordinating the groups of {OFFSETS_TOPIC}");
+                    out
+                }
+                (false, PartitionStatus::Active | PartitionStatus::Loading) => {
+                    tracing::info!(
+                        partition = p,
+                        "no longer coordinating the groups of {OFFSETS_TOPIC}"
+                    );
+                    coord.unload(p)
+                }
+                _ => continue,
+            };
+            self.execute(b, &mut coord, out);
+        }
     }
 
     /// Registers a waiter; pass its token to `join_group` / `sync_group`.

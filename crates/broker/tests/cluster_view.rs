@@ -24,11 +24,12 @@ const EPOCH_P1: i32 = 7;
 /// `[me, 2, 3][i]`.
 const OFFSETS_PARTITIONS: i32 = 3;
 
-struct FixedView(Arc<ClusterSnapshot>);
+/// A view the test sets by hand.
+struct FixedView(std::sync::RwLock<Arc<ClusterSnapshot>>);
 
 impl ClusterView for FixedView {
     fn snapshot(&self) -> Arc<ClusterSnapshot> {
-        self.0.clone()
+        self.0.read().unwrap().clone()
     }
 }
 
@@ -78,6 +79,7 @@ impl TopicAdmin for RefusingAdmin {
 
 struct Setup {
     running: RunningBroker,
+    view: Arc<FixedView>,
     me: i32,
     id: [u8; 16],
     _dir: tempfile::TempDir,
@@ -87,7 +89,14 @@ struct Setup {
 /// three-broker view installed.
 async fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_broker(dir.path(), &[]).await;
+    let running = start_broker(
+        dir.path(),
+        &[(
+            "offsets.topic.num.partitions",
+            &OFFSETS_PARTITIONS.to_string(),
+        )],
+    )
+    .await;
     let mut c = Client::connect(running.local_addr).await;
     assert_eq!(create_topic(&mut c, "t", 2, &[]).await, NONE);
     let b = running.broker.clone();
@@ -143,9 +152,11 @@ async fn setup() -> Setup {
             .collect(),
     };
     let snap = ClusterSnapshot::new(brokers, 3, vec![t, offsets]);
-    b.set_cluster(Arc::new(FixedView(Arc::new(snap))), Arc::new(RefusingAdmin));
+    let view = Arc::new(FixedView(std::sync::RwLock::new(Arc::new(snap))));
+    b.set_cluster(view.clone(), Arc::new(RefusingAdmin));
     Setup {
         running,
+        view,
         me,
         id,
         _dir: dir,
@@ -397,16 +408,18 @@ async fn list_offsets_and_delete_records_only_on_the_leader() {
     s.running.shutdown().await.unwrap();
 }
 
+/// A group whose offsets partition is `partition`.
+fn group_on(partition: i32) -> String {
+    (0..)
+        .map(|i| format!("group-{i}"))
+        .find(|g| weir_group::partition_for(g, OFFSETS_PARTITIONS) == partition)
+        .unwrap()
+}
+
 #[tokio::test]
 async fn find_coordinator_names_the_offsets_partition_leader() {
     let s = setup().await;
     let mut c = Client::connect(s.running.local_addr).await;
-    let group_on = |partition| {
-        (0..)
-            .map(|i| format!("group-{i}"))
-            .find(|g| weir_group::partition_for(g, OFFSETS_PARTITIONS) == partition)
-            .unwrap()
-    };
     let (remote, local) = (group_on(1), group_on(0));
     let req = FindCoordinatorRequest {
         key_type: 0,
@@ -452,5 +465,58 @@ async fn create_topics_goes_to_the_installed_admin() {
         ErrorCode::NotController.code()
     );
     assert!(s.running.broker.topic("new").is_none());
+    s.running.shutdown().await.unwrap();
+}
+
+/// JoinGroup's first answer for a new member of `group`.
+async fn join_code(c: &mut Client, group: &str) -> i16 {
+    let req = JoinGroupRequest {
+        group_id: group.into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![join_group_request::JoinGroupRequestProtocol {
+            name: "range".into(),
+            metadata: Bytes::from_static(b"meta"),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::JoinGroup(req), 7).await {
+        ResponseBody::JoinGroup(r) => r.error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn groups_are_coordinated_only_where_their_offsets_partition_is_led() {
+    let s = setup().await;
+    let b = s.running.broker.clone();
+    let groups = b.groups().unwrap();
+    groups.follow_leadership(&b);
+    let mut c = Client::connect(s.running.local_addr).await;
+    let member_id_required = ErrorCode::MemberIdRequired.code();
+    let not_coordinator = ErrorCode::NotCoordinator.code();
+    assert_eq!(join_code(&mut c, &group_on(0)).await, member_id_required);
+    assert_eq!(join_code(&mut c, &group_on(1)).await, not_coordinator);
+
+    // leadership of partition 1 moves here, of partition 0 away
+    let mut snap = (*s.view.snapshot()).clone();
+    let offsets: Vec<_> = snap.topics().cloned().collect();
+    let moved: Vec<_> = offsets
+        .into_iter()
+        .map(|mut t| {
+            if t.name == "__consumer_offsets" {
+                t.partitions[0].leader = 2;
+                t.partitions[1].leader = s.me;
+            }
+            t
+        })
+        .collect();
+    snap = ClusterSnapshot::new(snap.brokers.clone(), snap.controller_id, moved);
+    *s.view.0.write().unwrap() = Arc::new(snap);
+    groups.follow_leadership(&b);
+    assert_eq!(join_code(&mut c, &group_on(0)).await, not_coordinator);
+    assert_eq!(join_code(&mut c, &group_on(1)).await, member_id_required);
     s.running.shutdown().await.unwrap();
 }
