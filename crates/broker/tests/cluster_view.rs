@@ -98,7 +98,9 @@ async fn setup() -> Setup {
     )
     .await;
     let mut c = Client::connect(running.local_addr).await;
-    assert_eq!(create_topic(&mut c, "t", 2, &[]).await, NONE);
+    // the view's ISR of partition 0 has two replicas
+    let configs = [("min.insync.replicas", "3")];
+    assert_eq!(create_topic(&mut c, "t", 2, &configs).await, NONE);
     let b = running.broker.clone();
     let me = b.config.node_id;
     let id = b.topic("t").unwrap().id_bytes();
@@ -164,8 +166,12 @@ async fn setup() -> Setup {
 }
 
 fn produce_req(partition: i32) -> RequestBody {
+    produce_req_acks(partition, 1)
+}
+
+fn produce_req_acks(partition: i32, acks: i16) -> RequestBody {
     RequestBody::Produce(ProduceRequest {
-        acks: 1,
+        acks,
         timeout_ms: 5000,
         topic_data: vec![produce_request::TopicProduceData {
             name: "t".into(),
@@ -314,6 +320,18 @@ async fn produce_goes_only_to_the_leader_and_names_the_new_one() {
         assert_eq!(r.responses[0].partition_responses[0].error_code, NONE);
         assert!(r.node_endpoints.is_empty());
     }
+    // acks=all counts the view's in-sync replicas
+    let r = match c.call(produce_req_acks(0, -1), 11).await {
+        ResponseBody::Produce(r) => r,
+        other => panic!("{other:?}"),
+    };
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, ErrorCode::NotEnoughReplicas.code());
+    assert!(
+        p.error_message.as_deref().unwrap().contains("(2)"),
+        "{:?}",
+        p.error_message
+    );
     // nothing reached partition 1's local log
     let log = s.running.broker.log("t", 1).unwrap();
     assert_eq!(log.log_end_offset(), 0);

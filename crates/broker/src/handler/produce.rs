@@ -260,7 +260,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     } else {
         None
     };
-    let min_isr_error = |topic: &str| -> Option<PartitionResult> {
+    let min_isr_error = |topic: &str, partition: i32| -> Option<PartitionResult> {
         if acks != -1 {
             return None;
         }
@@ -271,10 +271,13 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
             crate::configdef::topic_def("min.insync.replicas")?,
         );
         let min_isr: i64 = r.value.as_deref().and_then(|v| v.parse().ok()).unwrap_or(1);
-        (min_isr > 1).then(|| {
+        let isr = snap
+            .partition(topic, partition)
+            .map_or(1, |p| i64::try_from(p.isr.len()).unwrap_or(i64::MAX));
+        (min_isr > isr).then(|| {
             PartitionResult::error(
                 ErrorCode::NotEnoughReplicas,
-                format!("in-sync replicas (1) are fewer than min.insync.replicas ({min_isr})"),
+                format!("in-sync replicas ({isr}) are fewer than min.insync.replicas ({min_isr})"),
             )
         })
     };
@@ -310,7 +313,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                     )
                 };
                 PartitionResult::error(refused.code, msg)
-            } else if let Some(e) = min_isr_error(&topic.name) {
+            } else if let Some(e) = min_isr_error(&topic.name, p.index) {
                 e
             } else {
                 let (r, flush) = append_partition(b, &topic.name, p.index, p.records.as_ref());
