@@ -28,6 +28,8 @@ pub struct PartitionInfo {
     pub leader: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// Replicas on brokers that are not live (Metadata v5+; empty before).
+    pub offline_replicas: Vec<i32>,
     pub error_code: i16,
 }
 
@@ -231,6 +233,7 @@ impl Client {
                             leader: p.leader_id,
                             replicas: p.replica_nodes,
                             isr: p.isr_nodes,
+                            offline_replicas: p.offline_replicas,
                             error_code: p.error_code,
                         })
                         .collect();

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
     name = "weir",
     version,
     about = "A Kafka-compatible streaming log broker",
-    after_help = "Examples:\n  weir serve --data-dir ./weir-data\n  weir topics create --topic orders --partitions 3\n  printf 'k1:hello\\nk2:world\\n' | weir produce --topic orders --property parse.key=true --property key.separator=:\n  weir consume --topic orders --from-beginning --max-messages 2 --property print.key=true\n  weir consume --topic orders --group billing --from-beginning --timeout-ms 2000\n  weir groups describe billing\n  weir offsets --topic orders --time earliest\n  weir configs alter --entity-type topics --entity-name orders --add-config retention.ms=3600000\n  weir delete-records --topic orders --partition 0 --offset 100\n\nClient commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092,\nor $WEIR_BOOTSTRAP_SERVER), --connect-timeout-ms (default 5000) and\n--command-config FILE (client properties such as client.id; flags win over it)."
+    after_help = "Examples:\n  weir serve --data-dir ./weir-data\n  weir topics create --topic orders --partitions 3\n  printf 'k1:hello\\nk2:world\\n' | weir produce --topic orders --property parse.key=true --property key.separator=:\n  weir consume --topic orders --from-beginning --max-messages 2 --property print.key=true\n  weir consume --topic orders --group billing --from-beginning --timeout-ms 2000\n  weir groups describe billing\n  weir offsets --topic orders --time earliest\n  weir configs alter --entity-type topics --entity-name orders --add-config retention.ms=3600000\n  weir delete-records --topic orders --partition 0 --offset 100\n  weir dev cluster --nodes 3\n  weir cluster describe --bootstrap-controller 127.0.0.1:9093\n\nClient commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092,\nor $WEIR_BOOTSTRAP_SERVER), --connect-timeout-ms (default 5000) and\n--command-config FILE (client properties such as client.id; flags win over it)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -42,6 +42,10 @@ enum Command {
         after_help = "Examples:\n  weir perf produce --topic perf --num-records 1000000 --record-size 1024\n  weir perf consume --topic perf --messages 1000000"
     )]
     Perf(cmd::perf::Args),
+    /// Describe the cluster: brokers, controller and metadata quorum.
+    Cluster(cmd::cluster::Args),
+    /// Development helpers: a local multi-node cluster in one command.
+    Dev(cmd::dev::Args),
     /// Print the contents of .log, .index and .timeindex files, like kafka-dump-log.sh.
     DumpLog(cmd::dump_log::Args),
 }
@@ -59,5 +63,7 @@ fn main() -> std::process::ExitCode {
         Command::Groups(args) => cmd::groups::run(args),
         Command::Perf(args) => cmd::perf::run(args),
         Command::DumpLog(args) => cmd::dump_log::run(args),
+        Command::Cluster(args) => cmd::cluster::run(args),
+        Command::Dev(args) => cmd::dev::run(args),
     }
 }

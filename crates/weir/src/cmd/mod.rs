@@ -1,10 +1,12 @@
 //! One module per subcommand.
 
+pub mod cluster;
 pub mod command_config;
 pub mod common;
 pub mod configs;
 pub mod consume;
 pub mod delete_records;
+pub mod dev;
 pub mod dump_log;
 pub mod groups;
 pub mod offsets;

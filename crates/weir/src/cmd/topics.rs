@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use weir_client::{Client, ConfigSource, ResourceType, TopicInfo};
+use weir_client::{Client, ConfigSource, PartitionInfo, ResourceType, TopicInfo};
 
 use super::common::{Bootstrap, parse_kv, run_async};
 
@@ -47,9 +47,10 @@ enum Action {
         #[arg(long = "exclude-internal")]
         exclude_internal: bool,
     },
-    /// Show partitions with leader, offsets and size, and non-default configs.
+    /// Show partitions with leader, replicas, ISR, offsets and size, and
+    /// non-default configs.
     #[command(
-        after_help = "Example:\n  weir topics describe --topic orders\n\nPer partition: Leader, Replicas, Isr, LogStartOffset, HighWatermark, LogEndOffset\n(the latest offset ListOffsets reports; equal to the high watermark on a single\nbroker), Size (bytes on disk, from DescribeLogDirs) and Segments (number of segment files,\nfrom weir's DescribeLogDirs extension; \"-\" when the broker does not report it,\ne.g. a Kafka broker)."
+        after_help = "Examples:\n  weir topics describe --topic orders\n  weir topics describe --under-replicated-partitions\n\nPer partition: Leader (\"none\" when the partition has no live leader), Replicas,\nIsr, Offline (replicas on brokers that are not live; empty when none),\nLogStartOffset, HighWatermark, LogEndOffset (the latest offset ListOffsets\nreports; equal to the high watermark on a single broker), Size (bytes on disk,\nfrom DescribeLogDirs) and Segments (number of segment files, from weir's\nDescribeLogDirs extension). \"-\" stands for a value the leader did not report\n(no leader, or a Kafka broker without the extension)."
     )]
     Describe {
         /// Only this topic (default: all).
@@ -57,6 +58,12 @@ enum Action {
         topic: Option<String>,
         #[arg(long = "exclude-internal")]
         exclude_internal: bool,
+        /// Only partitions whose ISR is smaller than their replica set.
+        #[arg(long = "under-replicated-partitions")]
+        under_replicated: bool,
+        /// Only partitions without a live leader.
+        #[arg(long = "unavailable-partitions")]
+        unavailable: bool,
     },
     /// Raise the partition count of a topic (CreatePartitions). Configs are
     /// changed with `weir configs alter`.
@@ -107,7 +114,15 @@ pub fn run(args: Args) -> ExitCode {
             Action::Describe {
                 topic,
                 exclude_internal,
-            } => describe(&mut client, topic, exclude_internal).await?,
+                under_replicated,
+                unavailable,
+            } => {
+                let filter = PartitionFilter {
+                    under_replicated,
+                    unavailable,
+                };
+                describe(&mut client, topic, exclude_internal, filter).await?
+            }
             Action::Alter { topic, partitions } => {
                 let current = client.topic(&topic).await?.partitions.len();
                 if partitions as i64 <= current as i64 {
@@ -182,10 +197,33 @@ async fn sizes(client: &mut Client, t: &TopicInfo) -> BTreeMap<i32, DiskUsage> {
     out
 }
 
+/// Which partitions `describe` prints: all, or only those matching a
+/// set flag (either flag matching is enough, as kafka-topics.sh).
+#[derive(Debug, Clone, Copy, Default)]
+struct PartitionFilter {
+    under_replicated: bool,
+    unavailable: bool,
+}
+
+impl PartitionFilter {
+    fn is_set(self) -> bool {
+        self.under_replicated || self.unavailable
+    }
+
+    fn keeps(self, p: &PartitionInfo) -> bool {
+        if !self.is_set() {
+            return true;
+        }
+        (self.under_replicated && p.isr.len() < p.replicas.len())
+            || (self.unavailable && p.leader < 0)
+    }
+}
+
 async fn describe(
     client: &mut Client,
     topic: Option<String>,
     exclude_internal: bool,
+    filter: PartitionFilter,
 ) -> Result<()> {
     let mut topics = match &topic {
         Some(t) => vec![client.topic(t).await?],
@@ -194,42 +232,65 @@ async fn describe(
     topics.retain(|t| !(exclude_internal && t.is_internal));
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     for t in topics {
-        let configs = overrides(client, &t.name).await?;
-        println!(
-            "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: {}",
-            t.name,
-            t.topic_id,
-            t.partitions.len(),
-            t.partitions.first().map_or(0, |p| p.replicas.len()),
-            configs
-        );
-        let sizes = sizes(client, &t).await;
-        for p in &t.partitions {
-            let (start, _) = client
-                .list_offset(&t.name, p.partition, -2, p.leader)
-                .await?;
-            let (end, _) = client
-                .list_offset(&t.name, p.partition, -1, p.leader)
-                .await?;
-            let usage = sizes.get(&p.partition);
+        // A filter prints only matching partitions, without the topic line
+        // (as kafka-topics.sh does).
+        if !filter.is_set() {
+            let configs = overrides(client, &t.name).await?;
             println!(
-                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tLogStartOffset: {}\tHighWatermark: {}\tLogEndOffset: {}\tSize: {}\tSegments: {}",
+                "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: {}",
+                t.name,
+                t.topic_id,
+                t.partitions.len(),
+                t.partitions.first().map_or(0, |p| p.replicas.len()),
+                configs
+            );
+        }
+        let sizes = sizes(client, &t).await;
+        for p in t.partitions.iter().filter(|p| filter.keeps(p)) {
+            let offsets = log_offsets(client, &t.name, p).await;
+            let usage = sizes.get(&p.partition);
+            let dash = || "-".to_string();
+            println!(
+                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tOffline: {}\tLogStartOffset: {}\tHighWatermark: {}\tLogEndOffset: {}\tSize: {}\tSegments: {}",
                 t.name,
                 p.partition,
-                p.leader,
+                if p.leader < 0 {
+                    "none".to_string()
+                } else {
+                    p.leader.to_string()
+                },
                 join(&p.replicas),
                 join(&p.isr),
-                start,
-                end,
-                end,
-                usage.map_or("-".to_string(), |u| u.size_bytes.to_string()),
+                join(&p.offline_replicas),
+                offsets.map_or_else(dash, |(start, _)| start.to_string()),
+                offsets.map_or_else(dash, |(_, end)| end.to_string()),
+                offsets.map_or_else(dash, |(_, end)| end.to_string()),
+                usage.map_or_else(dash, |u| u.size_bytes.to_string()),
                 usage
                     .and_then(|u| u.segments)
-                    .map_or("-".to_string(), |n| n.to_string()),
+                    .map_or_else(dash, |n| n.to_string()),
             );
         }
     }
     Ok(())
+}
+
+/// Log start and end offsets of a partition, asked of its leader; None
+/// when it has no leader or the leader does not answer (the partition is
+/// described all the same).
+async fn log_offsets(client: &mut Client, topic: &str, p: &PartitionInfo) -> Option<(i64, i64)> {
+    if p.leader < 0 {
+        return None;
+    }
+    let (start, _) = client
+        .list_offset(topic, p.partition, -2, p.leader)
+        .await
+        .ok()?;
+    let (end, _) = client
+        .list_offset(topic, p.partition, -1, p.leader)
+        .await
+        .ok()?;
+    Some((start, end))
 }
 
 fn join(v: &[i32]) -> String {
