@@ -172,7 +172,8 @@ impl Broker {
             .first()
             .cloned()
             .ok_or_else(|| BrokerError::Config("log.dirs is empty".to_string()))?;
-        let meta = topics::load_or_create_meta(&dir, config.node_id)?;
+        let meta =
+            topics::load_or_create_meta_in(&dir, config.node_id, config.cluster_id().as_deref())?;
         let mut store = TopicStore::open(&dir)?;
         let dynamic = dynamic_config::load(&dir).map_err(|e| BrokerError::Config(e.to_string()))?;
         let static_config = config;

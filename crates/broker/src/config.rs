@@ -239,6 +239,34 @@ impl BrokerConfig {
         self.quorum_voters.keys().any(|id| *id != self.node_id)
     }
 
+    /// The cluster id this node must have: `cluster.id` when set, else for
+    /// a cluster member one derived from `controller.quorum.voters` (so
+    /// every node of the same quorum agrees without a format step), else
+    /// none (a single node makes a random one on first start).
+    pub fn cluster_id(&self) -> Option<String> {
+        if let Some(id) = self.explicit.get("cluster.id") {
+            return Some(id.clone());
+        }
+        if !self.is_cluster() {
+            return None;
+        }
+        let voters: Vec<String> = self
+            .quorum_voters
+            .iter()
+            .map(|(id, addr)| format!("{id}@{addr}"))
+            .collect();
+        let text = voters.join(",");
+        // Two FNV-1a hashes with different offsets: 16 stable bytes.
+        let fnv = |offset: u64| {
+            text.bytes().fold(offset, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+            })
+        };
+        let id =
+            (u128::from(fnv(0xcbf2_9ce4_8422_2325)) << 64) | u128::from(fnv(0x8422_2325_cbf2_9ce4));
+        Some(weir_protocol::Uuid(id.to_be_bytes()).to_string())
+    }
+
     /// Builds and validates a configuration from explicitly set
     /// `(name, value)` pairs (later pairs override earlier ones).
     pub fn from_pairs<K, V>(

@@ -105,10 +105,15 @@ const COMPRESSION: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", 
 pub static BROKER_CONFIGS: &[ConfigDef] = &[
     min(def("node.id", Int, Some("1")), 0),
     // KRaft roles and quorum (see docs/configuration.md, "KRaft names"):
-    // weir runs one node that is broker and controller; these are parsed
-    // and validated, and a multi-node setting is refused.
+    // every weir node is broker and controller; a quorum of several voters
+    // is a cluster (docs/cluster.md).
     def("process.roles", List, Some("broker,controller")),
     def("controller.quorum.voters", List, Some("")),
+    min(def("broker.heartbeat.interval.ms", Int, Some("2000")), 1),
+    min(def("broker.session.timeout.ms", Int, Some("9000")), 1),
+    def("broker.rack", Str, None),
+    // the id in meta.properties (Kafka's storage format step sets it)
+    def("cluster.id", Str, None),
     def("controller.quorum.bootstrap.servers", List, Some("")),
     def("controller.listener.names", List, None),
     def("inter.broker.listener.name", Str, None),

@@ -121,6 +121,18 @@ pub async fn start_with_clock(
     config: BrokerConfig,
     clock: Clock,
 ) -> Result<RunningBroker, BrokerError> {
+    start_with_setup(config, clock, |_| {}).await
+}
+
+/// [`start_with_clock`], with `setup` run on the opened broker before the
+/// group coordinator is loaded and before any client connects: a cluster
+/// member installs its cluster view and topic admin here
+/// ([`Broker::set_cluster`]).
+pub async fn start_with_setup(
+    config: BrokerConfig,
+    clock: Clock,
+    setup: impl FnOnce(&Arc<Broker>),
+) -> Result<RunningBroker, BrokerError> {
     let bind = config.listener.bind_addr().map_err(BrokerError::Config)?;
     // bind first: a port in use fails before the data dir is touched
     let listener = TcpListener::bind(bind)
@@ -135,6 +147,7 @@ pub async fn start_with_clock(
         .await
         .map_err(|e| BrokerError::Config(format!("startup task failed: {e}")))??;
     let broker = Arc::new(broker);
+    setup(&broker);
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.set_groups(crate::groups::Groups::open(&b)))
         .await

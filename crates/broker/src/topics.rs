@@ -282,6 +282,17 @@ pub struct MetaProperties {
 /// Reads `meta.properties` from `dir`, or creates it with a fresh cluster
 /// id. A node id different from the configured one is an error (as in Kafka).
 pub fn load_or_create_meta(dir: &Path, node_id: i32) -> Result<MetaProperties, TopicStoreError> {
+    load_or_create_meta_in(dir, node_id, None)
+}
+
+/// [`load_or_create_meta`] of a node whose cluster id is known (a cluster
+/// member's): a new `meta.properties` gets `cluster_id`, an existing one
+/// must have it.
+pub fn load_or_create_meta_in(
+    dir: &Path,
+    node_id: i32,
+    expected_cluster_id: Option<&str>,
+) -> Result<MetaProperties, TopicStoreError> {
     std::fs::create_dir_all(dir).map_err(io_err(dir))?;
     let path = dir.join(META_FILE);
     match std::fs::read_to_string(&path) {
@@ -315,6 +326,14 @@ pub fn load_or_create_meta(dir: &Path, node_id: i32) -> Result<MetaProperties, T
                     configured: node_id,
                 });
             }
+            if let Some(expected) = expected_cluster_id
+                && expected != cluster_id
+            {
+                return Err(corrupt(&format!(
+                    "cluster.id {cluster_id} is not this cluster's ({expected}): \
+                     the data dir belongs to another cluster"
+                )));
+            }
             let directory_id = kv
                 .get("directory.id")
                 .cloned()
@@ -327,7 +346,9 @@ pub fn load_or_create_meta(dir: &Path, node_id: i32) -> Result<MetaProperties, T
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let meta = MetaProperties {
-                cluster_id: Uuid(random_uuid()).to_string(),
+                cluster_id: expected_cluster_id
+                    .map(str::to_string)
+                    .unwrap_or_else(|| Uuid(random_uuid()).to_string()),
                 node_id,
                 directory_id: Uuid(random_uuid()).to_string(),
             };

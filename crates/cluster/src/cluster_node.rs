@@ -129,6 +129,14 @@ impl ClusterNode {
         self.node.node_id()
     }
 
+    /// Attaches a broker lifecycle started after the node: a broker whose
+    /// client listener's address is known only once it is bound. Replaces
+    /// (and stops) one given in the config.
+    pub fn with_lifecycle(mut self, lifecycle: BrokerLifecycle) -> Self {
+        self.lifecycle = Some(lifecycle);
+        self
+    }
+
     /// The metadata image this node applies, for the broker side.
     pub fn images(&self) -> ImageReader {
         self.node.images.clone()

@@ -30,6 +30,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
+pub mod cluster;
 pub mod murmur2;
 pub mod segment;
 pub mod tools;

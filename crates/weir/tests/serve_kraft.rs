@@ -1,7 +1,7 @@
 //! `weir serve --config` with Kafka's KRaft settings: a combined-mode
 //! server.properties written like Apache Kafka 4's quickstart file runs one
-//! node that serves clients on its PLAINTEXT listener, and multi-node or
-//! secured settings are refused at start with the setting named.
+//! node that serves clients on its PLAINTEXT listener, and inconsistent
+//! quorum or secured settings are refused at start with the setting named.
 
 use crate::common;
 
@@ -170,17 +170,21 @@ fn kafka_quickstart_combined_mode_file_serves_clients_on_plaintext() {
 }
 
 #[test]
-fn multi_node_and_secured_kraft_settings_are_refused_at_start() {
+fn inconsistent_quorum_and_secured_kraft_settings_are_refused_at_start() {
     for (changes, words) in [
         (
             vec![(
                 "controller.quorum.voters",
-                "1@localhost:19093,2@localhost:29093",
+                "1@localhost:19094,2@localhost:29093",
             )],
-            vec![
+            vec!["listeners", "says node 1 is at localhost:19094"],
+        ),
+        (
+            vec![(
                 "controller.quorum.voters",
-                "this build of weir serve runs a single node",
-            ],
+                "1@localhost:19093,1@localhost:29093",
+            )],
+            vec!["controller.quorum.voters", "names node 1 twice"],
         ),
         (
             vec![("process.roles", "broker")],

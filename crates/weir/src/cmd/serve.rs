@@ -12,6 +12,8 @@ use std::process::ExitCode;
 
 use weir_broker::config::ConfigSources;
 
+mod cluster;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// A server.properties-style file with Kafka broker config names.
@@ -70,13 +72,6 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if config.is_cluster() {
-        eprintln!(
-            "weir serve: invalid configuration: controller.quorum.voters names other nodes; \
-             this build of weir serve runs a single node (its own controller quorum)"
-        );
-        return ExitCode::from(2);
-    }
     for k in &config.unused {
         tracing::warn!("configuration {k} was supplied but is not used by weir");
     }
@@ -103,7 +98,19 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
     // supervisor (or a test) sends as soon as it sees that line must stop
     // the broker cleanly, not kill it by the signal's default action.
     let signals = Signals::install();
-    let running = match weir_broker::start(config).await {
+    let mut member = None;
+    let started = if config.is_cluster() {
+        match start_member(config).await {
+            Ok((running, m)) => {
+                member = Some(m);
+                Ok(running)
+            }
+            Err(e) => Err(e),
+        }
+    } else {
+        weir_broker::start(config).await.map_err(|e| e.to_string())
+    };
+    let running = match started {
         Ok(r) => r,
         Err(e) => {
             eprintln!("weir serve: {e}");
@@ -121,12 +128,23 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
             "weir: cluster id {}, node id {}",
             running.broker.meta.cluster_id, running.broker.config.node_id
         );
-        if let Some((name, l)) = &running.broker.config.controller_listener {
-            let _ = writeln!(
-                out,
-                "weir: controller listener {name}://{}:{} not opened: single node, its own controller quorum",
-                l.host, l.port
-            );
+        match (&running.broker.config.controller_listener, &member) {
+            (Some((name, _)), Some(m)) => {
+                let _ = writeln!(
+                    out,
+                    "weir: controller listener {name}://{}, quorum {}",
+                    m.controller_addr,
+                    m.voters_text()
+                );
+            }
+            (Some((name, l)), None) => {
+                let _ = writeln!(
+                    out,
+                    "weir: controller listener {name}://{}:{} not opened: single node, its own controller quorum",
+                    l.host, l.port
+                );
+            }
+            _ => {}
         }
         match running.http_addr() {
             Some(http) => {
@@ -144,6 +162,13 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
     }
     signals.wait().await;
     tracing::info!("shutting down");
+    let member_stopped = match member {
+        Some(m) => m.shutdown().await,
+        None => Ok(()),
+    };
+    if let Err(e) = member_stopped {
+        eprintln!("weir serve: stopping the cluster member failed: {e}");
+    }
     match running.shutdown().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -189,4 +214,148 @@ impl Signals {
             _ = recv(&mut self.int) => {}
         }
     }
+}
+
+/// This process's part of a cluster: its control plane and the tasks that
+/// keep the broker in line with the metadata image.
+struct Member {
+    node: weir_cluster::ClusterNode,
+    controller_addr: std::net::SocketAddr,
+    voters: std::collections::BTreeMap<u64, String>,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Member {
+    fn voters_text(&self) -> String {
+        self.voters
+            .iter()
+            .map(|(id, addr)| format!("{id}@{addr}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Controlled shutdown (leadership moves away first), then the control
+    /// plane stops; the broker itself is stopped by the caller afterwards.
+    async fn shutdown(self) -> Result<(), String> {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        self.node.shutdown().await.map_err(|e| e.to_string())
+    }
+}
+
+/// Starts a cluster member: the CONTROLLER listener with the metadata quorum,
+/// then the broker answering from the metadata image, then its registration
+/// and heartbeats (once its client listener's address is known).
+async fn start_member(
+    config: weir_broker::BrokerConfig,
+) -> Result<(weir_broker::RunningBroker, Member), String> {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use weir_cluster::cluster_node::ClusterNodeConfig;
+    use weir_cluster::lifecycle::{BrokerInfo, BrokerLifecycle, LifecycleConfig};
+
+    let node_id = config.node_id;
+    let Some((_, controller_listener)) = config.controller_listener.clone() else {
+        return Err("a cluster member needs a CONTROLLER listener".into());
+    };
+    let bind = controller_listener.bind_addr()?;
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| format!("cannot listen on {bind} (CONTROLLER): {e}"))?;
+    let controller_addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let voters: std::collections::BTreeMap<u64, String> = config
+        .quorum_voters
+        .iter()
+        .map(|(id, addr)| (*id as u64, addr.clone()))
+        .collect();
+    let Some(first_dir) = config.log_dirs.first() else {
+        return Err("log.dirs is empty".into());
+    };
+    // Not `<topic>-<n>`: the log manager leaves it alone.
+    let metadata_dir = first_dir.join("weir-metadata");
+    let ms =
+        |name: &str, default: i64| -> u64 { config.integer(name).unwrap_or(default).max(1) as u64 };
+    let session_timeout_ms = ms("broker.session.timeout.ms", 9000);
+    let heartbeat_interval_ms = ms("broker.heartbeat.interval.ms", 2000);
+    let mut raft = weir_raft::RaftOptions::new(node_id as u64, metadata_dir, voters.clone());
+    // Election within a few seconds of losing the controller.
+    raft.heartbeat_interval_ms = 100;
+    raft.election_timeout_min_ms = 1000;
+    raft.election_timeout_max_ms = 2000;
+    let mut cfg = ClusterNodeConfig::new(raft);
+    cfg.controller.controller.session_timeout_ms = session_timeout_ms;
+    cfg.controller.controller.default_partitions = config.num_partitions;
+    cfg.controller.controller.default_replication_factor = config.default_replication_factor;
+    cfg.controller.seed = u64::from(config.node_id.unsigned_abs());
+    cfg.cluster_id = config.cluster_id();
+    let node = weir_cluster::ClusterNode::start(cfg, listener)
+        .await
+        .map_err(|e| format!("cannot start the metadata quorum: {e}"))?;
+    let images = node.images();
+    let view = Arc::new(cluster::ImageView::new(
+        images.clone(),
+        node.controller().clone(),
+    ));
+    let admin = Arc::new(cluster::ForwardingAdmin::new(
+        voters.clone(),
+        images.clone(),
+        Duration::from_secs(30),
+    ));
+    let running = weir_broker::server::start_with_setup(
+        config,
+        weir_broker::broker::system_clock(),
+        |broker| broker.set_cluster(view, admin),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let broker = running.broker.clone();
+    let (host, port) = broker.advertised();
+    let info = BrokerInfo {
+        node_id,
+        cluster_id: broker.meta.cluster_id.clone(),
+        listeners: vec![weir_metadata::image::Endpoint {
+            name: cluster::CLIENT_LISTENER.into(),
+            host,
+            port,
+            security_protocol: 0,
+        }],
+        rack: broker.config.explicit.get("broker.rack").cloned(),
+    };
+    let lifecycle = LifecycleConfig {
+        heartbeat_interval: Duration::from_millis(heartbeat_interval_ms),
+        // Past the session timeout the controller fences this broker
+        // anyway; waiting longer for a lost quorum gains nothing.
+        shutdown_timeout: Duration::from_millis(session_timeout_ms),
+    };
+    let offset_images = images.clone();
+    let offset = Arc::new(move || i64::try_from(offset_images.current().index).unwrap_or(i64::MAX));
+    let lifecycle = BrokerLifecycle::start(info, lifecycle, node.controller_client(), offset);
+    let node = node.with_lifecycle(lifecycle);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let tasks = vec![
+        tokio::spawn(cluster::follow_image(
+            broker.clone(),
+            images.clone(),
+            stop_rx.clone(),
+        )),
+        tokio::spawn(cluster::ensure_offsets_topic(
+            broker.effective_config(),
+            voters.clone(),
+            images,
+            stop_rx,
+        )),
+    ];
+    Ok((
+        running,
+        Member {
+            node,
+            controller_addr,
+            voters,
+            stop,
+            tasks,
+        },
+    ))
 }

@@ -1,0 +1,432 @@
+//! `weir serve` as one node of a cluster of combined nodes: the control
+//! plane (weir-cluster's [`ClusterNode`]: metadata raft and controller on the
+//! CONTROLLER listener, broker registration and heartbeats) wired to the
+//! broker through its two seams:
+//!
+//! - [`ImageView`]: the broker's [`ClusterView`], answered from the metadata
+//!   image this node applies (live brokers, the active controller, each
+//!   partition's leader, epoch, replicas, ISR and offline replicas);
+//! - [`ForwardingAdmin`]: the broker's [`TopicAdmin`], which sends
+//!   CreateTopics and DeleteTopics to the active controller and answers once
+//!   this node's image shows the change;
+//! - [`follow_image`]: after every applied batch, the broker hosts the
+//!   partitions the image assigns it and coordinates the groups of the
+//!   `__consumer_offsets` partitions it leads.
+//!
+//! See "Running a cluster" in docs/cluster.md.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{broadcast, watch};
+use weir_broker::cluster::{
+    AdminFuture, BrokerNode, ClusterSnapshot, ClusterView, HostedTopic, PartitionView, TopicAdmin,
+    TopicView,
+};
+use weir_broker::handler::RequestContext;
+use weir_broker::{Broker, BrokerConfig};
+use weir_cluster::client::{ControllerClient, ControllerClientConfig};
+use weir_cluster::{ImageReader, QuorumController};
+use weir_metadata::MetadataImage;
+use weir_protocol::error_code::ErrorCode;
+use weir_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use weir_protocol::messages::create_topics_request::CreatableTopicConfig;
+use weir_protocol::messages::create_topics_response::CreatableTopicResult;
+use weir_protocol::messages::delete_topics_response::DeletableTopicResult;
+use weir_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse,
+};
+
+/// The listener name brokers register their client listener under.
+pub const CLIENT_LISTENER: &str = "PLAINTEXT";
+
+/// Kafka's resource type of topic configs in `ConfigRecord`.
+const TOPIC_RESOURCE: i8 = 2;
+
+/// The broker's view of the cluster, from the metadata image. Snapshots are
+/// rebuilt only when the image or the active controller changed.
+pub struct ImageView {
+    images: ImageReader,
+    controller: QuorumController,
+    cache: Mutex<Option<(SnapshotKey, Arc<ClusterSnapshot>)>>,
+}
+
+/// What a snapshot was built from: the image's log index and the active
+/// controller.
+type SnapshotKey = (u64, Option<u64>);
+
+impl ImageView {
+    pub fn new(images: ImageReader, controller: QuorumController) -> ImageView {
+        ImageView {
+            images,
+            controller,
+            cache: Mutex::new(None),
+        }
+    }
+}
+
+impl ClusterView for ImageView {
+    fn snapshot(&self) -> Arc<ClusterSnapshot> {
+        let applied = self.images.current();
+        let leader = self.controller.leader();
+        let key = (applied.index, leader);
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, snap)) = cache.as_ref()
+            && *k == key
+        {
+            return snap.clone();
+        }
+        let controller_id = leader.and_then(|l| i32::try_from(l).ok()).unwrap_or(-1);
+        let snap = Arc::new(snapshot_of(&applied.image, controller_id));
+        *cache = Some((key, snap.clone()));
+        snap
+    }
+}
+
+/// What clients see of `image`: the unfenced brokers with their client
+/// listener, and every topic's partitions. A replica is offline when its
+/// broker is fenced or not registered.
+pub fn snapshot_of(image: &MetadataImage, controller_id: i32) -> ClusterSnapshot {
+    let brokers = image
+        .brokers()
+        .filter(|b| !b.fenced)
+        .filter_map(|b| {
+            let e = b
+                .endpoints
+                .iter()
+                .find(|e| e.name == CLIENT_LISTENER)
+                .or_else(|| b.endpoints.first())?;
+            Some(BrokerNode {
+                id: b.id,
+                host: e.host.clone(),
+                port: e.port,
+                rack: b.rack.clone(),
+            })
+        })
+        .collect();
+    let online = |id: i32| image.broker(id).is_some_and(|b| !b.fenced);
+    let topics = image
+        .topics()
+        .map(|t| TopicView {
+            name: t.name.clone(),
+            id: t.id.0,
+            partitions: t
+                .partitions
+                .values()
+                .map(|p| PartitionView {
+                    leader: p.leader,
+                    leader_epoch: p.leader_epoch,
+                    replicas: p.replicas.clone(),
+                    isr: p.isr.clone(),
+                    offline_replicas: p.replicas.iter().copied().filter(|r| !online(*r)).collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    ClusterSnapshot::new(brokers, controller_id, topics)
+}
+
+/// The topics with a replica on broker `me`, as `reconcile_hosted` takes
+/// them.
+pub fn hosted_by(image: &MetadataImage, me: i32) -> Vec<HostedTopic> {
+    image
+        .topics()
+        .filter_map(|t| {
+            let partitions: Vec<i32> = t
+                .partitions
+                .iter()
+                .filter(|(_, p)| p.replicas.contains(&me))
+                .map(|(id, _)| *id)
+                .collect();
+            (!partitions.is_empty()).then(|| HostedTopic {
+                name: t.name.clone(),
+                id: t.id.0,
+                partitions,
+                configs: image
+                    .configs(TOPIC_RESOURCE, &t.name)
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// Topic changes go to the active controller; the answer is given once this
+/// node's image has caught up with the change (bounded by `wait`), so a
+/// client that creates a topic and asks this broker for its metadata next
+/// finds it.
+pub struct ForwardingAdmin {
+    client: ControllerClient,
+    images: ImageReader,
+    wait: Duration,
+}
+
+impl ForwardingAdmin {
+    pub fn new(voters: BTreeMap<u64, String>, images: ImageReader, deadline: Duration) -> Self {
+        let client = ControllerClient::new(
+            voters,
+            ControllerClientConfig {
+                client_id: "weir-forwarding".into(),
+                deadline,
+                ..ControllerClientConfig::default()
+            },
+        );
+        ForwardingAdmin {
+            client,
+            images,
+            wait: deadline,
+        }
+    }
+
+    /// Waits until `done` holds of this node's image, or `self.wait`.
+    async fn caught_up(&self, done: impl Fn(&MetadataImage) -> bool) {
+        let mut updates = self.images.subscribe();
+        let end = tokio::time::Instant::now() + self.wait;
+        while !done(&self.images.current().image) {
+            match tokio::time::timeout_at(end, updates.recv()).await {
+                Err(_) => return,
+                Ok(Err(broadcast::error::RecvError::Closed)) => return,
+                Ok(_) => {}
+            }
+        }
+    }
+}
+
+impl TopicAdmin for ForwardingAdmin {
+    fn create_topics<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        req: CreateTopicsRequest,
+    ) -> AdminFuture<'a, CreateTopicsResponse> {
+        Box::pin(async move {
+            let names: Vec<String> = req.topics.iter().map(|t| t.name.clone()).collect();
+            match self.client.send(&req).await {
+                Ok(resp) => {
+                    if !req.validate_only {
+                        let created: Vec<String> = resp
+                            .topics
+                            .iter()
+                            .filter(|t| t.error_code == ErrorCode::None.code())
+                            .map(|t| t.name.clone())
+                            .collect();
+                        self.caught_up(|image| {
+                            created.iter().all(|n| image.topic_by_name(n).is_some())
+                        })
+                        .await;
+                    }
+                    resp
+                }
+                Err(e) => CreateTopicsResponse {
+                    topics: names
+                        .into_iter()
+                        .map(|name| CreatableTopicResult {
+                            name,
+                            error_code: ErrorCode::RequestTimedOut.code(),
+                            error_message: Some(e.to_string()),
+                            num_partitions: -1,
+                            replication_factor: -1,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                },
+            }
+        })
+    }
+
+    fn delete_topics<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        req: DeleteTopicsRequest,
+    ) -> AdminFuture<'a, DeleteTopicsResponse> {
+        Box::pin(async move {
+            match self.client.send(&req).await {
+                Ok(resp) => {
+                    let deleted: Vec<String> = resp
+                        .responses
+                        .iter()
+                        .filter(|t| t.error_code == ErrorCode::None.code())
+                        .filter_map(|t| t.name.clone())
+                        .collect();
+                    self.caught_up(|image| {
+                        deleted.iter().all(|n| image.topic_by_name(n).is_none())
+                    })
+                    .await;
+                    resp
+                }
+                Err(e) => {
+                    let mut names: Vec<Option<String>> =
+                        req.topic_names.iter().cloned().map(Some).collect();
+                    names.extend(req.topics.iter().map(|t| t.name.clone()));
+                    DeleteTopicsResponse {
+                        responses: names
+                            .into_iter()
+                            .map(|name| DeletableTopicResult {
+                                name,
+                                error_code: ErrorCode::RequestTimedOut.code(),
+                                error_message: Some(e.to_string()),
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    }
+                }
+            }
+        })
+    }
+
+    fn create_partitions<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        req: CreatePartitionsRequest,
+    ) -> AdminFuture<'a, CreatePartitionsResponse> {
+        Box::pin(async move {
+            CreatePartitionsResponse {
+                results: req
+                    .topics
+                    .into_iter()
+                    .map(|t| CreatePartitionsTopicResult {
+                        name: t.name,
+                        error_code: ErrorCode::InvalidRequest.code(),
+                        error_message: Some(
+                            "adding partitions is not supported in a multi-node cluster yet".into(),
+                        ),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }
+        })
+    }
+}
+
+/// Keeps the broker in line with the metadata image until `stop` changes:
+/// after each applied batch (or a missed run of them) it hosts the
+/// partitions assigned to this node and follows the leadership of the
+/// `__consumer_offsets` partitions.
+pub async fn follow_image(
+    broker: Arc<Broker>,
+    images: ImageReader,
+    mut stop: watch::Receiver<bool>,
+) {
+    let me = broker.config.node_id;
+    let mut updates = images.subscribe();
+    let mut last: Option<Vec<HostedTopic>> = None;
+    let mut failed = false;
+    loop {
+        let applied = images.current();
+        let hosted = hosted_by(&applied.image, me);
+        if last.as_ref() != Some(&hosted) {
+            let errors = {
+                let guard = broker.admin.lock().await;
+                let b = broker.clone();
+                let h = hosted.clone();
+                // Creating and deleting logs does file I/O and fsyncs.
+                tokio::task::block_in_place(|| b.reconcile_hosted(&guard, &h))
+            };
+            for e in &errors {
+                tracing::warn!(error = %e, "cannot host what the metadata image assigns");
+            }
+            failed = !errors.is_empty();
+            if !failed {
+                last = Some(hosted);
+            }
+        }
+        if let Some(groups) = broker.groups() {
+            let b = broker.clone();
+            tokio::task::block_in_place(|| groups.follow_leadership(&b));
+        }
+        tokio::select! {
+            r = updates.recv() => {
+                if let Err(broadcast::error::RecvError::Closed) = r {
+                    return;
+                }
+            }
+            _ = stop.changed() => return,
+            // A failed reconciliation is retried even with no new batch.
+            _ = tokio::time::sleep(Duration::from_secs(1)), if failed => {}
+        }
+    }
+}
+
+/// Creates `__consumer_offsets` through the controller once enough brokers
+/// are registered: `offsets.topic.num.partitions` partitions, replication
+/// factor `offsets.topic.replication.factor` capped at the number of nodes,
+/// compacted. Retries until it exists or `stop`.
+pub async fn ensure_offsets_topic(
+    config: Arc<BrokerConfig>,
+    voters: BTreeMap<u64, String>,
+    images: ImageReader,
+    mut stop: watch::Receiver<bool>,
+) {
+    let topic = weir_broker::groups::OFFSETS_TOPIC;
+    let client = ControllerClient::new(
+        voters.clone(),
+        ControllerClientConfig {
+            client_id: "weir-offsets-topic".into(),
+            ..ControllerClientConfig::default()
+        },
+    );
+    let partitions = config.integer("offsets.topic.num.partitions").unwrap_or(50) as i32;
+    let wanted_rf = config
+        .integer("offsets.topic.replication.factor")
+        .unwrap_or(3)
+        .max(1);
+    // Kafka refuses to create it with fewer live brokers than its
+    // replication factor; here every voter is a broker, so the factor is
+    // capped at the cluster's size and creation waits for that many.
+    let rf = wanted_rf.min(voters.len() as i64);
+    let mut updates = images.subscribe();
+    loop {
+        let image = images.current().image.clone();
+        if image.topic_by_name(topic).is_some() {
+            return;
+        }
+        let live = image.brokers().filter(|b| b.is_active()).count() as i64;
+        if live >= rf {
+            let req = CreateTopicsRequest {
+                topics: vec![
+                    weir_protocol::messages::create_topics_request::CreatableTopic {
+                        name: topic.to_string(),
+                        num_partitions: partitions,
+                        replication_factor: rf as i16,
+                        configs: vec![CreatableTopicConfig {
+                            name: "cleanup.policy".into(),
+                            value: Some("compact".into()),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    },
+                ],
+                timeout_ms: 30_000,
+                ..Default::default()
+            };
+            match client.send(&req).await {
+                Ok(resp) => {
+                    for t in &resp.topics {
+                        let code = ErrorCode::from_code_lossy(t.error_code);
+                        if code != ErrorCode::None && code != ErrorCode::TopicAlreadyExists {
+                            tracing::warn!(
+                                ?code,
+                                message = t.error_message.as_deref().unwrap_or(""),
+                                "cannot create {topic} yet"
+                            );
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot create {topic} yet"),
+            }
+        }
+        tokio::select! {
+            r = updates.recv() => {
+                if let Err(broadcast::error::RecvError::Closed) = r {
+                    return;
+                }
+            }
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
