@@ -6,8 +6,10 @@ mod common;
 
 mod auto_create;
 mod cli;
+mod cluster_cli;
 mod command_config;
 mod consume_corrupt;
+mod dev_cluster;
 mod dump_log_damage;
 mod dynamic_configs;
 mod groups;

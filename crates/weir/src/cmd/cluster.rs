@@ -233,12 +233,10 @@ async fn quorum_of(addr: &str, settings: &ClientSettings) -> Result<PartitionDat
     let resp = conn.send(&req).await?;
     if resp.error_code == ErrorCode::NotController.code() {
         // v2 says which node leads; earlier versions say nothing more.
-        let detail = resp
-            .error_message
-            .filter(|m| !m.is_empty())
-            .map(|m| format!(" ({m})"))
-            .unwrap_or_default();
-        bail!("{addr} is not the active controller{detail}");
+        match resp.error_message.filter(|m| !m.is_empty()) {
+            Some(m) => bail!("{addr}: {m}"),
+            None => bail!("{addr} is not the active controller"),
+        }
     }
     ClientError::check(
         resp.error_code,

@@ -416,6 +416,8 @@ fn spawn_node(
         cmd.arg("--set").arg(kv);
     }
     let mut child = cmd
+        // The log is a file: no colour codes in it.
+        .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr))
