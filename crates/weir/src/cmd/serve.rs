@@ -299,9 +299,11 @@ async fn start_member(
         images.clone(),
         node.controller().clone(),
     ));
+    let (hosted_tx, hosted_rx) = tokio::sync::watch::channel(0u64);
     let admin = Arc::new(cluster::ForwardingAdmin::new(
         voters.clone(),
         images.clone(),
+        hosted_rx,
         Duration::from_secs(30),
     ));
     let running = weir_broker::server::start_with_setup(
@@ -339,6 +341,7 @@ async fn start_member(
         tokio::spawn(cluster::follow_image(
             broker.clone(),
             images.clone(),
+            hosted_tx,
             stop_rx.clone(),
         )),
         tokio::spawn(cluster::ensure_offsets_topic(

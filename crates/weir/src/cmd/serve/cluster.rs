@@ -160,11 +160,19 @@ pub fn hosted_by(image: &MetadataImage, me: i32) -> Vec<HostedTopic> {
 pub struct ForwardingAdmin {
     client: ControllerClient,
     images: ImageReader,
+    /// The last image index the broker's hosted logs were brought in line
+    /// with ([`follow_image`]).
+    hosted: watch::Receiver<u64>,
     wait: Duration,
 }
 
 impl ForwardingAdmin {
-    pub fn new(voters: BTreeMap<u64, String>, images: ImageReader, deadline: Duration) -> Self {
+    pub fn new(
+        voters: BTreeMap<u64, String>,
+        images: ImageReader,
+        hosted: watch::Receiver<u64>,
+        deadline: Duration,
+    ) -> Self {
         let client = ControllerClient::new(
             voters,
             ControllerClientConfig {
@@ -176,21 +184,30 @@ impl ForwardingAdmin {
         ForwardingAdmin {
             client,
             images,
+            hosted,
             wait: deadline,
         }
     }
 
-    /// Waits until `done` holds of this node's image, or `self.wait`.
+    /// Waits until `done` holds of this node's image and the broker hosts
+    /// what that image assigns it (so a client's next produce finds the
+    /// log), or `self.wait` passed.
     async fn caught_up(&self, done: impl Fn(&MetadataImage) -> bool) {
         let mut updates = self.images.subscribe();
         let end = tokio::time::Instant::now() + self.wait;
-        while !done(&self.images.current().image) {
+        let index = loop {
+            let applied = self.images.current();
+            if done(&applied.image) {
+                break applied.index;
+            }
             match tokio::time::timeout_at(end, updates.recv()).await {
                 Err(_) => return,
                 Ok(Err(broadcast::error::RecvError::Closed)) => return,
                 Ok(_) => {}
             }
-        }
+        };
+        let mut hosted = self.hosted.clone();
+        let _ = tokio::time::timeout_at(end, hosted.wait_for(|h| *h >= index)).await;
     }
 }
 
@@ -309,6 +326,7 @@ impl TopicAdmin for ForwardingAdmin {
 pub async fn follow_image(
     broker: Arc<Broker>,
     images: ImageReader,
+    hosted_index: watch::Sender<u64>,
     mut stop: watch::Receiver<bool>,
 ) {
     let me = broker.config.node_id;
@@ -333,6 +351,9 @@ pub async fn follow_image(
             if !failed {
                 last = Some(hosted);
             }
+        }
+        if !failed {
+            hosted_index.send_replace(applied.index);
         }
         if let Some(groups) = broker.groups() {
             let b = broker.clone();
