@@ -109,6 +109,10 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     // is a cluster (docs/cluster.md).
     def("process.roles", List, Some("broker,controller")),
     def("controller.quorum.voters", List, Some("")),
+    min(
+        def("controller.quorum.election.timeout.ms", Int, Some("1000")),
+        10,
+    ),
     min(def("broker.heartbeat.interval.ms", Int, Some("2000")), 1),
     min(def("broker.session.timeout.ms", Int, Some("9000")), 1),
     def("broker.rack", Str, None),

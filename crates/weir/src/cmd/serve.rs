@@ -281,10 +281,13 @@ async fn start_member(
     let session_timeout_ms = ms("broker.session.timeout.ms", 9000);
     let heartbeat_interval_ms = ms("broker.heartbeat.interval.ms", 2000);
     let mut raft = weir_raft::RaftOptions::new(node_id as u64, metadata_dir, voters.clone());
-    // Election within a few seconds of losing the controller.
-    raft.heartbeat_interval_ms = 100;
-    raft.election_timeout_min_ms = 1000;
-    raft.election_timeout_max_ms = 2000;
+    // Kafka's controller.quorum.election.timeout.ms: a follower that hears
+    // nothing from the leader for a random time between it and twice it
+    // starts an election.
+    let election_ms = ms("controller.quorum.election.timeout.ms", 1000);
+    raft.election_timeout_min_ms = election_ms;
+    raft.election_timeout_max_ms = election_ms * 2;
+    raft.heartbeat_interval_ms = (election_ms / 10).max(1);
     let mut cfg = ClusterNodeConfig::new(raft);
     cfg.controller.controller.session_timeout_ms = session_timeout_ms;
     cfg.controller.controller.default_partitions = config.num_partitions;
