@@ -429,11 +429,11 @@ impl BrokerConfig {
             dynamic_broker: BTreeMap::new(),
             unused,
         };
-        if cfg.default_replication_factor > 1 {
+        if cfg.default_replication_factor > 1 && !cfg.is_cluster() {
             return Err(invalid(
                 "default.replication.factor",
                 &cfg.default_replication_factor.to_string(),
-                "weir runs a single replica; replication factor must be 1",
+                "a single node holds one replica; replication factor must be 1",
             ));
         }
         Ok(cfg)

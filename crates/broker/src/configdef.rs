@@ -247,6 +247,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     )),
     min(def("fetch.max.bytes", Int, Some("57671680")), 0),
     min(def("offsets.topic.num.partitions", Int, Some("50")), 1),
+    // a cluster caps it at its number of nodes
+    min(def("offsets.topic.replication.factor", Int, Some("3")), 1),
     min(def("offsets.retention.minutes", Int, Some("10080")), 1),
     min(
         def("offsets.retention.check.interval.ms", Long, Some("600000")),
