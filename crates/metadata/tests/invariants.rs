@@ -6,12 +6,16 @@
 //! - decode(encode(record)) == record, and the decoded record is what applies;
 //! - leader ∈ ISR ⊆ replicas, or leader = -1, and then no ISR member is active;
 //! - leader epochs and partition epochs never decrease;
-//! - fenced and shutting-down brokers lead nothing.
+//! - fenced and shutting-down brokers lead nothing;
+//! - added partitions keep the topic's replication factor, and after a
+//!   leader rebalance no partition could still move to its preferred
+//!   replica.
 
 use bytes::BytesMut;
 use proptest::prelude::*;
 use weir_metadata::controller::{
-    AlterPartition, Controller, ControllerConfig, Heartbeat, NewTopic, Registration,
+    AlterPartition, Controller, ControllerConfig, ElectionType, Heartbeat, NewPartitions, NewTopic,
+    Registration, imbalanced_partitions,
 };
 use weir_metadata::{MetadataImage, NO_LEADER};
 use weir_protocol::Uuid;
@@ -50,6 +54,16 @@ enum Event {
     Shutdown {
         id: i32,
     },
+    CreatePartitions {
+        name: usize,
+        count: i32,
+    },
+    Elect {
+        unclean: bool,
+        /// Every partition, or one picked.
+        pick: Option<usize>,
+    },
+    Rebalance,
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -64,6 +78,11 @@ fn event() -> impl Strategy<Value = Event> {
         3 => (any::<usize>(), any::<usize>(), any::<bool>())
             .prop_map(|(pick, member, expand)| Event::AlterIsr { pick, member, expand }),
         1 => (1..=BROKERS).prop_map(|id| Event::Shutdown { id }),
+        1 => (0..NAMES.len(), 0i32..8)
+            .prop_map(|(name, count)| Event::CreatePartitions { name, count }),
+        1 => (any::<bool>(), prop::option::of(any::<usize>()))
+            .prop_map(|(unclean, pick)| Event::Elect { unclean, pick }),
+        1 => Just(Event::Rebalance),
     ]
 }
 
@@ -187,6 +206,32 @@ impl Sim {
                 c.controlled_shutdown(image, id, b.epoch)
                     .unwrap_or_default()
             }
+            Event::CreatePartitions { name, count } => {
+                let req = NewPartitions {
+                    name: NAMES[name].into(),
+                    count,
+                    assignments: None,
+                };
+                c.create_partitions(image, &req).unwrap_or_default()
+            }
+            Event::Elect { unclean, pick } => {
+                let all: Vec<(String, i32)> = image
+                    .topics()
+                    .flat_map(|t| t.partitions.keys().map(|p| (t.name.clone(), *p)))
+                    .collect();
+                let asked: Option<Vec<(String, i32)>> = match pick {
+                    Some(_) if all.is_empty() => return vec![],
+                    Some(i) => Some(vec![all[i % all.len()].clone()]),
+                    None => None,
+                };
+                let election = if unclean {
+                    ElectionType::Unclean
+                } else {
+                    ElectionType::Preferred
+                };
+                c.elect_leaders(image, election, asked.as_deref()).1
+            }
+            Event::Rebalance => c.rebalance_leaders(image),
         }
     }
 }
@@ -263,6 +308,24 @@ proptest! {
                 .map_err(|err| TestCaseError::fail(format!("step {step} {e:?}: {err}\n{records:?}")))?;
             check_step(&sim.image, &next)
                 .map_err(|err| TestCaseError::fail(format!("step {step} {e:?}: {err}")))?;
+            // On every state reached, a rebalance leaves no partition that
+            // could still move to its preferred replica.
+            let rebalance = sim.controller.rebalance_leaders(&next);
+            let (balanced, _) = next
+                .apply(&rebalance)
+                .map_err(|err| TestCaseError::fail(format!("step {step} rebalance: {err}")))?;
+            check_step(&next, &balanced)?;
+            prop_assert_eq!(imbalanced_partitions(&balanced), vec![]);
+            prop_assert_eq!(rebalance.len(), imbalanced_partitions(&next).len());
+            match e {
+                Event::CreatePartitions { name, count } if !records.is_empty() => {
+                    let t = next.topic_by_name(NAMES[*name]).unwrap();
+                    prop_assert_eq!(t.partitions.len() as i32, *count);
+                    let rf: Vec<usize> = t.partitions.values().map(|p| p.replicas.len()).collect();
+                    prop_assert!(rf.windows(2).all(|w| w[0] == w[1]), "replication factors {:?}", rf);
+                }
+                _ => {}
+            }
             sim.image = next;
             sim.offset += records.len() as i64;
         }

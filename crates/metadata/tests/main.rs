@@ -4,4 +4,5 @@
 
 mod controller;
 mod invariants;
+mod leaders;
 mod records;

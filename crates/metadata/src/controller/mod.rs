@@ -13,6 +13,10 @@
 //! the first replica, in replica order, that is in the ISR and active
 //! (unfenced, not shutting down); when none is, the leader is
 //! [`NO_LEADER`](crate::NO_LEADER) and the ISR keeps its last member.
+//! Only an ElectLeaders request of the unclean type elects outside the ISR
+//! (see `leaders`); ElectLeaders' preferred type and the periodic
+//! [`Controller::rebalance_leaders`] move leadership back to the first
+//! replica.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +32,11 @@ pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 9_000;
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1_000;
 /// Longest topic name Kafka accepts.
 pub const MAX_TOPIC_NAME_LEN: usize = 249;
+/// Most records one admin decision writes (Kafka's
+/// `MAX_RECORDS_PER_USER_OP`): bounds the partitions one CreateTopics or
+/// CreatePartitions adds and the elections one ElectLeaders or leader
+/// rebalance makes, and so the size of one metadata log batch.
+pub const MAX_RECORDS_PER_USER_OP: usize = 10_000;
 
 /// Controller settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +119,16 @@ pub struct NewTopic {
     pub configs: Vec<(String, Option<String>)>,
 }
 
+/// A CreatePartitions request for one topic.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NewPartitions {
+    pub name: String,
+    /// The partition count wanted, above the current one.
+    pub count: i32,
+    /// Explicit replicas of each new partition, in partition order.
+    pub assignments: Option<Vec<Vec<i32>>>,
+}
+
 /// One partition of an AlterPartition request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AlterPartition {
@@ -167,5 +186,8 @@ impl Controller {
 
 mod brokers;
 mod election;
+mod leaders;
 mod partitions;
 mod topics;
+
+pub use leaders::{ElectionResult, ElectionType, imbalanced_partitions};

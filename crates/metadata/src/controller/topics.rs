@@ -1,4 +1,5 @@
-//! Topic creation (validation, placement) and deletion.
+//! Topic creation (validation, placement), partitions added to a topic,
+//! and deletion.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,15 +63,9 @@ impl Controller {
                     ),
                 );
             }
-            let n = active.len();
-            let start = (self.next_random() % n as u64) as usize;
-            (0..partitions as usize)
-                .map(|p| {
-                    (0..rf)
-                        .filter_map(|j| active.get((start + p + j) % n).copied())
-                        .collect::<Vec<i32>>()
-                })
-                .collect()
+            check_record_bound(partitions)?;
+            let start = self.next_random() as usize;
+            place(&active, start, 0..partitions as usize, rf)
         } else {
             if topic.num_partitions != -1 || topic.replication_factor != -1 {
                 return reject(
@@ -97,29 +92,108 @@ impl Controller {
             }));
         }
         for (p, replicas) in assignments.into_iter().enumerate() {
-            let isr: Vec<i32> = replicas
-                .iter()
-                .copied()
-                .filter(|r| image.is_active(*r))
-                .collect();
-            let Some(&leader) = isr.first() else {
-                return reject(
-                    ErrorCode::InvalidReplicaAssignment,
-                    format!("every broker assigned to partition {p} is fenced or shutting down"),
-                );
-            };
-            records.push(MetadataRecord::Partition(PartitionRecord {
-                partition_id: p as i32,
-                topic_id: id,
-                replicas,
-                isr,
-                leader,
-                leader_epoch: 0,
-                partition_epoch: 0,
-                ..Default::default()
-            }));
+            records.push(new_partition(image, id, p as i32, replicas)?);
         }
         Ok((id, records))
+    }
+
+    /// CreatePartitions for one topic: the records of the partitions it
+    /// adds (`validate_only` is the caller's: it commits nothing). The count
+    /// must exceed the current one; explicit assignments name one replica
+    /// list per new partition, each as long as the topic's replication
+    /// factor, of distinct registered brokers with at least one active;
+    /// without them the new partitions are placed as
+    /// [`create_topic`](Self::create_topic) places a topic's, continuing
+    /// the rotation from a start picked by the seed.
+    pub fn create_partitions(
+        &mut self,
+        image: &MetadataImage,
+        req: &NewPartitions,
+    ) -> Result<Vec<MetadataRecord>, Rejection> {
+        let Some(topic) = image.topic_by_name(&req.name) else {
+            return reject(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("topic {} does not exist", req.name),
+            );
+        };
+        if FIXED_PARTITION_COUNT_TOPICS.contains(&req.name.as_str()) {
+            // Group and transaction placement hash over the partition count:
+            // more partitions would move them away from their state.
+            return reject(
+                ErrorCode::InvalidTopicException,
+                format!(
+                    "the number of partitions of internal topic {} cannot change",
+                    req.name
+                ),
+            );
+        }
+        let current = topic.partitions.len();
+        let count = usize::try_from(req.count).unwrap_or(0);
+        if count < current {
+            return reject(
+                ErrorCode::InvalidPartitions,
+                format!(
+                    "topic {} has {current} partitions, more than the requested {}",
+                    req.name, req.count
+                ),
+            );
+        }
+        if count == current {
+            return reject(
+                ErrorCode::InvalidPartitions,
+                format!("topic {} already has {current} partitions", req.name),
+            );
+        }
+        let added = count - current;
+        check_record_bound(added as i32)?;
+        let rf = topic
+            .partitions
+            .values()
+            .next()
+            .map_or(0, |p| p.replicas.len());
+        let assignments = match &req.assignments {
+            Some(assignments) => {
+                if assignments.len() != added {
+                    return reject(
+                        ErrorCode::InvalidReplicaAssignment,
+                        format!(
+                            "{added} partitions are added but {} assignments were given",
+                            assignments.len()
+                        ),
+                    );
+                }
+                validate_assignments(image, assignments)?;
+                if let Some(a) = assignments.iter().find(|a| a.len() != rf) {
+                    return reject(
+                        ErrorCode::InvalidReplicaAssignment,
+                        format!(
+                            "an assignment has {} replicas, the topic's partitions have {rf}",
+                            a.len()
+                        ),
+                    );
+                }
+                assignments.clone()
+            }
+            None => {
+                let active = placement_order(image);
+                if rf > active.len() {
+                    return reject(
+                        ErrorCode::InvalidReplicationFactor,
+                        format!(
+                            "replication factor {rf} is larger than the {} available brokers",
+                            active.len()
+                        ),
+                    );
+                }
+                let start = self.next_random() as usize;
+                place(&active, start, current..count, rf)
+            }
+        };
+        assignments
+            .into_iter()
+            .zip(current..count)
+            .map(|(replicas, p)| new_partition(image, topic.id, p as i32, replicas))
+            .collect()
     }
 
     /// A fresh topic id: random from the seed, never zero, never in use.
@@ -152,6 +226,73 @@ impl Controller {
             ..Default::default()
         })])
     }
+}
+
+/// Topics whose partition count never changes once created.
+const FIXED_PARTITION_COUNT_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
+
+/// Replicas for `partitions` over `active` (placement order): partition
+/// p's replica j is `active[(start + p + j) mod n]`, so leaders and
+/// followers rotate. `rf <= active.len()` is the caller's check.
+fn place(
+    active: &[i32],
+    start: usize,
+    partitions: std::ops::Range<usize>,
+    rf: usize,
+) -> Vec<Vec<i32>> {
+    let n = active.len().max(1);
+    let start = start % n;
+    partitions
+        .map(|p| {
+            (0..rf)
+                .filter_map(|j| active.get((start + p + j) % n).copied())
+                .collect()
+        })
+        .collect()
+}
+
+/// A new partition's record: its ISR is its active replicas, led by the
+/// first of them.
+fn new_partition(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    partition: i32,
+    replicas: Vec<i32>,
+) -> Result<MetadataRecord, Rejection> {
+    let isr: Vec<i32> = replicas
+        .iter()
+        .copied()
+        .filter(|r| image.is_active(*r))
+        .collect();
+    let Some(&leader) = isr.first() else {
+        return reject(
+            ErrorCode::InvalidReplicaAssignment,
+            format!("every broker assigned to partition {partition} is fenced or shutting down"),
+        );
+    };
+    Ok(MetadataRecord::Partition(PartitionRecord {
+        partition_id: partition,
+        topic_id,
+        replicas,
+        isr,
+        leader,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        ..Default::default()
+    }))
+}
+
+/// Refuses more new partitions than one decision may write records.
+fn check_record_bound(partitions: i32) -> Result<(), Rejection> {
+    if usize::try_from(partitions).is_ok_and(|n| n > MAX_RECORDS_PER_USER_OP) {
+        return reject(
+            ErrorCode::InvalidPartitions,
+            format!(
+                "{partitions} partitions in one request are more than the {MAX_RECORDS_PER_USER_OP} allowed"
+            ),
+        );
+    }
+    Ok(())
 }
 
 /// The active brokers in placement order: without racks, by id; with
