@@ -123,9 +123,20 @@ impl DevCluster {
     }
 
     /// Sends SIGTERM and waits (bounded) for the command to exit.
-    pub fn stop(mut self) -> Stopped {
+    pub fn stop(self) -> Stopped {
+        self.stop_with("-TERM")
+    }
+
+    /// Sends `sig` (a kill(1) option) and waits (bounded) for the command
+    /// to exit.
+    pub fn stop_with(self, sig: &str) -> Stopped {
+        signal(self.child.as_ref().expect("running").id(), sig);
+        self.wait()
+    }
+
+    /// Waits (bounded) for the command to exit.
+    pub fn wait(mut self) -> Stopped {
         let mut child = self.child.take().expect("running");
-        signal(child.id(), "-TERM");
         let deadline = Instant::now() + STOP_DEADLINE;
         let status = loop {
             if let Some(s) = child.try_wait().expect("try_wait") {
@@ -134,6 +145,9 @@ impl DevCluster {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
+                for pid in &self.pids {
+                    signal(*pid, "-KILL");
+                }
                 panic!(
                     "weir dev cluster did not stop within {STOP_DEADLINE:?}: {}",
                     self.err()
@@ -245,6 +259,42 @@ fn a_restart_on_the_same_data_dir_keeps_the_ports() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("holds a cluster of 1 nodes"), "{err}");
+}
+
+#[test]
+fn sigint_stops_the_nodes_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = DevCluster::start(1, &dir.path().join("c"), &[]);
+    let pid = cluster.pids[0];
+    let stopped = cluster.stop_with("-INT");
+    assert!(stopped.status.success(), "{}", stopped.stderr);
+    assert!(stopped.stderr.contains("SIGINT"), "{}", stopped.stderr);
+    assert!(!alive(pid), "node pid {pid} still exists");
+}
+
+#[test]
+fn a_node_killed_while_running_stops_the_others_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = DevCluster::start(3, &dir.path().join("c"), FAST_SESSIONS);
+    let pids = cluster.pids.clone();
+    signal(pids[1], "-KILL");
+    let stopped = cluster.wait();
+    assert_eq!(stopped.status.code(), Some(1), "{}", stopped.stderr);
+    assert!(
+        stopped.stderr.contains("error: node 2 exited: signal: 9"),
+        "{}",
+        stopped.stderr
+    );
+    assert!(
+        stopped.stderr.contains("node-2.log ---"),
+        "{}",
+        stopped.stderr
+    );
+    let left: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    for pid in &left {
+        signal(*pid, "-KILL");
+    }
+    assert!(left.is_empty(), "node pids {left:?} still exist");
 }
 
 #[test]
