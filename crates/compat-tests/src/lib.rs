@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 pub mod cluster;
 pub mod murmur2;
+pub mod netns;
 pub mod segment;
 pub mod tools;
 
