@@ -9,7 +9,25 @@
 //!   error slots by api key and error code), so the hot path takes no lock
 //!   and allocates nothing;
 //! - **state gauges** computed when scraped ([`render`]): per-partition
-//!   offsets and sizes, consumer-group lag, cleaner and retention totals.
+//!   offsets and sizes, consumer-group lag, cleaner and retention totals,
+//!   the cluster as this broker's snapshot shows it.
+//!
+//! The process that wires a broker into a cluster adds its own families
+//! (controller counters) with [`BrokerMetrics::set_extra_metrics`]:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use weir_broker::metrics::BrokerMetrics;
+//! use weir_broker::metrics::text::{Kind, TextWriter};
+//! let m = BrokerMetrics::new(0, std::time::Duration::ZERO);
+//! m.set_extra_metrics(Arc::new(|w: &mut TextWriter| {
+//!     w.family("weir_controller_fenced_brokers", Kind::Gauge, "Fenced brokers.");
+//!     w.sample_int("weir_controller_fenced_brokers", &[], 0);
+//! }));
+//! let mut w = TextWriter::new();
+//! m.write_extra(&mut w);
+//! assert!(w.finish().contains("weir_controller_fenced_brokers 0"));
+//! ```
 //!
 //! Every metric is listed with its type and labels in `docs/metrics.md`.
 
@@ -17,7 +35,7 @@ pub mod render;
 pub mod text;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use weir_protocol::error_code::ErrorCode;
@@ -26,6 +44,23 @@ use weir_storage::cleaner::LogCleaner;
 use weir_storage::retention::RetentionReport;
 
 pub use render::render;
+
+/// Writes metric families that live outside the broker (the controller's,
+/// in a cluster) into a scrape. It must write whole families (`family`,
+/// then its samples) with names the broker does not use, and should be
+/// quick: it runs on every scrape, on a blocking thread.
+pub type ExtraMetrics = Arc<dyn Fn(&mut text::TextWriter) + Send + Sync>;
+
+/// The installed [`ExtraMetrics`], if any.
+#[derive(Default)]
+struct ExtraSlot(RwLock<Option<ExtraMetrics>>);
+
+impl std::fmt::Debug for ExtraSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = self.0.read().map(|e| e.is_some()).unwrap_or(false);
+        f.debug_tuple("ExtraSlot").field(&set).finish()
+    }
+}
 
 /// Upper bounds (seconds) of the request latency histogram buckets, from
 /// 50 µs to 10 s; a `+Inf` bucket follows.
@@ -205,6 +240,8 @@ pub struct BrokerMetrics {
     pub retention: RetentionStats,
     /// Set once the log cleaner runs (absent when disabled).
     cleaner: OnceLock<Arc<LogCleaner>>,
+    /// Families written by the wiring layer after the broker's own.
+    extra: ExtraSlot,
     /// How long opening the logs (recovery included) took at start.
     recovery: Duration,
     start_time_unix_ms: i64,
@@ -228,6 +265,7 @@ impl BrokerMetrics {
             http_requests: AtomicU64::new(0),
             retention: RetentionStats::default(),
             cleaner: OnceLock::new(),
+            extra: ExtraSlot::default(),
             recovery,
             start_time_unix_ms,
             started: Instant::now(),
@@ -326,6 +364,25 @@ impl BrokerMetrics {
 
     pub fn cleaner(&self) -> Option<&Arc<LogCleaner>> {
         self.cleaner.get()
+    }
+
+    /// Installs families to append to every scrape, replacing any
+    /// installed before.
+    pub fn set_extra_metrics(&self, extra: ExtraMetrics) {
+        *self.extra.0.write().unwrap_or_else(|p| p.into_inner()) = Some(extra);
+    }
+
+    /// Writes the installed extra families, if any.
+    pub fn write_extra(&self, w: &mut text::TextWriter) {
+        let extra = self
+            .extra
+            .0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(extra) = extra {
+            extra(w);
+        }
     }
 
     pub fn recovery(&self) -> Duration {

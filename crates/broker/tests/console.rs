@@ -211,6 +211,21 @@ async fn topics_and_segments_match_what_was_produced() {
         overview["data_dirs"][0],
         dir.path().display().to_string().as_str()
     );
+    // a single node is the whole cluster and its controller
+    assert_eq!(overview["controller_id"], 1);
+    assert_eq!(overview["brokers"], 1);
+    let cluster = ok(&broker, "/api/cluster", "");
+    assert_eq!(cluster["node_id"], 1);
+    assert_eq!(cluster["controller_id"], 1);
+    let brokers = cluster["brokers"].as_array().unwrap();
+    assert_eq!(brokers.len(), 1, "{cluster}");
+    assert_eq!(brokers[0]["id"], 1);
+    assert_eq!(brokers[0]["host"], b.local_addr.ip().to_string().as_str());
+    assert_eq!(brokers[0]["port"], b.local_addr.port());
+    assert!(brokers[0]["rack"].is_null());
+    assert_eq!(brokers[0]["is_controller"], true);
+    assert_eq!(brokers[0]["is_self"], true);
+    assert_eq!(status(&broker, "/api/cluster", "x=1"), 400);
 
     let topics = ok(&broker, "/api/topics", "");
     let list = topics["topics"].as_array().unwrap();
@@ -230,12 +245,24 @@ async fn topics_and_segments_match_what_was_produced() {
         assert_eq!(part["high_watermark"], hw, "partition {p}");
         assert_eq!(part["log_end_offset"], hw, "partition {p}");
         assert_eq!(part["online"], true);
+        // led by this node at epoch 0, its only replica
+        assert_eq!(part["local"], true);
+        assert_eq!(part["leader"], 1);
+        assert_eq!(part["leader_epoch"], 0);
+        assert_eq!(part["replicas"], serde_json::json!([1]));
+        assert_eq!(part["isr"], serde_json::json!([1]));
+        assert_eq!(part["offline_replicas"], serde_json::json!([]));
     }
+    assert_eq!(orders["hosted"], true);
 
     let detail = ok(&broker, "/api/topics/orders", "");
     assert_eq!(detail["name"], "orders");
     let p0 = partition(&detail, 0);
     assert_eq!(p0["high_watermark"], 30);
+    assert_eq!(
+        (p0["leader"].clone(), p0["local"].clone()),
+        (1.into(), true.into())
+    );
     let segments = p0["segments"].as_array().unwrap();
     // 300-byte segments: no two batches of partition 0 share one
     assert!(segments.len() > 1, "expected several segments: {p0}");

@@ -8,6 +8,7 @@ mod admin;
 mod cluster_view;
 mod conformance;
 mod console;
+mod console_cluster;
 mod console_corrupt;
 mod damaged_segments;
 mod data;

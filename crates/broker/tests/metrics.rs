@@ -6,6 +6,7 @@ use crate::common;
 
 use common::*;
 use prometheus_parse::{Scrape, Value};
+use weir_broker::metrics::text::{Kind, TextWriter};
 
 const GROUP_CONFIG: &[(&str, &str)] = &[
     ("http.listeners", "127.0.0.1:0"),
@@ -227,6 +228,62 @@ async fn counters_move_with_traffic_and_state_gauges_match_the_log() {
     assert!(value(&later, "weir_uptime_seconds", &[]).is_some());
     assert!(value(&later, "weir_cleaner_cleanings_total", &[]).is_some());
     assert!(value(&later, "weir_retention_segments_deleted_total", &[]).is_some());
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_node_is_the_whole_cluster_and_extra_families_follow() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), GROUP_CONFIG).await;
+    let mut c = Client::connect(b.local_addr).await;
+    let before = scrape(&b).await;
+    assert_eq!(value(&before, "weir_cluster_brokers", &[]), Some(1.0));
+    assert_eq!(value(&before, "weir_cluster_controller_id", &[]), Some(1.0));
+    assert_eq!(
+        value(&before, "weir_cluster_active_controller", &[]),
+        Some(1.0)
+    );
+    let led = value(&before, "weir_cluster_leader_partitions", &[]).unwrap();
+    assert_eq!(create_topic(&mut c, "m", 3, &[]).await, NONE);
+    let after = scrape(&b).await;
+    // every partition of a single node is led here with a full ISR
+    assert_eq!(
+        value(&after, "weir_cluster_leader_partitions", &[]),
+        Some(led + 3.0)
+    );
+    let all: i32 = b.broker.all_topics().iter().map(|t| t.partitions).sum();
+    assert_eq!(led + 3.0, f64::from(all));
+    for name in [
+        "weir_cluster_offline_partitions",
+        "weir_cluster_under_replicated_partitions",
+    ] {
+        assert_eq!(value(&after, name, &[]), Some(0.0), "{name}");
+    }
+    assert_eq!(value(&after, "weir_controller_fenced_brokers", &[]), None);
+
+    // the wiring layer's families come after the broker's, parsed as typed
+    b.broker
+        .metrics
+        .set_extra_metrics(std::sync::Arc::new(|w: &mut TextWriter| {
+            w.family(
+                "weir_controller_leader_elections_total",
+                Kind::Counter,
+                "Leader elections.",
+            );
+            w.sample_int("weir_controller_leader_elections_total", &[], 7);
+            w.family("weir_controller_fenced_brokers", Kind::Gauge, "Fenced.");
+            w.sample_int("weir_controller_fenced_brokers", &[], 2);
+        }));
+    let extra = scrape(&b).await;
+    assert_eq!(
+        value(&extra, "weir_controller_leader_elections_total", &[]),
+        Some(7.0)
+    );
+    assert_eq!(
+        value(&extra, "weir_controller_fenced_brokers", &[]),
+        Some(2.0)
+    );
+    assert_eq!(value(&extra, "weir_cluster_brokers", &[]), Some(1.0));
     b.shutdown().await.unwrap();
 }
 

@@ -7,9 +7,10 @@
 //!
 //! | path | what |
 //! | --- | --- |
-//! | `/api/overview` | broker id, cluster id, version, listener, data dirs, uptime, counts |
-//! | `/api/topics` | every topic with its partitions' offsets, sizes and overrides |
-//! | `/api/topics/{t}` | one topic: per partition offsets and segment files |
+//! | `/api/overview` | broker id, cluster id, version, listener, data dirs, uptime, controller, counts |
+//! | `/api/cluster` | this broker's id, the controller's, every live broker (id, host, port, rack) |
+//! | `/api/topics` | every topic of the cluster: per partition leader, replicas, ISR, and offsets and sizes where the log is local |
+//! | `/api/topics/{t}` | one topic: the same per partition, with segment files where local |
 //! | `/api/groups` | every consumer group with state, members and total lag |
 //! | `/api/groups/{g}` | one group: members, assignments, committed offsets and lag |
 //! | `/api/config` | broker configuration with the source of each value |
@@ -22,6 +23,7 @@
 mod api;
 mod query;
 pub mod records;
+mod topics;
 
 use std::sync::Arc;
 

@@ -1,8 +1,7 @@
-//! The console's JSON API: overview, topics, groups and broker config.
-//! Everything is read from the broker's live state on each request.
+//! The console's JSON API: overview, cluster, groups and broker config
+//! (topics are in [`super::topics`]). Everything is read from the broker's
+//! live state on each request.
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -10,14 +9,12 @@ use serde::Serialize;
 use weir_group::{DescribedGroup, OffsetFetchGroup};
 use weir_protocol::codec::Decodable;
 use weir_protocol::messages::ConsumerProtocolAssignment;
-use weir_storage::Log;
 
 use super::query::{Query, percent_decode};
-use super::{ConsoleError, ConsoleResponse, json_response, records};
+use super::{ConsoleError, ConsoleResponse, json_response, records, topics};
 use crate::broker::Broker;
 use crate::configdef;
-use crate::groups::OFFSETS_TOPIC;
-use crate::topic_config::{self, ConfigSource};
+use crate::topic_config::ConfigSource;
 
 /// Routes `rest` (the path after `/api/`, without a leading slash).
 pub fn route(b: &Arc<Broker>, rest: &str, query: &str) -> Result<ConsoleResponse, ConsoleError> {
@@ -28,14 +25,18 @@ pub fn route(b: &Arc<Broker>, rest: &str, query: &str) -> Result<ConsoleResponse
             no_query(query)?;
             Ok(json_response(200, &overview(b)))
         }
+        ["cluster"] => {
+            no_query(query)?;
+            Ok(json_response(200, &cluster(b)))
+        }
         ["topics"] => {
             no_query(query)?;
-            Ok(json_response(200, &topics(b)))
+            Ok(json_response(200, &topics::topics(b)))
         }
         ["topics", name] => {
             no_query(query)?;
             let name = percent_decode(name, false)?;
-            Ok(json_response(200, &topic_detail(b, &name)?))
+            Ok(json_response(200, &topics::topic_detail(b, &name)?))
         }
         ["groups"] => {
             no_query(query)?;
@@ -71,8 +72,15 @@ pub struct Overview {
     pub started_ms: i64,
     pub uptime_ms: u64,
     pub now_ms: i64,
+    /// The active controller's id, -1 when none is known.
+    pub controller_id: i32,
+    /// Live brokers in the cluster (1 on a single node).
+    pub brokers: usize,
+    /// Topics of the cluster (as `/api/topics` lists them).
     pub topics: usize,
+    /// Partitions whose log this broker holds.
     pub partitions: usize,
+    /// Local partitions whose log failed to open.
     pub offline_partitions: usize,
     pub size_bytes: u64,
     pub groups: usize,
@@ -81,6 +89,7 @@ pub struct Overview {
 fn overview(b: &Broker) -> Overview {
     let (host, port) = b.advertised();
     let logs = b.logs.logs();
+    let snap = b.cluster();
     Overview {
         node_id: b.config.node_id,
         cluster_id: b.meta.cluster_id.clone(),
@@ -95,7 +104,9 @@ fn overview(b: &Broker) -> Overview {
         started_ms: b.metrics.start_time_unix_ms(),
         uptime_ms: u64::try_from(b.metrics.uptime().as_millis()).unwrap_or(u64::MAX),
         now_ms: b.now_ms(),
-        topics: b.all_topics().len(),
+        controller_id: snap.controller_id,
+        brokers: snap.brokers.len(),
+        topics: topics::count(b, &snap),
         partitions: logs.len(),
         offline_partitions: b.logs.failed_logs().len(),
         size_bytes: logs.iter().map(|l| l.size_bytes()).sum(),
@@ -106,222 +117,51 @@ fn overview(b: &Broker) -> Overview {
     }
 }
 
-// ------------------------------------------------------------------ topics
+// ----------------------------------------------------------------- cluster
 
-/// One partition's offsets. Invariant of the log: `log_start_offset` ≤
-/// `high_watermark` ≤ `log_end_offset`.
+/// A live broker of the cluster.
 #[derive(Serialize)]
-pub struct PartitionSummary {
-    pub partition: i32,
-    /// False when the partition's log failed to open (the other fields are
-    /// then zero).
-    pub online: bool,
-    pub log_start_offset: i64,
-    pub high_watermark: i64,
-    pub log_end_offset: i64,
-    pub size_bytes: u64,
-    pub segment_count: usize,
-    /// Segments found damaged: reads stop before the damage and answer
-    /// CORRUPT_MESSAGE at it (docs/storage-format.md, "Damage").
-    pub damage: Vec<DamageView>,
-}
-
-/// Where one segment of a partition is damaged.
-#[derive(Serialize)]
-pub struct DamageView {
-    pub segment_base_offset: i64,
-    /// Byte position in the segment's `.log` file.
-    pub position: u64,
-    /// The first offset that cannot be read.
-    pub offset: i64,
-    pub reason: String,
+pub struct BrokerEntry {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+    pub is_controller: bool,
+    /// The broker serving this console.
+    pub is_self: bool,
 }
 
 #[derive(Serialize)]
-pub struct TopicSummary {
-    pub name: String,
-    pub id: String,
-    pub internal: bool,
-    pub partition_count: i32,
-    /// Topic-level overrides only (defaults are in `/api/topics/{t}`).
-    pub config_overrides: BTreeMap<String, String>,
-    pub size_bytes: u64,
-    pub segment_count: usize,
-    pub partitions: Vec<PartitionSummary>,
+pub struct ClusterView {
+    /// This broker's id.
+    pub node_id: i32,
+    /// The active controller's id, -1 when none is known.
+    pub controller_id: i32,
+    /// Live brokers, by id.
+    pub brokers: Vec<BrokerEntry>,
 }
 
-fn partition_summary(log: Option<&Log>, partition: i32) -> PartitionSummary {
-    match log {
-        Some(log) => PartitionSummary {
-            partition,
-            online: true,
-            log_start_offset: log.log_start_offset(),
-            high_watermark: log.high_watermark(),
-            log_end_offset: log.log_end_offset(),
-            size_bytes: log.size_bytes(),
-            segment_count: log.segment_count(),
-            damage: log
-                .damage()
-                .into_iter()
-                .map(|(base, d)| DamageView {
-                    segment_base_offset: base,
-                    position: d.position,
-                    offset: d.offset,
-                    reason: d.reason,
-                })
-                .collect(),
-        },
-        None => PartitionSummary {
-            partition,
-            online: false,
-            log_start_offset: 0,
-            high_watermark: 0,
-            log_end_offset: 0,
-            size_bytes: 0,
-            segment_count: 0,
-            damage: Vec::new(),
-        },
-    }
-}
-
-fn topic_summary(b: &Broker, t: &crate::topics::TopicMeta) -> TopicSummary {
-    let partitions: Vec<PartitionSummary> = (0..t.partitions)
-        .map(|p| partition_summary(b.log(&t.name, p).as_deref(), p))
-        .collect();
-    TopicSummary {
-        name: t.name.clone(),
-        id: t.id.clone(),
-        internal: t.name == OFFSETS_TOPIC,
-        partition_count: t.partitions,
-        config_overrides: t.configs.clone(),
-        size_bytes: partitions.iter().map(|p| p.size_bytes).sum(),
-        segment_count: partitions.iter().map(|p| p.segment_count).sum(),
-        partitions,
-    }
-}
-
-#[derive(Serialize)]
-pub struct Topics {
-    pub topics: Vec<TopicSummary>,
-}
-
-fn topics(b: &Broker) -> Topics {
-    let mut all = b.all_topics();
-    // user topics first, by name; internal ones last
-    all.sort_by(|x, y| (x.name == OFFSETS_TOPIC, &x.name).cmp(&(y.name == OFFSETS_TOPIC, &y.name)));
-    Topics {
-        topics: all.iter().map(|t| topic_summary(b, t)).collect(),
-    }
-}
-
-/// One segment's files. Sizes are what the file system reports (an
-/// active segment's index files are preallocated, so they look large until
-/// the segment is rolled); `None` when the file is missing (for example
-/// deleted by retention between listing and reading).
-#[derive(Serialize)]
-pub struct SegmentFiles {
-    pub base_offset: i64,
-    pub file: String,
-    pub active: bool,
-    pub log_bytes: Option<u64>,
-    pub index_bytes: Option<u64>,
-    pub timeindex_bytes: Option<u64>,
-}
-
-#[derive(Serialize)]
-pub struct PartitionDetail {
-    #[serde(flatten)]
-    pub summary: PartitionSummary,
-    pub dir: Option<String>,
-    pub segments: Vec<SegmentFiles>,
-}
-
-#[derive(Serialize)]
-pub struct ConfigEntry {
-    pub name: String,
-    pub value: Option<String>,
-    /// Kafka's source names: `DYNAMIC_TOPIC_CONFIG`, `STATIC_BROKER_CONFIG`,
-    /// `DEFAULT_CONFIG`.
-    pub source: &'static str,
-    pub sensitive: bool,
-}
-
-#[derive(Serialize)]
-pub struct TopicDetail {
-    pub name: String,
-    pub id: String,
-    pub internal: bool,
-    pub partition_count: i32,
-    pub size_bytes: u64,
-    pub configs: Vec<ConfigEntry>,
-    pub partitions: Vec<PartitionDetail>,
-}
-
-fn file_size(path: &Path) -> Option<u64> {
-    std::fs::metadata(path).ok().map(|m| m.len())
-}
-
-fn segments(log: &Log) -> Vec<SegmentFiles> {
-    let dir = log.dir();
-    let bases = log.segment_base_offsets();
-    let last = bases.last().copied();
-    bases
-        .into_iter()
-        .map(|base| {
-            let stem = format!("{base:020}");
-            SegmentFiles {
-                base_offset: base,
-                file: format!("{stem}.log"),
-                active: Some(base) == last,
-                log_bytes: file_size(&dir.join(format!("{stem}.log"))),
-                index_bytes: file_size(&dir.join(format!("{stem}.index"))),
-                timeindex_bytes: file_size(&dir.join(format!("{stem}.timeindex"))),
-            }
-        })
-        .collect()
-}
-
-fn source_name(s: ConfigSource) -> &'static str {
-    s.name()
-}
-
-fn masked(value: Option<String>, sensitive: bool) -> Option<String> {
-    if sensitive { None } else { value }
-}
-
-fn topic_detail(b: &Broker, name: &str) -> Result<TopicDetail, ConsoleError> {
-    let t = b.topic(name).ok_or_else(|| ConsoleError::NotFound {
-        what: "topic",
-        name: name.to_string(),
-    })?;
-    let partitions: Vec<PartitionDetail> = (0..t.partitions)
-        .map(|p| {
-            let log = b.log(&t.name, p);
-            PartitionDetail {
-                summary: partition_summary(log.as_deref(), p),
-                dir: log.as_ref().map(|l| l.dir().display().to_string()),
-                segments: log.as_deref().map(segments).unwrap_or_default(),
-            }
+fn cluster(b: &Broker) -> ClusterView {
+    let snap = b.cluster();
+    let me = b.config.node_id;
+    let mut brokers: Vec<BrokerEntry> = snap
+        .brokers
+        .iter()
+        .map(|n| BrokerEntry {
+            id: n.id,
+            host: n.host.clone(),
+            port: n.port,
+            rack: n.rack.clone(),
+            is_controller: n.id == snap.controller_id,
+            is_self: n.id == me,
         })
         .collect();
-    let configs = topic_config::resolve_all(&b.effective_config(), &t.configs)
-        .into_iter()
-        .map(|r| ConfigEntry {
-            name: r.def.name.to_string(),
-            value: masked(r.value, r.def.sensitive),
-            source: source_name(r.source),
-            sensitive: r.def.sensitive,
-        })
-        .collect();
-    Ok(TopicDetail {
-        name: t.name.clone(),
-        id: t.id.clone(),
-        internal: t.name == OFFSETS_TOPIC,
-        partition_count: t.partitions,
-        size_bytes: partitions.iter().map(|p| p.summary.size_bytes).sum(),
-        configs,
-        partitions,
-    })
+    brokers.sort_by_key(|n| n.id);
+    ClusterView {
+        node_id: me,
+        controller_id: snap.controller_id,
+        brokers,
+    }
 }
 
 // ------------------------------------------------------------------ groups
@@ -525,6 +365,24 @@ fn groups(b: &Broker) -> Result<Groups, ConsoleError> {
 }
 
 // ------------------------------------------------------------------ config
+
+#[derive(Serialize)]
+pub struct ConfigEntry {
+    pub name: String,
+    pub value: Option<String>,
+    /// Kafka's source names: `DYNAMIC_TOPIC_CONFIG`, `STATIC_BROKER_CONFIG`,
+    /// `DEFAULT_CONFIG`.
+    pub source: &'static str,
+    pub sensitive: bool,
+}
+
+pub(super) fn source_name(s: ConfigSource) -> &'static str {
+    s.name()
+}
+
+pub(super) fn masked(value: Option<String>, sensitive: bool) -> Option<String> {
+    if sensitive { None } else { value }
+}
 
 #[derive(Serialize)]
 pub struct BrokerConfigView {
