@@ -34,6 +34,9 @@ pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(2000);
 /// Bound on a controlled shutdown before the broker stops anyway.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How soon a registered but still fenced broker heartbeats again.
+pub const FENCED_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
+
 /// What a broker registers as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerInfo {
@@ -210,8 +213,17 @@ impl Run {
                     Beat::Failed => {}
                 },
             }
+            // A registered broker stays fenced until a heartbeat shows it
+            // caught up with the metadata log; until then it asks again
+            // soon rather than a whole interval later, so a new broker is
+            // usable (and counted for replica placement) quickly.
+            let wait = if epoch.is_some() && self.state.borrow().fenced {
+                self.interval.min(FENCED_HEARTBEAT_INTERVAL)
+            } else {
+                self.interval
+            };
             tokio::select! {
-                _ = tokio::time::sleep(self.interval) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = self.want_shutdown.changed() => {}
             }
         }
