@@ -336,6 +336,14 @@ fn the_majority_fences_a_partitioned_controller_and_it_catches_up_after_healing(
         "a topic was created through the partitioned node {old}\n{}",
         isolated.describe("weir topics create")
     );
+    // ... though the node is up and answers there: the refusal is the
+    // partition's doing, not a dead node or a broken command.
+    let stale = describe(net.command(old, &bin), &server(old));
+    assert!(
+        stale.is_some(),
+        "node {old} does not answer Metadata inside its namespace\n{}",
+        nodes[old - 1].stderr_tail()
+    );
     let listed = topics(net.hub_command(&bin), &majority_servers).expect("list topics");
     assert!(
         listed.iter().any(|t| t == "during-partition")
