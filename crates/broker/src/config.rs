@@ -846,6 +846,8 @@ impl ConfigSources {
                     setting,
                 });
             }
+            // Agreed: keep the setting, which may also name a CONTROLLER listener.
+            return Ok(());
         }
         self.set(name, value);
         Ok(())
