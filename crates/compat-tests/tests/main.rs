@@ -2,6 +2,7 @@
 //! instead of one per file). Run one file's tests with a filter on its
 //! module name: `cargo test -p weir-compat-tests --test integration <module>::`.
 
+mod cluster;
 mod compaction;
 mod conformance;
 mod console;
