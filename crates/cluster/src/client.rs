@@ -1,7 +1,7 @@
 //! [`ControllerClient`]: sends controller requests (registration,
-//! heartbeats, topic admin, DescribeQuorum) to whichever voter is the
-//! active controller, over the Kafka protocol on their CONTROLLER
-//! listeners.
+//! heartbeats, topic admin, ElectLeaders, DescribeQuorum) to whichever
+//! voter is the active controller, over the Kafka protocol on their
+//! CONTROLLER listeners.
 //!
 //! A request goes to the last controller that answered, else to each voter
 //! in turn. A connection error or a NOT_CONTROLLER answer moves on to the
@@ -10,10 +10,11 @@
 //! is bounded by `deadline`. One request at a time; one connection, kept to
 //! the controller that last answered.
 //!
-//! A CreateTopics or DeleteTopics of several topics whose controller
-//! stepped down midway is sent again whole to the next one, so topics done
-//! by the first answer TOPIC_ALREADY_EXISTS / UNKNOWN_TOPIC_OR_PARTITION
-//! the second time, as with Kafka's own retries.
+//! A CreateTopics, DeleteTopics or CreatePartitions of several topics
+//! whose controller stepped down midway is sent again whole to the next
+//! one, so topics done by the first answer TOPIC_ALREADY_EXISTS /
+//! UNKNOWN_TOPIC_OR_PARTITION / INVALID_PARTITIONS the second time, as with
+//! Kafka's own retries.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,7 +26,8 @@ use weir_protocol::codec::Request;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{
     BrokerHeartbeatRequest, BrokerRegistrationRequest, ControlledShutdownRequest,
-    CreateTopicsRequest, DeleteTopicsRequest, DescribeQuorumRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeQuorumRequest,
+    ElectLeadersRequest,
 };
 
 /// How a [`ControllerClient`] retries.
@@ -100,6 +102,23 @@ impl ControllerRequest for DeleteTopicsRequest {
         resp.responses
             .iter()
             .any(|t| is_not_controller(t.error_code))
+    }
+}
+
+impl ControllerRequest for CreatePartitionsRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        resp.results.iter().any(|t| is_not_controller(t.error_code))
+    }
+}
+
+impl ControllerRequest for ElectLeadersRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        is_not_controller(resp.error_code)
+            || resp
+                .replica_election_results
+                .iter()
+                .flat_map(|t| &t.partition_result)
+                .any(|p| is_not_controller(p.error_code))
     }
 }
 

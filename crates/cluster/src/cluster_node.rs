@@ -1,7 +1,8 @@
 //! [`ClusterNode`]: everything of the control plane one process runs —
 //! the controller node serving its CONTROLLER listener (raft and Kafka
 //! controller requests on one port), quorum initialization, session expiry
-//! on the active controller, and the broker lifecycle.
+//! and the leader rebalance on the active controller, and the broker
+//! lifecycle.
 //!
 //! Quorum initialization: only the lowest voter id initializes the voter
 //! set, and only on a data dir whose log holds no membership yet
@@ -29,6 +30,8 @@ use crate::node::ControllerNode;
 
 /// Default period of the session-expiry check on the active controller.
 pub const DEFAULT_TICK_INTERVAL: Duration = Duration::from_millis(250);
+/// Kafka's `leader.imbalance.check.interval.seconds` default.
+pub const DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL: Duration = Duration::from_secs(300);
 
 /// How one process of the cluster runs.
 #[derive(Clone)]
@@ -46,6 +49,13 @@ pub struct ClusterNodeConfig {
     pub max_connections: usize,
     /// How often the active controller expires sessions.
     pub tick_interval: Duration,
+    /// `auto.leader.rebalance.enable` (default true): the active controller
+    /// periodically moves leadership back to each partition's preferred
+    /// replica where it is active and in the ISR.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds` (default 300 s): the period
+    /// of that rebalance; the first runs one period after start.
+    pub leader_imbalance_check_interval: Duration,
     /// The clock the controller decides with.
     pub clock: Clock,
     /// This process's broker, if it is one (`process.roles` has `broker`).
@@ -63,6 +73,8 @@ impl ClusterNodeConfig {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             tick_interval: DEFAULT_TICK_INTERVAL,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval: DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL,
             clock: listener::monotonic_clock(),
             broker: None,
             client: ControllerClientConfig::default(),
@@ -110,6 +122,12 @@ impl ClusterNode {
             config.clock,
             config.tick_interval,
         )));
+        if config.auto_leader_rebalance_enable {
+            tasks.push(tokio::spawn(rebalance_leaders(
+                node.controller.clone(),
+                config.leader_imbalance_check_interval,
+            )));
+        }
         let client = Arc::new(ControllerClient::new(voters, config.client));
         let lifecycle = config.broker.map(|(info, lifecycle)| {
             let images = node.images.clone();
@@ -213,6 +231,27 @@ async fn expire_sessions(controller: QuorumController, clock: Clock, interval: D
             }
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "session expiry skipped"),
+        }
+    }
+}
+
+/// The leader rebalance on whichever node is the active controller, every
+/// `interval` from one `interval` after start.
+async fn rebalance_leaders(controller: QuorumController, interval: Duration) {
+    let start = tokio::time::Instant::now() + interval;
+    let mut ticks = tokio::time::interval_at(start, interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if !controller.is_active() {
+            continue;
+        }
+        match controller.rebalance_leaders().await {
+            Ok(moved) if moved > 0 => {
+                tracing::info!(moved, "moved leaders back to their preferred replicas");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "leader rebalance skipped"),
         }
     }
 }

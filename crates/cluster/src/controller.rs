@@ -30,8 +30,8 @@ use std::time::Duration;
 use openraft::BasicNode;
 use tokio::sync::Mutex;
 use weir_metadata::controller::{
-    AlterPartition, Controller, ControllerConfig, Heartbeat, HeartbeatReply, NewTopic,
-    Registration, Rejection,
+    AlterPartition, Controller, ControllerConfig, ElectionResult, ElectionType, Heartbeat,
+    HeartbeatReply, NewPartitions, NewTopic, Registration, Rejection,
 };
 use weir_metadata::{MetadataImage, Partition};
 use weir_protocol::Uuid;
@@ -40,6 +40,7 @@ use weir_protocol::metadata_record::MetadataRecord;
 
 use crate::batch::encode_batch;
 use crate::image::ImageReader;
+use crate::metrics::{ControllerCounters, ControllerMetricsSnapshot};
 
 /// Default bound on one request, decision to apply.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -118,6 +119,7 @@ struct Inner {
     /// Held from a decision until its batch is applied: decisions are
     /// serialized and each sees the image of the one before.
     active: Mutex<Active>,
+    counters: ControllerCounters,
 }
 
 /// A request's decision: given the controller and the image at `offset`,
@@ -150,6 +152,7 @@ impl QuorumController {
                     term: None,
                     controller,
                 }),
+                counters: ControllerCounters::default(),
             }),
         }
     }
@@ -210,6 +213,56 @@ impl QuorumController {
     pub async fn delete_topic(&self, name: String) -> Result<(), ControllerError> {
         self.decide(move |c, image, _| Ok(((), c.delete_topic(image, &name)?)))
             .await
+    }
+
+    /// CreatePartitions for one topic.
+    pub async fn create_partitions(&self, req: NewPartitions) -> Result<(), ControllerError> {
+        self.decide(move |c, image, _| Ok(((), c.create_partitions(image, &req)?)))
+            .await
+    }
+
+    /// CreatePartitions with `validate_only`: the same decision, nothing
+    /// committed.
+    pub async fn validate_partitions(&self, req: NewPartitions) -> Result<(), ControllerError> {
+        self.decide(move |c, image, _| {
+            c.create_partitions(image, &req)?;
+            Ok(((), Vec::new()))
+        })
+        .await
+    }
+
+    /// ElectLeaders: one decision for every partition asked (`None`: all),
+    /// each with its result; the elections are committed as one batch.
+    pub async fn elect_leaders(
+        &self,
+        election: ElectionType,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Result<Vec<ElectionResult>, ControllerError> {
+        self.decide(move |c, image, _| {
+            if election == ElectionType::Preferred {
+                self.inner.counters.preferred_run();
+            }
+            Ok(c.elect_leaders(image, election, partitions.as_deref()))
+        })
+        .await
+    }
+
+    /// One run of the leader rebalance (`auto.leader.rebalance.enable`):
+    /// a preferred election for every partition that can have its first
+    /// replica lead again. Returns how many leaders moved.
+    pub async fn rebalance_leaders(&self) -> Result<usize, ControllerError> {
+        self.decide(|c, image, _| {
+            self.inner.counters.preferred_run();
+            let records = c.rebalance_leaders(image);
+            Ok((records.len(), records))
+        })
+        .await
+    }
+
+    /// The controller metrics now (see [`crate::metrics`]).
+    pub fn metrics(&self) -> ControllerMetricsSnapshot {
+        let image = self.inner.images.current();
+        self.inner.counters.snapshot(&image.image, self.is_active())
     }
 
     /// AlterPartition for one partition: the partition as it now is.
@@ -291,6 +344,7 @@ impl QuorumController {
             let (answer, records) = decide(&mut active.controller, &applied.image, offset)?;
             if !records.is_empty() {
                 self.propose(&records).await?;
+                self.inner.counters.committed(&records);
             }
             Ok(answer)
         })

@@ -13,12 +13,15 @@
 //! - [`node::ControllerNode`]: the three together for one node.
 //! - [`listener`]: the CONTROLLER listener, raft RPCs and Kafka controller
 //!   requests (BrokerRegistration, BrokerHeartbeat, ControlledShutdown,
-//!   CreateTopics, DeleteTopics, DescribeQuorum) on one port.
+//!   CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
+//!   DescribeQuorum) on one port.
+//! - [`metrics`]: the controller's gauges and counters.
 //! - [`client::ControllerClient`]: sends those requests to whichever voter
 //!   is the active controller.
 //! - [`lifecycle::BrokerLifecycle`]: a broker's registration, heartbeats
 //!   and controlled shutdown.
-//! - [`cluster_node::ClusterNode`]: all of it for one process.
+//! - [`cluster_node::ClusterNode`]: all of it for one process, with session
+//!   expiry and the leader rebalance on the active controller.
 //!
 //! See "Quorum controller" in `docs/cluster.md`.
 //!
@@ -57,6 +60,7 @@ pub mod controller;
 pub mod image;
 pub mod lifecycle;
 pub mod listener;
+pub mod metrics;
 pub mod node;
 
 pub use client::{ControllerClient, ControllerClientConfig, ControllerClientError};
@@ -64,4 +68,5 @@ pub use cluster_node::{ClusterNode, ClusterNodeConfig};
 pub use controller::{ControllerError, QuorumController, QuorumControllerConfig};
 pub use image::{AppliedImage, ImageReader, ImageStateMachine, ImageUpdate};
 pub use lifecycle::{BrokerInfo, BrokerLifecycle, BrokerState, LifecycleConfig};
+pub use metrics::ControllerMetricsSnapshot;
 pub use node::ControllerNode;

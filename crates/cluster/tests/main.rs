@@ -8,5 +8,6 @@ mod batch_fuzz_smoke;
 mod controller_listener;
 mod lifecycle;
 mod image;
+mod leaders;
 mod quorum;
 mod tcp;

@@ -19,13 +19,14 @@
 //! does not know, which is answered in v0 with UNSUPPORTED_VERSION and the
 //! versions served, as Kafka does.
 //!
-//! The handlers (`brokers`, `topics`, `quorum`) map requests to the
+//! The handlers (`brokers`, `topics`, `leaders`, `quorum`) map requests to the
 //! [`QuorumController`] and its answers to wire responses; they never
 //! touch the socket. On a node that is not the active controller every
 //! request but ApiVersions and DescribeQuorum is answered NOT_CONTROLLER,
 //! in the error field(s) its schema has.
 
 mod brokers;
+mod leaders;
 mod quorum;
 mod topics;
 
@@ -106,6 +107,8 @@ pub const SERVED_APIS: &[ApiKey] = &[
     ApiKey::ControlledShutdown,
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
+    ApiKey::ElectLeaders,
     ApiKey::DescribeQuorum,
 ];
 
@@ -263,6 +266,12 @@ async fn respond(
         }
         RequestBody::DeleteTopics(r) => {
             ResponseBody::DeleteTopics(topics::delete(ctx, r, version).await)
+        }
+        RequestBody::CreatePartitions(r) => {
+            ResponseBody::CreatePartitions(topics::create_partitions(ctx, r).await)
+        }
+        RequestBody::ElectLeaders(r) => {
+            ResponseBody::ElectLeaders(leaders::elect(ctx, r, version).await)
         }
         RequestBody::DescribeQuorum(r) => {
             ResponseBody::DescribeQuorum(quorum::describe(ctx, r, version))

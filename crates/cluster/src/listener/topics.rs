@@ -1,16 +1,18 @@
-//! CreateTopics and DeleteTopics: every topic of the request, each with
-//! its own result. Each topic is one controller decision (one batch), as
-//! Kafka commits topics independently.
+//! CreateTopics, DeleteTopics and CreatePartitions: every topic of the
+//! request, each with its own result. Each topic is one controller decision
+//! (one batch), as Kafka commits topics independently.
 
 use std::collections::BTreeMap;
 
-use weir_metadata::controller::NewTopic;
+use weir_metadata::controller::{NewPartitions, NewTopic};
 use weir_protocol::Uuid;
 use weir_protocol::error_code::ErrorCode;
+use weir_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use weir_protocol::messages::create_topics_response::CreatableTopicResult;
 use weir_protocol::messages::delete_topics_response::DeletableTopicResult;
 use weir_protocol::messages::{
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse,
 };
 
 use super::ListenerContext;
@@ -148,7 +150,54 @@ pub(super) async fn delete(
     }
 }
 
-fn message(e: &ControllerError) -> String {
+pub(super) async fn create_partitions(
+    ctx: &ListenerContext,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &req.topics {
+        *seen.entry(t.name.clone()).or_default() += 1;
+    }
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let outcome = if seen.get(&t.name).copied().unwrap_or(0) > 1 {
+            Err((
+                ErrorCode::InvalidRequest,
+                format!("topic {} appears more than once in the request", t.name),
+            ))
+        } else {
+            let wanted = NewPartitions {
+                name: t.name.clone(),
+                count: t.count,
+                assignments: t
+                    .assignments
+                    .map(|a| a.into_iter().map(|a| a.broker_ids).collect()),
+            };
+            let result = if req.validate_only {
+                ctx.controller.validate_partitions(wanted).await
+            } else {
+                ctx.controller.create_partitions(wanted).await
+            };
+            result.map_err(|e| (e.error_code(), message(&e)))
+        };
+        let (code, msg) = match outcome {
+            Ok(()) => (ErrorCode::None, None),
+            Err((code, msg)) => (code, Some(msg)),
+        };
+        results.push(CreatePartitionsTopicResult {
+            name: t.name,
+            error_code: code.code(),
+            error_message: msg,
+            ..Default::default()
+        });
+    }
+    CreatePartitionsResponse {
+        results,
+        ..Default::default()
+    }
+}
+
+pub(super) fn message(e: &ControllerError) -> String {
     match e {
         ControllerError::Rejected(r) => r.message.clone(),
         other => other.to_string(),
