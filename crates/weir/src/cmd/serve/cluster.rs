@@ -7,8 +7,8 @@
 //!   image this node applies (live brokers, the active controller, each
 //!   partition's leader, epoch, replicas, ISR and offline replicas);
 //! - [`ForwardingAdmin`]: the broker's [`TopicAdmin`], which sends
-//!   CreateTopics and DeleteTopics to the active controller and answers once
-//!   this node's image shows the change;
+//!   CreateTopics, DeleteTopics and CreatePartitions to the active
+//!   controller and answers once this node's image shows the change;
 //! - [`follow_image`]: after every applied batch, the broker hosts the
 //!   partitions the image assigns it and coordinates the groups of the
 //!   `__consumer_offsets` partitions it leads.
@@ -300,20 +300,42 @@ impl TopicAdmin for ForwardingAdmin {
         req: CreatePartitionsRequest,
     ) -> AdminFuture<'a, CreatePartitionsResponse> {
         Box::pin(async move {
-            CreatePartitionsResponse {
-                results: req
-                    .topics
-                    .into_iter()
-                    .map(|t| CreatePartitionsTopicResult {
-                        name: t.name,
-                        error_code: ErrorCode::InvalidRequest.code(),
-                        error_message: Some(
-                            "adding partitions is not supported in a multi-node cluster yet".into(),
-                        ),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
+            match self.client.send(&req).await {
+                Ok(resp) => {
+                    if !req.validate_only {
+                        let grown: Vec<(String, usize)> = resp
+                            .results
+                            .iter()
+                            .filter(|t| t.error_code == ErrorCode::None.code())
+                            .filter_map(|t| {
+                                let asked = req.topics.iter().find(|a| a.name == t.name)?;
+                                Some((t.name.clone(), usize::try_from(asked.count).ok()?))
+                            })
+                            .collect();
+                        self.caught_up(|image| {
+                            grown.iter().all(|(n, count)| {
+                                image
+                                    .topic_by_name(n)
+                                    .is_some_and(|t| t.partitions.len() >= *count)
+                            })
+                        })
+                        .await;
+                    }
+                    resp
+                }
+                Err(e) => CreatePartitionsResponse {
+                    results: req
+                        .topics
+                        .into_iter()
+                        .map(|t| CreatePartitionsTopicResult {
+                            name: t.name,
+                            error_code: ErrorCode::RequestTimedOut.code(),
+                            error_message: Some(e.to_string()),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                },
             }
         })
     }
