@@ -231,6 +231,42 @@ async function main() {
     const configRows = await page.$$eval('tr.config-row', (trs) => trs.length);
     check('broker config table', configRows > 10, `${configRows} rows`);
 
+    // 6. cluster page: a single node is the only broker and the controller,
+    // and the topic's partitions name it as leader and only replica
+    const nodeId = await page.evaluate(async () => (await (await fetch('/api/overview')).json()).node_id);
+    await page.click('#nav a[data-view="cluster"]');
+    await page.waitForSelector('tr.broker-row');
+    const brokerRows = await page.$$eval('tr.broker-row', (trs) =>
+      trs.map((tr) => ({
+        id: Number(tr.getAttribute('data-broker')),
+        controller: !!tr.querySelector('.pill.controller'),
+        self: !!tr.querySelector('.pill.self'),
+        leaders: tr.querySelector('td.leaders').textContent,
+      }))
+    );
+    check(
+      `cluster page lists broker ${nodeId} as controller and this broker`,
+      brokerRows.length === 1 && brokerRows[0].id === nodeId && brokerRows[0].controller && brokerRows[0].self,
+      JSON.stringify(brokerRows)
+    );
+    const allPartitions = apiTopics.reduce((x, t) => x + t.partition_count, 0);
+    check(
+      `broker ${nodeId} leads all ${allPartitions} partitions`,
+      brokerRows.length === 1 && number(brokerRows[0].leaders) === allPartitions,
+      JSON.stringify(brokerRows)
+    );
+    await page.screenshot({ path: path.join(a['screenshot-dir'], 'console-cluster.png'), fullPage: true });
+    await page.click('#nav a[data-view="topics"]');
+    await page.waitForSelector(`${topicSel} tr.partition-row td.leader`);
+    const leadership = await page.$$eval(`${topicSel} tr.partition-row`, (trs) =>
+      trs.map((tr) => [tr.querySelector('td.leader').textContent, tr.querySelector('td.replicas').textContent, tr.querySelector('td.isr').textContent])
+    );
+    check(
+      'partition rows show this broker as leader, replica and ISR',
+      leadership.length === expectHw.size && leadership.every((r) => r.every((x) => x === String(nodeId))),
+      JSON.stringify(leadership)
+    );
+
     check('no requests to other hosts', foreign.length === 0, foreign.join(', '));
     check('no JavaScript errors', jsErrors.length === 0, jsErrors.join(' | '));
   } finally {

@@ -122,6 +122,7 @@
     try {
       const o = await api('/api/overview');
       const parts = [`broker ${o.node_id}`, `weir ${o.version}`, o.listener];
+      if (o.brokers > 1) parts.push(`${o.brokers} brokers`);
       if (typeof o.uptime_ms === 'number') parts.push(`up ${duration(o.uptime_ms)}`);
       brokerLine.textContent = parts.join(' · ');
       return o;
@@ -212,6 +213,45 @@
     );
   }
 
+  // Replica ids in order: the leader bold, replicas out of the ISR marked,
+  // offline replicas highlighted; each id says why in its tooltip.
+  function replicaList(p, ids) {
+    if (!ids || ids.length === 0) return h('span', { class: 'muted' }, '–');
+    return h(
+      'span',
+      { class: 'replicas' },
+      ids.map((id, i) => {
+        const offline = (p.offline_replicas || []).includes(id);
+        const outOfSync = !(p.isr || []).includes(id);
+        const cls = ['replica'];
+        const why = [`broker ${id}`];
+        if (id === p.leader) {
+          cls.push('leader');
+          why.push('leader');
+        }
+        if (offline) {
+          cls.push('offline-replica');
+          why.push('offline');
+        } else if (outOfSync) {
+          cls.push('out-of-sync');
+          why.push('not in sync');
+        }
+        return [i ? ', ' : null, h('span', { class: cls.join(' '), 'data-replica': id, title: why.join(', ') }, String(id))];
+      })
+    );
+  }
+
+  function leaderCell(p) {
+    if (p.leader < 0) return h('span', { class: 'pill offline leader-none' }, p.replicas.length ? 'none' : 'unknown');
+    return h('span', { class: 'mono', title: `leader epoch ${p.leader_epoch}` }, String(p.leader));
+  }
+
+  // A partition whose log is on other brokers: no offsets here.
+  function elsewhere(p) {
+    const on = p.replicas.length ? ` (replicas on broker${p.replicas.length === 1 ? '' : 's'} ${p.replicas.join(', ')})` : '';
+    return h('span', { class: 'muted not-local' }, `not hosted on this broker${on}`);
+  }
+
   function errorPanel(e) {
     return h('div', { class: 'panel error' }, String(e && e.message ? e.message : e));
   }
@@ -273,8 +313,10 @@
   }
 
   function topicPanel(t) {
-    const scale = Math.max(1, ...t.partitions.map((p) => p.log_end_offset));
+    const scale = Math.max(1, ...t.partitions.map((p) => p.log_end_offset || 0));
     const overrides = Object.entries(t.config_overrides || {});
+    // records can be read only from partitions whose log is here
+    const firstLocal = t.partitions.find((p) => p.local && p.online);
     const rows = t.partitions.map((p) =>
       h(
         'tr',
@@ -286,7 +328,10 @@
           p.online ? null : h('span', { class: 'pill offline' }, 'offline'),
           damagePill(p)
         ),
-        h('td', { class: 'bar-cell' }, offsetBar(p, scale)),
+        h('td', { class: 'leader' }, leaderCell(p)),
+        h('td', { class: 'replicas' }, replicaList(p, p.replicas)),
+        h('td', { class: 'isr' }, replicaList(p, p.isr)),
+        h('td', { class: 'bar-cell' }, p.local ? offsetBar(p, scale) : elsewhere(p)),
         h('td', { class: 'num log-start' }, num(p.log_start_offset)),
         h('td', { class: 'num hw' }, num(p.high_watermark)),
         h('td', { class: 'num leo' }, num(p.log_end_offset)),
@@ -306,11 +351,14 @@
         h('span', { class: 'pill' }, bytes(t.size_bytes)),
         h('span', { class: 'pill' }, `${num(t.segment_count)} segment${t.segment_count === 1 ? '' : 's'}`),
         overrides.map(([k, v]) => h('span', { class: 'pill mono' }, `${k}=${v}`)),
-        link(`#/records?topic=${enc(t.name)}&partition=0`, 'browse records →')
+        firstLocal ? link(`#/records?topic=${enc(t.name)}&partition=${firstLocal.partition}`, 'browse records →') : null
       ),
       table(
         [
           'Partition',
+          'Leader',
+          'Replicas',
+          'ISR',
           'Offsets (to scale)',
           { text: 'Log start', cls: 'num' },
           { text: 'High watermark', cls: 'num' },
@@ -327,7 +375,7 @@
   async function topicView(name) {
     const t = await api(`/api/topics/${enc(name)}`);
     refreshBrokerLine();
-    const scale = Math.max(1, ...t.partitions.map((p) => p.log_end_offset));
+    const scale = Math.max(1, ...t.partitions.map((p) => p.log_end_offset || 0));
     const root = h(
       'div',
       { class: 'topic-detail', 'data-topic': t.name },
@@ -375,15 +423,29 @@
             h('span', { class: 'name' }, `Partition ${p.partition}`),
             p.online ? null : h('span', { class: 'pill offline' }, 'offline'),
             damagePill(p),
-            h('span', { class: 'pill' }, `log start ${num(p.log_start_offset)}`),
-            h('span', { class: 'pill' }, `HW ${num(p.high_watermark)}`),
-            h('span', { class: 'pill' }, `LEO ${num(p.log_end_offset)}`),
-            h('span', { class: 'pill' }, bytes(p.size_bytes)),
-            link(`#/records?topic=${enc(t.name)}&partition=${p.partition}`, 'browse records →')
+            p.local ? h('span', { class: 'pill' }, `log start ${num(p.log_start_offset)}`) : null,
+            p.local ? h('span', { class: 'pill' }, `HW ${num(p.high_watermark)}`) : null,
+            p.local ? h('span', { class: 'pill' }, `LEO ${num(p.log_end_offset)}`) : null,
+            p.local ? h('span', { class: 'pill' }, bytes(p.size_bytes)) : null,
+            p.local ? link(`#/records?topic=${enc(t.name)}&partition=${p.partition}`, 'browse records →') : null
           ),
-          h('div', { style: { margin: '10px 0' } }, offsetBar(p, scale, { ticks: p.segments.map((sg) => sg.base_offset) })),
+          h(
+            'p',
+            { class: 'leadership' },
+            'leader ',
+            leaderCell(p),
+            p.leader_epoch >= 0 ? h('span', { class: 'muted' }, ` (epoch ${p.leader_epoch})`) : null,
+            ' · replicas ',
+            replicaList(p, p.replicas),
+            ' · in sync ',
+            replicaList(p, p.isr),
+            p.offline_replicas.length ? [' · offline ', replicaList(p, p.offline_replicas)] : null
+          ),
+          p.local
+            ? h('div', { style: { margin: '10px 0' } }, offsetBar(p, scale, { ticks: p.segments.map((sg) => sg.base_offset) }))
+            : h('p', null, elsewhere(p)),
           p.dir ? h('p', { class: 'muted mono' }, p.dir) : null,
-          table(
+          p.local ? table(
             [
               { text: 'Base offset', cls: 'num' },
               'Segment',
@@ -393,7 +455,7 @@
             ],
             segRows,
             { class: 'segments' }
-          )
+          ) : null
         )
       );
     }
@@ -406,7 +468,16 @@
         h('td', null, h('span', { class: 'pill' }, c.source))
       )
     );
-    root.appendChild(h('section', { class: 'panel' }, h('h2', null, 'Configuration'), table(['Name', 'Value', 'Source'], cfgRows)));
+    root.appendChild(
+      h(
+        'section',
+        { class: 'panel' },
+        h('h2', null, 'Configuration'),
+        t.hosted
+          ? table(['Name', 'Value', 'Source'], cfgRows)
+          : h('p', { class: 'muted' }, 'This broker hosts no partition of this topic; its configuration is known to the brokers that do.')
+      )
+    );
     return root;
   }
 
@@ -709,6 +780,82 @@
     return root;
   }
 
+  async function clusterView() {
+    const [c, data] = await Promise.all([api('/api/cluster'), api('/api/topics'), refreshBrokerLine()]);
+    const parts = data.topics.flatMap((t) => t.partitions.map((p) => Object.assign({ topic: t.name }, p)));
+    const offline = parts.filter((p) => p.leader < 0);
+    const under = parts.filter((p) => p.leader >= 0 && p.isr.length < p.replicas.length);
+    const count = (id, f) => parts.filter((p) => f(p, id)).length;
+    const rows = c.brokers.map((b) =>
+      h(
+        'tr',
+        { class: 'broker-row', 'data-broker': b.id },
+        h('td', { class: 'num' }, String(b.id)),
+        h('td', { class: 'mono' }, `${b.host}:${b.port}`),
+        h('td', null, b.rack === null ? h('span', { class: 'null' }, 'none') : b.rack),
+        h(
+          'td',
+          null,
+          b.is_controller ? h('span', { class: 'pill controller' }, 'controller') : null,
+          b.is_self ? h('span', { class: 'pill self' }, 'this broker') : null
+        ),
+        h('td', { class: 'num leaders' }, num(count(b.id, (p, id) => p.leader === id))),
+        h('td', { class: 'num replica-count' }, num(count(b.id, (p, id) => p.replicas.includes(id))))
+      )
+    );
+    const attention = [...offline, ...under].map((p) =>
+      h(
+        'tr',
+        { class: 'attention-row', 'data-topic': p.topic, 'data-partition': p.partition },
+        h('td', null, link(`#/topics/${enc(p.topic)}`, p.topic)),
+        h('td', { class: 'num' }, p.partition),
+        h('td', null, leaderCell(p)),
+        h('td', null, replicaList(p, p.replicas)),
+        h('td', null, replicaList(p, p.isr))
+      )
+    );
+    return h(
+      'div',
+      { class: 'cluster' },
+      h('h1', null, 'Cluster'),
+      h('p', { class: 'sub' }, 'Live brokers and partition leadership as this broker’s metadata shows them.'),
+      h(
+        'div',
+        { class: 'cards' },
+        card('Brokers', num(c.brokers.length)),
+        card('Controller', c.controller_id < 0 ? 'none' : String(c.controller_id), c.controller_id < 0 ? 'error' : ''),
+        card('Partitions', num(parts.length)),
+        card('Offline partitions', num(offline.length), offline.length ? 'lag-pos' : 'lag-zero'),
+        card('Under-replicated', num(under.length), under.length ? 'lag-pos' : 'lag-zero')
+      ),
+      h(
+        'section',
+        { class: 'panel' },
+        h('h2', null, 'Brokers'),
+        table(
+          [
+            { text: 'Id', cls: 'num' },
+            'Address',
+            'Rack',
+            'Role',
+            { text: 'Leader of', cls: 'num' },
+            { text: 'Replicas', cls: 'num' },
+          ],
+          rows,
+          { class: 'brokers' }
+        )
+      ),
+      h(
+        'section',
+        { class: 'panel' },
+        h('h2', null, 'Partitions without a leader or out of sync'),
+        attention.length
+          ? table(['Topic', { text: 'Partition', cls: 'num' }, 'Leader', 'Replicas', 'ISR'], attention, { class: 'attention' })
+          : h('p', { class: 'muted' }, 'Every partition has a leader and a full ISR.')
+      )
+    );
+  }
+
   async function brokerView() {
     const [o, cfg] = await Promise.all([refreshBrokerLine(), api('/api/config')]);
     const root = h('div', null, h('h1', null, 'Broker'));
@@ -771,6 +918,7 @@
     if (parts[0] === 'groups') return { nav: 'groups', poll: true, load: () => groupView(parts[1]) };
     if (parts[0] === 'records') return { nav: 'records', poll: false, load: () => recordsView(params) };
     if (parts[0] === 'broker') return { nav: 'broker', poll: false, load: brokerView };
+    if (parts[0] === 'cluster') return { nav: 'cluster', poll: true, load: clusterView };
     return { nav: '', poll: false, load: async () => h('p', { class: 'error' }, 'No such page.') };
   }
 
