@@ -113,6 +113,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         def("controller.quorum.election.timeout.ms", Int, Some("1000")),
         10,
     ),
+    one_of(
+        def("auto.leader.rebalance.enable", Boolean, Some("true")),
+        &["true", "false"],
+    ),
+    min(
+        def("leader.imbalance.check.interval.seconds", Long, Some("300")),
+        1,
+    ),
     min(def("broker.heartbeat.interval.ms", Int, Some("2000")), 1),
     min(def("broker.session.timeout.ms", Int, Some("9000")), 1),
     def("broker.rack", Str, None),

@@ -294,6 +294,11 @@ async fn start_member(
     cfg.controller.controller.default_replication_factor = config.default_replication_factor;
     cfg.controller.seed = u64::from(config.node_id.unsigned_abs());
     cfg.cluster_id = config.cluster_id();
+    cfg.auto_leader_rebalance_enable = config
+        .value("auto.leader.rebalance.enable")
+        .is_none_or(|v| v.eq_ignore_ascii_case("true"));
+    cfg.leader_imbalance_check_interval =
+        Duration::from_secs(ms("leader.imbalance.check.interval.seconds", 300));
     let node = weir_cluster::ClusterNode::start(cfg, listener)
         .await
         .map_err(|e| format!("cannot start the metadata quorum: {e}"))?;
