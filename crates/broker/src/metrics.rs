@@ -31,6 +31,7 @@
 //!
 //! Every metric is listed with its type and labels in `docs/metrics.md`.
 
+pub mod cluster;
 pub mod render;
 pub mod text;
 
