@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
 };
 
 use crate::handler::RequestContext;
@@ -292,6 +292,16 @@ pub trait TopicAdmin: Send + Sync {
         ctx: &'a RequestContext,
         req: CreatePartitionsRequest,
     ) -> AdminFuture<'a, CreatePartitionsResponse>;
+
+    /// ElectLeaders; by default this broker's own answer (a single node
+    /// leads everything with its preferred replica).
+    fn elect_leaders<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        req: ElectLeadersRequest,
+    ) -> AdminFuture<'a, ElectLeadersResponse> {
+        Box::pin(async move { crate::handler::elect_leaders::elect_locally(ctx, req) })
+    }
 }
 
 /// Changes topics in this broker's own topic store and logs (single node).

@@ -444,3 +444,75 @@ async fn describe_log_dirs_reports_segment_counts_only_when_asked() {
     }
     b.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elect_leaders_on_a_single_node_has_nothing_to_elect() {
+    use weir_protocol::messages::{ElectLeadersRequest, elect_leaders_request};
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "lead", 2, &[]).await, NONE);
+    let elect = |election_type: i8, topics: Option<Vec<(&str, Vec<i32>)>>| {
+        RequestBody::ElectLeaders(ElectLeadersRequest {
+            election_type,
+            topic_partitions: topics.map(|ts| {
+                ts.into_iter()
+                    .map(|(t, ps)| elect_leaders_request::TopicPartitions {
+                        topic: t.into(),
+                        partitions: ps,
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            timeout_ms: 1000,
+            ..Default::default()
+        })
+    };
+    for version in [0, 1, 2] {
+        let r = match c
+            .call(
+                elect(0, Some(vec![("lead", vec![0, 1, 7]), ("nope", vec![0])])),
+                version,
+            )
+            .await
+        {
+            ResponseBody::ElectLeaders(r) => r,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(r.error_code, NONE);
+        let codes: Vec<(String, i32, i16)> = r
+            .replica_election_results
+            .iter()
+            .flat_map(|t| {
+                t.partition_result
+                    .iter()
+                    .map(|p| (t.topic.clone(), p.partition_id, p.error_code))
+            })
+            .collect();
+        // ELECTION_NOT_NEEDED (84) for the partitions that exist,
+        // UNKNOWN_TOPIC_OR_PARTITION (3) for the others
+        assert_eq!(
+            codes,
+            vec![
+                ("lead".to_string(), 0, 84),
+                ("lead".to_string(), 1, 84),
+                ("lead".to_string(), 7, 3),
+                ("nope".to_string(), 0, 3),
+            ],
+            "v{version}"
+        );
+    }
+    // every partition: nothing to report
+    match c.call(elect(0, None), 2).await {
+        ResponseBody::ElectLeaders(r) => {
+            assert_eq!(r.error_code, NONE);
+            assert!(r.replica_election_results.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+    // an election type Kafka does not know
+    match c.call(elect(5, Some(vec![("lead", vec![0])])), 2).await {
+        ResponseBody::ElectLeaders(r) => assert_eq!(r.error_code, 42),
+        other => panic!("{other:?}"),
+    }
+}

@@ -20,6 +20,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -83,6 +84,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::FindCoordinator, 1, 6),
@@ -157,6 +159,7 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::CreateTopics(r) => create_topics::handle(ctx, r).await,
         RequestBody::DeleteTopics(r) => delete_topics::handle(ctx, r).await,
         RequestBody::CreatePartitions(r) => create_partitions::handle(ctx, r).await,
+        RequestBody::ElectLeaders(r) => elect_leaders::handle(ctx, r).await,
         RequestBody::DeleteRecords(r) => delete_records::handle(ctx, r),
         RequestBody::InitProducerId(r) => init_producer_id::handle(ctx, r),
         RequestBody::DescribeConfigs(r) => configs::describe(ctx, r),

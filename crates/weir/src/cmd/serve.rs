@@ -322,6 +322,9 @@ async fn start_member(
     .await
     .map_err(|e| e.to_string())?;
     let broker = running.broker.clone();
+    broker
+        .metrics
+        .set_extra_metrics(controller_metrics(node.controller().clone()));
     let (host, port) = broker.advertised();
     let info = BrokerInfo {
         node_id,
@@ -369,4 +372,51 @@ async fn start_member(
             tasks,
         },
     ))
+}
+
+/// The controller's gauges and counters on this node's `/metrics`
+/// (`weir_controller_*`).
+fn controller_metrics(
+    controller: weir_cluster::QuorumController,
+) -> weir_broker::metrics::ExtraMetrics {
+    use weir_broker::metrics::text::{Kind, TextWriter};
+    std::sync::Arc::new(move |w: &mut TextWriter| {
+        let m = controller.metrics();
+        let families = [
+            (
+                "weir_controller_active",
+                Kind::Gauge,
+                "1 when this node is the active controller (Kafka's ActiveControllerCount).",
+                m.active_controller,
+            ),
+            (
+                "weir_controller_fenced_brokers",
+                Kind::Gauge,
+                "Registered brokers that are fenced, in this node's metadata image.",
+                m.fenced_brokers,
+            ),
+            (
+                "weir_controller_offline_partitions",
+                Kind::Gauge,
+                "Partitions without a leader, in this node's metadata image.",
+                m.offline_partitions,
+            ),
+            (
+                "weir_controller_leader_elections_total",
+                Kind::Counter,
+                "Partition leaders elected in batches this node committed as the active controller.",
+                m.leader_elections_total,
+            ),
+            (
+                "weir_controller_preferred_election_runs_total",
+                Kind::Counter,
+                "Preferred-leader election runs (ElectLeaders and rebalance checks) made by this node as the active controller.",
+                m.preferred_election_runs_total,
+            ),
+        ];
+        for (name, kind, help, value) in families {
+            w.family(name, kind, help);
+            w.sample_int(name, &[], i128::from(value));
+        }
+    })
 }

@@ -36,7 +36,7 @@ use weir_protocol::messages::create_topics_response::CreatableTopicResult;
 use weir_protocol::messages::delete_topics_response::DeletableTopicResult;
 use weir_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
 };
 
 /// The listener name brokers register their client listener under.
@@ -336,6 +336,25 @@ impl TopicAdmin for ForwardingAdmin {
                         .collect(),
                     ..Default::default()
                 },
+            }
+        })
+    }
+
+    fn elect_leaders<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        req: ElectLeadersRequest,
+    ) -> AdminFuture<'a, ElectLeadersResponse> {
+        Box::pin(async move {
+            match self.client.send(&req).await {
+                Ok(resp) => resp,
+                Err(e) => {
+                    tracing::warn!(error = %e, "ElectLeaders not forwarded");
+                    ElectLeadersResponse {
+                        error_code: ErrorCode::RequestTimedOut.code(),
+                        ..Default::default()
+                    }
+                }
             }
         })
     }
