@@ -6,6 +6,10 @@
 //! list names it), picked free on 127.0.0.1 before the first start; client
 //! listeners use port 0, so a restarted node may serve clients on another
 //! port (read [`WeirCluster::bootstrap`] again).
+//!
+//! [`fetch_metadata`] reads what a node tells clients (brokers, controller
+//! id, each partition's leader, leader epoch, replicas and ISR) with a
+//! Metadata v7 request written from the protocol spec, not weir's codec.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
