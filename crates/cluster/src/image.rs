@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use bytes::{Buf, Bytes};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use weir_metadata::{MetadataDelta, MetadataImage};
 use weir_protocol::messages::metadata::{
     ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
@@ -60,6 +60,9 @@ pub struct ImageUpdate {
 struct Shared {
     current: RwLock<Arc<AppliedImage>>,
     deltas: broadcast::Sender<Arc<ImageUpdate>>,
+    /// The index of the published image: changes on every publish, also
+    /// for a restored snapshot or a skipped batch, which send no delta.
+    published: watch::Sender<u64>,
     rejected: Mutex<VecDeque<(u64, String)>>,
 }
 
@@ -69,8 +72,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Shared {
     fn publish(&self, applied: AppliedImage) {
+        let index = applied.index;
         let applied = Arc::new(applied);
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = applied;
+        self.published.send_replace(index);
     }
 
     fn load(&self) -> Arc<AppliedImage> {
@@ -97,6 +102,14 @@ impl ImageReader {
         self.shared.deltas.subscribe()
     }
 
+    /// The index of the published image, changing whenever a new image is
+    /// published: after every applied batch, a skipped one, or a restored
+    /// snapshot (which sends no delta). For readers that only need "the
+    /// image changed, look at [`current`](Self::current)".
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.shared.published.subscribe()
+    }
+
     /// Why the batch at `index` was skipped, if it was (recent ones only).
     pub fn rejection(&self, index: u64) -> Option<String> {
         lock(&self.shared.rejected)
@@ -120,6 +133,7 @@ impl ImageStateMachine {
         let shared = Arc::new(Shared {
             current: RwLock::new(Arc::new(AppliedImage::default())),
             deltas,
+            published: watch::Sender::new(0),
             rejected: Mutex::new(VecDeque::new()),
         });
         let reader = ImageReader {

@@ -197,7 +197,12 @@ fn snapshot_restores_an_equal_image() {
 
     let snapshot = sm.snapshot();
     let (mut restored, restored_reader) = ImageStateMachine::new();
+    let mut published = restored_reader.watch();
+    assert!(!published.has_changed().unwrap());
     restored.restore(&snapshot).unwrap();
+    // A restored snapshot sends no delta, but its readers see the change.
+    assert!(published.has_changed().unwrap());
+    assert_eq!(*published.borrow_and_update(), index);
     let after = restored_reader.current();
     assert_eq!(after.index, before.index);
     assert_eq!(after.image, before.image);

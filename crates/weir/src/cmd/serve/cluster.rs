@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use weir_broker::cluster::{
     AdminFuture, BrokerNode, ClusterSnapshot, ClusterView, HostedTopic, PartitionView, TopicAdmin,
     TopicView,
@@ -193,17 +193,17 @@ impl ForwardingAdmin {
     /// what that image assigns it (so a client's next produce finds the
     /// log), or `self.wait` passed.
     async fn caught_up(&self, done: impl Fn(&MetadataImage) -> bool) {
-        let mut updates = self.images.subscribe();
+        let mut updates = self.images.watch();
         let end = tokio::time::Instant::now() + self.wait;
         let index = loop {
+            updates.borrow_and_update();
             let applied = self.images.current();
             if done(&applied.image) {
                 break applied.index;
             }
-            match tokio::time::timeout_at(end, updates.recv()).await {
-                Err(_) => return,
-                Ok(Err(broadcast::error::RecvError::Closed)) => return,
-                Ok(_) => {}
+            match tokio::time::timeout_at(end, updates.changed()).await {
+                Ok(Ok(())) => {}
+                Err(_) | Ok(Err(_)) => return,
             }
         };
         let mut hosted = self.hosted.clone();
@@ -371,7 +371,7 @@ pub async fn follow_image(
     mut stop: watch::Receiver<bool>,
 ) {
     let me = broker.config.node_id;
-    let mut updates = images.subscribe();
+    let mut updates = images.watch();
     let mut last: Option<Vec<HostedTopic>> = None;
     let mut failed = false;
     loop {
@@ -401,8 +401,8 @@ pub async fn follow_image(
             tokio::task::block_in_place(|| groups.follow_leadership(&b));
         }
         tokio::select! {
-            r = updates.recv() => {
-                if let Err(broadcast::error::RecvError::Closed) = r {
+            r = updates.changed() => {
+                if r.is_err() {
                     return;
                 }
             }
@@ -440,7 +440,7 @@ pub async fn ensure_offsets_topic(
     // replication factor; here every voter is a broker, so the factor is
     // capped at the cluster's size and creation waits for that many.
     let rf = wanted_rf.min(voters.len() as i64);
-    let mut updates = images.subscribe();
+    let mut updates = images.watch();
     loop {
         let image = images.current().image.clone();
         if image.topic_by_name(topic).is_some() {
@@ -482,8 +482,8 @@ pub async fn ensure_offsets_topic(
             }
         }
         tokio::select! {
-            r = updates.recv() => {
-                if let Err(broadcast::error::RecvError::Closed) = r {
+            r = updates.changed() => {
+                if r.is_err() {
                     return;
                 }
             }
