@@ -2,6 +2,7 @@
 //! instead of one per file). Run one file's tests with a filter on its
 //! module name: `cargo test -p weir-metadata --test integration <module>::`.
 
+mod configs;
 mod controller;
 mod invariants;
 mod leaders;

@@ -185,9 +185,11 @@ impl Controller {
 }
 
 mod brokers;
+mod configs;
 mod election;
 mod leaders;
 mod partitions;
 mod topics;
 
+pub use configs::alter_topic_configs;
 pub use leaders::{ElectionResult, ElectionType, imbalanced_partitions};
