@@ -75,10 +75,18 @@ fn changes(records: &[MetadataRecord]) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
+type Pairs = Vec<(&'static str, &'static str)>;
+/// (case, overrides before, the new set, the (name, value) records wanted).
+type Case = (
+    &'static str,
+    Pairs,
+    Pairs,
+    Vec<(&'static str, Option<&'static str>)>,
+);
+
 #[test]
 fn records_are_the_difference_and_apply_to_the_new_set() {
-    type Change = (&'static str, Option<&'static str>);
-    let cases: Vec<(&str, Vec<(&str, &str)>, Vec<(&str, &str)>, Vec<Change>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "set on none",
             vec![],
