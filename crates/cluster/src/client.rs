@@ -1,5 +1,5 @@
 //! [`ControllerClient`]: sends controller requests (registration,
-//! heartbeats, topic admin, ElectLeaders, DescribeQuorum) to whichever
+//! heartbeats, topic admin and topic configs, ElectLeaders, DescribeQuorum) to whichever
 //! voter is the active controller, over the Kafka protocol on their
 //! CONTROLLER listeners.
 //!
@@ -27,7 +27,7 @@ use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{
     BrokerHeartbeatRequest, BrokerRegistrationRequest, ControlledShutdownRequest,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeQuorumRequest,
-    ElectLeadersRequest,
+    ElectLeadersRequest, IncrementalAlterConfigsRequest,
 };
 
 /// How a [`ControllerClient`] retries.
@@ -119,6 +119,14 @@ impl ControllerRequest for ElectLeadersRequest {
                 .iter()
                 .flat_map(|t| &t.partition_result)
                 .any(|p| is_not_controller(p.error_code))
+    }
+}
+
+impl ControllerRequest for IncrementalAlterConfigsRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        resp.responses
+            .iter()
+            .any(|r| is_not_controller(r.error_code))
     }
 }
 

@@ -23,6 +23,7 @@
 //! every time this node becomes leader in a new term. Time is the caller's
 //! `now_ms`.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,8 +32,9 @@ use openraft::BasicNode;
 use tokio::sync::Mutex;
 use weir_metadata::controller::{
     AlterPartition, Controller, ControllerConfig, ElectionResult, ElectionType, Heartbeat,
-    HeartbeatReply, NewPartitions, NewTopic, Registration, Rejection,
+    HeartbeatReply, NewPartitions, NewTopic, Registration, Rejection, alter_topic_configs,
 };
+use weir_metadata::image::TOPIC_RESOURCE;
 use weir_metadata::{MetadataImage, Partition};
 use weir_protocol::Uuid;
 use weir_protocol::error_code::ErrorCode;
@@ -227,6 +229,34 @@ impl QuorumController {
         self.decide(move |c, image, _| {
             c.create_partitions(image, &req)?;
             Ok(((), Vec::new()))
+        })
+        .await
+    }
+
+    /// Changes a topic's config overrides: `changes` maps a key to its new
+    /// value (`None` removes it), applied to the overrides in the image the
+    /// decision runs on; keys not named stay as they are. The records are
+    /// [`weir_metadata::controller::alter_topic_configs`]'s for the result.
+    /// With `validate_only` the same decision, nothing committed.
+    pub async fn alter_topic_configs(
+        &self,
+        topic: String,
+        changes: BTreeMap<String, Option<String>>,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        self.decide(move |_, image, _| {
+            let mut configs = image
+                .configs(TOPIC_RESOURCE, &topic)
+                .cloned()
+                .unwrap_or_default();
+            for (name, value) in changes {
+                match value {
+                    Some(v) => configs.insert(name, v),
+                    None => configs.remove(&name),
+                };
+            }
+            let records = alter_topic_configs(image, &topic, &configs)?;
+            Ok(((), if validate_only { Vec::new() } else { records }))
         })
         .await
     }

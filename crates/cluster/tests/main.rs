@@ -5,9 +5,10 @@
 mod common;
 
 mod batch_fuzz_smoke;
+mod configs;
 mod controller_listener;
-mod lifecycle;
 mod image;
 mod leaders;
+mod lifecycle;
 mod quorum;
 mod tcp;

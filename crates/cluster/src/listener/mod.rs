@@ -19,13 +19,14 @@
 //! does not know, which is answered in v0 with UNSUPPORTED_VERSION and the
 //! versions served, as Kafka does.
 //!
-//! The handlers (`brokers`, `topics`, `leaders`, `quorum`) map requests to the
+//! The handlers (`brokers`, `topics`, `leaders`, `configs`, `quorum`) map requests to the
 //! [`QuorumController`] and its answers to wire responses; they never
 //! touch the socket. On a node that is not the active controller every
 //! request but ApiVersions and DescribeQuorum is answered NOT_CONTROLLER,
 //! in the error field(s) its schema has.
 
 mod brokers;
+mod configs;
 mod leaders;
 mod quorum;
 mod topics;
@@ -109,6 +110,7 @@ pub const SERVED_APIS: &[ApiKey] = &[
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
     ApiKey::ElectLeaders,
+    ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeQuorum,
 ];
 
@@ -272,6 +274,9 @@ async fn respond(
         }
         RequestBody::ElectLeaders(r) => {
             ResponseBody::ElectLeaders(leaders::elect(ctx, r, version).await)
+        }
+        RequestBody::IncrementalAlterConfigs(r) => {
+            ResponseBody::IncrementalAlterConfigs(configs::incremental_alter(ctx, r).await)
         }
         RequestBody::DescribeQuorum(r) => {
             ResponseBody::DescribeQuorum(quorum::describe(ctx, r, version))
