@@ -94,6 +94,8 @@ pub struct ClusterSnapshot {
     pub controller_id: i32,
     topics: BTreeMap<String, TopicView>,
     by_id: HashMap<[u8; 16], String>,
+    /// Config overrides by topic name; a topic without overrides has none.
+    configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// Why this broker does not serve a partition request as its leader, with
@@ -115,7 +117,30 @@ impl ClusterSnapshot {
             controller_id,
             topics: topics.into_iter().map(|t| (t.name.clone(), t)).collect(),
             by_id,
+            configs: BTreeMap::new(),
         }
+    }
+
+    /// This snapshot with the topics' config overrides (by topic name;
+    /// entries for topics not in the snapshot are dropped).
+    pub fn with_topic_configs(
+        mut self,
+        configs: impl IntoIterator<Item = (String, BTreeMap<String, String>)>,
+    ) -> Self {
+        self.configs = configs
+            .into_iter()
+            .filter(|(name, c)| !c.is_empty() && self.topics.contains_key(name))
+            .collect();
+        self
+    }
+
+    /// A topic's config overrides (empty when it has none), `None` for a
+    /// topic not in the snapshot. In a cluster they come from the metadata
+    /// image, so every broker answers the same for topics it does not host.
+    pub fn topic_configs(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        static NONE: BTreeMap<String, String> = BTreeMap::new();
+        self.topics.get(name)?;
+        Some(self.configs.get(name).unwrap_or(&NONE))
     }
 
     pub fn broker(&self, id: i32) -> Option<&BrokerNode> {
@@ -252,16 +277,20 @@ impl ClusterView for SingleNode {
                     .collect(),
             })
             .collect();
-        let snap = Arc::new(ClusterSnapshot::new(
-            vec![BrokerNode {
-                id: self.node_id,
-                host,
-                port,
-                rack: None,
-            }],
-            self.node_id,
-            topics,
-        ));
+        let configs = store.all().map(|t| (t.name.clone(), t.configs.clone()));
+        let snap = Arc::new(
+            ClusterSnapshot::new(
+                vec![BrokerNode {
+                    id: self.node_id,
+                    host,
+                    port,
+                    rack: None,
+                }],
+                self.node_id,
+                topics,
+            )
+            .with_topic_configs(configs),
+        );
         *cache = Some((generation, snap.clone()));
         snap
     }
@@ -270,8 +299,9 @@ impl ClusterView for SingleNode {
 /// A boxed future borrowing the request context.
 pub type AdminFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Topic creation, deletion and partition growth, a whole request at a
-/// time: the answer carries a Kafka error code and message per topic. A
+/// Topic creation, deletion, partition growth and config changes, a whole
+/// request at a time: the answer carries a Kafka error code and message per
+/// topic. A
 /// single node does it locally ([`LocalTopicAdmin`]); a cluster member
 /// forwards the request to the active controller.
 pub trait TopicAdmin: Send + Sync {
@@ -301,6 +331,27 @@ pub trait TopicAdmin: Send + Sync {
         req: ElectLeadersRequest,
     ) -> AdminFuture<'a, ElectLeadersResponse> {
         Box::pin(async move { crate::handler::elect_leaders::elect_locally(ctx, req) })
+    }
+
+    /// Makes `configs` the complete set of `topic`'s config overrides
+    /// (AlterConfigs and IncrementalAlterConfigs of a TOPIC resource, after
+    /// the handler validated names and values); with `validate_only`,
+    /// changes nothing. By default this broker's own topic store and logs
+    /// (a single node); a cluster member forwards the change to the active
+    /// controller and answers once its image and its hosted logs have it.
+    fn alter_topic_configs<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        topic: &'a str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> AdminFuture<'a, Result<(), (ErrorCode, String)>> {
+        Box::pin(crate::handler::configs::alter_topic_locally(
+            ctx,
+            topic,
+            configs,
+            validate_only,
+        ))
     }
 }
 

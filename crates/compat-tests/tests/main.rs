@@ -3,6 +3,7 @@
 //! module name: `cargo test -p weir-compat-tests --test integration <module>::`.
 
 mod cluster;
+mod cluster_configs;
 mod compaction;
 mod conformance;
 mod console;

@@ -50,12 +50,15 @@ fn describe_one(
     let want = |n: &str| keys.is_none_or(|k| k.iter().any(|x| x == n));
     match resource_type {
         RESOURCE_TOPIC => {
-            let Some(t) = b.topic(name) else {
+            // From the cluster snapshot: in a cluster, the image's
+            // overrides, also for topics this broker hosts no replica of.
+            let snap = b.cluster();
+            let Some(configs) = snap.topic_configs(name) else {
                 result.error_code = ErrorCode::UnknownTopicOrPartition.code();
                 result.error_message = Some(format!("Topic {name} does not exist"));
                 return result;
             };
-            for r in topic_config::resolve_all(&b.effective_config(), &t.configs) {
+            for r in topic_config::resolve_all(&b.effective_config(), configs) {
                 if !want(r.def.name) {
                     continue;
                 }
@@ -255,27 +258,61 @@ pub fn describe(ctx: &RequestContext, req: DescribeConfigsRequest) -> Reply {
     }))
 }
 
-/// Applies a new override set to a topic; returns (error code, message).
+/// Makes `configs` a topic's new override set: validated here, on every
+/// broker alike (a bad name or value is INVALID_CONFIG), then applied by
+/// the broker's [`TopicAdmin`](crate::cluster::TopicAdmin) (this broker's
+/// logs on a single node, the active controller in a cluster). Returns
+/// (error code, message).
 async fn apply_topic(
-    b: &Broker,
+    ctx: &RequestContext,
     name: &str,
     configs: Result<BTreeMap<String, String>, String>,
     validate_only: bool,
 ) -> (ErrorCode, Option<String>) {
+    let b = &ctx.broker;
     let configs = match configs {
         Ok(c) => c,
         Err(msg) => return (ErrorCode::InvalidConfig, Some(msg)),
     };
-    if b.topic(name).is_none() {
+    if b.cluster().topic(name).is_none() {
         return (
             ErrorCode::UnknownTopicOrPartition,
             Some(format!("Topic {name} does not exist")),
         );
     }
-    match super::blocking(|| b.set_topic_configs(name, configs, validate_only)) {
-        Ok(()) => (ErrorCode::None, None),
-        Err(msg) => (ErrorCode::InvalidConfig, Some(msg)),
+    let valid = topic_config::validate_overrides(&configs)
+        .and_then(|()| topic_config::log_config(&b.effective_config(), &configs).validate());
+    if let Err(msg) = valid {
+        return (ErrorCode::InvalidConfig, Some(msg));
     }
+    let admin = b.topic_admin();
+    match admin
+        .alter_topic_configs(ctx, name, configs, validate_only)
+        .await
+    {
+        Ok(()) => (ErrorCode::None, None),
+        Err((code, msg)) => (code, Some(msg)),
+    }
+}
+
+/// The single node's [`TopicAdmin::alter_topic_configs`](crate::cluster::TopicAdmin::alter_topic_configs):
+/// the topic store and every log of the topic take the new overrides.
+pub async fn alter_topic_locally(
+    ctx: &RequestContext,
+    name: &str,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), (ErrorCode, String)> {
+    let b = &ctx.broker;
+    let _guard = b.admin.lock().await;
+    if b.topic(name).is_none() {
+        return Err((
+            ErrorCode::UnknownTopicOrPartition,
+            format!("Topic {name} does not exist"),
+        ));
+    }
+    super::blocking(|| b.set_topic_configs(name, configs, validate_only))
+        .map_err(|msg| (ErrorCode::InvalidConfig, msg))
 }
 
 /// Replaces the dynamic configs of a BROKER resource; every refusal is
@@ -286,6 +323,7 @@ async fn apply_broker(
     configs: impl FnOnce(Scope) -> Result<BTreeMap<String, String>, String>,
     validate_only: bool,
 ) -> (ErrorCode, Option<String>) {
+    let _guard = b.admin.lock().await;
     let result = dynamic_config::scope_of(name, b.config.node_id)
         .and_then(|scope| Ok((scope, configs(scope)?)))
         .and_then(|(scope, configs)| {
@@ -317,14 +355,23 @@ fn full_set(
         .collect()
 }
 
+/// Broker and group resources are changed under `admin`, one resource at a
+/// time; a topic's change is its admin's (which takes `admin` itself on a
+/// single node, and in a cluster must not hold it while the image's change
+/// is hosted).
 pub async fn alter(ctx: &RequestContext, req: AlterConfigsRequest) -> Reply {
     let b = &ctx.broker;
-    let _guard = b.admin.lock().await;
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
         let (error_code, error_message) = match r.resource_type {
             RESOURCE_TOPIC => {
-                apply_topic(b, &r.resource_name, full_set(&r.configs), req.validate_only).await
+                apply_topic(
+                    ctx,
+                    &r.resource_name,
+                    full_set(&r.configs),
+                    req.validate_only,
+                )
+                .await
             }
             RESOURCE_BROKER => {
                 let set = |_| full_set(&r.configs);
@@ -440,9 +487,10 @@ fn apply_op(
     Ok(())
 }
 
+/// Locking as [`alter`]. A topic's operations apply to the overrides of
+/// the broker's cluster snapshot, and the result is the new complete set.
 pub async fn incremental_alter(ctx: &RequestContext, req: IncrementalAlterConfigsRequest) -> Reply {
     let b = &ctx.broker;
-    let _guard = b.admin.lock().await;
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
         let (error_code, error_message) = if r.resource_type == RESOURCE_BROKER {
@@ -465,6 +513,7 @@ pub async fn incremental_alter(ctx: &RequestContext, req: IncrementalAlterConfig
             };
             apply_broker(b, &r.resource_name, ops, req.validate_only).await
         } else if r.resource_type == RESOURCE_GROUP {
+            let _guard = b.admin.lock().await;
             let mut o = b.group_configs(&r.resource_name);
             let applied = r.configs.iter().try_for_each(|c| {
                 let ty = configdef::group_def(&c.name).map(|d| d.ty);
@@ -492,10 +541,11 @@ pub async fn incremental_alter(ctx: &RequestContext, req: IncrementalAlterConfig
                 }
             }
         } else if r.resource_type == RESOURCE_TOPIC {
-            let configs = match b.topic(&r.resource_name) {
+            let snap = b.cluster();
+            let configs = match snap.topic_configs(&r.resource_name) {
                 None => Ok(BTreeMap::new()),
-                Some(t) => {
-                    let mut o = t.configs.clone();
+                Some(current) => {
+                    let mut o = current.clone();
                     r.configs
                         .iter()
                         .try_for_each(|c| {
@@ -510,7 +560,7 @@ pub async fn incremental_alter(ctx: &RequestContext, req: IncrementalAlterConfig
                         .map(|()| o)
                 }
             };
-            apply_topic(b, &r.resource_name, configs, req.validate_only).await
+            apply_topic(ctx, &r.resource_name, configs, req.validate_only).await
         } else {
             unsupported(r.resource_type)
         };

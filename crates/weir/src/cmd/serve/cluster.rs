@@ -7,8 +7,9 @@
 //!   image this node applies (live brokers, the active controller, each
 //!   partition's leader, epoch, replicas, ISR and offline replicas);
 //! - [`ForwardingAdmin`]: the broker's [`TopicAdmin`], which sends
-//!   CreateTopics, DeleteTopics and CreatePartitions to the active
-//!   controller and answers once this node's image shows the change;
+//!   CreateTopics, DeleteTopics, CreatePartitions and topic config changes
+//!   to the active controller and answers once this node's image shows the
+//!   change;
 //! - [`follow_image`]: after every applied batch, the broker hosts the
 //!   partitions the image assigns it and coordinates the groups of the
 //!   `__consumer_offsets` partitions it leads.
@@ -25,6 +26,7 @@ use weir_broker::cluster::{
     TopicView,
 };
 use weir_broker::handler::RequestContext;
+use weir_broker::handler::configs::{OP_DELETE, OP_SET};
 use weir_broker::{Broker, BrokerConfig};
 use weir_cluster::client::{ControllerClient, ControllerClientConfig};
 use weir_cluster::{ImageReader, QuorumController};
@@ -34,9 +36,13 @@ use weir_protocol::messages::create_partitions_response::CreatePartitionsTopicRe
 use weir_protocol::messages::create_topics_request::CreatableTopicConfig;
 use weir_protocol::messages::create_topics_response::CreatableTopicResult;
 use weir_protocol::messages::delete_topics_response::DeletableTopicResult;
+use weir_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use weir_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
 };
 
 /// The listener name brokers register their client listener under.
@@ -125,7 +131,13 @@ pub fn snapshot_of(image: &MetadataImage, controller_id: i32) -> ClusterSnapshot
                 .collect(),
         })
         .collect();
-    ClusterSnapshot::new(brokers, controller_id, topics)
+    let configs = image.topics().filter_map(|t| {
+        Some((
+            t.name.clone(),
+            image.configs(TOPIC_RESOURCE, &t.name)?.clone(),
+        ))
+    });
+    ClusterSnapshot::new(brokers, controller_id, topics).with_topic_configs(configs)
 }
 
 /// The topics with a replica on broker `me`, as `reconcile_hosted` takes
@@ -337,6 +349,88 @@ impl TopicAdmin for ForwardingAdmin {
                     ..Default::default()
                 },
             }
+        })
+    }
+
+    /// Sent as IncrementalAlterConfigs: the new set as SET operations and
+    /// a DELETE for each override this node's image has that the set
+    /// drops (see weir-cluster's `listener::configs`). Answered once the
+    /// image has the new set and the broker's hosted logs took it.
+    fn alter_topic_configs<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        topic: &'a str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> AdminFuture<'a, Result<(), (ErrorCode, String)>> {
+        Box::pin(async move {
+            let current = self
+                .images
+                .current()
+                .image
+                .configs(TOPIC_RESOURCE, topic)
+                .cloned()
+                .unwrap_or_default();
+            let removed: Vec<String> = current
+                .into_keys()
+                .filter(|k| !configs.contains_key(k))
+                .collect();
+            let ops = configs
+                .iter()
+                .map(|(name, value)| AlterableConfig {
+                    name: name.clone(),
+                    config_operation: OP_SET,
+                    value: Some(value.clone()),
+                    ..Default::default()
+                })
+                .chain(removed.iter().map(|name| AlterableConfig {
+                    name: name.clone(),
+                    config_operation: OP_DELETE,
+                    value: None,
+                    ..Default::default()
+                }))
+                .collect();
+            let req = IncrementalAlterConfigsRequest {
+                resources: vec![AlterConfigsResource {
+                    resource_type: TOPIC_RESOURCE,
+                    resource_name: topic.to_string(),
+                    configs: ops,
+                    ..Default::default()
+                }],
+                validate_only,
+                ..Default::default()
+            };
+            let resp = self
+                .client
+                .send(&req)
+                .await
+                .map_err(|e| (ErrorCode::RequestTimedOut, e.to_string()))?;
+            let Some(r) = resp.responses.first() else {
+                return Err((
+                    ErrorCode::UnknownServerError,
+                    "the controller answered no resource".to_string(),
+                ));
+            };
+            let code = ErrorCode::from_code_lossy(r.error_code);
+            if code != ErrorCode::None {
+                return Err((code, r.error_message.clone().unwrap_or_default()));
+            }
+            if !validate_only {
+                // Done when the image has the new set, or no longer has the
+                // topic; another change may have committed after ours.
+                self.caught_up(|image| {
+                    image.topic_by_name(topic).is_none()
+                        || image.configs(TOPIC_RESOURCE, topic).map_or_else(
+                            || configs.is_empty(),
+                            |c| {
+                                configs.iter().all(|(k, v)| c.get(k) == Some(v))
+                                    && removed.iter().all(|k| !c.contains_key(k))
+                            },
+                        )
+                })
+                .await;
+            }
+            Ok(())
         })
     }
 
