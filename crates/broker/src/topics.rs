@@ -44,6 +44,15 @@ pub enum TopicStoreError {
         found: i32,
         configured: i32,
     },
+    #[error(
+        "{path}: cluster.id {found} is not this node's cluster ({expected}): the data dir belongs \
+         to another cluster, or controller.quorum.voters changed (set cluster.id to keep it)"
+    )]
+    ClusterIdMismatch {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TopicStoreError + '_ {
@@ -329,10 +338,11 @@ pub fn load_or_create_meta_in(
             if let Some(expected) = expected_cluster_id
                 && expected != cluster_id
             {
-                return Err(corrupt(&format!(
-                    "cluster.id {cluster_id} is not this cluster's ({expected}): \
-                     the data dir belongs to another cluster"
-                )));
+                return Err(TopicStoreError::ClusterIdMismatch {
+                    path,
+                    found: cluster_id,
+                    expected: expected.to_string(),
+                });
             }
             let directory_id = kv
                 .get("directory.id")
@@ -454,5 +464,24 @@ mod tests {
             load_or_create_meta(d.path(), 2),
             Err(TopicStoreError::NodeIdMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn a_cluster_member_gets_its_cluster_id_and_refuses_another() {
+        let d = tempfile::tempdir().unwrap();
+        let m = load_or_create_meta_in(d.path(), 3, Some("AAAAAAAAAAAAAAAAAAAAAQ")).unwrap();
+        assert_eq!(m.cluster_id, "AAAAAAAAAAAAAAAAAAAAAQ");
+        assert_eq!(
+            load_or_create_meta_in(d.path(), 3, Some("AAAAAAAAAAAAAAAAAAAAAQ")).unwrap(),
+            m
+        );
+        // a single node's reading does not ask
+        assert_eq!(load_or_create_meta(d.path(), 3).unwrap(), m);
+        let e = load_or_create_meta_in(d.path(), 3, Some("AAAAAAAAAAAAAAAAAAAAAg")).unwrap_err();
+        assert!(
+            matches!(e, TopicStoreError::ClusterIdMismatch { .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("belongs to another cluster"), "{e}");
     }
 }
