@@ -218,3 +218,61 @@ fn inconsistent_quorum_and_secured_kraft_settings_are_refused_at_start() {
         assert!(!dir.path().join("kraft-combined-logs").exists());
     }
 }
+
+#[test]
+fn a_cluster_member_refuses_a_data_dir_with_partitions_but_no_cluster_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // A single node's data: a partition directory, no weir-metadata/.
+    std::fs::create_dir_all(data.join("orders-0")).unwrap();
+    let (c1, c2) = (free_port(), free_port());
+    let out = Command::new(BIN)
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--set", "node.id=1"])
+        .args(["--set", "process.roles=broker,controller"])
+        .args([
+            "--set",
+            &format!("controller.quorum.voters=1@127.0.0.1:{c1},2@127.0.0.1:{c2}"),
+        ])
+        .args([
+            "--set",
+            &format!("listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{c1}"),
+        ])
+        .args(["--set", "controller.listener.names=CONTROLLER"])
+        .args(["--set", "http.listeners="])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: a node that wrongly starts is killed, and the test fails.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut child = Killed(out);
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.0.stderr.take()
+        && status.is_some()
+    {
+        use std::io::Read;
+        e.read_to_string(&mut stderr).unwrap();
+    }
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("holds 1 partition directories (orders-0, ...)"),
+        "{stderr}"
+    );
+    // nothing was touched
+    assert!(data.join("orders-0").is_dir());
+    assert!(!data.join("weir-metadata").exists());
+}

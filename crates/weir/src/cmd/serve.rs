@@ -276,6 +276,9 @@ async fn start_member(
     };
     // Not `<topic>-<n>`: the log manager leaves it alone.
     let metadata_dir = first_dir.join("weir-metadata");
+    if !metadata_dir.exists() {
+        refuse_single_node_data(&config.log_dirs)?;
+    }
     let ms =
         |name: &str, default: i64| -> u64 { config.integer(name).unwrap_or(default).max(1) as u64 };
     let session_timeout_ms = ms("broker.session.timeout.ms", 9000);
@@ -419,4 +422,31 @@ fn controller_metrics(
             w.sample_int(name, &[], i128::from(value));
         }
     })
+}
+
+/// A cluster member hosts only what the metadata log assigns it, and deletes
+/// any other topic's logs. So a data dir that holds partitions but no
+/// metadata log yet (a single node's, say) is refused instead of emptied.
+fn refuse_single_node_data(log_dirs: &[std::path::PathBuf]) -> Result<(), String> {
+    for dir in log_dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let partitions: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| weir_storage::TopicPartition::from_dir_name(n).is_some())
+            .collect();
+        if let Some(first) = partitions.first() {
+            return Err(format!(
+                "{} holds {} partition directories ({first}, ...) but no cluster metadata \
+                 (weir-metadata/): it is not a cluster member's data dir, and joining a cluster \
+                 would delete them; start this node on an empty data dir",
+                dir.display(),
+                partitions.len()
+            ));
+        }
+    }
+    Ok(())
 }
