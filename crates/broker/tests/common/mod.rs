@@ -502,6 +502,19 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
             validate_only: true,
             ..Default::default()
         }),
+        ApiKey::ElectLeaders => {
+            RequestBody::ElectLeaders(weir_protocol::messages::ElectLeadersRequest {
+                topic_partitions: Some(vec![
+                    weir_protocol::messages::elect_leaders_request::TopicPartitions {
+                        topic: t.into(),
+                        partitions: vec![0],
+                        ..Default::default()
+                    },
+                ]),
+                timeout_ms: 1000,
+                ..Default::default()
+            })
+        }
         ApiKey::DescribeCluster => RequestBody::DescribeCluster(DescribeClusterRequest::default()),
         // Group APIs: requests that get an immediate answer (errors are fine:
         // the point is that every version is decoded and answered).
