@@ -99,6 +99,11 @@ pub struct Broker {
     pub(crate) topics: Arc<RwLock<TopicStore>>,
     /// Serialises topic creation, deletion and config changes.
     pub admin: tokio::sync::Mutex<()>,
+    /// Held across a topic config change from reading the current overrides
+    /// to the new set being in effect, so two incremental changes on this
+    /// broker never lose one another's keys. Taken before `admin`, never
+    /// after it.
+    pub config_changes: tokio::sync::Mutex<()>,
     /// Host and port announced in Metadata.
     advertised: Arc<RwLock<(String, u16)>>,
     /// Brokers, controller and partition leadership as handlers see them;
@@ -248,6 +253,7 @@ impl Broker {
             logs,
             topics,
             admin: tokio::sync::Mutex::new(()),
+            config_changes: tokio::sync::Mutex::new(()),
             advertised,
             cluster: RwLock::new(Arc::new(single)),
             topic_admin: RwLock::new(Arc::new(LocalTopicAdmin)),

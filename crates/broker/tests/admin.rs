@@ -516,3 +516,81 @@ async fn elect_leaders_on_a_single_node_has_nothing_to_elect() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Incremental changes of different keys of one topic, sent at once on
+/// separate connections: every key is in the final set (none overwrote
+/// another's with the overrides it read before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_incremental_topic_changes_keep_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "many", 1, &[]).await, NONE);
+    let keys = [
+        ("retention.ms", "86400001"),
+        ("retention.bytes", "1000001"),
+        ("segment.ms", "3600001"),
+        ("max.message.bytes", "100001"),
+        ("min.insync.replicas", "1"),
+        ("delete.retention.ms", "86400002"),
+        ("min.compaction.lag.ms", "5"),
+        ("max.compaction.lag.ms", "86400003"),
+        ("file.delete.delay.ms", "60001"),
+        ("segment.index.bytes", "10485761"),
+        ("index.interval.bytes", "4097"),
+        ("message.timestamp.type", "LogAppendTime"),
+    ];
+    for round in 0..5 {
+        let tasks: Vec<_> = keys
+            .iter()
+            .map(|&(name, value)| {
+                let addr = b.local_addr;
+                tokio::spawn(async move {
+                    let mut c = Client::connect(addr).await;
+                    let req = IncrementalAlterConfigsRequest {
+                        resources: vec![incremental_alter_configs_request::AlterConfigsResource {
+                            resource_type: 2,
+                            resource_name: "many".into(),
+                            configs: vec![incremental_alter_configs_request::AlterableConfig {
+                                name: name.into(),
+                                config_operation: 0,
+                                value: Some(value.into()),
+                                ..Default::default()
+                            }],
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    };
+                    match c.call(RequestBody::IncrementalAlterConfigs(req), 1).await {
+                        ResponseBody::IncrementalAlterConfigs(r) => r.responses[0].error_code,
+                        other => panic!("{other:?}"),
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert_eq!(t.await.unwrap(), NONE);
+        }
+        let m = topic_config(&mut c, "many").await;
+        for (name, value) in keys {
+            assert_eq!(
+                m[name],
+                (Some(value.to_string()), 1),
+                "round {round}: {name} lost"
+            );
+        }
+        // start the next round from no overrides
+        let req = AlterConfigsRequest {
+            resources: vec![alter_configs_request::AlterConfigsResource {
+                resource_type: 2,
+                resource_name: "many".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        match c.call(RequestBody::AlterConfigs(req), 1).await {
+            ResponseBody::AlterConfigs(r) => assert_eq!(r.responses[0].error_code, NONE),
+            other => panic!("{other:?}"),
+        }
+    }
+}

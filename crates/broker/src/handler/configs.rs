@@ -541,6 +541,7 @@ pub async fn incremental_alter(ctx: &RequestContext, req: IncrementalAlterConfig
                 }
             }
         } else if r.resource_type == RESOURCE_TOPIC {
+            let _changing = b.config_changes.lock().await;
             let snap = b.cluster();
             let configs = match snap.topic_configs(&r.resource_name) {
                 None => Ok(BTreeMap::new()),
