@@ -1,11 +1,10 @@
 //! Shared broker state: configuration, the log manager, the topic store,
-//! producer state and the append notifications that wake long-poll fetches.
+//! producer state and the per-partition wake-ups of long-poll fetches.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use tokio::sync::watch;
 use weir_protocol::Uuid;
 use weir_protocol::error_code::ErrorCode;
 use weir_storage::backend::{FileStorage, Storage};
@@ -18,6 +17,7 @@ use crate::groups::Groups;
 use crate::producer_state::PartitionProducers;
 use crate::topic_config;
 use crate::topics::{self, MetaProperties, TopicMeta, TopicStore, TopicStoreError};
+use crate::wakeups::PartitionWakeups;
 
 /// Milliseconds since the Unix epoch; injectable for tests.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -112,7 +112,8 @@ pub struct Broker {
     /// Who creates and deletes topics; [`LocalTopicAdmin`] unless a cluster
     /// installed its own.
     topic_admin: RwLock<Arc<dyn TopicAdmin>>,
-    appended: watch::Sender<u64>,
+    /// Long-poll fetches waiting for appends, by partition.
+    pub wakeups: PartitionWakeups,
     /// Per-partition producer state; `None` until first used after start.
     pub(crate) producers: Mutex<HashMap<TopicPartition, Arc<Mutex<Option<PartitionProducers>>>>>,
     /// Serialises high-watermark updates so the HW never moves backwards.
@@ -257,7 +258,7 @@ impl Broker {
             advertised,
             cluster: RwLock::new(Arc::new(single)),
             topic_admin: RwLock::new(Arc::new(LocalTopicAdmin)),
-            appended: watch::channel(0).0,
+            wakeups: PartitionWakeups::default(),
             producers: Mutex::new(HashMap::new()),
             hw_lock: Mutex::new(()),
             next_producer_id: AtomicI64::new(now.max(1).saturating_mul(1000)),
@@ -655,13 +656,10 @@ impl Broker {
         }
     }
 
-    /// Wakes long-poll fetches after data became visible.
-    pub fn notify_append(&self) {
-        self.appended.send_modify(|v| *v = v.wrapping_add(1));
-    }
-
-    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
-        self.appended.subscribe()
+    /// Wakes the long-poll fetches waiting on `log`'s partition after data
+    /// became visible there.
+    pub fn notify_append(&self, log: &Log) {
+        self.wakeups.wake(log.topic_partition());
     }
 
     pub fn allocate_producer_id(&self) -> i64 {

@@ -447,7 +447,7 @@ fn append(b: &Broker, partition: i32, records: &[OffsetsRecord]) -> Result<(), G
     let mut buf = batch.as_bytes().to_vec();
     log.append(&mut buf, now)?;
     b.advance_high_watermark(&log);
-    b.notify_append();
+    b.notify_append(&log);
     Ok(())
 }
 

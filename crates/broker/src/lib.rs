@@ -40,6 +40,7 @@ pub mod producer_state_io;
 pub mod server;
 pub mod topic_config;
 pub mod topics;
+pub mod wakeups;
 
 pub use broker::{Broker, BrokerError};
 pub use config::{BrokerConfig, ConfigError, ConfigSources};

@@ -235,6 +235,9 @@ pub struct BrokerMetrics {
     open_connections: AtomicI64,
     /// Fetch requests waiting for data now (long polls).
     parked_fetches: AtomicI64,
+    /// Parked fetches woken by an append to one of their partitions (each
+    /// wake-up is one more read of the request's partitions).
+    pub fetch_wakeups: AtomicU64,
     /// Memory of request frames (`queued.max.request.bytes`).
     pub request_memory: Arc<RequestMemoryGauges>,
     pub http_requests: AtomicU64,
@@ -262,6 +265,7 @@ impl BrokerMetrics {
             connections_rejected: AtomicU64::new(0),
             open_connections: AtomicI64::new(0),
             parked_fetches: AtomicI64::new(0),
+            fetch_wakeups: AtomicU64::new(0),
             request_memory: Arc::default(),
             http_requests: AtomicU64::new(0),
             retention: RetentionStats::default(),

@@ -15,6 +15,7 @@ mod data;
 mod decoders_fuzz_smoke;
 mod dynamic_configs;
 mod embedded;
+mod fetch_wakeups;
 mod groups;
 mod hosting;
 mod http_host;

@@ -1,10 +1,12 @@
 //! Fetch: reads below the high watermark, long-polls until `min_bytes` are
-//! available or `max_wait_ms` passes (woken by appends), and hands file
+//! available or `max_wait_ms` passes (woken by appends to the request's
+//! partitions, see [`crate::wakeups`]), and hands file
 //! regions to the connection, which sends them with sendfile.
 //!
 //! Fetch sessions (KIP-227) are not kept: every response carries session id
 //! 0, which tells clients to send full fetch requests.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,7 +16,7 @@ use weir_protocol::messages::fetch_response::{
     FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use weir_protocol::messages::{FetchRequest, FetchResponse, ResponseBody};
-use weir_storage::{FileRegion, StorageError};
+use weir_storage::{FileRegion, StorageError, TopicPartition};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
@@ -190,6 +192,28 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
     pass
 }
 
+/// The partitions of a request, by topic name (topic ids resolved as
+/// [`read_pass`] does; unknown ones are left out).
+fn partitions(b: &Broker, req: &FetchRequest, version: i16) -> Vec<TopicPartition> {
+    let snap = b.cluster();
+    let mut out = Vec::new();
+    for ft in &req.topics {
+        let meta = if version >= 13 {
+            snap.topic_by_id(&ft.topic_id.0)
+        } else {
+            snap.topic(&ft.topic)
+        };
+        if let Some(t) = meta {
+            out.extend(
+                ft.partitions
+                    .iter()
+                    .map(|fp| TopicPartition::new(t.name.clone(), fp.partition)),
+            );
+        }
+    }
+    out
+}
+
 pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
     let b = &ctx.broker;
     let version = ctx.api_version;
@@ -203,24 +227,31 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
     let max_wait = (req.max_wait_ms as i64).clamp(0, MAX_WAIT_CAP_MS);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(max_wait as u64);
     let min_bytes = req.min_bytes.max(0) as usize;
-    let mut appends = b.subscribe_appends();
+    // Registered under the request's partitions once the first pass finds
+    // too little, and before the pass that decides to wait: no append made
+    // after that pass's reads goes unnoticed.
+    let mut registration = None;
     let pass = loop {
-        appends.borrow_and_update();
         let pass = read_pass(b, &req, version);
         if pass.bytes >= min_bytes || pass.errors || tokio::time::Instant::now() >= deadline {
             break pass;
         }
         // release file handles while waiting
         drop(pass);
+        let Some(reg) = &registration else {
+            registration = Some(b.wakeups.register(partitions(b, &req, version)));
+            continue;
+        };
         let mut shutdown = ctx.shutdown.clone();
         let _parked = b.metrics.fetch_parked();
         let woken = tokio::select! {
-            r = tokio::time::timeout_at(deadline, appends.changed()) => matches!(r, Ok(Ok(()))),
+            r = tokio::time::timeout_at(deadline, reg.notified()) => r.is_ok(),
             _ = shutdown.wait_for(|stop| *stop) => false,
         };
         if !woken {
             break read_pass(b, &req, version);
         }
+        b.metrics.fetch_wakeups.fetch_add(1, Ordering::Relaxed);
     };
     let body = ResponseBody::Fetch(FetchResponse {
         throttle_time_ms: 0,

@@ -167,6 +167,7 @@ pub fn append_partition(
     let mut do_append = |buf: &[u8]| match log.append_shared(buf, now) {
         Ok((info, flush)) => {
             b.advance_high_watermark(&log);
+            b.notify_append(&log);
             flush_end = flush;
             Ok(info)
         }
@@ -281,7 +282,6 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
             )
         })
     };
-    let mut any_appended = false;
     let mut any_error = false;
     let mut responses = Vec::with_capacity(req.topic_data.len());
     // Syncs asked for by the flush policy, with the (topic, partition) slot
@@ -322,9 +322,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                 }
                 r
             };
-            if r.error_code.is_ok() {
-                any_appended = true;
-            } else {
+            if !r.error_code.is_ok() {
                 any_error = true;
                 tracing::debug!(topic = %topic.name, partition = p.index, code = r.error_code.code(), "produce failed: {:?}", r.error_message);
             }
@@ -353,9 +351,6 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
             partition_responses: partitions,
             ..Default::default()
         });
-    }
-    if any_appended {
-        b.notify_append();
     }
     let node_endpoints: Vec<NodeEndpoint> = snap
         .nodes(named_leaders)

@@ -189,6 +189,11 @@ fn network(w: &mut TextWriter, b: &Broker) {
             load(&m.connections_rejected),
         ),
         (
+            "weir_fetch_wakeups_total",
+            "Parked fetches woken by an append to one of their partitions (each re-reads its partitions).",
+            load(&m.fetch_wakeups),
+        ),
+        (
             "weir_http_requests_total",
             "Requests served by the HTTP listener (metrics and console).",
             load(&m.http_requests),
