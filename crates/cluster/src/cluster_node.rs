@@ -10,7 +10,6 @@
 //! nothing on an initialized log, so restarts are safe). Every other voter
 //! waits to be replicated to.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -129,12 +128,9 @@ impl ClusterNode {
             )));
         }
         let client = Arc::new(ControllerClient::new(voters, config.client));
-        let lifecycle = config.broker.map(|(info, lifecycle)| {
-            let images = node.images.clone();
-            let offset =
-                Arc::new(move || i64::try_from(images.current().index).unwrap_or(i64::MAX));
-            BrokerLifecycle::start(info, lifecycle, Arc::clone(&client), offset)
-        });
+        let lifecycle = config
+            .broker
+            .map(|(info, lifecycle)| start_lifecycle(&node, &client, info, lifecycle));
         Ok(ClusterNode {
             node,
             client,
@@ -147,12 +143,11 @@ impl ClusterNode {
         self.node.node_id()
     }
 
-    /// Attaches a broker lifecycle started after the node: a broker whose
-    /// client listener's address is known only once it is bound. Replaces
-    /// (and stops) one given in the config.
-    pub fn with_lifecycle(mut self, lifecycle: BrokerLifecycle) -> Self {
-        self.lifecycle = Some(lifecycle);
-        self
+    /// Starts this node's broker lifecycle after the node itself: for a
+    /// broker whose client listener's address is known only once it is
+    /// bound. Replaces (and stops) one given in the config.
+    pub fn start_broker(&mut self, info: BrokerInfo, config: LifecycleConfig) {
+        self.lifecycle = Some(start_lifecycle(&self.node, &self.client, info, config));
     }
 
     /// The metadata image this node applies, for the broker side.
@@ -205,6 +200,19 @@ impl ClusterNode {
     }
 }
 
+/// Registration and heartbeats of this node's broker, reporting the index
+/// of the image the node has applied as its metadata offset.
+fn start_lifecycle(
+    node: &ControllerNode,
+    client: &Arc<ControllerClient>,
+    info: BrokerInfo,
+    config: LifecycleConfig,
+) -> BrokerLifecycle {
+    let images = node.images.clone();
+    let offset = Arc::new(move || i64::try_from(images.current().index).unwrap_or(i64::MAX));
+    BrokerLifecycle::start(info, config, Arc::clone(client), offset)
+}
+
 /// Tasks aborted when dropped.
 struct Tasks(Vec<JoinHandle<()>>);
 
@@ -252,45 +260,6 @@ async fn rebalance_leaders(controller: QuorumController, interval: Duration) {
             }
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "leader rebalance skipped"),
-        }
-    }
-}
-
-/// The voters' map from Kafka's `controller.quorum.voters`
-/// (`1@host:port,2@host:port`).
-pub fn parse_voters(s: &str) -> Result<BTreeMap<u64, String>, String> {
-    let mut voters = BTreeMap::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (id, addr) = part
-            .split_once('@')
-            .ok_or_else(|| format!("voter {part:?} is not id@host:port"))?;
-        let id: u64 = id
-            .parse()
-            .map_err(|_| format!("voter {part:?} has no numeric id"))?;
-        if crate::listener::split_host_port(addr).is_none() {
-            return Err(format!("voter {part:?} has no host:port"));
-        }
-        if voters.insert(id, addr.to_string()).is_some() {
-            return Err(format!("voter id {id} appears twice"));
-        }
-    }
-    if voters.is_empty() {
-        return Err("controller.quorum.voters is empty".into());
-    }
-    Ok(voters)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_voters;
-
-    #[test]
-    fn voters_parse_as_kafka_writes_them() {
-        let v = parse_voters("1@127.0.0.1:9093, 2@[::1]:9094,3@host-c:9095").unwrap();
-        assert_eq!(v.len(), 3);
-        assert_eq!(v[&2], "[::1]:9094");
-        for bad in ["", "1", "x@h:1", "1@h", "1@h:port", "1@h:1,1@h:2"] {
-            assert!(parse_voters(bad).is_err(), "{bad:?} is refused");
         }
     }
 }

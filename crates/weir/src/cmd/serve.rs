@@ -255,7 +255,7 @@ async fn start_member(
     use std::sync::Arc;
     use std::time::Duration;
     use weir_cluster::cluster_node::ClusterNodeConfig;
-    use weir_cluster::lifecycle::{BrokerInfo, BrokerLifecycle, LifecycleConfig};
+    use weir_cluster::lifecycle::{BrokerInfo, LifecycleConfig};
 
     let node_id = config.node_id;
     let Some((_, controller_listener)) = config.controller_listener.clone() else {
@@ -279,15 +279,29 @@ async fn start_member(
     if !metadata_dir.exists() {
         refuse_single_node_data(&config.log_dirs)?;
     }
-    let ms =
-        |name: &str, default: i64| -> u64 { config.integer(name).unwrap_or(default).max(1) as u64 };
-    let session_timeout_ms = ms("broker.session.timeout.ms", 9000);
-    let heartbeat_interval_ms = ms("broker.heartbeat.interval.ms", 2000);
+    // Every name below has its default in the broker's config table;
+    // `fallback`, the consumer's own default, is only for a name it lacks.
+    let setting = |name: &str, fallback: u64| -> u64 {
+        config
+            .integer(name)
+            .map_or(fallback, |v| u64::try_from(v.max(1)).unwrap_or(fallback))
+    };
+    let session_timeout_ms = setting(
+        "broker.session.timeout.ms",
+        weir_metadata::controller::DEFAULT_SESSION_TIMEOUT_MS,
+    );
+    let heartbeat_interval_ms = setting(
+        "broker.heartbeat.interval.ms",
+        weir_cluster::lifecycle::DEFAULT_HEARTBEAT_INTERVAL.as_millis() as u64,
+    );
     let mut raft = weir_raft::RaftOptions::new(node_id as u64, metadata_dir, voters.clone());
     // Kafka's controller.quorum.election.timeout.ms: a follower that hears
     // nothing from the leader for a random time between it and twice it
     // starts an election.
-    let election_ms = ms("controller.quorum.election.timeout.ms", 1000);
+    let election_ms = setting(
+        "controller.quorum.election.timeout.ms",
+        raft.election_timeout_min_ms,
+    );
     raft.election_timeout_min_ms = election_ms;
     raft.election_timeout_max_ms = election_ms * 2;
     raft.heartbeat_interval_ms = (election_ms / 10).max(1);
@@ -300,9 +314,11 @@ async fn start_member(
     cfg.auto_leader_rebalance_enable = config
         .value("auto.leader.rebalance.enable")
         .is_none_or(|v| v.eq_ignore_ascii_case("true"));
-    cfg.leader_imbalance_check_interval =
-        Duration::from_secs(ms("leader.imbalance.check.interval.seconds", 300));
-    let node = weir_cluster::ClusterNode::start(cfg, listener)
+    cfg.leader_imbalance_check_interval = Duration::from_secs(setting(
+        "leader.imbalance.check.interval.seconds",
+        cfg.leader_imbalance_check_interval.as_secs(),
+    ));
+    let mut node = weir_cluster::ClusterNode::start(cfg, listener)
         .await
         .map_err(|e| format!("cannot start the metadata quorum: {e}"))?;
     let images = node.images();
@@ -346,10 +362,7 @@ async fn start_member(
         // anyway; waiting longer for a lost quorum gains nothing.
         shutdown_timeout: Duration::from_millis(session_timeout_ms),
     };
-    let offset_images = images.clone();
-    let offset = Arc::new(move || i64::try_from(offset_images.current().index).unwrap_or(i64::MAX));
-    let lifecycle = BrokerLifecycle::start(info, lifecycle, node.controller_client(), offset);
-    let node = node.with_lifecycle(lifecycle);
+    node.start_broker(info, lifecycle);
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let tasks = vec![
         tokio::spawn(cluster::follow_image(

@@ -474,10 +474,8 @@ pub async fn follow_image(
         if last.as_ref() != Some(&hosted) {
             let errors = {
                 let guard = broker.admin.lock().await;
-                let b = broker.clone();
-                let h = hosted.clone();
                 // Creating and deleting logs does file I/O and fsyncs.
-                tokio::task::block_in_place(|| b.reconcile_hosted(&guard, &h))
+                tokio::task::block_in_place(|| broker.reconcile_hosted(&guard, &hosted))
             };
             for e in &errors {
                 tracing::warn!(error = %e, "cannot host what the metadata image assigns");
@@ -491,8 +489,7 @@ pub async fn follow_image(
             hosted_index.send_replace(applied.index);
         }
         if let Some(groups) = broker.groups() {
-            let b = broker.clone();
-            tokio::task::block_in_place(|| groups.follow_leadership(&b));
+            tokio::task::block_in_place(|| groups.follow_leadership(&broker));
         }
         tokio::select! {
             r = updates.changed() => {
@@ -525,10 +522,12 @@ pub async fn ensure_offsets_topic(
             ..ControllerClientConfig::default()
         },
     );
-    let partitions = config.integer("offsets.topic.num.partitions").unwrap_or(50) as i32;
+    // The count the group coordinator places groups over.
+    let partitions = weir_broker::groups::group_config(&config).offsets_topic_partitions;
+    // In the config table, whose default (3) is Kafka's.
     let wanted_rf = config
         .integer("offsets.topic.replication.factor")
-        .unwrap_or(3)
+        .unwrap_or(1)
         .max(1);
     // Kafka refuses to create it with fewer live brokers than its
     // replication factor; here every voter is a broker, so the factor is
