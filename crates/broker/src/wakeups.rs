@@ -24,7 +24,6 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use tokio::sync::Notify;
@@ -34,18 +33,15 @@ use weir_storage::TopicPartition;
 /// and every waiter belongs to a live [`Registration`].
 #[derive(Debug, Default)]
 pub struct PartitionWakeups {
-    waiters: RwLock<HashMap<TopicPartition, Vec<Waiter>>>,
-    next_id: AtomicU64,
+    /// A waiter is the `Notify` its registration awaits (one per
+    /// registration, so the pointer identifies it).
+    waiters: RwLock<HashMap<TopicPartition, Vec<Arc<Notify>>>>,
 }
-
-/// A registration's id and the `Notify` it awaits.
-type Waiter = (u64, Arc<Notify>);
 
 /// One waiting fetch, registered under its partitions until dropped.
 #[derive(Debug)]
 pub struct Registration<'a> {
     owner: &'a PartitionWakeups,
-    id: u64,
     partitions: Vec<TopicPartition>,
     notify: Arc<Notify>,
 }
@@ -56,20 +52,16 @@ impl PartitionWakeups {
         &self,
         partitions: impl IntoIterator<Item = TopicPartition>,
     ) -> Registration<'_> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let notify = Arc::new(Notify::new());
         let mut partitions: Vec<TopicPartition> = partitions.into_iter().collect();
         partitions.sort_unstable();
         partitions.dedup();
         let mut map = self.waiters.write().unwrap_or_else(|p| p.into_inner());
         for tp in &partitions {
-            map.entry(tp.clone())
-                .or_default()
-                .push((id, notify.clone()));
+            map.entry(tp.clone()).or_default().push(notify.clone());
         }
         Registration {
             owner: self,
-            id,
             partitions,
             notify,
         }
@@ -79,7 +71,7 @@ impl PartitionWakeups {
     pub fn wake(&self, tp: &TopicPartition) {
         let map = self.waiters.read().unwrap_or_else(|p| p.into_inner());
         if let Some(list) = map.get(tp) {
-            for (_, n) in list {
+            for n in list {
                 n.notify_one();
             }
         }
@@ -108,7 +100,7 @@ impl Drop for Registration<'_> {
             .unwrap_or_else(|p| p.into_inner());
         for tp in &self.partitions {
             if let Some(list) = map.get_mut(tp) {
-                list.retain(|(id, _)| *id != self.id);
+                list.retain(|n| !Arc::ptr_eq(n, &self.notify));
                 if list.is_empty() {
                     map.remove(tp);
                 }
