@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use weir_protocol::codec::Uuid;
 use weir_protocol::error_code::ErrorCode;
+use weir_protocol::messages::fetch_request::FetchTopic;
 use weir_protocol::messages::fetch_response::{
     FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
@@ -20,6 +21,7 @@ use weir_storage::{FileRegion, StorageError, TopicPartition};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
+use crate::cluster::{ClusterSnapshot, TopicView};
 use crate::codes;
 use crate::connection::Marker;
 
@@ -59,11 +61,7 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
         errors: false,
     };
     for ft in &req.topics {
-        let meta = if version >= 13 {
-            snap.topic_by_id(&ft.topic_id.0)
-        } else {
-            snap.topic(&ft.topic)
-        };
+        let meta = request_topic(&snap, ft, version);
         let mut parts = Vec::with_capacity(ft.partitions.len());
         for fp in &ft.partitions {
             let mut pd = PartitionData {
@@ -192,18 +190,26 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
     pass
 }
 
-/// The partitions of a request, by topic name (topic ids resolved as
-/// [`read_pass`] does; unknown ones are left out).
+/// A request topic as the cluster knows it: by id from v13, else by name.
+fn request_topic<'a>(
+    snap: &'a ClusterSnapshot,
+    ft: &FetchTopic,
+    version: i16,
+) -> Option<&'a TopicView> {
+    if version >= 13 {
+        snap.topic_by_id(&ft.topic_id.0)
+    } else {
+        snap.topic(&ft.topic)
+    }
+}
+
+/// The partitions of a request, by topic name (unknown topics are left
+/// out).
 fn partitions(b: &Broker, req: &FetchRequest, version: i16) -> Vec<TopicPartition> {
     let snap = b.cluster();
     let mut out = Vec::new();
     for ft in &req.topics {
-        let meta = if version >= 13 {
-            snap.topic_by_id(&ft.topic_id.0)
-        } else {
-            snap.topic(&ft.topic)
-        };
-        if let Some(t) = meta {
+        if let Some(t) = request_topic(&snap, ft, version) {
             out.extend(
                 ft.partitions
                     .iter()
