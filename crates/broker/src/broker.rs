@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use weir_protocol::Uuid;
 use weir_protocol::error_code::ErrorCode;
 use weir_storage::backend::{FileStorage, Storage};
-use weir_storage::{Log, LogManager, LogManagerConfig, StorageError, TopicPartition};
+use weir_storage::{Log, LogConfig, LogManager, LogManagerConfig, StorageError, TopicPartition};
 
 use crate::cluster::{ClusterSnapshot, ClusterView, LocalTopicAdmin, SingleNode, TopicAdmin};
 use crate::config::BrokerConfig;
@@ -460,9 +460,7 @@ impl Broker {
                 if self.logs.get(&tp).is_some() {
                     self.logs.delete_log(&tp)?;
                 }
-                if let Ok(mut m) = self.producers.lock() {
-                    m.remove(&tp);
-                }
+                self.forget_producers(&tp);
             }
             tracing::info!(topic = %name, "deleted topic");
         }
@@ -534,16 +532,29 @@ impl Broker {
             return Ok(());
         }
         t.configs = configs;
-        for p in 0..t.partitions {
-            if let Some(log) = self.log(name, p) {
-                log.set_config(cfg.clone());
-            }
-        }
+        self.set_log_configs(name, t.partitions, &cfg);
         self.topics
             .write()
             .map_err(|_| "topic store poisoned".to_string())?
             .put(t)
             .map_err(|e| e.to_string())
+    }
+
+    /// Gives the open logs of partitions `0..partitions` of `name` their
+    /// new configuration.
+    pub(crate) fn set_log_configs(&self, name: &str, partitions: i32, cfg: &LogConfig) {
+        for p in 0..partitions {
+            if let Some(log) = self.log(name, p) {
+                log.set_config(cfg.clone());
+            }
+        }
+    }
+
+    /// Drops the producer state kept for a partition whose log is gone.
+    pub(crate) fn forget_producers(&self, tp: &TopicPartition) {
+        if let Ok(mut m) = self.producers.lock() {
+            m.remove(tp);
+        }
     }
 
     /// The configuration in effect: the static one with the dynamic broker

@@ -78,11 +78,7 @@ impl Broker {
         if meta.configs != h.configs {
             meta.configs = h.configs.clone();
             self.put_topic(meta.clone())?;
-            for p in 0..meta.partitions {
-                if let Some(log) = self.log(&h.name, p) {
-                    log.set_config(cfg.clone());
-                }
-            }
+            self.set_log_configs(&h.name, meta.partitions, &cfg);
         }
         // moved away: this broker no longer holds a replica
         for p in 0..meta.partitions {
@@ -132,11 +128,5 @@ impl Broker {
             .map_err(|_| BrokerError::Config("topic store poisoned".into()))?
             .put(meta)?;
         Ok(())
-    }
-
-    fn forget_producers(&self, tp: &TopicPartition) {
-        if let Ok(mut m) = self.producers.lock() {
-            m.remove(tp);
-        }
     }
 }
