@@ -1,23 +1,22 @@
-//! Shared broker state: configuration, the log manager, the topic store,
-//! producer state and the per-partition wake-ups of long-poll fetches.
+//! Shared broker state: configuration (static and dynamic), the topic
+//! table, the cluster view, topic admin, the group coordinator and metrics,
+//! around the partition layer ([`ReplicaManager`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use weir_protocol::Uuid;
-use weir_protocol::error_code::ErrorCode;
 use weir_storage::backend::{FileStorage, Storage};
-use weir_storage::{Log, LogConfig, LogManager, LogManagerConfig, StorageError, TopicPartition};
+use weir_storage::{LogManager, LogManagerConfig, StorageError, TopicPartition};
 
 use crate::cluster::{ClusterSnapshot, ClusterView, LocalTopicAdmin, SingleNode, TopicAdmin};
 use crate::config::BrokerConfig;
 use crate::dynamic_config::{self, DynamicConfigs, Scope};
 use crate::groups::Groups;
-use crate::producer_state::PartitionProducers;
+use crate::replica_manager::ReplicaManager;
 use crate::topic_config;
 use crate::topics::{self, MetaProperties, TopicMeta, TopicStore, TopicStoreError};
-use crate::wakeups::PartitionWakeups;
 
 /// Milliseconds since the Unix epoch; injectable for tests.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -92,7 +91,9 @@ pub struct Broker {
     /// when they change, so readers (produce) take a cheap `Arc` clone.
     effective: RwLock<Arc<BrokerConfig>>,
     pub meta: MetaProperties,
-    pub logs: LogManager,
+    /// The partition layer: logs, high watermarks, producer state and
+    /// fetch wake-ups. Topic changes here create and remove its logs.
+    pub replicas: Arc<ReplicaManager>,
     /// This broker's topic table (`weir-topics.json`): every topic of a
     /// single node; in a cluster, the topics this broker hosts partitions
     /// of, so that a restart knows them before the metadata image arrives.
@@ -112,12 +113,8 @@ pub struct Broker {
     /// Who creates and deletes topics; [`LocalTopicAdmin`] unless a cluster
     /// installed its own.
     topic_admin: RwLock<Arc<dyn TopicAdmin>>,
-    /// Long-poll fetches waiting for appends, by partition.
-    pub wakeups: PartitionWakeups,
-    /// Per-partition producer state; `None` until first used after start.
-    pub(crate) producers: Mutex<HashMap<TopicPartition, Arc<Mutex<Option<PartitionProducers>>>>>,
-    /// Serialises high-watermark updates so the HW never moves backwards.
-    hw_lock: Mutex<()>,
+    /// The next producer id InitProducerId hands out (broker-wide, not a
+    /// partition's).
     next_producer_id: AtomicI64,
     pub clock: Clock,
     /// The group coordinator; set once at start, after `__consumer_offsets`
@@ -251,16 +248,13 @@ impl Broker {
         let single = SingleNode::new(static_config.node_id, topics.clone(), advertised.clone());
         Ok(Broker {
             meta,
-            logs,
+            replicas: Arc::new(ReplicaManager::new(logs)),
             topics,
             admin: tokio::sync::Mutex::new(()),
             config_changes: tokio::sync::Mutex::new(()),
             advertised,
             cluster: RwLock::new(Arc::new(single)),
             topic_admin: RwLock::new(Arc::new(LocalTopicAdmin)),
-            wakeups: PartitionWakeups::default(),
-            producers: Mutex::new(HashMap::new()),
-            hw_lock: Mutex::new(()),
             next_producer_id: AtomicI64::new(now.max(1).saturating_mul(1000)),
             clock,
             config: static_config,
@@ -348,29 +342,6 @@ impl Broker {
             .unwrap_or_default()
     }
 
-    pub fn log(&self, topic: &str, partition: i32) -> Option<Arc<Log>> {
-        self.logs.get(&TopicPartition::new(topic, partition))
-    }
-
-    /// The error code for a partition without an open log: a partition of a
-    /// known topic whose log failed to open is a storage error, anything
-    /// else is unknown.
-    pub fn missing_log_error(&self, topic: &str, partition: i32) -> ErrorCode {
-        let known = self
-            .topic(topic)
-            .is_some_and(|t| (0..t.partitions).contains(&partition));
-        if known
-            && self
-                .logs
-                .failed_logs()
-                .contains_key(&TopicPartition::new(topic, partition))
-        {
-            ErrorCode::KafkaStorageError
-        } else {
-            ErrorCode::UnknownTopicOrPartition
-        }
-    }
-
     /// Creates a topic (callers hold `admin`). With `validate_only`, checks
     /// everything and changes nothing.
     pub fn create_topic(
@@ -423,7 +394,7 @@ impl Broker {
         // All or nothing: every log under an intent, then the table, then
         // the commit (see `weir_storage::PendingCreation`).
         let pending = self
-            .logs
+            .replicas
             .prepare_logs(name, meta.id_bytes(), 0..partitions, cfg)
             .map_err(|e| {
                 tracing::error!(topic = %name, error = %e, "topic creation failed");
@@ -456,11 +427,8 @@ impl Broker {
             .remove(name)?;
         if let Some(t) = &removed {
             for p in 0..t.partitions {
-                let tp = TopicPartition::new(name, p);
-                if self.logs.get(&tp).is_some() {
-                    self.logs.delete_log(&tp)?;
-                }
-                self.forget_producers(&tp);
+                self.replicas
+                    .remove_partition(&TopicPartition::new(name, p))?;
             }
             tracing::info!(topic = %name, "deleted topic");
         }
@@ -489,7 +457,7 @@ impl Broker {
         let cfg = topic_config::log_config(&self.effective_config(), &t.configs);
         // All or nothing, as in `create_topic`.
         let pending = self
-            .logs
+            .replicas
             .prepare_logs(name, t.id_bytes(), t.partitions..count, cfg)
             .map_err(|e| {
                 tracing::error!(topic = %name, error = %e, "adding partitions failed");
@@ -532,29 +500,12 @@ impl Broker {
             return Ok(());
         }
         t.configs = configs;
-        self.set_log_configs(name, t.partitions, &cfg);
+        self.replicas.set_log_configs(name, t.partitions, &cfg);
         self.topics
             .write()
             .map_err(|_| "topic store poisoned".to_string())?
             .put(t)
             .map_err(|e| e.to_string())
-    }
-
-    /// Gives the open logs of partitions `0..partitions` of `name` their
-    /// new configuration.
-    pub(crate) fn set_log_configs(&self, name: &str, partitions: i32, cfg: &LogConfig) {
-        for p in 0..partitions {
-            if let Some(log) = self.log(name, p) {
-                log.set_config(cfg.clone());
-            }
-        }
-    }
-
-    /// Drops the producer state kept for a partition whose log is gone.
-    pub(crate) fn forget_producers(&self, tp: &TopicPartition) {
-        if let Ok(mut m) = self.producers.lock() {
-            m.remove(tp);
-        }
     }
 
     /// The configuration in effect: the static one with the dynamic broker
@@ -605,11 +556,7 @@ impl Broker {
         self.store_dynamic(next)?;
         *self.effective.write().map_err(|_| "poisoned")? = Arc::new(effective);
         for (t, cfg) in planned {
-            for p in 0..t.partitions {
-                if let Some(log) = self.log(&t.name, p) {
-                    log.set_config(cfg.clone());
-                }
-            }
+            self.replicas.set_log_configs(&t.name, t.partitions, &cfg);
         }
         tracing::info!(?scope, "dynamic broker configs changed");
         Ok(())
@@ -658,81 +605,8 @@ impl Broker {
         Ok(())
     }
 
-    /// Single replica: the high watermark follows the log end offset.
-    pub fn advance_high_watermark(&self, log: &Log) {
-        let _g = self.hw_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let leo = log.log_end_offset();
-        if log.high_watermark() < leo {
-            log.set_high_watermark(leo);
-        }
-    }
-
-    /// Wakes the long-poll fetches waiting on `log`'s partition after data
-    /// became visible there.
-    pub fn notify_append(&self, log: &Log) {
-        self.wakeups.wake(log.topic_partition());
-    }
-
     pub fn allocate_producer_id(&self) -> i64 {
         self.next_producer_id.fetch_add(1, Ordering::SeqCst)
-    }
-
-    /// Runs `f` on the producer state of a partition, loading it (snapshot
-    /// and log tail) the first time the partition is touched. Holds only that
-    /// partition's lock while `f` runs.
-    pub fn with_producers<R>(&self, log: &Log, f: impl FnOnce(&mut PartitionProducers) -> R) -> R {
-        let slot = {
-            let mut map = self.producers.lock().unwrap_or_else(|p| p.into_inner());
-            map.entry(log.topic_partition().clone())
-                .or_default()
-                .clone()
-        };
-        let mut state = slot.lock().unwrap_or_else(|p| p.into_inner());
-        f(state.get_or_insert_with(|| crate::producer_state_io::rebuild(log)))
-    }
-
-    /// Periodic time-driven work.
-    pub fn tick(&self) -> Result<(), StorageError> {
-        self.logs.tick(self.now_ms())
-    }
-
-    /// Writes a producer-state snapshot for every partition whose state is
-    /// in memory, at its current log end offset.
-    pub fn snapshot_producers(&self) {
-        let slots: Vec<_> = {
-            let map = self.producers.lock().unwrap_or_else(|p| p.into_inner());
-            map.iter().map(|(tp, s)| (tp.clone(), s.clone())).collect()
-        };
-        for (tp, slot) in slots {
-            let Some(log) = self.logs.get(&tp) else {
-                continue;
-            };
-            let state = slot.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(state) = state.as_ref() else {
-                continue;
-            };
-            // appends of idempotent batches hold this lock, so the state
-            // covers every batch below this log end offset
-            let leo = log.log_end_offset();
-            if let Err(e) =
-                crate::producer_state_io::write_snapshot(&*log.storage(), &log.dir(), leo, state)
-            {
-                tracing::warn!(partition = %tp, "cannot write producer snapshot: {e}");
-            }
-        }
-    }
-
-    /// Checkpoints recovery points, log starts and producer state.
-    pub fn checkpoint(&self) -> Result<(), StorageError> {
-        self.snapshot_producers();
-        self.logs.checkpoint()
-    }
-
-    /// Snapshots producer state, then flushes, checkpoints and writes the
-    /// clean-shutdown marker.
-    pub fn shutdown(&self) -> Result<(), StorageError> {
-        self.snapshot_producers();
-        self.logs.shutdown()
     }
 }
 

@@ -432,6 +432,7 @@ fn append(b: &Broker, partition: i32, records: &[OffsetsRecord]) -> Result<(), G
         return Ok(());
     }
     let log = b
+        .replicas
         .log(OFFSETS_TOPIC, partition)
         .ok_or(GroupsError::MissingPartition(partition))?;
     let now = b.now_ms();
@@ -446,8 +447,8 @@ fn append(b: &Broker, partition: i32, records: &[OffsetsRecord]) -> Result<(), G
         .map_err(|e| GroupsError::Build(e.to_string()))?;
     let mut buf = batch.as_bytes().to_vec();
     log.append(&mut buf, now)?;
-    b.advance_high_watermark(&log);
-    b.notify_append(&log);
+    b.replicas.advance_high_watermark(&log);
+    b.replicas.notify_append(&log);
     Ok(())
 }
 
@@ -455,7 +456,7 @@ fn append(b: &Broker, partition: i32, records: &[OffsetsRecord]) -> Result<(), G
 /// Unreadable data ends the load of that partition with a warning (what was
 /// read so far stays); records the coordinator cannot decode are skipped.
 fn load_partition(b: &Broker, coord: &mut GroupCoordinator, partition: i32) {
-    let Some(log) = b.log(OFFSETS_TOPIC, partition) else {
+    let Some(log) = b.replicas.log(OFFSETS_TOPIC, partition) else {
         return;
     };
     let limits = DecompressLimits::default();

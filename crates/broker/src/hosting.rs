@@ -78,18 +78,18 @@ impl Broker {
         if meta.configs != h.configs {
             meta.configs = h.configs.clone();
             self.put_topic(meta.clone())?;
-            self.set_log_configs(&h.name, meta.partitions, &cfg);
+            self.replicas
+                .set_log_configs(&h.name, meta.partitions, &cfg);
         }
         // moved away: this broker no longer holds a replica
         for p in 0..meta.partitions {
             let tp = TopicPartition::new(h.name.clone(), p);
-            if !h.partitions.contains(&p) && self.logs.get(&tp).is_some() {
-                self.logs.delete_log(&tp)?;
-                self.forget_producers(&tp);
+            if !h.partitions.contains(&p) && self.replicas.logs().get(&tp).is_some() {
+                self.replicas.remove_partition(&tp)?;
                 tracing::info!(partition = %tp, "no longer hosted here; log removed");
             }
         }
-        let failed = self.logs.failed_logs();
+        let failed = self.replicas.logs().failed_logs();
         let mut missing: Vec<i32> = h
             .partitions
             .iter()
@@ -97,7 +97,7 @@ impl Broker {
             .filter(|p| *p >= 0)
             .filter(|p| {
                 let tp = TopicPartition::new(h.name.clone(), *p);
-                self.logs.get(&tp).is_none() && !failed.contains_key(&tp)
+                self.replicas.logs().get(&tp).is_none() && !failed.contains_key(&tp)
             })
             .collect();
         missing.sort_unstable();
@@ -105,7 +105,7 @@ impl Broker {
         // One partition at a time: a topic has one creation intent file.
         for p in missing {
             let pending = self
-                .logs
+                .replicas
                 .prepare_logs(&h.name, h.id, p..p + 1, cfg.clone())?;
             if meta.partitions <= p {
                 meta.partitions = p + 1;

@@ -37,6 +37,7 @@ pub mod http;
 pub mod metrics;
 pub mod producer_state;
 pub mod producer_state_io;
+pub mod replica_manager;
 pub mod server;
 pub mod topic_config;
 pub mod topics;

@@ -330,7 +330,7 @@ impl Maintenance {
         let threads = num("log.cleaner.threads") as usize;
         let cfg = cleaner_config(&b.effective_config());
         let cleaner = if enabled && threads > 0 {
-            match weir_storage::cleaner::LogCleaner::open(cfg, &b.logs) {
+            match weir_storage::cleaner::LogCleaner::open(cfg, b.replicas.logs()) {
                 Ok(c) => {
                     let c = Arc::new(c);
                     b.metrics.set_cleaner(c.clone());
@@ -361,7 +361,7 @@ impl Maintenance {
         let now = b.now_ms();
         if now.saturating_sub(self.last_retention_ms) >= self.retention_interval_ms {
             self.last_retention_ms = now;
-            match self.retention.run(&b.logs, now) {
+            match self.retention.run(b.replicas.logs(), now) {
                 Ok(report) => b.metrics.record_retention(&report),
                 Err(e) => {
                     b.metrics.retention.failures.fetch_add(1, Relaxed);
@@ -369,7 +369,7 @@ impl Maintenance {
                 }
             }
         } else {
-            match self.retention.unlink_due(&b.logs, now) {
+            match self.retention.unlink_due(b.replicas.logs(), now) {
                 Ok(n) => b.metrics.record_unlinked(n),
                 Err(e) => {
                     b.metrics.retention.failures.fetch_add(1, Relaxed);
@@ -393,7 +393,7 @@ impl Maintenance {
         std::thread::scope(|s| {
             for _ in 0..cleaner.config().threads {
                 s.spawn(|| {
-                    if let Err(e) = cleaner.run_once(&b.logs, &clock) {
+                    if let Err(e) = cleaner.run_once(b.replicas.logs(), &clock) {
                         tracing::warn!("log cleaning failed: {e}");
                     }
                 });
@@ -431,9 +431,9 @@ async fn tick_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
         }
         let m = maintenance.clone();
         let r = tokio::task::spawn_blocking(move || {
-            b.tick()?;
+            b.replicas.tick(b.now_ms())?;
             if checkpoint {
-                b.checkpoint()?;
+                b.replicas.checkpoint()?;
             }
             m.lock().unwrap_or_else(|e| e.into_inner()).run(&b);
             Ok::<_, weir_storage::StorageError>(())
@@ -466,7 +466,7 @@ impl RunningBroker {
         // wait for connection tasks (each finishes its in-flight request)
         while self.done_rx.recv().await.is_some() {}
         let b = self.broker.clone();
-        tokio::task::spawn_blocking(move || b.shutdown())
+        tokio::task::spawn_blocking(move || b.replicas.shutdown())
             .await
             .map_err(|e| BrokerError::Config(format!("shutdown task failed: {e}")))??;
         tracing::info!("broker stopped cleanly");

@@ -333,7 +333,7 @@ async fn produce_goes_only_to_the_leader_and_names_the_new_one() {
         p.error_message
     );
     // nothing reached partition 1's local log
-    let log = s.running.broker.log("t", 1).unwrap();
+    let log = s.running.broker.replicas.log("t", 1).unwrap();
     assert_eq!(log.log_end_offset(), 0);
     s.running.shutdown().await.unwrap();
 }

@@ -94,7 +94,7 @@ async fn appends_to_another_partition_leave_a_parked_fetch_asleep() {
     assert!(got.is_empty(), "{got:?}");
     assert!(started.elapsed() >= max_wait, "{:?}", started.elapsed());
     assert_eq!(wakeups(&b), before, "appends to partition 1 woke the fetch");
-    assert_eq!(b.broker.wakeups.waiting_partitions(), 0);
+    assert_eq!(b.broker.replicas.wakeups().waiting_partitions(), 0);
     b.shutdown().await.unwrap();
 }
 
@@ -112,7 +112,7 @@ async fn one_append_to_its_partition_wakes_a_parked_fetch() {
         fetch_partition(&mut c, "t", 0, 30_000).await
     });
     wait_parked_fetches(&b, 1).await;
-    assert_eq!(b.broker.wakeups.waiting_partitions(), 1);
+    assert_eq!(b.broker.replicas.wakeups().waiting_partitions(), 1);
     assert_eq!(
         produce(&mut c, "t", 0, batch(&["a"], 1), 1).await,
         (NONE, 0)
@@ -123,7 +123,7 @@ async fn one_append_to_its_partition_wakes_a_parked_fetch() {
         .unwrap();
     assert_eq!((err, got), (NONE, vec!["a".to_string()]));
     assert_eq!(wakeups(&b), before + 1);
-    assert_eq!(b.broker.wakeups.waiting_partitions(), 0);
+    assert_eq!(b.broker.replicas.wakeups().waiting_partitions(), 0);
     b.shutdown().await.unwrap();
 }
 
@@ -148,7 +148,10 @@ async fn appends_to_one_partition_wake_only_its_fetch_among_200() {
         }));
     }
     wait_parked_fetches(&b, i64::from(FETCHES)).await;
-    assert_eq!(b.broker.wakeups.waiting_partitions(), FETCHES as usize);
+    assert_eq!(
+        b.broker.replicas.wakeups().waiting_partitions(),
+        FETCHES as usize
+    );
     for i in 0..APPENDS {
         let (err, _) = produce(&mut c, "many", 0, batch(&[&format!("v{i}")], 1), 1).await;
         assert_eq!(err, NONE);

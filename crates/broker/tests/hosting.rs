@@ -101,7 +101,7 @@ fn hosting_makes_and_removes_the_files_local_admin_does() {
     reconcile(&b, &[]);
     assert_eq!(topic_files(hosted_dir.path(), "t"), BTreeSet::new());
     assert_eq!(topic_files(local_dir.path(), "t"), BTreeSet::new());
-    assert!(b.topic("t").is_none() && b.log("t", 0).is_none());
+    assert!(b.topic("t").is_none() && b.replicas.log("t", 0).is_none());
 }
 
 #[test]
@@ -110,7 +110,7 @@ fn hosting_the_same_partitions_again_changes_nothing() {
     let b = Broker::open(cluster_config(dir.path()), system_clock()).unwrap();
     let h = [hosted("h", [5; 16], &[0, 2])];
     reconcile(&b, &h);
-    let log = b.log("h", 0).unwrap();
+    let log = b.replicas.log("h", 0).unwrap();
     log.append(&mut batch(&["kept"], 1).to_vec(), 1).unwrap();
     let files = topic_files(dir.path(), "h");
     let table = std::fs::read(dir.path().join("weir-topics.json")).unwrap();
@@ -120,7 +120,7 @@ fn hosting_the_same_partitions_again_changes_nothing() {
         .unwrap();
 
     reconcile(&b, &h);
-    assert!(Arc::ptr_eq(&log, &b.log("h", 0).unwrap()));
+    assert!(Arc::ptr_eq(&log, &b.replicas.log("h", 0).unwrap()));
     assert_eq!(log.log_end_offset(), 1);
     assert_eq!(topic_files(dir.path(), "h"), files);
     assert_eq!(
@@ -143,33 +143,37 @@ fn a_restart_keeps_hosted_partitions_and_creates_no_others() {
         let mut h = hosted("h", [5; 16], &[0, 2]);
         h.configs = configs.clone();
         reconcile(&b, &[h]);
-        b.log("h", 2)
+        b.replicas
+            .log("h", 2)
             .unwrap()
             .append(&mut batch(&["a", "b"], 1).to_vec(), 1)
             .unwrap();
-        b.shutdown().unwrap();
+        b.replicas.shutdown().unwrap();
     }
     let b = Broker::open(cluster_config(dir.path()), system_clock()).unwrap();
-    assert_eq!(b.log("h", 2).unwrap().log_end_offset(), 2);
-    assert_eq!(b.log("h", 2).unwrap().topic_id(), [5; 16]);
-    assert!(b.log("h", 0).is_some());
+    assert_eq!(b.replicas.log("h", 2).unwrap().log_end_offset(), 2);
+    assert_eq!(b.replicas.log("h", 2).unwrap().topic_id(), [5; 16]);
+    assert!(b.replicas.log("h", 0).is_some());
     // partition 1 is hosted elsewhere: the table's partition count does not
     // make this broker create it
-    assert!(b.log("h", 1).is_none());
+    assert!(b.replicas.log("h", 1).is_none());
     assert_eq!(b.topic("h").unwrap().configs, configs);
-    assert_eq!(b.log("h", 0).unwrap().config().retention_ms, 123_456);
+    assert_eq!(
+        b.replicas.log("h", 0).unwrap().config().retention_ms,
+        123_456
+    );
 
     // moved away, and a topic recreated under the same name: the old logs
     // go, the new id's come
     reconcile(&b, &[hosted("h", [6; 16], &[1])]);
-    assert!(b.log("h", 0).is_none() && b.log("h", 2).is_none());
-    assert_eq!(b.log("h", 1).unwrap().topic_id(), [6; 16]);
-    assert_eq!(b.log("h", 1).unwrap().log_end_offset(), 0);
+    assert!(b.replicas.log("h", 0).is_none() && b.replicas.log("h", 2).is_none());
+    assert_eq!(b.replicas.log("h", 1).unwrap().topic_id(), [6; 16]);
+    assert_eq!(b.replicas.log("h", 1).unwrap().log_end_offset(), 0);
     reconcile(&b, &[hosted("h", [6; 16], &[0, 1])]);
-    assert!(b.log("h", 0).is_some());
+    assert!(b.replicas.log("h", 0).is_some());
     reconcile(&b, &[hosted("h", [6; 16], &[1])]);
-    assert!(b.log("h", 0).is_none());
-    b.shutdown().unwrap();
+    assert!(b.replicas.log("h", 0).is_none());
+    b.replicas.shutdown().unwrap();
     drop(b);
     let b = Broker::open(cluster_config(dir.path()), system_clock()).unwrap();
     let files: Vec<_> = topic_files(dir.path(), "h")
@@ -177,5 +181,5 @@ fn a_restart_keeps_hosted_partitions_and_creates_no_others() {
         .filter(|f| !f.contains('/'))
         .collect();
     assert_eq!(files, vec!["h-1".to_string()]);
-    assert!(b.log("h", 1).is_some());
+    assert!(b.replicas.log("h", 1).is_some());
 }

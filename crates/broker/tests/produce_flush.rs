@@ -45,14 +45,14 @@ async fn multi_partition_produce_is_synced_before_the_answer() {
         for p in parts {
             assert_eq!(p.error_code, NONE, "{:?}", p.error_message);
             assert_eq!(p.base_offset, round * 2);
-            let log = b.broker.log("durable", p.index).unwrap();
+            let log = b.broker.replicas.log("durable", p.index).unwrap();
             // Synced before the answer: the recovery point covers the append.
             assert_eq!(log.recovery_point(), round * 2 + 2);
         }
     }
     // The stored batches carry the offsets the broker assigned.
     for p in 0..4 {
-        let log = b.broker.log("durable", p).unwrap();
+        let log = b.broker.replicas.log("durable", p).unwrap();
         let read = log.read(0, 1 << 20, i64::MAX, true).unwrap();
         let mut bytes = Vec::new();
         for r in &read.regions {
@@ -112,7 +112,7 @@ async fn pipelined_produces_are_answered_in_order_once_synced() {
                 for p in &r.responses[0].partition_responses {
                     assert_eq!(p.error_code, NONE, "{:?}", p.error_message);
                     assert_eq!(p.base_offset, produced * 2, "offsets in request order");
-                    let log = b.broker.log("piped", p.index).unwrap();
+                    let log = b.broker.replicas.log("piped", p.index).unwrap();
                     assert!(log.recovery_point() >= produced * 2 + 2, "synced first");
                 }
                 produced += 1;

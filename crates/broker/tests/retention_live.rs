@@ -132,7 +132,7 @@ async fn lowering_retention_ms_live_deletes_old_segments() {
         let r = produce(&mut c, "rt", 0, values(2, "new", T0), -1).await;
         assert_eq!(r.0, NONE);
     }
-    let log = b.broker.log("rt", 0).unwrap();
+    let log = b.broker.replicas.log("rt", 0).unwrap();
     let bases = log.segment_base_offsets();
     assert!(bases.len() >= 5, "{bases:?}");
     // The default 7 days keeps everything.
@@ -194,7 +194,7 @@ async fn setting_retention_bytes_live_deletes_oldest_segments() {
             NONE
         );
     }
-    let log = b.broker.log("rb", 0).unwrap();
+    let log = b.broker.replicas.log("rb", 0).unwrap();
     let before = log.segment_base_offsets();
     assert!(before.len() >= 4, "{before:?}");
     let_ticks_pass(&clock, 20).await;
@@ -227,7 +227,7 @@ async fn changing_segment_bytes_live_applies_to_the_next_roll() {
             NONE
         );
     }
-    let log = b.broker.log("sb", 0).unwrap();
+    let log = b.broker.replicas.log("sb", 0).unwrap();
     assert_eq!(log.segment_count(), 1);
     let first_size = log.size_bytes();
     assert!(first_size > 1024, "{first_size}");
@@ -281,7 +281,7 @@ async fn switching_cleanup_policy_to_compact_live_compacts_the_topic() {
     assert_eq!(read_all(&mut c, id).await, all);
 
     alter(&mut c, "pol", &[("cleanup.policy", 0, Some("compact"))]).await;
-    let log = b.broker.log("pol", 0).unwrap();
+    let log = b.broker.replicas.log("pol", 0).unwrap();
     // Records below the active segment (never cleaned), per key (k0 at
     // even offsets, k1 at odd ones).
     let below_active_per_key = |got: &[(i64, String)]| {
@@ -329,7 +329,7 @@ async fn delete_records_deletes_segments_through_retention() {
             NONE
         );
     }
-    let log = b.broker.log("dr", 0).unwrap();
+    let log = b.broker.replicas.log("dr", 0).unwrap();
     let bases = log.segment_base_offsets();
     assert!(bases.len() >= 4, "{bases:?}");
     let target = bases[2] + 1;

@@ -195,7 +195,8 @@ fn a_creation_cut_short_by_a_crash_is_gone_after_the_restart() {
         let b = Broker::open_with_storage(cfg.clone(), system_clock(), Arc::new(crashed.clone()))
             .unwrap();
         let parts = b
-            .logs
+            .replicas
+            .logs()
             .logs()
             .iter()
             .filter(|l| l.topic_partition().topic == "orders")
@@ -216,7 +217,7 @@ fn a_creation_cut_short_by_a_crash_is_gone_after_the_restart() {
         )
         .unwrap();
         assert_eq!(b.topic("orders"), Some(t));
-        assert!((0..50).all(|p| b.log("orders", p).is_some()));
+        assert!((0..50).all(|p| b.replicas.log("orders", p).is_some()));
     }
 }
 

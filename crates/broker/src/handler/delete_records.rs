@@ -25,7 +25,7 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> Reply {
                 .iter()
                 .map(|p| {
                     let leadership = snap.check_leader(node_id, &t.name, p.partition_index, -1);
-                    let log = b.log(&t.name, p.partition_index);
+                    let log = b.replicas.log(&t.name, p.partition_index);
                     let (error_code, low_watermark) = match (leadership, log) {
                         (Err(e), _) => (e.code, -1),
                         (Ok(_), None) => (ErrorCode::UnknownTopicOrPartition, -1),
@@ -44,7 +44,7 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> Reply {
                                 // reply; retention deletes the segments below it.
                                 let moved = || {
                                     let start = log.delete_records_before(target)?;
-                                    b.logs.checkpoint()?;
+                                    b.replicas.logs().checkpoint()?;
                                     Ok::<_, weir_storage::StorageError>(start)
                                 };
                                 match super::blocking(moved) {

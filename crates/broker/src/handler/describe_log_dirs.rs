@@ -32,7 +32,7 @@ pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Reply {
     for d in &b.config.log_dirs {
         by_dir.entry(d.display().to_string()).or_default();
     }
-    for log in b.logs.logs() {
+    for log in b.replicas.logs().logs() {
         let tp = log.topic_partition();
         if !wanted(&tp.topic, tp.partition) {
             continue;
@@ -62,7 +62,8 @@ pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Reply {
     // A log dir taken offline at start answers KAFKA_STORAGE_ERROR, as in
     // Kafka, and lists nothing.
     let offline: Vec<String> = b
-        .logs
+        .replicas
+        .logs()
         .offline_dirs()
         .keys()
         .map(|d| d.display().to_string())

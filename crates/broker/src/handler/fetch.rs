@@ -96,12 +96,14 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
             }
             let log = meta
                 .filter(|_| matches!(leadership, Some(Ok(_))))
-                .and_then(|t| b.log(&t.name, fp.partition));
+                .and_then(|t| b.replicas.log(&t.name, fp.partition));
             let Some(log) = log else {
                 pd.error_code = match meta {
                     None if version >= 13 => ErrorCode::UnknownTopicId,
                     None => ErrorCode::UnknownTopicOrPartition,
-                    Some(t) => b.missing_log_error(&t.name, fp.partition),
+                    Some(t) => b
+                        .replicas
+                        .missing_log_error(b.topic(&t.name).as_ref(), fp.partition),
                 }
                 .code();
                 pass.errors = true;
@@ -245,7 +247,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
         // release file handles while waiting
         drop(pass);
         let Some(reg) = &registration else {
-            registration = Some(b.wakeups.register(partitions(b, &req, version)));
+            registration = Some(b.replicas.wakeups().register(partitions(b, &req, version)));
             continue;
         };
         let mut shutdown = ctx.shutdown.clone();

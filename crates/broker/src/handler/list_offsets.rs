@@ -24,8 +24,13 @@ pub fn lookup(
     timestamp: i64,
     read_committed: bool,
 ) -> (ErrorCode, i64, i64) {
-    let Some(log) = b.log(topic, partition) else {
-        return (b.missing_log_error(topic, partition), -1, -1);
+    let Some(log) = b.replicas.log(topic, partition) else {
+        return (
+            b.replicas
+                .missing_log_error(b.topic(topic).as_ref(), partition),
+            -1,
+            -1,
+        );
     };
     // consumers see only below the HW (read_committed: the LSO, = HW here)
     let _ = read_committed;

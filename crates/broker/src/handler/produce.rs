@@ -142,10 +142,11 @@ pub fn append_partition(
     partition: i32,
     records: Option<&Bytes>,
 ) -> (PartitionResult, Option<PendingFlush>) {
-    let Some(log) = b.log(topic, partition) else {
+    let replicas = &b.replicas;
+    let Some(log) = replicas.log(topic, partition) else {
         return (
             PartitionResult::error(
-                b.missing_log_error(topic, partition),
+                replicas.missing_log_error(b.topic(topic).as_ref(), partition),
                 format!("unknown topic or partition {topic}-{partition}"),
             ),
             None,
@@ -166,8 +167,8 @@ pub fn append_partition(
     // The request's bytes go to the segment file as they are (no copy).
     let mut do_append = |buf: &[u8]| match log.append_shared(buf, now) {
         Ok((info, flush)) => {
-            b.advance_high_watermark(&log);
-            b.notify_append(&log);
+            replicas.advance_high_watermark(&log);
+            replicas.notify_append(&log);
             flush_end = flush;
             Ok(info)
         }
@@ -176,7 +177,7 @@ pub fn append_partition(
     let mut dup_flush = None;
     let result = match idem {
         None => do_append(records).map(|i| (i.base_offset, i.log_append_time, i.log_start_offset)),
-        Some(ib) => b.with_producers(&log, |state| {
+        Some(ib) => replicas.with_producers(&log, |state| {
             match state.check(ib.producer_id, ib.epoch, ib.first_seq, ib.last_seq) {
                 SeqCheck::Append => {
                     let info = do_append(records)?;

@@ -240,7 +240,8 @@ fn partitions(w: &mut TextWriter, b: &Broker) {
         values: [i128; 6],
     }
     let mut rows: Vec<Row> = b
-        .logs
+        .replicas
+        .logs()
         .logs()
         .iter()
         .map(|log| {
@@ -309,7 +310,7 @@ fn partitions(w: &mut TextWriter, b: &Broker) {
     w.sample_int(
         "weir_partitions_offline",
         &[],
-        b.logs.failed_logs().len() as i128,
+        b.replicas.logs().failed_logs().len() as i128,
     );
     w.family(
         "weir_log_dirs_offline",
@@ -319,7 +320,7 @@ fn partitions(w: &mut TextWriter, b: &Broker) {
     w.sample_int(
         "weir_log_dirs_offline",
         &[],
-        b.logs.offline_dirs().len() as i128,
+        b.replicas.logs().offline_dirs().len() as i128,
     );
 }
 
@@ -398,7 +399,7 @@ fn groups(w: &mut TextWriter, b: &Broker) {
     let mut lag = Vec::new();
     for g in &rows {
         for ((topic, partition), committed) in &g.committed {
-            if let Some(log) = b.log(topic, *partition) {
+            if let Some(log) = b.replicas.log(topic, *partition) {
                 lag.push((
                     g.id.as_str(),
                     topic.as_str(),
@@ -488,7 +489,8 @@ fn cleaner(w: &mut TextWriter, b: &Broker) {
     );
     let now = b.now_ms();
     let max_ratio = b
-        .logs
+        .replicas
+        .logs()
         .logs()
         .iter()
         .filter(|log| log.config().compact())

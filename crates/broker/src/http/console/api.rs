@@ -88,7 +88,7 @@ pub struct Overview {
 
 fn overview(b: &Broker) -> Overview {
     let (host, port) = b.advertised();
-    let logs = b.logs.logs();
+    let logs = b.replicas.logs().logs();
     let snap = b.cluster();
     Overview {
         node_id: b.config.node_id,
@@ -108,7 +108,7 @@ fn overview(b: &Broker) -> Overview {
         brokers: snap.brokers.len(),
         topics: topics::count(b, &snap),
         partitions: logs.len(),
-        offline_partitions: b.logs.failed_logs().len(),
+        offline_partitions: b.replicas.logs().failed_logs().len(),
         size_bytes: logs.iter().map(|l| l.size_bytes()).sum(),
         groups: b
             .groups()
@@ -250,7 +250,7 @@ fn group_offsets(b: &Broker, fetched: Vec<weir_group::FetchedOffset>) -> Vec<Gro
         .into_iter()
         .filter(|f| f.offset >= 0)
         .map(|f| {
-            let log = b.log(&f.topic, f.partition);
+            let log = b.replicas.log(&f.topic, f.partition);
             let hw = log.as_ref().map(|l| l.high_watermark());
             GroupOffset {
                 lag: hw.map(|hw| (hw - f.offset).max(0)),

@@ -198,6 +198,7 @@ pub fn read(b: &Broker, q: &Query) -> Result<RecordsPage, ConsoleError> {
         name: topic.to_string(),
     })?;
     let log = b
+        .replicas
         .log(topic, partition)
         .filter(|_| (0..meta.partitions).contains(&partition))
         .ok_or_else(|| ConsoleError::NotFound {

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::Serialize;
 use weir_protocol::Uuid;
-use weir_storage::{Log, TopicPartition};
+use weir_storage::Log;
 
 use super::ConsoleError;
 use super::api::{ConfigEntry, masked, source_name};
@@ -241,7 +241,8 @@ fn failed_partitions(b: &Broker, t: &ClusterTopic<'_>) -> HashSet<i32> {
     if t.local.is_none() {
         return HashSet::new();
     }
-    b.logs
+    b.replicas
+        .logs()
         .failed_logs()
         .into_keys()
         .filter(|tp| tp.topic == t.name)
@@ -252,7 +253,7 @@ fn failed_partitions(b: &Broker, t: &ClusterTopic<'_>) -> HashSet<i32> {
 /// The local log of `t`'s partition, when it is this topic's.
 fn local_log(b: &Broker, t: &ClusterTopic<'_>, partition: i32) -> Option<std::sync::Arc<Log>> {
     t.local.as_ref()?;
-    b.logs.get(&TopicPartition::new(t.name.clone(), partition))
+    b.replicas.log(&t.name, partition)
 }
 
 fn topic_summary(b: &Broker, t: &ClusterTopic<'_>) -> TopicSummary {
