@@ -232,3 +232,117 @@ impl ReplicaManager {
         self.logs.shutdown()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use weir_protocol::records::{Compression, RecordBatchBuilder};
+    use weir_storage::LogManagerConfig;
+
+    use super::*;
+    use crate::producer_state::BatchMeta;
+
+    fn open(dir: &std::path::Path) -> ReplicaManager {
+        let logs = LogManager::open(LogManagerConfig::new(vec![dir.to_path_buf()]), 0).unwrap();
+        ReplicaManager::new(logs)
+    }
+
+    fn create(r: &ReplicaManager, topic: &str, id: u8, partitions: i32) {
+        r.prepare_logs(topic, [id; 16], 0..partitions, LogConfig::default())
+            .unwrap()
+            .commit();
+    }
+
+    fn append(log: &Log, records: usize) {
+        let mut b = RecordBatchBuilder::new(Compression::None);
+        for _ in 0..records {
+            b.push(1, None, Some(bytes::Bytes::from_static(b"v")), vec![])
+                .unwrap();
+        }
+        log.append(&mut b.build().unwrap().into_bytes().to_vec(), 1)
+            .unwrap();
+    }
+
+    fn topic(name: &str, partitions: i32) -> TopicMeta {
+        TopicMeta {
+            name: name.to_string(),
+            id: weir_protocol::Uuid([1; 16]).to_string(),
+            partitions,
+            configs: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_append_moves_the_high_watermark_and_wakes_only_its_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        create(&r, "t", 1, 2);
+        let (p0, p1) = (r.log("t", 0).unwrap(), r.log("t", 1).unwrap());
+        let waiting_on_1 = r.wakeups().register([TopicPartition::new("t", 1)]);
+        append(&p0, 3);
+        assert_eq!(p0.high_watermark(), 0, "appended, not yet visible");
+        r.advance_high_watermark(&p0);
+        r.notify_append(&p0);
+        assert_eq!(p0.high_watermark(), 3);
+        // a wake-up is a stored permit: `notified` is ready at its first poll
+        let woken = tokio::select! {
+            biased;
+            _ = waiting_on_1.notified() => true,
+            _ = std::future::ready(()) => false,
+        };
+        assert!(!woken, "woken by another partition's append");
+        append(&p1, 1);
+        r.advance_high_watermark(&p1);
+        r.notify_append(&p1);
+        assert_eq!(p1.high_watermark(), 1);
+        tokio::time::timeout(Duration::from_secs(5), waiting_on_1.notified())
+            .await
+            .expect("the append to its partition wakes the fetch");
+    }
+
+    #[test]
+    fn a_removed_partition_loses_its_producer_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        create(&r, "t", 1, 1);
+        let log = r.log("t", 0).unwrap();
+        let batch = BatchMeta {
+            first_seq: 0,
+            last_seq: 0,
+            first_offset: 0,
+            last_offset: 0,
+            timestamp: 1,
+        };
+        r.with_producers(&log, |s| s.record(7, 0, batch));
+        assert_eq!(r.with_producers(&log, |s| s.len()), 1);
+
+        let tp = TopicPartition::new("t", 0);
+        r.remove_partition(&tp).unwrap();
+        assert!(r.log("t", 0).is_none());
+        // the same partition again (a topic recreated under its name)
+        create(&r, "t", 2, 1);
+        let log = r.log("t", 0).unwrap();
+        assert!(r.with_producers(&log, |s| s.is_empty()));
+    }
+
+    #[test]
+    fn a_missing_log_is_a_storage_error_only_for_a_known_partition_that_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        r.logs()
+            .record_failed(&TopicPartition::new("t", 1), "unreadable".to_string());
+        let t = topic("t", 2);
+        assert_eq!(
+            r.missing_log_error(Some(&t), 1),
+            ErrorCode::KafkaStorageError
+        );
+        for (known, partition) in [(Some(&t), 0), (None, 1), (Some(&topic("t", 1)), 1)] {
+            assert_eq!(
+                r.missing_log_error(known, partition),
+                ErrorCode::UnknownTopicOrPartition,
+                "{known:?} partition {partition}"
+            );
+        }
+    }
+}
