@@ -9,12 +9,16 @@ use bytes::Bytes;
 use openraft::error::{InitializeError, RaftError};
 use openraft::{BasicNode, Config, RaftNetworkFactory, SnapshotPolicy};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::log_store::{LogOpenError, LogStore};
-use crate::network::{MAX_FRAME_BYTES, MemRouter, TcpNetworkFactory, serve_tcp};
+use crate::network::{MAX_FRAME_BYTES, MemRouter, PeerRefusal, TcpNetworkFactory, serve_tcp};
 use crate::state_machine::{MetadataStateMachine, SnapshotLoadError, StateMachineStore};
 use crate::{Raft, TypeConfig};
+
+/// Bound on a cluster id, which every raft request carries.
+pub const MAX_CLUSTER_ID_BYTES: usize = 256;
 
 /// How one node of the metadata quorum runs. Plain data; [`validate`]
 /// checks it.
@@ -38,6 +42,10 @@ pub struct RaftOptions {
     pub entries_kept_after_snapshot: u64,
     /// Bound on one RPC frame on the TCP transport.
     pub max_frame_bytes: usize,
+    /// The cluster this quorum is: named in every raft request this node
+    /// sends over TCP, and requests naming another (or none) are refused.
+    /// `None` sends none and serves any.
+    pub cluster_id: Option<String>,
 }
 
 impl RaftOptions {
@@ -55,6 +63,7 @@ impl RaftOptions {
             snapshot_after_entries: 10_000,
             entries_kept_after_snapshot: 1000,
             max_frame_bytes: MAX_FRAME_BYTES,
+            cluster_id: None,
         }
     }
 
@@ -71,6 +80,13 @@ impl RaftOptions {
             return Err(RaftStartError::Config(format!(
                 "max_frame_bytes {} is below 64 KiB",
                 self.max_frame_bytes
+            )));
+        }
+        if let Some(id) = &self.cluster_id
+            && (id.is_empty() || id.len() > MAX_CLUSTER_ID_BYTES)
+        {
+            return Err(RaftStartError::Config(format!(
+                "cluster id {id:?} is empty or longer than {MAX_CLUSTER_ID_BYTES} bytes"
             )));
         }
         Ok(())
@@ -132,6 +148,9 @@ pub struct MetadataRaft<S> {
     log: LogStore,
     sm: StateMachineStore<S>,
     max_frame_bytes: usize,
+    cluster_id: Option<String>,
+    /// Refusals of this node's requests by peers (TCP transport only).
+    refusal: PeerRefusal,
     server: Option<JoinHandle<()>>,
 }
 
@@ -141,6 +160,20 @@ impl<S: MetadataStateMachine> MetadataRaft<S> {
     ///
     /// [`raft`]: MetadataRaft::raft
     pub async fn start<N>(options: RaftOptions, sm: S, network: N) -> Result<Self, RaftStartError>
+    where
+        N: RaftNetworkFactory<TypeConfig>,
+    {
+        // No transport but TCP's refuses anything: nothing ever changes.
+        let refusal = watch::channel(None).1;
+        Self::start_with(options, sm, network, refusal).await
+    }
+
+    async fn start_with<N>(
+        options: RaftOptions,
+        sm: S,
+        network: N,
+        refusal: PeerRefusal,
+    ) -> Result<Self, RaftStartError>
     where
         N: RaftNetworkFactory<TypeConfig>,
     {
@@ -164,6 +197,8 @@ impl<S: MetadataStateMachine> MetadataRaft<S> {
             log,
             sm,
             max_frame_bytes: options.max_frame_bytes,
+            cluster_id: options.cluster_id,
+            refusal,
             server: None,
         })
     }
@@ -175,11 +210,14 @@ impl<S: MetadataStateMachine> MetadataRaft<S> {
         sm: S,
         listener: TcpListener,
     ) -> Result<Self, RaftStartError> {
-        let max_frame_bytes = options.max_frame_bytes;
-        let network = TcpNetworkFactory { max_frame_bytes };
-        let mut node = Self::start(options, sm, network).await?;
-        let raft = node.raft.clone();
-        node.server = Some(tokio::spawn(serve_tcp(listener, raft, max_frame_bytes)));
+        let mut node = Self::start_tcp_client(options, sm).await?;
+        let server = serve_tcp(
+            listener,
+            node.raft.clone(),
+            node.max_frame_bytes,
+            node.cluster_id.clone(),
+        );
+        node.server = Some(tokio::spawn(server));
         Ok(node)
     }
 
@@ -187,17 +225,28 @@ impl<S: MetadataStateMachine> MetadataRaft<S> {
     /// listener itself: the caller accepts connections on the node's
     /// CONTROLLER listener and hands raft ones to
     /// [`serve_raft_connection`](crate::network::serve_raft_connection)
-    /// with [`raft`](MetadataRaft::raft).
+    /// with [`raft`](MetadataRaft::raft) and [`cluster_id`](Self::cluster_id).
     pub async fn start_tcp_client(options: RaftOptions, sm: S) -> Result<Self, RaftStartError> {
-        let network = TcpNetworkFactory {
-            max_frame_bytes: options.max_frame_bytes,
-        };
-        Self::start(options, sm, network).await
+        let network = TcpNetworkFactory::new(options.max_frame_bytes, options.cluster_id.clone());
+        let refusal = network.refusal();
+        Self::start_with(options, sm, network, refusal).await
     }
 
     /// The bound on one RPC frame this node was started with.
     pub fn max_frame_bytes(&self) -> usize {
         self.max_frame_bytes
+    }
+
+    /// The cluster id this node names in its requests and requires of
+    /// requests it serves.
+    pub fn cluster_id(&self) -> Option<&str> {
+        self.cluster_id.as_deref()
+    }
+
+    /// The last refusal of this node's raft requests by a peer of another
+    /// cluster, as one line naming the setting to fix (`None` until then).
+    pub fn peer_refusal(&self) -> PeerRefusal {
+        self.refusal.clone()
     }
 
     /// Starts a node on an in-memory router (tests).

@@ -11,6 +11,15 @@
 //! ([`RAFT_FRAME_MARKER`]): a listener shared with another protocol tells
 //! the two apart by it and hands raft connections to
 //! [`serve_raft_connection`].
+//!
+//! Every request frame is an [`RpcEnvelope`]: the request and the cluster
+//! id of the sender (`{"cluster_id":"…","request":{…}}`). A node that knows
+//! its cluster id answers a request naming another one (or none) with
+//! [`RpcResponse::Refused`] and never hands it to its raft: a node
+//! configured with another `controller.quorum.voters` cannot move this
+//! quorum's term or leader. The sender logs the refusal once (and on every
+//! change), publishes it ([`PeerRefusal`]) and reports it to openraft as
+//! the peer being unreachable, never as a vote or an append answer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -29,6 +38,7 @@ use openraft::raft::{
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::{Raft, TypeConfig};
@@ -51,13 +61,42 @@ pub enum RpcRequest {
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
 }
 
-/// One response on the wire: the receiving raft's answer or its error.
+/// One request frame: the request and the cluster its sender belongs to.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RpcEnvelope {
+    /// The sender's cluster id; `None` from a node that knows none.
+    pub cluster_id: Option<String>,
+    pub request: RpcRequest,
+}
+
+/// One response on the wire: the receiving raft's answer or its error, or
+/// the refusal of a request from another cluster (which never reached the
+/// receiving raft).
 #[derive(Debug, Serialize, Deserialize)]
 pub enum RpcResponse {
     AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    Refused {
+        /// The receiver's cluster id.
+        cluster_id: String,
+    },
 }
+
+/// Whether a node of cluster `ours` serves a request from `theirs`: a node
+/// that knows no cluster id serves any; one that knows it serves only
+/// requests naming the same.
+pub fn same_cluster(ours: Option<&str>, theirs: Option<&str>) -> bool {
+    match ours {
+        None => true,
+        Some(ours) => theirs == Some(ours),
+    }
+}
+
+/// The last refusal a peer answered this node's raft RPCs with, as one
+/// line naming the setting to fix; `None` until a peer refuses. A refusal
+/// alone is no reason to stop: the misconfigured node may be the peer.
+pub type PeerRefusal = watch::Receiver<Option<String>>;
 
 /// Writes one frame.
 pub async fn write_frame<W: AsyncWrite + Unpin>(
@@ -105,17 +144,35 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     Ok(buf)
 }
 
-/// Opens TCP clients to the other controllers.
+/// Opens TCP clients to the other controllers; every request names
+/// `cluster_id`. The clients share one [`PeerRefusal`] channel.
 #[derive(Debug, Clone)]
 pub struct TcpNetworkFactory {
-    pub max_frame_bytes: usize,
+    max_frame_bytes: usize,
+    cluster_id: Option<String>,
+    refusal: Arc<watch::Sender<Option<String>>>,
 }
 
 impl Default for TcpNetworkFactory {
     fn default() -> Self {
+        TcpNetworkFactory::new(MAX_FRAME_BYTES, None)
+    }
+}
+
+impl TcpNetworkFactory {
+    /// Clients sending frames of at most `max_frame_bytes` that name
+    /// `cluster_id`.
+    pub fn new(max_frame_bytes: usize, cluster_id: Option<String>) -> Self {
         TcpNetworkFactory {
-            max_frame_bytes: MAX_FRAME_BYTES,
+            max_frame_bytes,
+            cluster_id,
+            refusal: Arc::new(watch::channel(None).0),
         }
+    }
+
+    /// The last refusal of a peer, as it changes.
+    pub fn refusal(&self) -> PeerRefusal {
+        self.refusal.subscribe()
     }
 }
 
@@ -125,6 +182,8 @@ pub struct TcpClient {
     target: u64,
     addr: String,
     max_frame_bytes: usize,
+    cluster_id: Option<String>,
+    refusal: Arc<watch::Sender<Option<String>>>,
     conn: Option<TcpStream>,
 }
 
@@ -136,13 +195,51 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetworkFactory {
             target,
             addr: node.addr.clone(),
             max_frame_bytes: self.max_frame_bytes,
+            cluster_id: self.cluster_id.clone(),
+            refusal: Arc::clone(&self.refusal),
             conn: None,
         }
     }
 }
 
 impl TcpClient {
-    async fn call(&mut self, req: &RpcRequest, ttl: Duration) -> io::Result<RpcResponse> {
+    /// Sends `request` and reads the answer; a refusal is returned as an
+    /// error (logged and published once per distinct reason), so no caller
+    /// can take it for an answer of the peer's raft.
+    async fn call(&mut self, request: RpcRequest, ttl: Duration) -> io::Result<RpcResponse> {
+        let envelope = RpcEnvelope {
+            cluster_id: self.cluster_id.clone(),
+            request,
+        };
+        match self.exchange(&envelope, ttl).await? {
+            RpcResponse::Refused { cluster_id } => Err(self.refused(&cluster_id)),
+            resp => Ok(resp),
+        }
+    }
+
+    fn refused(&self, theirs: &str) -> io::Error {
+        let reason = format!(
+            "the controller at {} (node {}) refused this node's raft requests: it belongs to \
+             cluster {theirs}, this node to {}: controller.quorum.voters must list the same \
+             voters on every node",
+            self.addr,
+            self.target,
+            self.cluster_id.as_deref().unwrap_or("(none)"),
+        );
+        let changed = self.refusal.send_if_modified(|last| {
+            let changed = last.as_deref() != Some(reason.as_str());
+            if changed {
+                *last = Some(reason.clone());
+            }
+            changed
+        });
+        if changed {
+            tracing::error!("{reason}");
+        }
+        io::Error::new(io::ErrorKind::PermissionDenied, reason)
+    }
+
+    async fn exchange(&mut self, req: &RpcEnvelope, ttl: Duration) -> io::Result<RpcResponse> {
         let payload = serde_json::to_vec(req).map_err(io::Error::other)?;
         let result = tokio::time::timeout(ttl, async {
             if self.conn.is_none() {
@@ -196,7 +293,7 @@ impl RaftNetwork<TypeConfig> for TcpClient {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, Err> {
         match self
-            .call(&RpcRequest::AppendEntries(rpc), option.hard_ttl())
+            .call(RpcRequest::AppendEntries(rpc), option.hard_ttl())
             .await
         {
             Ok(RpcResponse::AppendEntries(r)) => {
@@ -213,7 +310,7 @@ impl RaftNetwork<TypeConfig> for TcpClient {
         option: RPCOption,
     ) -> Result<InstallSnapshotResponse<u64>, Err<InstallSnapshotError>> {
         match self
-            .call(&RpcRequest::InstallSnapshot(rpc), option.hard_ttl())
+            .call(RpcRequest::InstallSnapshot(rpc), option.hard_ttl())
             .await
         {
             Ok(RpcResponse::InstallSnapshot(r)) => {
@@ -229,7 +326,7 @@ impl RaftNetwork<TypeConfig> for TcpClient {
         rpc: VoteRequest<u64>,
         option: RPCOption,
     ) -> Result<VoteResponse<u64>, Err> {
-        match self.call(&RpcRequest::Vote(rpc), option.hard_ttl()).await {
+        match self.call(RpcRequest::Vote(rpc), option.hard_ttl()).await {
             Ok(RpcResponse::Vote(r)) => r.map_err(|e| RemoteError::new(self.target, e).into()),
             Ok(_) => Err(unexpected()),
             Err(e) => Err(unreachable(&e)),
@@ -238,16 +335,23 @@ impl RaftNetwork<TypeConfig> for TcpClient {
 }
 
 /// Serves raft RPCs arriving on `listener` until the returned future is
-/// dropped (dropping it also ends every connection it accepted).
-pub async fn serve_tcp(listener: TcpListener, raft: Raft, max_frame_bytes: usize) {
+/// dropped (dropping it also ends every connection it accepted). Requests
+/// from another cluster than `cluster_id` are refused.
+pub async fn serve_tcp(
+    listener: TcpListener,
+    raft: Raft,
+    max_frame_bytes: usize,
+    cluster_id: Option<String>,
+) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let raft = raft.clone();
+                    let cluster_id = cluster_id.clone();
                     connections.spawn(async move {
-                        if let Err(e) = serve_connection(stream, raft, max_frame_bytes).await
+                        if let Err(e) = serve_connection(stream, raft, max_frame_bytes, cluster_id).await
                             && e.kind() != io::ErrorKind::UnexpectedEof
                         {
                             tracing::debug!(%peer, error = %e, "raft connection closed");
@@ -264,9 +368,14 @@ pub async fn serve_tcp(listener: TcpListener, raft: Raft, max_frame_bytes: usize
     }
 }
 
-async fn serve_connection(stream: TcpStream, raft: Raft, max_frame_bytes: usize) -> io::Result<()> {
+async fn serve_connection(
+    stream: TcpStream,
+    raft: Raft,
+    max_frame_bytes: usize,
+    cluster_id: Option<String>,
+) -> io::Result<()> {
     stream.set_nodelay(true)?;
-    serve_raft_connection(stream, raft, max_frame_bytes).await
+    serve_raft_connection(stream, raft, max_frame_bytes, cluster_id.as_deref()).await
 }
 
 /// Serves raft RPCs on one already-accepted connection until the peer
@@ -275,19 +384,40 @@ async fn serve_connection(stream: TcpStream, raft: Raft, max_frame_bytes: usize)
 /// accepts, recognizes a raft connection (its first frame's payload is
 /// JSON, so byte 4 of the stream is `{`) and hands the stream over with
 /// those bytes still unread (replayed by the stream if it peeked them).
+///
+/// A request naming another cluster than `cluster_id` is answered
+/// [`RpcResponse::Refused`] without reaching `raft` (see
+/// [`same_cluster`]); the first on a connection is logged.
 pub async fn serve_raft_connection<S>(
     mut stream: S,
     raft: Raft,
     max_frame_bytes: usize,
+    cluster_id: Option<&str>,
 ) -> io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let mut logged = false;
     loop {
         let frame = read_frame(&mut stream, max_frame_bytes).await?;
-        let req: RpcRequest = serde_json::from_slice(&frame)
+        let envelope: RpcEnvelope = serde_json::from_slice(&frame)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        let resp = dispatch(&raft, req).await;
+        let resp = match cluster_id {
+            Some(ours) if !same_cluster(cluster_id, envelope.cluster_id.as_deref()) => {
+                if !logged {
+                    logged = true;
+                    tracing::warn!(
+                        "refused raft requests from a node of cluster {}: this quorum is \
+                         cluster {ours} (that node's controller.quorum.voters differs)",
+                        envelope.cluster_id.as_deref().unwrap_or("(none)")
+                    );
+                }
+                RpcResponse::Refused {
+                    cluster_id: ours.to_string(),
+                }
+            }
+            _ => dispatch(&raft, envelope.request).await,
+        };
         let bytes = serde_json::to_vec(&resp).map_err(io::Error::other)?;
         write_frame(&mut stream, &bytes, max_frame_bytes).await?;
     }

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod cluster_id;
 mod fuzz_smoke;
 mod log_file;
 mod mem_cluster;

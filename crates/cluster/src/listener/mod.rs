@@ -6,7 +6,8 @@
 //!
 //! - a raft connection starts with a frame `[u32 len][JSON]` whose payload
 //!   opens with `{`, so byte 4 is [`RAFT_FRAME_MARKER`]; it goes to
-//!   weir-raft's [`serve_raft_connection`] with those bytes replayed;
+//!   weir-raft's [`serve_raft_connection`] with those bytes replayed, which
+//!   refuses requests naming another cluster id than this node's;
 //! - a Kafka connection starts with a request `[i32 size][i16 api_key]...`
 //!   and every api key is below 256, so byte 4 is 0; it is served here,
 //!   one request at a time, answered in order.
@@ -88,8 +89,8 @@ pub struct ListenerContext {
     pub raft: weir_raft::Raft,
     /// The voters and their CONTROLLER endpoints `host:port`.
     pub voters: std::collections::BTreeMap<u64, String>,
-    /// A registration with another cluster id is INCONSISTENT_CLUSTER_ID;
-    /// `None` accepts any.
+    /// A registration with another cluster id is INCONSISTENT_CLUSTER_ID
+    /// and a raft request naming another is refused; `None` accepts any.
     pub cluster_id: Option<String>,
     pub clock: Clock,
     pub max_request_bytes: usize,
@@ -155,7 +156,14 @@ async fn serve_connection(mut stream: TcpStream, ctx: ListenerContext) -> io::Re
     let stream = Rewind::new(head, stream);
     match head[4] {
         RAFT_FRAME_MARKER => {
-            serve_raft_connection(stream, ctx.raft.clone(), ctx.max_raft_frame_bytes).await
+            let cluster_id = ctx.cluster_id.as_deref();
+            serve_raft_connection(
+                stream,
+                ctx.raft.clone(),
+                ctx.max_raft_frame_bytes,
+                cluster_id,
+            )
+            .await
         }
         0 => serve_kafka(stream, &ctx).await,
         other => Err(io::Error::new(
