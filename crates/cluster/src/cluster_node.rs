@@ -39,8 +39,9 @@ pub struct ClusterNodeConfig {
     /// `controller.quorum.voters` (id -> CONTROLLER `host:port`).
     pub raft: RaftOptions,
     pub controller: QuorumControllerConfig,
-    /// Registrations from another cluster id are refused; `None` accepts
-    /// any.
+    /// Registrations and raft requests from another cluster id are
+    /// refused; `None` accepts any. Also the raft options' cluster id
+    /// unless those name one.
     pub cluster_id: Option<String>,
     /// Bound on one Kafka request frame on the CONTROLLER listener.
     pub max_request_bytes: usize,
@@ -87,6 +88,9 @@ pub struct ClusterNode {
     node: ControllerNode,
     client: Arc<ControllerClient>,
     lifecycle: Option<BrokerLifecycle>,
+    /// The controllers' session timeout (bounds the lifecycle's retries of
+    /// a duplicate registration).
+    session_timeout: Duration,
     tasks: Tasks,
 }
 
@@ -99,14 +103,20 @@ impl ClusterNode {
         let node_id = config.raft.node_id;
         let voters = config.raft.voters.clone();
         let lowest = voters.keys().next().copied();
-        let node = ControllerNode::start_tcp_client(config.raft, config.controller).await?;
+        // One cluster id for registrations and raft requests alike.
+        let mut raft = config.raft;
+        raft.cluster_id = raft.cluster_id.or_else(|| config.cluster_id.clone());
+        let cluster_id = raft.cluster_id.clone();
+        let session_timeout =
+            Duration::from_millis(config.controller.controller.session_timeout_ms);
+        let node = ControllerNode::start_tcp_client(raft, config.controller).await?;
         let ctx = ListenerContext {
             node_id,
             controller: node.controller.clone(),
             images: node.images.clone(),
             raft: node.raft.raft().clone(),
             voters: voters.clone(),
-            cluster_id: config.cluster_id,
+            cluster_id,
             clock: config.clock.clone(),
             max_request_bytes: config.max_request_bytes,
             max_raft_frame_bytes: node.raft.max_frame_bytes(),
@@ -128,13 +138,14 @@ impl ClusterNode {
             )));
         }
         let client = Arc::new(ControllerClient::new(voters, config.client));
-        let lifecycle = config
-            .broker
-            .map(|(info, lifecycle)| start_lifecycle(&node, &client, info, lifecycle));
+        let lifecycle = config.broker.map(|(info, lifecycle)| {
+            start_lifecycle(&node, &client, info, lifecycle, session_timeout)
+        });
         Ok(ClusterNode {
             node,
             client,
             lifecycle,
+            session_timeout,
             tasks: Tasks(tasks),
         })
     }
@@ -147,7 +158,26 @@ impl ClusterNode {
     /// broker whose client listener's address is known only once it is
     /// bound. Replaces (and stops) one given in the config.
     pub fn start_broker(&mut self, info: BrokerInfo, config: LifecycleConfig) {
-        self.lifecycle = Some(start_lifecycle(&self.node, &self.client, info, config));
+        let lifecycle =
+            start_lifecycle(&self.node, &self.client, info, config, self.session_timeout);
+        self.lifecycle = Some(lifecycle);
+    }
+
+    /// Resolves with one line saying why, once the active controller has
+    /// refused this node's broker for good (another cluster id: a
+    /// different `controller.quorum.voters` or `cluster.id`; or its
+    /// `node.id` held by another live process); the broker has stopped
+    /// heartbeating by then and the process should exit. Never resolves on
+    /// a node without a broker. Watches the lifecycle running when called:
+    /// call it after [`start_broker`](Self::start_broker).
+    pub fn refused(&self) -> impl Future<Output = String> + Send + 'static {
+        let refused = self.lifecycle.as_ref().map(BrokerLifecycle::refused);
+        async move {
+            match refused {
+                Some(refused) => refused.await,
+                None => std::future::pending().await,
+            }
+        }
     }
 
     /// The metadata image this node applies, for the broker side.
@@ -207,10 +237,12 @@ fn start_lifecycle(
     client: &Arc<ControllerClient>,
     info: BrokerInfo,
     config: LifecycleConfig,
+    session_timeout: Duration,
 ) -> BrokerLifecycle {
     let images = node.images.clone();
     let offset = Arc::new(move || i64::try_from(images.current().index).unwrap_or(i64::MAX));
-    BrokerLifecycle::start(info, config, Arc::clone(client), offset)
+    let client = Arc::clone(client);
+    BrokerLifecycle::start_with_session_timeout(info, config, client, offset, session_timeout)
 }
 
 /// Tasks aborted when dropped.

@@ -12,6 +12,20 @@
 //! controller answers `should_shut_down` (the broker then leads nothing) or
 //! `shutdown_timeout` passes, then stops.
 //!
+//! A registration the controller will never accept ends the lifecycle in
+//! the refused state ([`BrokerState::refused`], one line naming the
+//! setting to fix), for the process to exit on:
+//!
+//! - INCONSISTENT_CLUSTER_ID at once: the quorum is another cluster (its
+//!   `controller.quorum.voters`, from which the cluster id is derived, or
+//!   its `cluster.id` differs from this node's);
+//! - DUPLICATE_BROKER_REGISTRATION once it has persisted for twice the
+//!   session timeout plus a heartbeat interval. A restarted broker gets it
+//!   too, until its previous incarnation's session expires (one session
+//!   timeout; a controller failover meanwhile starts that session afresh,
+//!   hence twice), so only past that is another live process holding the
+//!   same `node.id`.
+//!
 //! The state is published on a `tokio::sync::watch` channel.
 
 use std::collections::hash_map::RandomState;
@@ -19,9 +33,12 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use tokio::time::Instant;
+
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use weir_metadata::Endpoint;
+use weir_metadata::controller::DEFAULT_SESSION_TIMEOUT_MS;
 use weir_protocol::Uuid;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::broker_registration_request::Listener;
@@ -79,6 +96,9 @@ pub struct BrokerState {
     pub shut_down: bool,
     /// The lifecycle has stopped (no more heartbeats).
     pub stopped: bool,
+    /// Why the controller refused this broker for good, as one line naming
+    /// the setting to fix. Set only with `stopped`.
+    pub refused: Option<String>,
 }
 
 impl Default for BrokerState {
@@ -89,6 +109,7 @@ impl Default for BrokerState {
             caught_up: false,
             shut_down: false,
             stopped: false,
+            refused: None,
         }
     }
 }
@@ -107,12 +128,27 @@ pub struct BrokerLifecycle {
 }
 
 impl BrokerLifecycle {
-    /// Starts registering and heartbeating.
+    /// Starts registering and heartbeating, against a controller with the
+    /// default session timeout (Kafka's `broker.session.timeout.ms`).
     pub fn start(
         info: BrokerInfo,
         config: LifecycleConfig,
         client: Arc<ControllerClient>,
         offset: MetadataOffset,
+    ) -> Self {
+        let session_timeout = Duration::from_millis(DEFAULT_SESSION_TIMEOUT_MS);
+        Self::start_with_session_timeout(info, config, client, offset, session_timeout)
+    }
+
+    /// Starts registering and heartbeating, against a controller that
+    /// expires a session after `session_timeout` (which bounds how long a
+    /// DUPLICATE_BROKER_REGISTRATION is retried).
+    pub fn start_with_session_timeout(
+        info: BrokerInfo,
+        config: LifecycleConfig,
+        client: Arc<ControllerClient>,
+        offset: MetadataOffset,
+        session_timeout: Duration,
     ) -> Self {
         let incarnation_id = random_uuid();
         let (state_tx, state) = watch::channel(BrokerState::default());
@@ -126,6 +162,8 @@ impl BrokerLifecycle {
             offset,
             state: state_tx,
             want_shutdown: want_rx,
+            duplicate_timeout: session_timeout * 2 + config.heartbeat_interval,
+            duplicate_since: None,
         };
         BrokerLifecycle {
             incarnation_id,
@@ -144,6 +182,24 @@ impl BrokerLifecycle {
     /// The broker's state, as it changes.
     pub fn state(&self) -> watch::Receiver<BrokerState> {
         self.state.clone()
+    }
+
+    /// Resolves with the reason once the controller has refused this
+    /// broker for good ([`BrokerState::refused`]); never otherwise.
+    pub fn refused(&self) -> impl Future<Output = String> + Send + 'static {
+        let mut state = self.state.clone();
+        async move {
+            // The value is checked before the channel's end: a lifecycle
+            // that stopped refused still answers.
+            let refused = match state.wait_for(|s| s.refused.is_some()).await {
+                Ok(s) => s.refused.clone(),
+                Err(_) => None,
+            };
+            match refused {
+                Some(reason) => reason,
+                None => std::future::pending().await,
+            }
+        }
     }
 
     /// Controlled shutdown: heartbeats with `want_shut_down` until the
@@ -178,6 +234,19 @@ struct Run {
     offset: MetadataOffset,
     state: watch::Sender<BrokerState>,
     want_shutdown: watch::Receiver<bool>,
+    /// How long DUPLICATE_BROKER_REGISTRATION is retried.
+    duplicate_timeout: Duration,
+    /// When the current run of DUPLICATE_BROKER_REGISTRATION answers began.
+    duplicate_since: Option<Instant>,
+}
+
+/// The outcome of one registration attempt.
+enum Registered {
+    Epoch(i64),
+    /// Refused or unanswered for now; try again.
+    Retry,
+    /// Refused for good, with the reason.
+    Refused(String),
 }
 
 impl Run {
@@ -189,13 +258,24 @@ impl Run {
                 break;
             }
             match epoch {
-                None => {
-                    epoch = self.register().await;
-                    if epoch.is_some() {
+                None => match self.register().await {
+                    Registered::Epoch(e) => {
+                        epoch = Some(e);
                         // Straight on to the first heartbeat.
                         continue;
                     }
-                }
+                    Registered::Retry => {}
+                    Registered::Refused(reason) => {
+                        tracing::error!("{reason}");
+                        // Stopped too, in the same change: a watcher of
+                        // `refused` sees the lifecycle over.
+                        self.state.send_modify(|s| {
+                            s.refused = Some(reason);
+                            s.stopped = true;
+                        });
+                        break;
+                    }
+                },
                 Some(e) => match self.heartbeat(e, shutting_down).await {
                     Beat::Ok { should_shut_down } => {
                         if shutting_down && should_shut_down {
@@ -230,7 +310,7 @@ impl Run {
         self.state.send_modify(|s| s.stopped = true);
     }
 
-    async fn register(&self) -> Option<i64> {
+    async fn register(&mut self) -> Registered {
         let req = BrokerRegistrationRequest {
             broker_id: self.info.node_id,
             cluster_id: self.info.cluster_id.clone(),
@@ -257,12 +337,13 @@ impl Run {
                     epoch = resp.broker_epoch,
                     "registered"
                 );
+                self.duplicate_since = None;
                 self.state.send_modify(|s| {
                     s.broker_epoch = Some(resp.broker_epoch);
                     s.fenced = true;
                     s.caught_up = false;
                 });
-                Some(resp.broker_epoch)
+                Registered::Epoch(resp.broker_epoch)
             }
             Ok(resp) => {
                 let code = ErrorCode::from_code_lossy(resp.error_code);
@@ -271,12 +352,43 @@ impl Run {
                     error = code.name(),
                     "registration refused"
                 );
-                None
+                self.refusal(code).await
             }
             Err(e) => {
                 tracing::warn!(broker = self.info.node_id, error = %e, "registration failed");
-                None
+                Registered::Retry
             }
+        }
+    }
+
+    /// Whether a registration refused with `code` is refused for good.
+    async fn refusal(&mut self, code: ErrorCode) -> Registered {
+        let node = self.info.node_id;
+        let controller = match self.client.known_controller().await {
+            Some(id) => format!("active controller: node {id}"),
+            None => "no active controller known".to_string(),
+        };
+        match code {
+            ErrorCode::InconsistentClusterId => Registered::Refused(format!(
+                "the metadata quorum ({controller}) refused node {node}: its cluster id {} is \
+                 not the quorum's (INCONSISTENT_CLUSTER_ID): controller.quorum.voters must list \
+                 the same voters on every node (and cluster.id, if set, must be the same)",
+                self.info.cluster_id
+            )),
+            ErrorCode::DuplicateBrokerRegistration => {
+                let since = *self.duplicate_since.get_or_insert_with(Instant::now);
+                let refused_for = since.elapsed();
+                if refused_for < self.duplicate_timeout {
+                    return Registered::Retry;
+                }
+                Registered::Refused(format!(
+                    "the metadata quorum ({controller}) refused node {node} for {:.1} s, past \
+                     the broker session timeout (DUPLICATE_BROKER_REGISTRATION): another live \
+                     process is node {node}; node.id must be unique in the cluster",
+                    refused_for.as_secs_f64()
+                ))
+            }
+            _ => Registered::Retry,
         }
     }
 
@@ -299,6 +411,7 @@ impl Run {
                             caught_up: resp.is_caught_up,
                             shut_down: want_shut_down && resp.should_shut_down,
                             stopped: false,
+                            refused: None,
                         };
                         let changed = *s != next;
                         *s = next;

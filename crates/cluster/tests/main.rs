@@ -11,4 +11,5 @@ mod image;
 mod leaders;
 mod lifecycle;
 mod quorum;
+mod refusals;
 mod tcp;
