@@ -166,8 +166,8 @@ pub struct BrokerConfig {
     /// a cluster ([`BrokerConfig::is_cluster`]); a single node is its own
     /// controller quorum.
     pub controller_listener: Option<(String, Listener)>,
-    /// `process.roles`: always broker and controller (a broker-only or
-    /// controller-only node is refused).
+    /// `process.roles`: `broker`, `controller` or both (sorted); both by
+    /// default.
     pub process_roles: Vec<String>,
     /// `controller.quorum.voters`: node id → `host:port` of its CONTROLLER
     /// listener. Empty, or only this node, for a single node.
@@ -234,9 +234,24 @@ fn invalid(name: &str, value: &str, reason: impl Into<String>) -> ConfigError {
 
 impl BrokerConfig {
     /// Whether this node is one of several: `controller.quorum.voters`
-    /// names other nodes too.
+    /// names other nodes too, or it has only one of the two roles.
     pub fn is_cluster(&self) -> bool {
-        self.quorum_voters.keys().any(|id| *id != self.node_id)
+        self.quorum_voters.keys().any(|id| *id != self.node_id) || !self.is_combined()
+    }
+
+    /// Whether `process.roles` has `broker`.
+    pub fn is_broker(&self) -> bool {
+        self.process_roles.iter().any(|r| r == "broker")
+    }
+
+    /// Whether `process.roles` has `controller`.
+    pub fn is_controller(&self) -> bool {
+        self.process_roles.iter().any(|r| r == "controller")
+    }
+
+    /// Whether this node is both broker and controller (the default).
+    pub fn is_combined(&self) -> bool {
+        self.is_broker() && self.is_controller()
     }
 
     /// The cluster id this node must have: `cluster.id` when set, else for
@@ -316,9 +331,13 @@ impl BrokerConfig {
             ));
         }
         let kraft = kraft(&explicit, &get, node_id as i32)?;
-        let listener =
-            Listener::parse_excluding(&listener_s, &protocol_map, &kraft.controller_names)
-                .map_err(|e| invalid("listeners", &listener_s, e))?;
+        let listener = match &kraft.controller_listener {
+            // A controller-only node has no client listener; its CONTROLLER
+            // listener stands in (nothing opens `listener` there).
+            Some((_, l)) if !kraft.roles.iter().any(|r| r == "broker") => l.clone(),
+            _ => Listener::parse_excluding(&listener_s, &protocol_map, &kraft.controller_names)
+                .map_err(|e| invalid("listeners", &listener_s, e))?,
+        };
         listener
             .bind_addr()
             .map_err(|e| invalid("listeners", &listener_s, e))?;
@@ -495,10 +514,6 @@ struct Kraft {
     voters: BTreeMap<i32, String>,
 }
 
-/// Why a setting is refused: it describes a kind of node weir does not run.
-const COMBINED_ONLY: &str = "this version of weir runs combined nodes only: \
-     every node has process.roles=broker,controller and is a voter in controller.quorum.voters";
-
 /// Validates Kafka's KRaft settings (`process.roles`, `controller.quorum.*`,
 /// `controller.listener.names`, `inter.broker.listener.name`) for weir's
 /// single node, which is broker and controller. With none set this accepts
@@ -537,19 +552,6 @@ fn kraft(
             "expected broker, controller or both",
         ));
     }
-    if roles != ["broker", "controller"] {
-        let why = if roles == ["broker"] {
-            "a broker-only node needs remote controllers"
-        } else {
-            "a controller-only node serves no clients and needs remote brokers"
-        };
-        return Err(invalid(
-            "process.roles",
-            &roles_s,
-            format!("{why}: {COMBINED_ONLY}"),
-        ));
-    }
-
     let voters_s = get("controller.quorum.voters");
     let mut voters = BTreeMap::new();
     for v in list("controller.quorum.voters") {
@@ -576,13 +578,41 @@ fn kraft(
         }
     }
     let voter_ids: Vec<i32> = voters.keys().copied().collect();
-    if !voter_ids.is_empty() && !voter_ids.contains(&node_id) {
+    let controller = roles.iter().any(|r| r == "controller");
+    let broker = roles.iter().any(|r| r == "broker");
+    if controller && !voter_ids.is_empty() && !voter_ids.contains(&node_id) {
         return Err(invalid(
             "controller.quorum.voters",
             &voters_s,
             format!(
                 "node.id {node_id} must be among the voters when process.roles contains controller"
             ),
+        ));
+    }
+    if !controller {
+        // A broker-only node fetches the metadata log from the voters.
+        if voter_ids.is_empty() {
+            return Err(invalid(
+                "controller.quorum.voters",
+                &voters_s,
+                "a broker-only node (process.roles=broker) needs the controller quorum's voters",
+            ));
+        }
+        if voter_ids.contains(&node_id) {
+            return Err(invalid(
+                "controller.quorum.voters",
+                &voters_s,
+                format!(
+                    "node.id {node_id} is a voter, but process.roles=broker: a voter is a controller"
+                ),
+            ));
+        }
+    }
+    if !broker && voter_ids.is_empty() {
+        return Err(invalid(
+            "controller.quorum.voters",
+            &voters_s,
+            "a controller-only node (process.roles=controller) needs controller.quorum.voters",
         ));
     }
     let bootstrap_s = get("controller.quorum.bootstrap.servers");
@@ -655,6 +685,21 @@ fn kraft(
                 ),
             ));
         }
+        if !controller {
+            // A broker-only node reaches the controllers at their voter
+            // addresses; it opens no CONTROLLER listener of its own.
+            if named.iter().any(|(n, _)| n == name) {
+                return Err(invalid(
+                    "listeners",
+                    &listeners_s,
+                    format!(
+                        "has {name}, one of controller.listener.names, but process.roles=broker \
+                         opens no controller listener"
+                    ),
+                ));
+            }
+            continue;
+        }
         let Some((_, addr)) = named.iter().find(|(n, _)| n == name) else {
             return Err(invalid(
                 "listeners",
@@ -665,7 +710,10 @@ fn kraft(
         let l = Listener::parse_address(addr).map_err(|e| invalid("listeners", &listeners_s, e))?;
         controller_listener.get_or_insert((name.clone(), l));
     }
-    if let Some(ib) = explicit.get("inter.broker.listener.name") {
+    if let Some(ib) = explicit
+        .get("inter.broker.listener.name")
+        .filter(|_| broker)
+    {
         let ib = ib.to_ascii_uppercase();
         if controller_names.contains(&ib) {
             return Err(invalid(
@@ -682,7 +730,17 @@ fn kraft(
             ));
         }
     }
-    if voters.len() > 1 {
+    if !broker && let Some((n, _)) = named.iter().find(|(n, _)| !controller_names.contains(n)) {
+        return Err(invalid(
+            "listeners",
+            &listeners_s,
+            format!(
+                "has {n}, which is not one of controller.listener.names: a controller-only node \
+                 (process.roles=controller) serves no clients"
+            ),
+        ));
+    }
+    if controller && (voters.len() > 1 || !broker) {
         // The others reach this node at its voter address: the CONTROLLER
         // listener must be opened there.
         let Some((name, l)) = &controller_listener else {
@@ -1150,10 +1208,40 @@ mod tests {
         assert!(q.is_cluster());
         assert_eq!(q.quorum_voters.len(), 3);
         assert_eq!(q.quorum_voters[&2], "127.0.0.1:19093");
+        // a broker-only node: not a voter, no CONTROLLER listener
+        let b = with(&[
+            ("process.roles", "broker"),
+            ("node.id", "4"),
+            ("controller.quorum.voters", "1@h:9093,2@h:9094,3@h:9095"),
+            ("listeners", "PLAINTEXT://:9092"),
+            ("advertised.listeners", "PLAINTEXT://localhost:9092"),
+        ])
+        .unwrap();
+        assert!(b.is_cluster() && b.is_broker() && !b.is_controller());
+        assert!(b.controller_listener.is_none());
+        assert_eq!(b.cluster_id(), q_with_same_voters_cluster_id());
+        // a controller-only node: a voter with only its CONTROLLER listener
+        let c = with(&[
+            ("process.roles", "controller"),
+            ("controller.quorum.voters", "1@h:9093"),
+            ("listeners", "CONTROLLER://:9093"),
+            ("advertised.listeners", ""),
+        ])
+        .unwrap();
+        assert!(c.is_cluster() && c.is_controller() && !c.is_broker());
+        assert_eq!(c.controller_listener.as_ref().unwrap().1.port, 9093);
         // with none of them set, one node that is broker and controller
         let d = BrokerConfig::default();
         assert_eq!(d.process_roles, ["broker", "controller"]);
         assert!(d.controller_listener.is_none());
+    }
+
+    /// The cluster id of combined node 1 with the voters the broker-only
+    /// node above names: every node of one quorum derives the same.
+    fn q_with_same_voters_cluster_id() -> Option<String> {
+        with(&[("controller.quorum.voters", "1@h:9093,2@h:9094,3@h:9095")])
+            .unwrap()
+            .cluster_id()
     }
 
     #[test]
@@ -1166,13 +1254,38 @@ mod tests {
             ),
             (
                 vec![("process.roles", "broker")],
-                "process.roles",
-                "combined nodes only",
+                "controller.quorum.voters",
+                "process.roles=broker",
+            ),
+            (
+                vec![
+                    ("process.roles", "broker"),
+                    ("controller.quorum.voters", "1@h:9093"),
+                ],
+                "controller.quorum.voters",
+                "node.id 1 is a voter, but process.roles=broker",
+            ),
+            (
+                vec![
+                    ("process.roles", "broker"),
+                    ("node.id", "4"),
+                    ("controller.quorum.voters", "1@h:9093"),
+                ],
+                "listeners",
+                "opens no controller listener",
             ),
             (
                 vec![("process.roles", "controller")],
-                "process.roles",
-                "combined nodes only",
+                "controller.quorum.voters",
+                "process.roles=controller",
+            ),
+            (
+                vec![
+                    ("process.roles", "controller"),
+                    ("controller.quorum.voters", "1@h:9093"),
+                ],
+                "listeners",
+                "serves no clients",
             ),
             (
                 vec![("controller.quorum.voters", "1@h:9093,1@h2:9093")],

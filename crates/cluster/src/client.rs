@@ -27,7 +27,7 @@ use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{
     BrokerHeartbeatRequest, BrokerRegistrationRequest, ControlledShutdownRequest,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeQuorumRequest,
-    ElectLeadersRequest, IncrementalAlterConfigsRequest,
+    ElectLeadersRequest, FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
 };
 
 /// How a [`ControllerClient`] retries.
@@ -133,6 +133,30 @@ impl ControllerRequest for IncrementalAlterConfigsRequest {
 impl ControllerRequest for DescribeQuorumRequest {
     fn not_controller(resp: &Self::Response) -> bool {
         is_not_controller(resp.error_code)
+    }
+}
+
+/// A fetch of the metadata log goes to the active controller; another
+/// voter answers NOT_LEADER_OR_FOLLOWER.
+impl ControllerRequest for FetchRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        is_not_controller(resp.error_code)
+            || resp
+                .responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .any(|p| p.error_code == ErrorCode::NotLeaderOrFollower.code())
+    }
+}
+
+impl ControllerRequest for FetchSnapshotRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        is_not_controller(resp.error_code)
+            || resp
+                .topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .any(|p| p.error_code == ErrorCode::NotLeaderOrFollower.code())
     }
 }
 

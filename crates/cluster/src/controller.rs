@@ -95,6 +95,9 @@ pub struct QuorumControllerConfig {
     pub seed: u64,
     /// Bound on one request.
     pub request_timeout: Duration,
+    /// Applied batches kept for broker-only nodes that fetch the metadata
+    /// log; one further behind loads a snapshot of the image instead.
+    pub retained_batches: usize,
 }
 
 impl Default for QuorumControllerConfig {
@@ -103,6 +106,7 @@ impl Default for QuorumControllerConfig {
             controller: ControllerConfig::default(),
             seed: 0,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            retained_batches: crate::image::DEFAULT_RETAINED_BATCHES,
         }
     }
 }

@@ -37,6 +37,11 @@ use crate::batch::{decode_batch, encode_batch};
 pub const DELTA_CHANNEL_CAPACITY: usize = 1024;
 /// Rejected batch indexes remembered for proposers.
 const REJECTED_KEPT: usize = 256;
+/// Applied batches kept for brokers that fetch the metadata log (see
+/// [`ImageReader::batches_after`]); one further behind gets a snapshot.
+pub const DEFAULT_RETAINED_BATCHES: usize = 4096;
+/// Bytes of applied batches kept at most, whatever their count.
+pub const RETAINED_BYTES: usize = 16 * 1024 * 1024;
 
 /// The image as of one index of the metadata log.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -64,6 +69,49 @@ struct Shared {
     /// for a restored snapshot or a skipped batch, which send no delta.
     published: watch::Sender<u64>,
     rejected: Mutex<VecDeque<(u64, String)>>,
+    retained: Mutex<Retained>,
+    /// The last snapshot served to a fetching broker, by index.
+    served_snapshot: Mutex<Option<(u64, Bytes)>>,
+}
+
+/// The most recent applied batches, for brokers fetching the log.
+/// Invariant: `batches` are every batch applied after `floor`, in index
+/// order (indexes may skip: raft's own entries are not batches).
+struct Retained {
+    floor: u64,
+    batches: VecDeque<(u64, Bytes)>,
+    bytes: usize,
+    max_batches: usize,
+}
+
+impl Retained {
+    fn push(&mut self, index: u64, payload: Bytes) {
+        self.bytes += payload.len();
+        self.batches.push_back((index, payload));
+        while self.batches.len() > self.max_batches || self.bytes > RETAINED_BYTES {
+            let Some((i, b)) = self.batches.pop_front() else {
+                break;
+            };
+            self.bytes -= b.len();
+            self.floor = i;
+        }
+    }
+
+    fn reset(&mut self, floor: u64) {
+        self.floor = floor;
+        self.batches.clear();
+        self.bytes = 0;
+    }
+}
+
+/// What [`ImageReader::batches_after`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RetainedBatches {
+    /// Every batch applied after the asked index (possibly none), up to
+    /// the byte bound, as `(index, payload)`.
+    Batches(Vec<(u64, Bytes)>),
+    /// The asked index is older than what is kept: fetch a snapshot.
+    Behind,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -110,6 +158,51 @@ impl ImageReader {
         self.shared.published.subscribe()
     }
 
+    /// The batches applied after `index` (raft index), at most `max_bytes`
+    /// of them but at least one, or [`RetainedBatches::Behind`] when some
+    /// of them are no longer kept.
+    pub fn batches_after(&self, index: u64, max_bytes: usize) -> RetainedBatches {
+        let retained = lock(&self.shared.retained);
+        if index < retained.floor {
+            return RetainedBatches::Behind;
+        }
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        for (i, b) in retained.batches.iter().filter(|(i, _)| *i > index) {
+            if !out.is_empty() && bytes + b.len() > max_bytes {
+                break;
+            }
+            bytes += b.len();
+            out.push((*i, b.clone()));
+        }
+        RetainedBatches::Batches(out)
+    }
+
+    /// A snapshot of the current image ([`snapshot_bytes`]) and its index;
+    /// the last one is kept, so a broker reading it in chunks gets the same
+    /// bytes while the image does not change.
+    pub fn snapshot(&self) -> (u64, Bytes) {
+        let current = self.current();
+        let mut served = lock(&self.shared.served_snapshot);
+        if let Some((index, bytes)) = served.as_ref()
+            && *index == current.index
+        {
+            return (*index, bytes.clone());
+        }
+        let bytes = Bytes::from(snapshot_bytes(&current));
+        *served = Some((current.index, bytes.clone()));
+        (current.index, bytes)
+    }
+
+    /// The snapshot kept by [`snapshot`](Self::snapshot) if it is the one
+    /// at `index`.
+    pub fn served_snapshot(&self, index: u64) -> Option<Bytes> {
+        lock(&self.shared.served_snapshot)
+            .as_ref()
+            .filter(|(i, _)| *i == index)
+            .map(|(_, b)| b.clone())
+    }
+
     /// Why the batch at `index` was skipped, if it was (recent ones only).
     pub fn rejection(&self, index: u64) -> Option<String> {
         lock(&self.shared.rejected)
@@ -129,12 +222,25 @@ pub struct ImageStateMachine {
 impl ImageStateMachine {
     /// An empty image and the reader that follows it.
     pub fn new() -> (Self, ImageReader) {
+        Self::with_retained(DEFAULT_RETAINED_BATCHES)
+    }
+
+    /// Like [`new`](Self::new), keeping the last `max_batches` applied
+    /// batches for fetching brokers.
+    pub fn with_retained(max_batches: usize) -> (Self, ImageReader) {
         let (deltas, _) = broadcast::channel(DELTA_CHANNEL_CAPACITY);
         let shared = Arc::new(Shared {
             current: RwLock::new(Arc::new(AppliedImage::default())),
             deltas,
             published: watch::Sender::new(0),
             rejected: Mutex::new(VecDeque::new()),
+            retained: Mutex::new(Retained {
+                floor: 0,
+                batches: VecDeque::new(),
+                bytes: 0,
+                max_batches: max_batches.max(1),
+            }),
+            served_snapshot: Mutex::new(None),
         });
         let reader = ImageReader {
             shared: Arc::clone(&shared),
@@ -159,7 +265,11 @@ impl ImageStateMachine {
 impl MetadataStateMachine for ImageStateMachine {
     fn apply(&mut self, index: u64, payload: &[u8]) -> Result<(), String> {
         debug_assert!(index > self.applied.index, "batches applied out of order");
-        let outcome = decode_batch(Bytes::copy_from_slice(payload))
+        let payload = Bytes::copy_from_slice(payload);
+        // Kept before it is published, so a broker woken by the new index
+        // finds the batch.
+        lock(&self.shared.retained).push(index, payload.clone());
+        let outcome = decode_batch(payload)
             .map_err(|e| e.to_string())
             .and_then(|records| {
                 self.applied
@@ -188,13 +298,7 @@ impl MetadataStateMachine for ImageStateMachine {
     }
 
     fn snapshot(&self) -> Vec<u8> {
-        let mut out = self.applied.index.to_be_bytes().to_vec();
-        match encode_batch(&image_records(&self.applied.image)) {
-            Ok(batch) => out.extend_from_slice(&batch),
-            // The records came from a valid image; every one encodes.
-            Err(e) => tracing::error!(%e, "metadata image does not encode"),
-        }
-        out
+        snapshot_bytes(&self.applied)
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
@@ -208,9 +312,22 @@ impl MetadataStateMachine for ImageStateMachine {
             .apply(&records)
             .map_err(|e| e.to_string())?;
         self.applied = AppliedImage { index, image };
+        lock(&self.shared.retained).reset(index);
         self.shared.publish(self.applied.clone());
         Ok(())
     }
+}
+
+/// The snapshot of an applied image: its index (u64 BE), then the image as
+/// one batch of the records that rebuild it ([`image_records`]).
+pub fn snapshot_bytes(applied: &AppliedImage) -> Vec<u8> {
+    let mut out = applied.index.to_be_bytes().to_vec();
+    match encode_batch(&image_records(&applied.image)) {
+        Ok(batch) => out.extend_from_slice(&batch),
+        // The records came from a valid image; every one encodes.
+        Err(e) => tracing::error!(%e, "metadata image does not encode"),
+    }
+    out
 }
 
 /// The records that rebuild `image` when applied to the empty image: the

@@ -22,6 +22,9 @@
 //!   and controlled shutdown.
 //! - [`cluster_node::ClusterNode`]: all of it for one process, with session
 //!   expiry and the leader rebalance on the active controller.
+//! - [`observer::MetadataObserver`]: the image of a broker-only node,
+//!   fetched from the active controller (`__cluster_metadata` Fetch and
+//!   FetchSnapshot) instead of voted on.
 //!
 //! See "Quorum controller" in `docs/cluster.md`.
 //!
@@ -62,6 +65,7 @@ pub mod lifecycle;
 pub mod listener;
 pub mod metrics;
 pub mod node;
+pub mod observer;
 
 pub use client::{ControllerClient, ControllerClientConfig, ControllerClientError};
 pub use cluster_node::{ClusterNode, ClusterNodeConfig};
@@ -70,3 +74,4 @@ pub use image::{AppliedImage, ImageReader, ImageStateMachine, ImageUpdate};
 pub use lifecycle::{BrokerInfo, BrokerLifecycle, BrokerState, LifecycleConfig};
 pub use metrics::ControllerMetricsSnapshot;
 pub use node::ControllerNode;
+pub use observer::{MetadataObserver, ObserverConfig};

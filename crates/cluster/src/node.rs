@@ -23,7 +23,7 @@ impl ControllerNode {
         config: QuorumControllerConfig,
         listener: TcpListener,
     ) -> Result<Self, RaftStartError> {
-        let (sm, images) = ImageStateMachine::new();
+        let (sm, images) = ImageStateMachine::with_retained(config.retained_batches);
         let raft = MetadataRaft::start_tcp(options, sm, listener).await?;
         Ok(Self::assemble(raft, images, config))
     }
@@ -36,7 +36,7 @@ impl ControllerNode {
         options: RaftOptions,
         config: QuorumControllerConfig,
     ) -> Result<Self, RaftStartError> {
-        let (sm, images) = ImageStateMachine::new();
+        let (sm, images) = ImageStateMachine::with_retained(config.retained_batches);
         let raft = MetadataRaft::start_tcp_client(options, sm).await?;
         Ok(Self::assemble(raft, images, config))
     }
@@ -47,7 +47,7 @@ impl ControllerNode {
         config: QuorumControllerConfig,
         router: &MemRouter,
     ) -> Result<Self, RaftStartError> {
-        let (sm, images) = ImageStateMachine::new();
+        let (sm, images) = ImageStateMachine::with_retained(config.retained_batches);
         let raft = MetadataRaft::start_mem(options, sm, router).await?;
         Ok(Self::assemble(raft, images, config))
     }

@@ -47,6 +47,7 @@ pub fn node_config(id: u64, dir: &Path, voters: &BTreeMap<u64, String>) -> Clust
         },
         seed: id,
         request_timeout: Duration::from_secs(5),
+        ..QuorumControllerConfig::default()
     };
     c.cluster_id = Some(CLUSTER_ID.into());
     c.tick_interval = Duration::from_millis(100);

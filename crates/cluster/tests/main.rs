@@ -10,6 +10,7 @@ mod controller_listener;
 mod image;
 mod leaders;
 mod lifecycle;
+mod observer;
 mod quorum;
 mod refusals;
 mod tcp;

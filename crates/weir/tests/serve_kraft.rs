@@ -188,7 +188,22 @@ fn inconsistent_quorum_and_secured_kraft_settings_are_refused_at_start() {
         ),
         (
             vec![("process.roles", "broker")],
-            vec!["process.roles", "combined nodes only"],
+            vec!["controller.quorum.voters", "process.roles=broker"],
+        ),
+        (
+            vec![
+                ("process.roles", "broker"),
+                ("node.id", "4"),
+                ("controller.quorum.voters", "1@localhost:29093"),
+            ],
+            vec!["listeners", "CONTROLLER", "opens no controller listener"],
+        ),
+        (
+            vec![
+                ("process.roles", "controller"),
+                ("controller.quorum.voters", "1@localhost:19093"),
+            ],
+            vec!["listeners", "PLAINTEXT", "serves no clients"],
         ),
         (
             vec![(

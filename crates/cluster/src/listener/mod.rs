@@ -29,6 +29,7 @@
 mod brokers;
 mod configs;
 mod leaders;
+pub mod metadata_fetch;
 mod quorum;
 mod topics;
 
@@ -113,6 +114,8 @@ pub const SERVED_APIS: &[ApiKey] = &[
     ApiKey::ElectLeaders,
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeQuorum,
+    ApiKey::Fetch,
+    ApiKey::FetchSnapshot,
 ];
 
 /// Accepts connections on `listener` until the returned future is dropped
@@ -288,6 +291,10 @@ async fn respond(
         }
         RequestBody::DescribeQuorum(r) => {
             ResponseBody::DescribeQuorum(quorum::describe(ctx, r, version))
+        }
+        RequestBody::Fetch(r) => ResponseBody::Fetch(metadata_fetch::fetch(ctx, r).await),
+        RequestBody::FetchSnapshot(r) => {
+            ResponseBody::FetchSnapshot(metadata_fetch::fetch_snapshot(ctx, r))
         }
         _ => return None,
     })

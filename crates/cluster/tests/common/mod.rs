@@ -38,6 +38,7 @@ pub fn config(id: u64) -> QuorumControllerConfig {
         },
         seed: id,
         request_timeout: Duration::from_secs(5),
+        ..QuorumControllerConfig::default()
     }
 }
 

@@ -98,6 +98,9 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
     // supervisor (or a test) sends as soon as it sees that line must stop
     // the broker cleanly, not kill it by the signal's default action.
     let signals = Signals::install();
+    if config.is_cluster() && !config.is_broker() {
+        return serve_controller(config, signals).await;
+    }
     let mut member = None;
     let started = if config.is_cluster() {
         match start_member(config).await {
@@ -133,7 +136,15 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
                 let _ = writeln!(
                     out,
                     "weir: controller listener {name}://{}, quorum {}",
-                    m.controller_addr,
+                    m.controller_addr
+                        .map_or_else(String::new, |a| a.to_string()),
+                    m.voters_text()
+                );
+            }
+            (None, Some(m)) => {
+                let _ = writeln!(
+                    out,
+                    "weir: broker only (process.roles=broker), metadata from the quorum {}",
                     m.voters_text()
                 );
             }
@@ -160,7 +171,20 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
         }
         let _ = out.flush();
     }
-    signals.wait().await;
+    // A cluster member the controller refused for good (another cluster's
+    // voters, or its node.id held by a live process) stops with that line.
+    let refused = member.as_ref().map(Member::refused);
+    let mut refusal = None;
+    match refused {
+        Some(refused) => tokio::select! {
+            _ = signals.wait() => {}
+            reason = refused => refusal = Some(reason),
+        },
+        None => signals.wait().await,
+    }
+    if let Some(reason) = &refusal {
+        eprintln!("weir serve: error: {reason}");
+    }
     tracing::info!("shutting down");
     let member_stopped = match member {
         Some(m) => m.shutdown().await,
@@ -170,6 +194,7 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
         eprintln!("weir serve: stopping the cluster member failed: {e}");
     }
     match running.shutdown().await {
+        Ok(()) if refusal.is_some() => ExitCode::from(1),
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("weir serve: shutdown failed: {e}");
@@ -219,8 +244,15 @@ impl Signals {
 /// This process's part of a cluster: its control plane and the tasks that
 /// keep the broker in line with the metadata image.
 struct Member {
-    node: weir_cluster::ClusterNode,
-    controller_addr: std::net::SocketAddr,
+    /// The metadata quorum node of a combined node.
+    node: Option<weir_cluster::ClusterNode>,
+    /// A broker-only node's image, fetched from the quorum, and its
+    /// registration.
+    observer: Option<(
+        weir_cluster::MetadataObserver,
+        weir_cluster::BrokerLifecycle,
+    )>,
+    controller_addr: Option<std::net::SocketAddr>,
     voters: std::collections::BTreeMap<u64, String>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -228,11 +260,17 @@ struct Member {
 
 impl Member {
     fn voters_text(&self) -> String {
-        self.voters
-            .iter()
-            .map(|(id, addr)| format!("{id}@{addr}"))
-            .collect::<Vec<_>>()
-            .join(",")
+        voters_text(&self.voters)
+    }
+
+    /// Resolves with the reason once the controller refused this broker
+    /// for good; never otherwise.
+    fn refused(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>> {
+        match (&self.node, &self.observer) {
+            (Some(node), _) => Box::pin(node.refused()),
+            (None, Some((_, lifecycle))) => Box::pin(lifecycle.refused()),
+            (None, None) => Box::pin(std::future::pending()),
+        }
     }
 
     /// Controlled shutdown (leadership moves away first), then the control
@@ -242,63 +280,106 @@ impl Member {
         for t in self.tasks {
             let _ = t.await;
         }
-        self.node.shutdown().await.map_err(|e| e.to_string())
+        if let Some((observer, lifecycle)) = self.observer {
+            // The image stays current while leadership moves away.
+            lifecycle.shutdown().await;
+            drop(observer);
+        }
+        match self.node {
+            Some(node) => node.shutdown().await.map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
     }
 }
 
-/// Starts a cluster member: the CONTROLLER listener with the metadata quorum,
-/// then the broker answering from the metadata image, then its registration
-/// and heartbeats (once its client listener's address is known).
-async fn start_member(
-    config: weir_broker::BrokerConfig,
-) -> Result<(weir_broker::RunningBroker, Member), String> {
-    use std::sync::Arc;
+/// The metadata settings every cluster node reads.
+struct QuorumSettings {
+    voters: std::collections::BTreeMap<u64, String>,
+    metadata_dir: std::path::PathBuf,
+    session_timeout_ms: u64,
+    heartbeat_interval_ms: u64,
+}
+
+impl QuorumSettings {
+    fn of(config: &weir_broker::BrokerConfig) -> Result<QuorumSettings, String> {
+        let voters = config
+            .quorum_voters
+            .iter()
+            .map(|(id, addr)| (*id as u64, addr.clone()))
+            .collect();
+        let Some(first_dir) = config.log_dirs.first() else {
+            return Err("log.dirs is empty".into());
+        };
+        // Not `<topic>-<n>`: the log manager leaves it alone.
+        let metadata_dir = first_dir.join("weir-metadata");
+        if !metadata_dir.exists() {
+            refuse_single_node_data(&config.log_dirs)?;
+        }
+        Ok(QuorumSettings {
+            voters,
+            metadata_dir,
+            session_timeout_ms: setting(
+                config,
+                "broker.session.timeout.ms",
+                weir_metadata::controller::DEFAULT_SESSION_TIMEOUT_MS,
+            ),
+            heartbeat_interval_ms: setting(
+                config,
+                "broker.heartbeat.interval.ms",
+                weir_cluster::lifecycle::DEFAULT_HEARTBEAT_INTERVAL.as_millis() as u64,
+            ),
+        })
+    }
+
+    fn voters_text(&self) -> String {
+        voters_text(&self.voters)
+    }
+}
+
+fn voters_text(voters: &std::collections::BTreeMap<u64, String>) -> String {
+    voters
+        .iter()
+        .map(|(id, addr)| format!("{id}@{addr}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A positive integer setting. Every name read has its default in the
+/// broker's config table; `fallback`, the consumer's own default, is only
+/// for a name it lacks.
+fn setting(config: &weir_broker::BrokerConfig, name: &str, fallback: u64) -> u64 {
+    config
+        .integer(name)
+        .map_or(fallback, |v| u64::try_from(v.max(1)).unwrap_or(fallback))
+}
+
+/// Starts this node's part of the metadata quorum: the CONTROLLER listener,
+/// raft and the controller (no broker lifecycle yet).
+async fn start_quorum_node(
+    config: &weir_broker::BrokerConfig,
+    quorum: &QuorumSettings,
+) -> Result<(weir_cluster::ClusterNode, std::net::SocketAddr), String> {
     use std::time::Duration;
     use weir_cluster::cluster_node::ClusterNodeConfig;
-    use weir_cluster::lifecycle::{BrokerInfo, LifecycleConfig};
 
-    let node_id = config.node_id;
     let Some((_, controller_listener)) = config.controller_listener.clone() else {
-        return Err("a cluster member needs a CONTROLLER listener".into());
+        return Err("a controller needs a CONTROLLER listener".into());
     };
     let bind = controller_listener.bind_addr()?;
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|e| format!("cannot listen on {bind} (CONTROLLER): {e}"))?;
     let controller_addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let voters: std::collections::BTreeMap<u64, String> = config
-        .quorum_voters
-        .iter()
-        .map(|(id, addr)| (*id as u64, addr.clone()))
-        .collect();
-    let Some(first_dir) = config.log_dirs.first() else {
-        return Err("log.dirs is empty".into());
-    };
-    // Not `<topic>-<n>`: the log manager leaves it alone.
-    let metadata_dir = first_dir.join("weir-metadata");
-    if !metadata_dir.exists() {
-        refuse_single_node_data(&config.log_dirs)?;
-    }
-    // Every name below has its default in the broker's config table;
-    // `fallback`, the consumer's own default, is only for a name it lacks.
-    let setting = |name: &str, fallback: u64| -> u64 {
-        config
-            .integer(name)
-            .map_or(fallback, |v| u64::try_from(v.max(1)).unwrap_or(fallback))
-    };
-    let session_timeout_ms = setting(
-        "broker.session.timeout.ms",
-        weir_metadata::controller::DEFAULT_SESSION_TIMEOUT_MS,
+    let mut raft = weir_raft::RaftOptions::new(
+        config.node_id as u64,
+        quorum.metadata_dir.clone(),
+        quorum.voters.clone(),
     );
-    let heartbeat_interval_ms = setting(
-        "broker.heartbeat.interval.ms",
-        weir_cluster::lifecycle::DEFAULT_HEARTBEAT_INTERVAL.as_millis() as u64,
-    );
-    let mut raft = weir_raft::RaftOptions::new(node_id as u64, metadata_dir, voters.clone());
     // Kafka's controller.quorum.election.timeout.ms: a follower that hears
     // nothing from the leader for a random time between it and twice it
     // starts an election.
     let election_ms = setting(
+        config,
         "controller.quorum.election.timeout.ms",
         raft.election_timeout_min_ms,
     );
@@ -306,7 +387,7 @@ async fn start_member(
     raft.election_timeout_max_ms = election_ms * 2;
     raft.heartbeat_interval_ms = (election_ms / 10).max(1);
     let mut cfg = ClusterNodeConfig::new(raft);
-    cfg.controller.controller.session_timeout_ms = session_timeout_ms;
+    cfg.controller.controller.session_timeout_ms = quorum.session_timeout_ms;
     cfg.controller.controller.default_partitions = config.num_partitions;
     cfg.controller.controller.default_replication_factor = config.default_replication_factor;
     cfg.controller.seed = u64::from(config.node_id.unsigned_abs());
@@ -315,17 +396,108 @@ async fn start_member(
         .value("auto.leader.rebalance.enable")
         .is_none_or(|v| v.eq_ignore_ascii_case("true"));
     cfg.leader_imbalance_check_interval = Duration::from_secs(setting(
+        config,
         "leader.imbalance.check.interval.seconds",
         cfg.leader_imbalance_check_interval.as_secs(),
     ));
-    let mut node = weir_cluster::ClusterNode::start(cfg, listener)
+    let node = weir_cluster::ClusterNode::start(cfg, listener)
         .await
         .map_err(|e| format!("cannot start the metadata quorum: {e}"))?;
-    let images = node.images();
-    let view = Arc::new(cluster::ImageView::new(
-        images.clone(),
-        node.controller().clone(),
-    ));
+    Ok((node, controller_addr))
+}
+
+/// `weir serve` with `process.roles=controller`: the CONTROLLER listener
+/// and the metadata quorum, no broker, until SIGTERM or SIGINT.
+async fn serve_controller(config: weir_broker::BrokerConfig, signals: Signals) -> ExitCode {
+    let started = match QuorumSettings::of(&config) {
+        Ok(quorum) => start_quorum_node(&config, &quorum)
+            .await
+            .map(|(node, addr)| (node, addr, quorum)),
+        Err(e) => Err(e),
+    };
+    let (node, addr, quorum) = match started {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("weir serve: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    {
+        let name = config
+            .controller_listener
+            .as_ref()
+            .map_or("CONTROLLER", |(n, _)| n.as_str());
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "weir: controller listener {name}://{addr}, quorum {}",
+            quorum.voters_text()
+        );
+        let _ = writeln!(out, "weir: data dir {}", quorum.metadata_dir.display());
+        let _ = writeln!(
+            out,
+            "weir: cluster id {}, node id {}",
+            config.cluster_id().unwrap_or_default(),
+            config.node_id
+        );
+        let _ = writeln!(
+            out,
+            "weir: controller only (process.roles=controller): no client listener, metrics or console"
+        );
+        let _ = out.flush();
+    }
+    signals.wait().await;
+    tracing::info!("shutting down");
+    match node.shutdown().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weir serve: stopping the metadata quorum failed: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Starts a broker of a cluster: on a combined node the CONTROLLER listener
+/// with the metadata quorum, on a broker-only node a fetch of the metadata
+/// log from the quorum; then the broker answering from the metadata image,
+/// then its registration and heartbeats (once its client listener's
+/// address is known).
+async fn start_member(
+    config: weir_broker::BrokerConfig,
+) -> Result<(weir_broker::RunningBroker, Member), String> {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use weir_cluster::lifecycle::{BrokerInfo, LifecycleConfig};
+
+    let node_id = config.node_id;
+    let quorum = QuorumSettings::of(&config)?;
+    let voters = quorum.voters.clone();
+    let (node, observer, controller_addr) = if config.is_controller() {
+        let (node, addr) = start_quorum_node(&config, &quorum).await?;
+        (Some(node), None, Some(addr))
+    } else {
+        // Marks the data dir as a cluster member's; the image itself is
+        // fetched again at every start.
+        std::fs::create_dir_all(&quorum.metadata_dir)
+            .map_err(|e| format!("cannot create {}: {e}", quorum.metadata_dir.display()))?;
+        let mut oc = weir_cluster::ObserverConfig::new(node_id);
+        oc.cluster_id = config.cluster_id();
+        (
+            None,
+            Some(weir_cluster::MetadataObserver::start(voters.clone(), oc)),
+            None,
+        )
+    };
+    let (images, leader): (weir_cluster::ImageReader, cluster::LeaderFn) = match (&node, &observer)
+    {
+        (Some(node), _) => {
+            let controller = node.controller().clone();
+            (node.images(), Arc::new(move || controller.leader()))
+        }
+        (None, Some(observer)) => (observer.images(), observer.leader_reader()),
+        (None, None) => return Err("neither a controller nor a metadata observer".into()),
+    };
+    let view = Arc::new(cluster::ImageView::new(images.clone(), leader));
     let (hosted_tx, hosted_rx) = tokio::sync::watch::channel(0u64);
     let admin = Arc::new(cluster::ForwardingAdmin::new(
         voters.clone(),
@@ -341,9 +513,11 @@ async fn start_member(
     .await
     .map_err(|e| e.to_string())?;
     let broker = running.broker.clone();
-    broker
-        .metrics
-        .set_extra_metrics(controller_metrics(node.controller().clone()));
+    if let Some(node) = &node {
+        broker
+            .metrics
+            .set_extra_metrics(controller_metrics(node.controller().clone()));
+    }
     let (host, port) = broker.advertised();
     let info = BrokerInfo {
         node_id,
@@ -357,12 +531,36 @@ async fn start_member(
         rack: broker.config.explicit.get("broker.rack").cloned(),
     };
     let lifecycle = LifecycleConfig {
-        heartbeat_interval: Duration::from_millis(heartbeat_interval_ms),
+        heartbeat_interval: Duration::from_millis(quorum.heartbeat_interval_ms),
         // Past the session timeout the controller fences this broker
         // anyway; waiting longer for a lost quorum gains nothing.
-        shutdown_timeout: Duration::from_millis(session_timeout_ms),
+        shutdown_timeout: Duration::from_millis(quorum.session_timeout_ms),
     };
-    node.start_broker(info, lifecycle);
+    let mut node = node;
+    let observer = match (node.as_mut(), observer) {
+        (Some(node), _) => {
+            node.start_broker(info, lifecycle);
+            None
+        }
+        (None, Some(observer)) => {
+            let client = Arc::new(weir_cluster::ControllerClient::new(
+                voters.clone(),
+                weir_cluster::ControllerClientConfig::default(),
+            ));
+            let offset_images = observer.images();
+            let offset: weir_cluster::lifecycle::MetadataOffset =
+                Arc::new(move || i64::try_from(offset_images.current().index).unwrap_or(i64::MAX));
+            let lifecycle = weir_cluster::BrokerLifecycle::start_with_session_timeout(
+                info,
+                lifecycle,
+                client,
+                offset,
+                Duration::from_millis(quorum.session_timeout_ms),
+            );
+            Some((observer, lifecycle))
+        }
+        (None, None) => None,
+    };
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let tasks = vec![
         tokio::spawn(cluster::follow_image(
@@ -382,6 +580,7 @@ async fn start_member(
         running,
         Member {
             node,
+            observer,
             controller_addr,
             voters,
             stop,

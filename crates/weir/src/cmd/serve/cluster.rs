@@ -1,7 +1,8 @@
-//! `weir serve` as one node of a cluster of combined nodes: the control
-//! plane (weir-cluster's [`ClusterNode`]: metadata raft and controller on the
-//! CONTROLLER listener, broker registration and heartbeats) wired to the
-//! broker through its two seams:
+//! `weir serve` as one broker of a cluster: the control plane (weir-cluster's
+//! [`ClusterNode`] on a combined node: metadata raft and controller on the
+//! CONTROLLER listener; on a broker-only node a [`MetadataObserver`]
+//! fetching the metadata log; broker registration and heartbeats on both)
+//! wired to the broker through its two seams:
 //!
 //! - [`ImageView`]: the broker's [`ClusterView`], answered from the metadata
 //!   image this node applies (live brokers, the active controller, each
@@ -28,8 +29,8 @@ use weir_broker::cluster::{
 use weir_broker::handler::RequestContext;
 use weir_broker::handler::configs::{OP_DELETE, OP_SET};
 use weir_broker::{Broker, BrokerConfig};
+use weir_cluster::ImageReader;
 use weir_cluster::client::{ControllerClient, ControllerClientConfig};
-use weir_cluster::{ImageReader, QuorumController};
 use weir_metadata::MetadataImage;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -55,7 +56,8 @@ const TOPIC_RESOURCE: i8 = 2;
 /// rebuilt only when the image or the active controller changed.
 pub struct ImageView {
     images: ImageReader,
-    controller: QuorumController,
+    /// The active controller as this node knows it.
+    leader: LeaderFn,
     cache: Mutex<Option<(SnapshotKey, Arc<ClusterSnapshot>)>>,
 }
 
@@ -64,10 +66,10 @@ pub struct ImageView {
 type SnapshotKey = (u64, Option<u64>);
 
 impl ImageView {
-    pub fn new(images: ImageReader, controller: QuorumController) -> ImageView {
+    pub fn new(images: ImageReader, leader: LeaderFn) -> ImageView {
         ImageView {
             images,
-            controller,
+            leader,
             cache: Mutex::new(None),
         }
     }
@@ -76,7 +78,7 @@ impl ImageView {
 impl ClusterView for ImageView {
     fn snapshot(&self) -> Arc<ClusterSnapshot> {
         let applied = self.images.current();
-        let leader = self.controller.leader();
+        let leader = (self.leader)();
         let key = (applied.index, leader);
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((k, snap)) = cache.as_ref()
@@ -84,10 +86,31 @@ impl ClusterView for ImageView {
         {
             return snap.clone();
         }
-        let controller_id = leader.and_then(|l| i32::try_from(l).ok()).unwrap_or(-1);
-        let snap = Arc::new(snapshot_of(&applied.image, controller_id));
+        let snap = Arc::new(snapshot_of(
+            &applied.image,
+            controller_id(&applied.image, leader),
+        ));
         *cache = Some((key, snap.clone()));
         snap
+    }
+}
+
+/// Who reads the active controller's id.
+pub type LeaderFn = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
+
+/// The controller id clients are told: the active controller when it is a
+/// live broker (combined nodes), else, as KRaft does, a live broker (the
+/// lowest id), which forwards controller requests; -1 with none.
+pub fn controller_id(image: &MetadataImage, leader: Option<u64>) -> i32 {
+    let live = |id: i32| image.broker(id).is_some_and(|b| !b.fenced);
+    match leader.and_then(|l| i32::try_from(l).ok()) {
+        Some(id) if live(id) => id,
+        _ => image
+            .brokers()
+            .filter(|b| !b.fenced)
+            .map(|b| b.id)
+            .min()
+            .unwrap_or(-1),
     }
 }
 
