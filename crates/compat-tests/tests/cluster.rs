@@ -33,7 +33,7 @@ use weir_compat_tests::{
 
 const NODES: usize = 3;
 const ALL: [i32; 3] = [1, 2, 3];
-const PARTITIONS: i32 = 6;
+pub(crate) const PARTITIONS: i32 = 6;
 const RECORDS: usize = 600;
 /// Start-up of a whole cluster: raft election, three registrations and
 /// `__consumer_offsets`.
@@ -163,14 +163,14 @@ fn start_cluster() -> (WeirCluster, ClusterMetadata) {
 
 // --- clients ---------------------------------------------------------------
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime")
 }
 
-fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
+pub(crate) fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
     ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("allow.auto.create.topics", "false")
@@ -180,7 +180,7 @@ fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
 
 /// CreateTopics through librdkafka's admin client; the topic's error code
 /// when it is refused.
-fn create_topic(
+pub(crate) fn create_topic(
     bootstrap: &str,
     name: &str,
     partitions: i32,
@@ -199,7 +199,7 @@ fn create_topic(
 
 /// The controller id librdkafka learned from Metadata.
 #[allow(unsafe_code)]
-fn rdkafka_controller_id(admin: &AdminClient<DefaultClientContext>) -> i32 {
+pub(crate) fn rdkafka_controller_id(admin: &AdminClient<DefaultClientContext>) -> i32 {
     // SAFETY: the pointer is the live handle `admin` owns and keeps alive
     // for the duration of the call; rd_kafka_controllerid only reads it.
     unsafe { rdkafka::bindings::rd_kafka_controllerid(admin.inner().native_ptr(), 10_000) }
@@ -213,7 +213,7 @@ fn value(i: usize) -> String {
     format!("value-{i}")
 }
 
-fn produce_keyed(bootstrap: &str, topic: &str, n: usize) {
+pub(crate) fn produce_keyed(bootstrap: &str, topic: &str, n: usize) {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("acks", "all")
@@ -248,7 +248,7 @@ fn produce_keyed(bootstrap: &str, topic: &str, n: usize) {
 
 /// Reads `n` records of `topic` from the start of every partition and
 /// checks each is on its key's partition with its value.
-fn consume_with_rdkafka(bootstrap: &str, topic: &str, n: usize) {
+pub(crate) fn consume_with_rdkafka(bootstrap: &str, topic: &str, n: usize) {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "unused-assign-only")

@@ -4,6 +4,7 @@
 
 mod cluster;
 mod cluster_configs;
+mod cluster_roles;
 mod compaction;
 mod conformance;
 mod console;
