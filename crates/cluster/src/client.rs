@@ -1,5 +1,6 @@
 //! [`ControllerClient`]: sends controller requests (registration,
-//! heartbeats, topic admin and topic configs, ElectLeaders, DescribeQuorum) to whichever
+//! heartbeats, topic admin and topic configs, ElectLeaders, DescribeQuorum,
+//! AlterPartition, AllocateProducerIds) to whichever
 //! voter is the active controller, over the Kafka protocol on their
 //! CONTROLLER listeners.
 //!
@@ -25,9 +26,10 @@ use weir_client::{ClientError, Connection};
 use weir_protocol::codec::Request;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{
-    BrokerHeartbeatRequest, BrokerRegistrationRequest, ControlledShutdownRequest,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeQuorumRequest,
-    ElectLeadersRequest, FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
+    AllocateProducerIdsRequest, AlterPartitionRequest, BrokerHeartbeatRequest,
+    BrokerRegistrationRequest, ControlledShutdownRequest, CreatePartitionsRequest,
+    CreateTopicsRequest, DeleteTopicsRequest, DescribeQuorumRequest, ElectLeadersRequest,
+    FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
 };
 
 /// How a [`ControllerClient`] retries.
@@ -127,6 +129,20 @@ impl ControllerRequest for IncrementalAlterConfigsRequest {
         resp.responses
             .iter()
             .any(|r| is_not_controller(r.error_code))
+    }
+}
+
+/// Only the top-level code: a partition's NOT_CONTROLLER (its epochs are
+/// newer than the controller's image) is that partition's answer.
+impl ControllerRequest for AlterPartitionRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        is_not_controller(resp.error_code)
+    }
+}
+
+impl ControllerRequest for AllocateProducerIdsRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        is_not_controller(resp.error_code)
     }
 }
 

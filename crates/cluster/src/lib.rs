@@ -14,10 +14,12 @@
 //! - [`listener`]: the CONTROLLER listener, raft RPCs and Kafka controller
 //!   requests (BrokerRegistration, BrokerHeartbeat, ControlledShutdown,
 //!   CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
-//!   DescribeQuorum) on one port.
+//!   AlterPartition, AllocateProducerIds, DescribeQuorum) on one port.
 //! - [`metrics`]: the controller's gauges and counters.
 //! - [`client::ControllerClient`]: sends those requests to whichever voter
 //!   is the active controller.
+//! - [`broker_requests`]: a broker's AlterPartition (ISR changes) and
+//!   AllocateProducerIds through that client, in plain types.
 //! - [`lifecycle::BrokerLifecycle`]: a broker's registration, heartbeats
 //!   and controlled shutdown.
 //! - [`cluster_node::ClusterNode`]: all of it for one process, with session
@@ -57,6 +59,7 @@
 )]
 
 pub mod batch;
+pub mod broker_requests;
 pub mod client;
 pub mod cluster_node;
 pub mod controller;

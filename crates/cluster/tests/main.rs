@@ -4,6 +4,7 @@
 
 mod common;
 
+mod alter_partition;
 mod batch_fuzz_smoke;
 mod configs;
 mod controller_listener;

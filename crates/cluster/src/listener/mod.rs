@@ -20,7 +20,8 @@
 //! does not know, which is answered in v0 with UNSUPPORTED_VERSION and the
 //! versions served, as Kafka does.
 //!
-//! The handlers (`brokers`, `topics`, `leaders`, `configs`, `quorum`) map requests to the
+//! The handlers (`brokers`, `topics`, `leaders`, `configs`, `partitions`,
+//! `quorum`) map requests to the
 //! [`QuorumController`] and its answers to wire responses; they never
 //! touch the socket. On a node that is not the active controller every
 //! request but ApiVersions and DescribeQuorum is answered NOT_CONTROLLER,
@@ -30,6 +31,7 @@ mod brokers;
 mod configs;
 mod leaders;
 pub mod metadata_fetch;
+pub mod partitions;
 mod quorum;
 mod topics;
 
@@ -113,6 +115,8 @@ pub const SERVED_APIS: &[ApiKey] = &[
     ApiKey::CreatePartitions,
     ApiKey::ElectLeaders,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::AlterPartition,
+    ApiKey::AllocateProducerIds,
     ApiKey::DescribeQuorum,
     ApiKey::Fetch,
     ApiKey::FetchSnapshot,
@@ -289,6 +293,12 @@ async fn respond(
         RequestBody::IncrementalAlterConfigs(r) => {
             ResponseBody::IncrementalAlterConfigs(configs::incremental_alter(ctx, r).await)
         }
+        RequestBody::AlterPartition(r) => {
+            ResponseBody::AlterPartition(partitions::alter_partition(ctx, r, version).await)
+        }
+        RequestBody::AllocateProducerIds(r) => {
+            ResponseBody::AllocateProducerIds(partitions::allocate_producer_ids(ctx, r).await)
+        }
         RequestBody::DescribeQuorum(r) => {
             ResponseBody::DescribeQuorum(quorum::describe(ctx, r, version))
         }
@@ -300,8 +310,16 @@ async fn respond(
     })
 }
 
-/// ApiVersions: exactly [`SERVED_APIS`] with the versions the protocol
-/// crate decodes.
+/// The versions of `key` served here: the protocol crate's, but
+/// AlterPartition from v2 (Kafka 4's minimum; topics by id).
+pub fn served_versions(key: ApiKey) -> (i16, i16) {
+    match key {
+        ApiKey::AlterPartition => partitions::ALTER_PARTITION_VERSIONS,
+        other => other.valid_versions(),
+    }
+}
+
+/// ApiVersions: exactly [`SERVED_APIS`] with [`served_versions`].
 fn api_versions(error: ErrorCode) -> ApiVersionsResponse {
     use weir_protocol::messages::api_versions_response::ApiVersion;
     ApiVersionsResponse {
@@ -309,7 +327,7 @@ fn api_versions(error: ErrorCode) -> ApiVersionsResponse {
         api_keys: SERVED_APIS
             .iter()
             .map(|k| {
-                let (min_version, max_version) = k.valid_versions();
+                let (min_version, max_version) = served_versions(*k);
                 ApiVersion {
                     api_key: *k as i16,
                     min_version,
