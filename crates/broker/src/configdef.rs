@@ -254,6 +254,25 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         &["true", "false"],
     )),
     min(def("fetch.max.bytes", Int, Some("57671680")), 0),
+    // Replication (docs/configuration.md, "Replication"); not dynamic.
+    min(def("replica.lag.time.max.ms", Long, Some("30000")), 1),
+    min(def("replica.fetch.max.bytes", Int, Some("1048576")), 0),
+    min(
+        def("replica.fetch.response.max.bytes", Int, Some("10485760")),
+        0,
+    ),
+    min(def("replica.fetch.wait.max.ms", Int, Some("500")), 0),
+    min(def("replica.fetch.min.bytes", Int, Some("1")), 0),
+    min(def("replica.fetch.backoff.ms", Int, Some("1000")), 0),
+    min(def("num.replica.fetchers", Int, Some("1")), 1),
+    min(
+        def(
+            "replica.high.watermark.checkpoint.interval.ms",
+            Long,
+            Some("5000"),
+        ),
+        1,
+    ),
     min(def("offsets.topic.num.partitions", Int, Some("50")), 1),
     // a cluster caps it at its number of nodes
     min(def("offsets.topic.replication.factor", Int, Some("3")), 1),
