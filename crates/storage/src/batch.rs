@@ -22,10 +22,17 @@ pub(crate) struct AppendedBatch {
     pub records: i64,
 }
 
-/// The batches of a request that passed [`validate`]: (position, size,
-/// header) of each, in order.
+/// The batches of a request that passed [`validate`] (or
+/// [`validate_as_stored`]): (position, size, header) of each, in order.
 #[derive(Debug)]
 pub(crate) struct Validated(Vec<(usize, usize, BatchHeader)>);
+
+impl Validated {
+    /// Each batch's partitionLeaderEpoch as received, in order.
+    pub(crate) fn leader_epochs(&self) -> impl Iterator<Item = i32> + '_ {
+        self.0.iter().map(|(_, _, h)| h.partition_leader_epoch)
+    }
+}
 
 /// Assigns offsets from `next_offset` in place to validated batches (and
 /// LogAppendTime when configured, and the leader epoch when given).
@@ -86,6 +93,95 @@ pub(crate) fn plan(valid: &Validated, next_offset: i64) -> Vec<AppendedBatch> {
         next = last + 1;
     }
     out
+}
+
+/// The batches of a follower's append, with the offsets the leader gave
+/// them (nothing is assigned or rewritten).
+pub(crate) fn as_stored(valid: &Validated) -> Vec<AppendedBatch> {
+    valid
+        .0
+        .iter()
+        .map(|&(_, size, h)| AppendedBatch {
+            base_offset: h.base_offset,
+            size,
+            last_offset: h.last_offset(),
+            max_timestamp: h.max_timestamp,
+            records: h.records_count as i64,
+        })
+        .collect()
+}
+
+/// Checks the batches a follower fetched from its leader, as Kafka checks
+/// an append that keeps its offsets: each batch's header (magic 2,
+/// lengths), CRC-32C, record count against its offset range (a batch the
+/// cleaner emptied keeps its range, so fewer records than offsets is
+/// normal), and offsets that increase from batch to batch (a gap is what
+/// compaction leaves); the whole request against `segment.bytes`. The
+/// records themselves, their timestamps and `max.message.bytes` are the
+/// leader's business and are not checked again. Where the first batch
+/// starts is the log's to check.
+pub(crate) fn validate_as_stored(
+    records: &[u8],
+    config: &LogConfig,
+) -> Result<Validated, StorageError> {
+    let mut spans = Vec::new();
+    let mut pos = 0usize;
+    let mut previous_last: Option<i64> = None;
+    while pos < records.len() {
+        let rest = &records[pos..];
+        let corrupt = |reason: String| StorageError::CorruptRecord {
+            position: pos,
+            reason,
+        };
+        let h = BatchHeader::parse(rest).map_err(|e| corrupt(e.to_string()))?;
+        let size = h.total_size();
+        if size > rest.len() {
+            return Err(corrupt(format!(
+                "batch of {size} bytes but only {} left in the request",
+                rest.len()
+            )));
+        }
+        h.verify_crc(&rest[..size])
+            .map_err(|e| corrupt(e.to_string()))?;
+        if h.base_offset < 0
+            || h.last_offset_delta < 0
+            || h.records_count < 0
+            || i64::from(h.records_count) > i64::from(h.last_offset_delta) + 1
+        {
+            return Err(StorageError::InvalidRecord {
+                position: pos,
+                reason: format!(
+                    "base offset {}, last offset delta {}, {} records",
+                    h.base_offset, h.last_offset_delta, h.records_count
+                ),
+            });
+        }
+        if let Some(prev) = previous_last
+            && h.base_offset <= prev
+        {
+            return Err(StorageError::OffsetsOutOfOrder {
+                position: pos,
+                base_offset: h.base_offset,
+                previous_last_offset: prev,
+            });
+        }
+        previous_last = Some(h.last_offset());
+        spans.push((pos, size, h));
+        pos += size;
+    }
+    if spans.is_empty() {
+        return Err(StorageError::CorruptRecord {
+            position: 0,
+            reason: "no record batch in the request".into(),
+        });
+    }
+    if records.len() as u64 > config.segment_bytes {
+        return Err(StorageError::RecordListTooLarge {
+            size: records.len(),
+            max: config.segment_bytes as usize,
+        });
+    }
+    Ok(Validated(spans))
 }
 
 /// [`validate`] then [`assign`].

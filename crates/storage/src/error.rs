@@ -36,6 +36,27 @@ pub enum StorageError {
         invalid_timestamp: bool,
         records: Vec<RejectedRecord>,
     },
+    /// A follower's append whose first batch starts below the log end
+    /// offset: it would overwrite records (Kafka's
+    /// `UnexpectedAppendOffsetException`). Nothing was appended.
+    #[error(
+        "unexpected append offset: the first batch starts at {first_offset}, below the log end offset {log_end_offset}"
+    )]
+    UnexpectedAppendOffset {
+        first_offset: i64,
+        log_end_offset: i64,
+    },
+    /// A follower's append whose batches do not follow each other (a batch
+    /// starts at or below the last offset of the one before it; Kafka's
+    /// `OffsetsOutOfOrderException`). Nothing was appended.
+    #[error(
+        "out of order offsets: the batch at position {position} of the request starts at {base_offset}, after a batch ending at {previous_last_offset}"
+    )]
+    OffsetsOutOfOrder {
+        position: usize,
+        base_offset: i64,
+        previous_last_offset: i64,
+    },
     #[error("invalid timestamp {timestamp} (now {now_ms}): {reason}")]
     InvalidTimestamp {
         timestamp: i64,

@@ -31,6 +31,7 @@ pub mod checkpoint;
 pub mod cleaner;
 mod config;
 mod creation;
+pub mod epochs;
 mod error;
 pub mod fuzz_ops;
 pub mod index;

@@ -4,20 +4,23 @@
 //! `recovery_point <= leo`; segments are keyed by base offset, the last one
 //! is the only one appended to; every batch's offsets are ≥ its segment's
 //! base and < the next segment's base; `leo` is the offset after the last
-//! batch of the active segment (or its base when empty).
+//! batch of the active segment (or its base when empty); every leader epoch
+//! entry starts within `[log_start, leo]` (see [`crate::epochs`]).
 
 use crate::backend::{Storage, StorageFile};
-use crate::batch::{BatchScanner, Scanned, assign, plan, validate};
+use crate::batch::{BatchScanner, Scanned, as_stored, assign, plan, validate, validate_as_stored};
 use crate::checkpoint::{PARTITION_METADATA, encode_partition_metadata, write_atomic};
 use crate::config::{LogConfig, TopicPartition};
+use crate::epochs::{self, EpochEntry, LeaderEpochCache};
 use crate::error::{IoContext, StorageError};
+use crate::manager::{Persist, Registry};
 use crate::segment::{
     Damage, HeaderWalk, LOG_SUFFIX, PRODUCER_SNAPSHOT_SUFFIX, RecentHit, Segment, Step,
     parse_file_name,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 
 /// What an append did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +108,9 @@ pub(crate) struct Inner {
     /// advance the recovery point over data it did not sync.
     pub truncations: u64,
     pub closed: bool,
+    /// The leader epochs of the log, as in its `leader-epoch-checkpoint`
+    /// (written before anything that relies on a change of them).
+    pub epochs: LeaderEpochCache,
     /// Group commit: at most one sync runs at a time (see [`Log::flush_to`]).
     pub flush: FlushState,
 }
@@ -138,6 +144,28 @@ impl Inner {
             self.recovery_point,
             self.leo
         );
+        debug_assert!(
+            self.epochs
+                .entries()
+                .iter()
+                .all(|e| self.log_start <= e.start_offset && e.start_offset <= self.leo),
+            "leader epochs {:?} start within [log start {}, log end {}]",
+            self.epochs.entries(),
+            self.log_start,
+            self.leo
+        );
+    }
+
+    /// Trims the leader epochs to a log start that moved up (retention,
+    /// DeleteRecords) and rewrites their file. A failure to write is only
+    /// logged: the file then holds entries below the log start, which the
+    /// next open trims again.
+    pub(crate) fn trim_epochs_to_log_start(&mut self, storage: &dyn Storage, dir: &Path) {
+        if self.epochs.truncate_from_start(self.log_start)
+            && let Err(e) = epochs::write(storage, dir, &self.epochs)
+        {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot rewrite the leader epoch checkpoint after the log start moved");
+        }
     }
 
     pub(crate) fn active(&mut self) -> &mut Segment {
@@ -153,6 +181,8 @@ impl Inner {
 enum Input<'a> {
     Mut(&'a mut [u8]),
     Shared(&'a [u8]),
+    /// A follower's: stored as it is, offsets included.
+    AsStored(&'a [u8]),
 }
 
 /// One partition. `Send + Sync`; all methods take `&self`.
@@ -163,6 +193,9 @@ pub struct Log {
     pub(crate) dir: PathBuf,
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) inner: Mutex<Inner>,
+    /// The log manager holding this log, whose checkpoints a truncation
+    /// rewrites (none for a log opened or created on its own).
+    pub(crate) owner: Mutex<Weak<Registry>>,
 }
 
 /// Removes the producer snapshots in `dir` whose offset is above `offset`
@@ -219,6 +252,7 @@ impl Log {
             &dir.join(PARTITION_METADATA),
             encode_partition_metadata(&topic_id).as_bytes(),
         )?;
+        epochs::write(&*storage, &dir, &LeaderEpochCache::default())?;
         let seg = Segment::create(
             &*storage,
             &dir,
@@ -246,9 +280,32 @@ impl Log {
                 last_now_ms: now_ms,
                 truncations: 0,
                 closed: false,
+                epochs: LeaderEpochCache::default(),
                 flush: FlushState::default(),
             }),
+            owner: Mutex::new(Weak::new()),
         })
+    }
+
+    pub(crate) fn set_owner(&self, registry: &Arc<Registry>) {
+        *self.owner.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(registry);
+    }
+
+    /// Runs the truncation `cut` with the owning manager's checkpoints
+    /// rewritten around it, or with none when no manager holds the log.
+    fn cut_durably(
+        &self,
+        cut: impl FnOnce(&Log, Persist<'_>) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let owner = self
+            .owner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .upgrade();
+        match owner {
+            Some(registry) => registry.cut_with_checkpoints(self, cut),
+            None => cut(self, &mut |_, _| Ok(())),
+        }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -361,6 +418,53 @@ impl Log {
         self.append_unflushed(Input::Shared(records), now_ms, None)
     }
 
+    /// [`Log::append_shared`] as the leader in `leader_epoch` (stamps each
+    /// batch's partitionLeaderEpoch, so the request is copied first).
+    pub fn append_shared_as_leader(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+        leader_epoch: i32,
+    ) -> Result<(AppendInfo, Option<i64>), StorageError> {
+        self.append_unflushed(Input::Shared(records), now_ms, Some(leader_epoch))
+    }
+
+    /// Appends batches a follower fetched from its leader, as the leader
+    /// wrote them: offsets, timestamps, partitionLeaderEpoch and producer
+    /// fields are kept, byte for byte. The batches are checked (magic 2,
+    /// CRC-32C, lengths, record count against the offset range, offsets
+    /// increasing from batch to batch; a gap between batches is what
+    /// compaction leaves and is kept) but not the records' contents, which
+    /// the leader validated. The first batch must not start below the log
+    /// end offset ([`StorageError::UnexpectedAppendOffset`]) and each batch
+    /// must start after the one before ([`StorageError::OffsetsOutOfOrder`]);
+    /// otherwise nothing is appended. A batch's leader epoch newer than the
+    /// latest is recorded as starting at its base offset (the epoch file is
+    /// written before the batch). Flushes per policy, as [`Log::append`];
+    /// the high watermark does not move (the caller sets it from the
+    /// leader's).
+    pub fn append_as_follower(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let (info, flush) = self.append_as_follower_deferring_flush(records, now_ms)?;
+        if let Some(end) = flush {
+            self.flush_through(end, now_ms)?;
+        }
+        Ok(info)
+    }
+
+    /// [`Log::append_as_follower`] leaving the flush the policy asks for to
+    /// the caller, as [`Log::append_deferring_flush`].
+    pub fn append_as_follower_deferring_flush(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<(AppendInfo, Option<i64>), StorageError> {
+        self.append_unflushed(Input::AsStored(records), now_ms, None)
+    }
+
     fn append_inner(
         &self,
         records: &mut [u8],
@@ -391,13 +495,18 @@ impl Log {
         };
         let bytes: &[u8] = match &input {
             Input::Mut(r) => r,
-            Input::Shared(r) => r,
+            Input::Shared(r) | Input::AsStored(r) => r,
         };
+        let follower = matches!(input, Input::AsStored(_));
         // Validation (which also refuses a request larger than a segment)
         // reads every record (decompressing within its bound):
         // the costly part of an append, done before taking the log's lock
         // so that reads and other appends of the partition do not wait.
-        let valid = validate(bytes, &config, now_ms)?;
+        let valid = if follower {
+            validate_as_stored(bytes, &config)?
+        } else {
+            validate(bytes, &config, now_ms)?
+        };
         let mut g = self.lock();
         if g.closed {
             return Err(StorageError::Closed(self.tp.to_string()));
@@ -418,8 +527,33 @@ impl Log {
                 (&copy, b, false)
             }
             Input::Shared(r) => (r, plan(&valid, base), true),
+            Input::AsStored(r) => {
+                let b = as_stored(&valid);
+                if let Some(first) = b.first()
+                    && first.base_offset < base
+                {
+                    return Err(StorageError::UnexpectedAppendOffset {
+                        first_offset: first.base_offset,
+                        log_end_offset: base,
+                    });
+                }
+                (r, b, false)
+            }
         };
+        let first = batches.first().map_or(base, |b| b.base_offset);
         let last = batches.last().map_or(base, |b| b.last_offset);
+        // The leader epochs the batches carry: stamped by this leader, or
+        // as a follower received them. Other appends store the producer's
+        // field, which says nothing about leadership.
+        let carried: Vec<(i32, i64)> = match leader_epoch {
+            Some(epoch) => vec![(epoch, first)],
+            None if follower => valid
+                .leader_epochs()
+                .zip(batches.iter().map(|b| b.base_offset))
+                .collect(),
+            None => Vec::new(),
+        };
+        self.assign_carried_epochs(&mut g, &carried)?;
         let max_ts = batches.iter().map(|b| b.max_timestamp).max().unwrap_or(-1);
         self.maybe_roll(
             &mut g,
@@ -456,9 +590,10 @@ impl Log {
         let count: i64 = batches.iter().map(|b| b.records).sum();
         g.unflushed_messages = g.unflushed_messages.saturating_add(count as u64);
         let info = AppendInfo {
-            base_offset: base,
+            base_offset: first,
             last_offset: last,
-            log_append_time: (config.message_timestamp_type == crate::TimestampType::LogAppendTime)
+            log_append_time: (!follower
+                && config.message_timestamp_type == crate::TimestampType::LogAppendTime)
                 .then_some(now_ms),
             log_start_offset: g.log_start,
             record_count: count,
@@ -466,6 +601,75 @@ impl Log {
         let flush = (g.unflushed_messages >= config.flush_messages).then_some(last + 1);
         g.debug_check();
         Ok((info, flush))
+    }
+
+    /// Records the epochs of `carried` ((epoch, first offset) of each
+    /// batch about to be appended) that are newer than the latest, and
+    /// writes the epoch file before any of those batches is: a batch on
+    /// disk is never of an epoch its file does not know. Nothing changes
+    /// when the write fails.
+    fn assign_carried_epochs(
+        &self,
+        g: &mut Inner,
+        carried: &[(i32, i64)],
+    ) -> Result<(), StorageError> {
+        let newer = |epochs: &LeaderEpochCache, epoch: i32| {
+            epoch >= 0 && epochs.latest_epoch().is_none_or(|l| epoch > l)
+        };
+        if !carried.iter().any(|&(e, _)| newer(&g.epochs, e)) {
+            return Ok(());
+        }
+        let mut next = g.epochs.clone();
+        for &(epoch, start) in carried {
+            if newer(&next, epoch) {
+                next.assign(epoch, start);
+            }
+        }
+        epochs::write(&*self.storage, &self.dir, &next)?;
+        g.epochs = next;
+        Ok(())
+    }
+
+    /// Records that `epoch` starts at `offset` (Kafka's
+    /// `LeaderEpochFileCache.assign`: the broker becoming leader in `epoch`
+    /// passes the log end offset, before it appends anything). Entries of
+    /// epochs ≥ `epoch` or starting at or after `offset` are replaced; the
+    /// call does nothing when `epoch` is the latest and starts at or before
+    /// `offset`. The epoch file is written before this returns. `offset`
+    /// must lie within `[log start, LEO]`, `epoch` must not be negative.
+    pub fn assign_epoch_start(&self, epoch: i32, offset: i64) -> Result<(), StorageError> {
+        let mut g = self.lock();
+        if epoch < 0 || offset < g.log_start || offset > g.leo {
+            return Err(StorageError::InvalidArgument(format!(
+                "leader epoch {epoch} starting at {offset} (log start {}, log end {})",
+                g.log_start, g.leo
+            )));
+        }
+        let mut next = g.epochs.clone();
+        if next.assign(epoch, offset) {
+            epochs::write(&*self.storage, &self.dir, &next)?;
+            g.epochs = next;
+        }
+        g.debug_check();
+        Ok(())
+    }
+
+    /// The latest leader epoch that wrote (or is about to write) to the log.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.lock().epochs.latest_epoch()
+    }
+
+    /// Where leader epoch `epoch` ended in this log, as (epoch, end offset):
+    /// Kafka's `endOffsetFor` against the current LEO (see
+    /// [`LeaderEpochCache::end_offset_for`]). Answers OffsetForLeaderEpoch.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        let g = self.lock();
+        g.epochs.end_offset_for(epoch, g.leo)
+    }
+
+    /// The leader epoch entries, oldest first.
+    pub fn epoch_entries(&self) -> Vec<EpochEntry> {
+        self.lock().epochs.entries().to_vec()
     }
 
     fn maybe_roll(
@@ -724,6 +928,7 @@ impl Log {
         }
         if offset > g.log_start {
             g.log_start = offset;
+            g.trim_epochs_to_log_start(&*self.storage, &self.dir);
         }
         g.debug_check();
         Ok(g.log_start)
@@ -733,30 +938,41 @@ impl Log {
     /// A batch straddling `offset` is removed whole. The result is flushed
     /// and becomes the recovery point; producer snapshots above the new log
     /// end offset are removed (all of them when nothing stays), as Kafka
-    /// does.
+    /// does, and the leader epochs starting at or after the new log end
+    /// offset (all of them when nothing stays).
     ///
-    /// **The recovery point on disk is the caller's.** This lowers the
-    /// recovery point in memory only. A log owned by a [`LogManager`] must
-    /// be truncated with [`LogManager::truncate_to`], which rewrites the
-    /// dir's checkpoints before anything can be appended. Called directly,
-    /// the caller must persist [`Log::recovery_point`] and
-    /// [`Log::log_start_offset`] (e.g. [`LogManager::checkpoint`]) before
-    /// the next append: until then a crash recovers with the old, higher
-    /// recovery point, which would take a torn append in the offsets it
-    /// covers for damage of synced data, and with the old log start, which
-    /// would hide records appended after a truncation below it.
+    /// For a log held by a [`LogManager`], the recovery point and log start
+    /// in the checkpoints of its data dir are rewritten around the cut
+    /// before this returns (see [`LogManager::truncate_to`]), so that a
+    /// crash after later appends never recovers with the old, higher
+    /// recovery point (which would take a torn append in the offsets it
+    /// covers for damage of synced data) or the old log start (which would
+    /// hide records appended after a truncation below it). A log opened on
+    /// its own has no checkpoints: its caller persists
+    /// [`Log::recovery_point`] and [`Log::log_start_offset`] before the
+    /// next append.
     ///
     /// A truncation that fails leaves the log closed to appends (its files
     /// may no longer match its offsets); the next start recovers it.
     ///
     /// [`LogManager`]: crate::LogManager
     /// [`LogManager::truncate_to`]: crate::LogManager::truncate_to
-    /// [`LogManager::checkpoint`]: crate::LogManager::checkpoint
     pub fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
-        self.truncate_then(offset, |_, _| Ok(()))
+        self.cut_durably(|log, persist| log.cut_then(offset, false, persist))
     }
 
-    /// [`Log::truncate_to`], telling `persist` what recovery point and log
+    /// Removes every segment and starts the log empty at `offset`: log
+    /// start = LEO = high watermark = recovery point = `offset`, no leader
+    /// epochs, no producer snapshots (Kafka's `truncateFullyAndStartAt`,
+    /// for a follower whose fetch offset is below the leader's log start).
+    /// `offset` may lie above the LEO. The new state is flushed, and the
+    /// checkpoints rewritten as by [`Log::truncate_to`].
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), StorageError> {
+        self.cut_durably(|log, persist| log.cut_then(offset, true, persist))
+    }
+
+    /// A truncation to `offset` (`full`: of every segment, the log starting
+    /// over at `offset`), telling `persist` what recovery point and log
     /// start offset to put on disk, with the lock held so nothing is
     /// appended meanwhile (the log manager writes its checkpoints there):
     /// before anything is cut, a recovery point at or below every byte the
@@ -764,9 +980,10 @@ impl Log {
     /// half-made cut for damage of synced data), then the new ones. Nothing
     /// is persisted when there is nothing to cut. If anything fails, the log
     /// is closed before the lock is released.
-    pub(crate) fn truncate_then(
+    fn cut_then(
         &self,
         offset: i64,
+        full: bool,
         mut persist: impl FnMut(i64, i64) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
         if offset < 0 {
@@ -775,19 +992,26 @@ impl Log {
             )));
         }
         let mut g = self.lock();
-        if offset >= g.leo {
+        if offset >= g.leo && !full {
             return Ok(());
         }
         // The base of the segment that will be cut (or `offset` when every
-        // segment goes) is at or below the new LEO.
-        let below_cut = g
-            .segments
-            .range(..=offset)
-            .next_back()
-            .map_or(offset, |(b, _)| *b)
-            .min(g.recovery_point);
+        // segment goes) is at or below the new LEO; a full truncation cuts
+        // from the first segment on.
+        let below_cut = if full {
+            g.segments
+                .keys()
+                .next()
+                .map_or(offset, |b| (*b).min(offset))
+        } else {
+            g.segments
+                .range(..=offset)
+                .next_back()
+                .map_or(offset, |(b, _)| *b)
+        }
+        .min(g.recovery_point);
         let r = persist(below_cut, g.log_start)
-            .and_then(|()| self.truncate_locked(&mut g, offset))
+            .and_then(|()| self.truncate_locked(&mut g, offset, full))
             .and_then(|()| persist(g.recovery_point, g.log_start));
         if let Err(e) = &r {
             tracing::error!(tp = %self.tp, offset, error = %e, "truncation failed; the log takes no more appends until the next start");
@@ -796,12 +1020,12 @@ impl Log {
         r
     }
 
-    fn truncate_locked(&self, g: &mut Inner, offset: i64) -> Result<(), StorageError> {
+    fn truncate_locked(&self, g: &mut Inner, offset: i64, full: bool) -> Result<(), StorageError> {
         g.truncations += 1;
         let config = g.config.clone();
         // Whether no batch stays: then no producer snapshot does either.
         let mut restarted = false;
-        if offset <= g.log_start || g.segments.keys().next().is_none_or(|&b| offset <= b) {
+        if full || offset <= g.log_start || g.segments.keys().next().is_none_or(|&b| offset <= b) {
             // Nothing stays: start over at `offset`.
             let all: Vec<i64> = g.segments.keys().copied().collect();
             for b in all {
@@ -860,6 +1084,16 @@ impl Log {
             &self.dir,
             if restarted { i64::MIN } else { g.leo },
         )?;
+        // No epoch wrote what is gone (Kafka clears the cache when the log
+        // starts over).
+        let epochs_changed = if restarted {
+            g.epochs.clear()
+        } else {
+            g.epochs.truncate_from_end(g.leo)
+        };
+        if epochs_changed {
+            epochs::write(&*self.storage, &self.dir, &g.epochs)?;
+        }
         // The cut must be durable before new appends reuse these offsets,
         // or a crash could bring the old batches back. Truncation is rare
         // (replication), so flush everything up to the new LEO.
@@ -873,7 +1107,7 @@ impl Log {
             seg.flush()?;
         }
         self.storage.sync_dir(&self.dir).at(&self.dir)?;
-        g.hw = g.hw.min(g.leo);
+        g.hw = g.hw.min(g.leo).max(g.log_start);
         g.recovery_point = g.leo;
         g.unflushed_messages = 0;
         g.debug_check();

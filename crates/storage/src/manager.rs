@@ -83,15 +83,93 @@ impl LogManagerConfig {
 #[derive(Debug)]
 pub struct LogManager {
     cfg: LogManagerConfig,
-    logs: RwLock<BTreeMap<TopicPartition, Arc<Log>>>,
+    registry: Arc<Registry>,
     failed: Mutex<BTreeMap<TopicPartition, String>>,
     /// Log dirs taken offline at start, with the reason. Nothing is read
     /// from or written to them until the next start.
     offline_dirs: BTreeMap<PathBuf, String>,
     now_ms: Mutex<i64>,
     last_checkpoint_ms: Mutex<i64>,
+}
+
+/// The logs of a manager and what its checkpoint writes hold. Each log
+/// keeps a weak link to it, so that a truncation called on the log
+/// ([`Log::truncate_to`]) rewrites the checkpoints of its data dir as
+/// [`LogManager::truncate_to`] does.
+#[derive(Debug)]
+pub(crate) struct Registry {
+    storage: Arc<dyn Storage>,
+    logs: RwLock<BTreeMap<TopicPartition, Arc<Log>>>,
     /// Held while checkpoint files are read from the logs and written.
     checkpoint_writes: Mutex<()>,
+}
+
+/// What a truncation calls with the recovery point and log start to
+/// checkpoint (see `Log::cut_then`).
+pub(crate) type Persist<'a> = &'a mut dyn FnMut(i64, i64) -> Result<(), StorageError>;
+
+impl Registry {
+    fn logs(&self) -> Vec<Arc<Log>> {
+        self.logs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Serializes checkpoint writes, so one that read a recovery point
+    /// before a truncation never writes it over the truncation's.
+    fn lock_checkpoints(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.checkpoint_writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_checkpoints(
+        &self,
+        data_dir: &Path,
+        rps: &BTreeMap<TopicPartition, i64>,
+        starts: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<(), StorageError> {
+        let storage = &*self.storage;
+        // Log starts first: retention raises a recovery point past segments
+        // it deletes, which were perhaps never synced. Were that recovery
+        // point durable while the old log start is not, a crash would bring
+        // those segments back and trust their torn bytes.
+        write_checkpoint(storage, &data_dir.join(LOG_START_OFFSET_CHECKPOINT), starts)?;
+        write_checkpoint(storage, &data_dir.join(RECOVERY_POINT_CHECKPOINT), rps)
+    }
+
+    /// Runs `cut`, a truncation of `log`, giving it what writes the
+    /// checkpoints of the log's data dir with the recovery point and log
+    /// start it passes. A log no longer registered (deleted) is cut
+    /// without checkpoints.
+    pub(crate) fn cut_with_checkpoints(
+        &self,
+        log: &Log,
+        cut: impl FnOnce(&Log, Persist<'_>) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let registered = self
+            .logs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&log.tp)
+            .is_some_and(|l| std::ptr::eq(Arc::as_ptr(l), log));
+        if !registered {
+            return cut(log, &mut |_, _| Ok(()));
+        }
+        let data_dir = log.dir.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let _writing = self.lock_checkpoints();
+        // The other logs' offsets now: a recovery point that rises meanwhile
+        // is written a little low, which only costs recovery time.
+        let (mut rps, mut starts) = dir_offsets(&self.logs(), &data_dir);
+        cut(log, &mut |recovery_point, log_start| {
+            rps.insert(log.tp.clone(), recovery_point);
+            starts.insert(log.tp.clone(), log_start);
+            self.write_checkpoints(&data_dir, &rps, &starts)
+        })
+    }
 }
 
 struct Job {
@@ -246,14 +324,21 @@ impl LogManager {
                 );
             }
         }
+        let registry = Arc::new(Registry {
+            storage: cfg.storage.clone(),
+            logs: RwLock::new(logs),
+            checkpoint_writes: Mutex::new(()),
+        });
+        for log in registry.logs() {
+            log.set_owner(&registry);
+        }
         Ok(LogManager {
             cfg,
-            logs: RwLock::new(logs),
+            registry,
             failed: Mutex::new(failed),
             offline_dirs,
             now_ms: Mutex::new(now_ms),
             last_checkpoint_ms: Mutex::new(now_ms),
-            checkpoint_writes: Mutex::new(()),
         })
     }
 
@@ -290,10 +375,13 @@ impl LogManager {
     }
 
     fn read_logs(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<TopicPartition, Arc<Log>>> {
-        self.logs.read().unwrap_or_else(|e| e.into_inner())
+        self.registry.logs.read().unwrap_or_else(|e| e.into_inner())
     }
     fn write_logs(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<TopicPartition, Arc<Log>>> {
-        self.logs.write().unwrap_or_else(|e| e.into_inner())
+        self.registry
+            .logs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Creates a log in the data dir holding the fewest partitions.
@@ -325,6 +413,7 @@ impl LogManager {
             config,
             now,
         )?);
+        log.set_owner(&self.registry);
         logs.insert(tp.clone(), log.clone());
         Ok(log)
     }
@@ -441,9 +530,9 @@ impl LogManager {
         Ok(())
     }
 
-    /// Truncates the log of `tp` to `offset` ([`Log::truncate_to`]) and
-    /// rewrites the checkpoints of its data dir before any append can
-    /// follow, as Kafka's `LogManager.truncateTo` does: the on-disk recovery
+    /// Truncates the log of `tp` to `offset` ([`Log::truncate_to`], which
+    /// does the same for a log this manager holds) and rewrites the
+    /// checkpoints of its data dir before any append can follow, as Kafka's `LogManager.truncateTo` does: the on-disk recovery
     /// point never stays above the truncation, so recovery never trusts
     /// bytes appended after it as synced, and a log start the truncation
     /// lowered is never brought back up by a crash. The recovery point is
@@ -461,27 +550,29 @@ impl LogManager {
     /// which keeps cleaning out of the partition meanwhile and lowers the
     /// cleaner checkpoint to the cut.
     pub fn truncate_to(&self, tp: &TopicPartition, offset: i64) -> Result<(), StorageError> {
-        let log = self
-            .get(tp)
-            .ok_or_else(|| StorageError::UnknownLog(tp.to_string()))?;
-        let data_dir = log.dir.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let _writing = self.lock_checkpoints();
-        // The other logs' offsets now: a recovery point that rises meanwhile
-        // is written a little low, which only costs recovery time.
-        let (mut rps, mut starts) = dir_offsets(&self.logs(), &data_dir);
-        log.truncate_then(offset, |recovery_point, log_start| {
-            rps.insert(tp.clone(), recovery_point);
-            starts.insert(tp.clone(), log_start);
-            self.write_checkpoints(&data_dir, &rps, &starts)
-        })
+        self.get(tp)
+            .ok_or_else(|| StorageError::UnknownLog(tp.to_string()))?
+            .truncate_to(offset)
     }
 
-    /// Serializes checkpoint writes, so one that read a recovery point
-    /// before a truncation never writes it over the truncation's.
+    /// Starts the log of `tp` over, empty, at `offset`
+    /// ([`Log::truncate_fully_and_start_at`]), with the checkpoints of its
+    /// data dir rewritten around the cut as [`LogManager::truncate_to`]
+    /// does: afterwards the on-disk recovery point and log start are
+    /// `offset`. When a cleaner runs, go through
+    /// [`LogCleaner::truncate_fully_and_start_at`](crate::cleaner::LogCleaner::truncate_fully_and_start_at).
+    pub fn truncate_fully_and_start_at(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+    ) -> Result<(), StorageError> {
+        self.get(tp)
+            .ok_or_else(|| StorageError::UnknownLog(tp.to_string()))?
+            .truncate_fully_and_start_at(offset)
+    }
+
     fn lock_checkpoints(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.checkpoint_writes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.registry.lock_checkpoints()
     }
 
     fn write_checkpoints(
@@ -490,13 +581,7 @@ impl LogManager {
         rps: &BTreeMap<TopicPartition, i64>,
         starts: &BTreeMap<TopicPartition, i64>,
     ) -> Result<(), StorageError> {
-        let storage = &*self.cfg.storage;
-        // Log starts first: retention raises a recovery point past segments
-        // it deletes, which were perhaps never synced. Were that recovery
-        // point durable while the old log start is not, a crash would bring
-        // those segments back and trust their torn bytes.
-        write_checkpoint(storage, &data_dir.join(LOG_START_OFFSET_CHECKPOINT), starts)?;
-        write_checkpoint(storage, &data_dir.join(RECOVERY_POINT_CHECKPOINT), rps)
+        self.registry.write_checkpoints(data_dir, rps, starts)
     }
 
     /// Time-driven work of every log (segment.ms rolls, flushes), then the

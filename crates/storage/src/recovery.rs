@@ -4,6 +4,7 @@
 use crate::backend::Storage;
 use crate::checkpoint::{PARTITION_METADATA, decode_partition_metadata};
 use crate::config::{LogConfig, TopicPartition};
+use crate::epochs::{self, LeaderEpochCache};
 use crate::error::{IoContext, StorageError};
 use crate::log::{Inner, Log, remove_producer_snapshots_above, roll_jitter};
 use crate::segment::{
@@ -277,6 +278,7 @@ impl Log {
         } else {
             rp.min(leo)
         };
+        let epochs = load_epochs(&*storage, dir, &tp, &segments, log_start, leo);
         let log = Log {
             tp,
             topic_id,
@@ -294,12 +296,78 @@ impl Log {
                 last_now_ms: opts.now_ms,
                 truncations: 0,
                 closed: false,
+                epochs,
                 flush: Default::default(),
             }),
+            owner: Mutex::new(std::sync::Weak::new()),
         };
         log.lock().debug_check();
         Ok(log)
     }
+}
+
+/// The leader epochs of a log being opened: its `leader-epoch-checkpoint`,
+/// trimmed to what recovery kept (entries at or after the LEO go, the log
+/// start cuts the first ones, as Kafka does on load). A missing or
+/// malformed file is rebuilt from the partitionLeaderEpoch of the batches
+/// (headers only), with a warning; the log opens in any case. The file is
+/// rewritten when this changed it (a failure to write is logged: the next
+/// open does the same again).
+fn load_epochs(
+    storage: &dyn Storage,
+    dir: &Path,
+    tp: &TopicPartition,
+    segments: &BTreeMap<i64, Segment>,
+    log_start: i64,
+    leo: i64,
+) -> LeaderEpochCache {
+    let (mut cache, mut changed) = match epochs::read(storage, dir) {
+        Ok(Some(cache)) => (cache, false),
+        Ok(None) => {
+            let cache = epochs_from_batches(tp, segments);
+            if !cache.is_empty() {
+                tracing::warn!(%tp, entries = cache.entries().len(), "no leader epoch checkpoint; rebuilt it from the batches");
+            }
+            (cache, true)
+        }
+        Err(e) => {
+            let cache = epochs_from_batches(tp, segments);
+            tracing::warn!(%tp, error = %e, entries = cache.entries().len(), "unreadable leader epoch checkpoint; rebuilt it from the batches");
+            (cache, true)
+        }
+    };
+    changed |= cache.truncate_from_end(leo);
+    changed |= cache.truncate_from_start(log_start);
+    if changed && let Err(e) = epochs::write(storage, dir, &cache) {
+        tracing::warn!(%tp, error = %e, "cannot write the leader epoch checkpoint; it is rebuilt or trimmed again at the next start");
+    }
+    cache
+}
+
+/// The leader epochs the batches of `segments` carry, as appends record
+/// them: an epoch newer than the latest starts at its first batch. Reads
+/// batch headers only; a segment's walk stops at its first bad header.
+fn epochs_from_batches(tp: &TopicPartition, segments: &BTreeMap<i64, Segment>) -> LeaderEpochCache {
+    let mut cache = LeaderEpochCache::default();
+    for seg in segments.values() {
+        let mut sc = crate::batch::BatchScanner::new(&*seg.log, 0, seg.readable_end(), false);
+        loop {
+            match sc.next_batch() {
+                Ok(Some(crate::batch::Scanned::Batch { header, .. })) => {
+                    let epoch = header.partition_leader_epoch;
+                    if epoch >= 0 && cache.latest_epoch().is_none_or(|l| epoch > l) {
+                        cache.assign(epoch, header.base_offset);
+                    }
+                }
+                Ok(Some(crate::batch::Scanned::Invalid { .. }) | None) => break,
+                Err(e) => {
+                    tracing::warn!(%tp, segment = seg.base_offset, error = %e, "cannot read batch headers to rebuild leader epochs");
+                    break;
+                }
+            }
+        }
+    }
+    cache
 }
 
 /// Where appends go after damage found in the active segment `seg` below

@@ -170,6 +170,7 @@ impl Log {
         if g.recovery_point < first {
             g.recovery_point = first.min(g.leo);
         }
+        g.trim_epochs_to_log_start(&*self.storage, &self.dir);
         g.debug_check();
         Taken { segments: taken }
     }

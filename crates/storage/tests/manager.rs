@@ -195,6 +195,8 @@ fn tick_flushes_per_flush_ms() {
     assert_eq!(read(), Some(4));
 }
 
+/// Files of Kafka's that the storage layer does not own (the log owns
+/// `leader-epoch-checkpoint`, see `leader_epochs`).
 #[test]
 fn kafka_side_files_are_left_alone() {
     let m = MemStorage::new();
@@ -206,7 +208,6 @@ fn kafka_side_files_are_left_alone() {
         PathBuf::from("/d1/meta.properties"),
         PathBuf::from("/d1/replication-offset-checkpoint"),
         PathBuf::from("/d1/cleaner-offset-checkpoint"),
-        dir.join("leader-epoch-checkpoint"),
         dir.join("00000000000000000000.snapshot"),
         dir.join("00000000000000000000.txnindex"),
     ];

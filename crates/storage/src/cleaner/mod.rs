@@ -277,6 +277,31 @@ impl LogCleaner {
         tp: &TopicPartition,
         offset: i64,
     ) -> Result<(), StorageError> {
+        self.excluding_cleaning(tp, || {
+            self.truncate_checkpoint(mgr, tp, offset)
+                .and_then(|()| mgr.truncate_to(tp, offset))
+        })
+    }
+
+    /// Starts the log of `tp` over, empty, at `offset` through
+    /// [`LogManager::truncate_fully_and_start_at`], keeping the cleaner
+    /// checkpoint at or below `offset` and cleaning out of the partition
+    /// meanwhile, as [`LogCleaner::truncate_to`] does.
+    pub fn truncate_fully_and_start_at(
+        &self,
+        mgr: &LogManager,
+        tp: &TopicPartition,
+        offset: i64,
+    ) -> Result<(), StorageError> {
+        self.excluding_cleaning(tp, || {
+            self.truncate_checkpoint(mgr, tp, offset)
+                .and_then(|()| mgr.truncate_fully_and_start_at(tp, offset))
+        })
+    }
+
+    /// Runs `f` once no cleaning of `tp` is in progress, keeping new ones
+    /// out until it returns.
+    fn excluding_cleaning<T>(&self, tp: &TopicPartition, f: impl FnOnce() -> T) -> T {
         {
             let mut busy = self.in_progress.lock().unwrap_or_else(|e| e.into_inner());
             while busy.contains(tp) {
@@ -284,9 +309,7 @@ impl LogCleaner {
             }
             busy.insert(tp.clone());
         }
-        let r = self
-            .truncate_checkpoint(mgr, tp, offset)
-            .and_then(|()| mgr.truncate_to(tp, offset));
+        let r = f();
         self.release(tp);
         r
     }
