@@ -122,6 +122,10 @@ pub struct Broker {
     groups: OnceLock<Groups>,
     /// Event counters reported at `/metrics`.
     pub metrics: crate::metrics::BrokerMetrics,
+    /// The follower fetches of the partitions this broker follows.
+    pub fetchers: crate::replication::fetcher::FetcherManager,
+    /// How ISR changes reach the controller; none on a single node.
+    isr_changer: RwLock<Option<Arc<dyn crate::replication::IsrChanger>>>,
 }
 
 /// Kafka's rule for topic names.
@@ -262,7 +266,41 @@ impl Broker {
             effective: RwLock::new(Arc::new(config)),
             groups: OnceLock::new(),
             metrics: crate::metrics::BrokerMetrics::new(now, recovery),
+            fetchers: Default::default(),
+            isr_changer: RwLock::new(None),
         })
+    }
+
+    /// Installs how ISR changes reach the controller (cluster wiring).
+    pub fn set_isr_changer(&self, changer: Arc<dyn crate::replication::IsrChanger>) {
+        *self.isr_changer.write().unwrap_or_else(|p| p.into_inner()) = Some(changer);
+    }
+
+    /// How ISR changes reach the controller, when installed.
+    pub fn isr_changer(&self) -> Option<Arc<dyn crate::replication::IsrChanger>> {
+        self.isr_changer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// `replica.lag.time.max.ms`: how long an ISR member may go without
+    /// being caught up before its leader removes it.
+    pub fn replica_lag_time_max_ms(&self) -> i64 {
+        self.effective_config()
+            .integer("replica.lag.time.max.ms")
+            .unwrap_or(30_000)
+            .max(1)
+    }
+
+    /// Applies the partition leadership of the current cluster view:
+    /// leaders start their epoch, followers fetch from their leaders.
+    pub fn apply_leadership(self: &Arc<Self>) {
+        let snap = self.cluster();
+        let follow = self
+            .replicas
+            .apply_leadership(self.config.node_id, &snap, self.now_ms());
+        self.fetchers.assign(self, follow);
     }
 
     /// The cluster as of now: one snapshot per request.

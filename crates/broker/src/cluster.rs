@@ -59,6 +59,9 @@ pub struct BrokerNode {
 pub struct PartitionView {
     pub leader: i32,
     pub leader_epoch: i32,
+    /// Bumped by every change of the partition's leader, replicas or ISR
+    /// (KRaft's partition epoch); AlterPartition names it.
+    pub partition_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
     pub offline_replicas: Vec<i32>,
@@ -70,6 +73,7 @@ impl PartitionView {
         PartitionView {
             leader: node,
             leader_epoch: 0,
+            partition_epoch: 0,
             replicas: vec![node],
             isr: vec![node],
             offline_replicas: Vec::new(),
@@ -410,6 +414,7 @@ mod tests {
                 partitions: vec![PartitionView {
                     leader: 2,
                     leader_epoch: 5,
+                    partition_epoch: 0,
                     replicas: vec![1, 2],
                     isr: vec![1, 2],
                     offline_replicas: vec![],

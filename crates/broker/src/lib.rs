@@ -38,6 +38,7 @@ pub mod metrics;
 pub mod producer_state;
 pub mod producer_state_io;
 pub mod replica_manager;
+pub mod replication;
 pub mod server;
 pub mod topic_config;
 pub mod topics;

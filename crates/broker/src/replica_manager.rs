@@ -28,15 +28,22 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use weir_protocol::error_code::ErrorCode;
 use weir_storage::{Log, LogConfig, LogManager, PendingCreation, StorageError, TopicPartition};
 
+use crate::cluster::ClusterSnapshot;
 use crate::producer_state::PartitionProducers;
+use crate::replication::state::{IsrChange, PartitionReplication, Role, Transition};
 use crate::topics::TopicMeta;
 use crate::wakeups::PartitionWakeups;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// One partition's producer state; `None` until first used after start.
 type ProducerSlot = Arc<Mutex<Option<PartitionProducers>>>;
@@ -65,6 +72,27 @@ pub struct ReplicaManager {
     producers: Mutex<HashMap<TopicPartition, ProducerSlot>>,
     /// Serialises high-watermark updates so the HW never moves backwards.
     hw_lock: Mutex<()>,
+    /// Replication state of the partitions the metadata assigns (cluster
+    /// only; a partition without one has a single replica: its HW follows
+    /// its log end offset).
+    replication: RwLock<HashMap<TopicPartition, ReplicationSlot>>,
+    /// The log cleaner, when one runs: truncations go through it so its
+    /// checkpoint never lies above a cut.
+    cleaner: std::sync::OnceLock<Arc<weir_storage::cleaner::LogCleaner>>,
+    /// This broker's id, as the last [`apply_leadership`] named it.
+    ///
+    /// [`apply_leadership`]: ReplicaManager::apply_leadership
+    node_id: AtomicI32,
+}
+
+type ReplicationSlot = Arc<Mutex<PartitionReplication>>;
+
+/// A partition this broker follows, for the fetcher of its leader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Followed {
+    pub tp: TopicPartition,
+    pub topic_id: [u8; 16],
+    pub leader_epoch: i32,
 }
 
 impl ReplicaManager {
@@ -75,6 +103,9 @@ impl ReplicaManager {
             wakeups: PartitionWakeups::default(),
             producers: Mutex::new(HashMap::new()),
             hw_lock: Mutex::new(()),
+            replication: RwLock::new(HashMap::new()),
+            cleaner: std::sync::OnceLock::new(),
+            node_id: AtomicI32::new(-1),
         }
     }
 
@@ -145,20 +176,42 @@ impl ReplicaManager {
         }
     }
 
-    /// Drops the producer state kept for a partition whose log is gone.
-    fn forget_producers(&self, tp: &TopicPartition) {
+    /// Drops the producer state kept for a partition whose log is gone or
+    /// changed under it (truncation, a new leader).
+    pub fn forget_producers(&self, tp: &TopicPartition) {
         if let Ok(mut m) = self.producers.lock() {
             m.remove(tp);
         }
     }
 
-    /// Single replica: the high watermark follows the log end offset.
-    pub fn advance_high_watermark(&self, log: &Log) {
+    /// Moves the high watermark up to what the partition's replicas allow:
+    /// its log end offset with a single replica, the smallest log end
+    /// offset of the maximal ISR when this broker leads replicas, nothing
+    /// when it follows (the leader's fetch answers set it). Returns whether
+    /// it moved.
+    pub fn advance_high_watermark(&self, log: &Log) -> bool {
+        let leo = log.log_end_offset();
+        let target = match self.replication_of(log.topic_partition()) {
+            None => Some(leo),
+            Some(slot) => {
+                let state = lock(&slot);
+                state.high_watermark(self.node_id.load(Ordering::Relaxed), leo)
+            }
+        };
+        match target {
+            Some(hw) => self.raise_high_watermark(log, hw),
+            None => false,
+        }
+    }
+
+    /// Raises the high watermark to `hw` (clamped to the log end offset);
+    /// never lowers it. Returns whether it moved.
+    pub fn raise_high_watermark(&self, log: &Log, hw: i64) -> bool {
         let _g = self.hw_lock.lock().unwrap_or_else(|p| p.into_inner());
         let before = log.high_watermark();
-        let leo = log.log_end_offset();
-        if before < leo {
-            log.set_high_watermark(leo);
+        let target = hw.min(log.log_end_offset());
+        if before < target {
+            log.set_high_watermark(target);
         }
         debug_assert!(
             log.high_watermark() >= before,
@@ -166,6 +219,231 @@ impl ReplicaManager {
             log.topic_partition(),
             log.high_watermark()
         );
+        log.high_watermark() > before
+    }
+
+    fn replication_of(&self, tp: &TopicPartition) -> Option<ReplicationSlot> {
+        self.replication
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tp)
+            .cloned()
+    }
+
+    /// The replication state of a partition, if the metadata assigns it.
+    pub fn replication_state(&self, tp: &TopicPartition) -> Option<PartitionReplication> {
+        self.replication_of(tp).map(|s| lock(&s).clone())
+    }
+
+    /// The leader epoch to stamp on appends to `tp` when this broker leads
+    /// it with other replicas (single-replica partitions keep the batches'
+    /// own field, as before replication).
+    pub fn stamp_epoch(&self, tp: &TopicPartition) -> Option<i32> {
+        let slot = self.replication_of(tp)?;
+        let s = lock(&slot);
+        (s.role == Role::Leader && s.replicas.len() > 1).then_some(s.leader_epoch)
+    }
+
+    /// Applies the partition leadership of `snap` to every partition this
+    /// broker holds: leaders start their epoch at their log end offset,
+    /// followers drop the producer state they may hold (the new leader's
+    /// log is the truth). Returns the partitions to follow, by leader.
+    pub fn apply_leadership(
+        &self,
+        me: i32,
+        snap: &ClusterSnapshot,
+        now_ms: i64,
+    ) -> BTreeMap<i32, Vec<Followed>> {
+        self.node_id.store(me, Ordering::Relaxed);
+        let mut follow: BTreeMap<i32, Vec<Followed>> = BTreeMap::new();
+        let mut changed = Vec::new();
+        let logs = self.logs.logs();
+        {
+            let mut map = self.replication.write().unwrap_or_else(|p| p.into_inner());
+            map.retain(|tp, _| logs.iter().any(|l| l.topic_partition() == tp));
+            for log in &logs {
+                let tp = log.topic_partition();
+                let (Some(topic), Some(view)) = (
+                    snap.topic(&tp.topic),
+                    snap.partition(&tp.topic, tp.partition),
+                ) else {
+                    map.remove(tp);
+                    continue;
+                };
+                let leo = log.log_end_offset();
+                let (transition, state) = match map.get(tp) {
+                    Some(slot) => {
+                        let mut s = lock(slot);
+                        let t = s.apply(me, view, leo, now_ms);
+                        (t, s.clone())
+                    }
+                    None => {
+                        let s = PartitionReplication::new(me, topic.id, view, leo, now_ms);
+                        let t = match s.role {
+                            Role::Leader => Transition::BecameLeader,
+                            Role::Follower { .. } => Transition::BecameFollower,
+                            Role::Offline => Transition::BecameOffline,
+                        };
+                        map.insert(tp.clone(), Arc::new(Mutex::new(s.clone())));
+                        (t, s)
+                    }
+                };
+                match transition {
+                    Transition::BecameLeader => {
+                        if let Err(e) = log.assign_epoch_start(state.leader_epoch, leo) {
+                            tracing::warn!(partition = %tp, error = %e, "cannot record the leader epoch start");
+                        }
+                        tracing::info!(partition = %tp, epoch = state.leader_epoch, leo, "leading");
+                    }
+                    Transition::BecameFollower => {
+                        self.forget_producers(tp);
+                        tracing::info!(partition = %tp, epoch = state.leader_epoch, leader = ?state.role, "following");
+                    }
+                    Transition::BecameOffline | Transition::Unchanged => {}
+                }
+                if transition != Transition::Unchanged {
+                    changed.push(log.clone());
+                }
+                if let Role::Follower { leader } = state.role {
+                    follow.entry(leader).or_default().push(Followed {
+                        tp: tp.clone(),
+                        topic_id: state.topic_id,
+                        leader_epoch: state.leader_epoch,
+                    });
+                }
+            }
+        }
+        for log in logs {
+            self.advance_high_watermark(&log);
+        }
+        // Waiting produces and fetches look again at who leads.
+        for log in changed {
+            self.notify_append(&log);
+        }
+        follow
+    }
+
+    /// A follower's fetch of `tp` at `fetch_offset` (leader side): records
+    /// its progress, moves the high watermark (waking what waits on it) and
+    /// returns the ISR expansion to ask for, if any. `live` says which
+    /// brokers may join the ISR.
+    pub fn record_follower_fetch(
+        &self,
+        log: &Log,
+        replica: i32,
+        fetch_offset: i64,
+        now_ms: i64,
+        live: impl Fn(i32) -> bool,
+    ) -> Result<Option<IsrChange>, ErrorCode> {
+        let tp = log.topic_partition();
+        let slot = self
+            .replication_of(tp)
+            .ok_or(ErrorCode::NotLeaderOrFollower)?;
+        lock(&slot).record_fetch(replica, fetch_offset, log.log_end_offset(), now_ms)?;
+        if self.advance_high_watermark(log) {
+            self.notify_append(log);
+        }
+        let hw = log.high_watermark();
+        let mut s = lock(&slot);
+        let Some(new_isr) = s.expansion(replica, hw, live) else {
+            return Ok(None);
+        };
+        s.pending_isr = Some(new_isr.clone());
+        Ok(Some(IsrChange {
+            topic: tp.topic.clone(),
+            topic_id: s.topic_id,
+            partition: tp.partition,
+            leader_epoch: s.leader_epoch,
+            partition_epoch: s.partition_epoch,
+            new_isr,
+        }))
+    }
+
+    /// The ISR shrinks due now: members of the ISRs this broker leads not
+    /// caught up for `lag_max_ms`. Each is marked pending until answered.
+    pub fn isr_shrinks(&self, now_ms: i64, lag_max_ms: i64) -> Vec<IsrChange> {
+        let me = self.node_id.load(Ordering::Relaxed);
+        let slots: Vec<(TopicPartition, ReplicationSlot)> = self
+            .replication
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(tp, s)| (tp.clone(), s.clone()))
+            .collect();
+        let mut out = Vec::new();
+        for (tp, slot) in slots {
+            let mut s = lock(&slot);
+            if let Some(new_isr) = s.shrink(me, now_ms, lag_max_ms) {
+                s.pending_isr = Some(new_isr.clone());
+                out.push(IsrChange {
+                    topic: tp.topic.clone(),
+                    topic_id: s.topic_id,
+                    partition: tp.partition,
+                    leader_epoch: s.leader_epoch,
+                    partition_epoch: s.partition_epoch,
+                    new_isr,
+                });
+            }
+        }
+        out
+    }
+
+    /// The controller's answer to an ISR change of `tp`: `(leader epoch,
+    /// partition epoch, ISR)` as committed, or the error.
+    pub fn isr_answered(
+        &self,
+        tp: &TopicPartition,
+        answer: Result<(i32, i32, Vec<i32>), ErrorCode>,
+    ) {
+        let Some(slot) = self.replication_of(tp) else {
+            return;
+        };
+        lock(&slot).isr_answered(answer);
+        if let Some(log) = self.logs.get(tp) {
+            self.advance_high_watermark(&log);
+            // Produces waiting for acks=all look at the ISR again.
+            self.notify_append(&log);
+        }
+    }
+
+    /// Waits until every in-sync replica has `tp` below `end_offset` (the
+    /// high watermark reached it), for an acks=all produce. Errors:
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is then smaller than
+    /// `min_isr`, NOT_LEADER_OR_FOLLOWER when leadership moved,
+    /// REQUEST_TIMED_OUT at `deadline`.
+    pub async fn wait_for_replication(
+        &self,
+        tp: &TopicPartition,
+        end_offset: i64,
+        min_isr: usize,
+        deadline: tokio::time::Instant,
+    ) -> ErrorCode {
+        let registration = self.wakeups.register(vec![tp.clone()]);
+        loop {
+            let Some(log) = self.logs.get(tp) else {
+                return ErrorCode::NotLeaderOrFollower;
+            };
+            let state = self.replication_state(tp);
+            if let Some(s) = &state
+                && s.role != Role::Leader
+            {
+                return ErrorCode::NotLeaderOrFollower;
+            }
+            if log.high_watermark() >= end_offset {
+                let isr = state.map_or(1, |s| s.isr.len());
+                return if isr < min_isr {
+                    ErrorCode::NotEnoughReplicasAfterAppend
+                } else {
+                    ErrorCode::None
+                };
+            }
+            if tokio::time::timeout_at(deadline, registration.notified())
+                .await
+                .is_err()
+            {
+                return ErrorCode::RequestTimedOut;
+            }
+        }
     }
 
     /// Wakes the long-poll fetches waiting on `log`'s partition after data
@@ -186,6 +464,38 @@ impl ReplicaManager {
         };
         let mut state = slot.lock().unwrap_or_else(|p| p.into_inner());
         f(state.get_or_insert_with(|| crate::producer_state_io::rebuild(log)))
+    }
+
+    /// Installs the log cleaner truncations must go through.
+    pub fn set_cleaner(&self, cleaner: Arc<weir_storage::cleaner::LogCleaner>) {
+        let _ = self.cleaner.set(cleaner);
+    }
+
+    /// Truncates `tp` to `offset` (a follower dropping a divergent or
+    /// unreplicated suffix): checkpoints lowered first, the cleaner's too,
+    /// and the partition's producer state dropped (rebuilt from the log).
+    pub fn truncate_to(&self, tp: &TopicPartition, offset: i64) -> Result<(), StorageError> {
+        let r = match self.cleaner.get() {
+            Some(c) => c.truncate_to(&self.logs, tp, offset),
+            None => self.logs.truncate_to(tp, offset),
+        };
+        self.forget_producers(tp);
+        r
+    }
+
+    /// Starts `tp` over, empty, at `offset` (a follower behind the
+    /// leader's log start), as [`truncate_to`](Self::truncate_to) does.
+    pub fn truncate_fully_and_start_at(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+    ) -> Result<(), StorageError> {
+        let r = match self.cleaner.get() {
+            Some(c) => c.truncate_fully_and_start_at(&self.logs, tp, offset),
+            None => self.logs.truncate_fully_and_start_at(tp, offset),
+        };
+        self.forget_producers(tp);
+        r
     }
 
     /// Periodic time-driven work of the logs (segment rolls by time).

@@ -334,6 +334,7 @@ impl Maintenance {
                 Ok(c) => {
                     let c = Arc::new(c);
                     b.metrics.set_cleaner(c.clone());
+                    b.replicas.set_cleaner(c.clone());
                     Some(c)
                 }
                 Err(e) => {

@@ -126,6 +126,7 @@ async fn setup() -> Setup {
             PartitionView {
                 leader: me,
                 leader_epoch: EPOCH_P0,
+                partition_epoch: 0,
                 replicas: vec![me, 2, 3],
                 isr: vec![me, 2],
                 offline_replicas: vec![3],
@@ -133,6 +134,7 @@ async fn setup() -> Setup {
             PartitionView {
                 leader: 2,
                 leader_epoch: EPOCH_P1,
+                partition_epoch: 0,
                 replicas: vec![2, me, 3],
                 isr: vec![2, me, 3],
                 offline_replicas: vec![],
@@ -147,6 +149,7 @@ async fn setup() -> Setup {
             .map(|l| PartitionView {
                 leader: l,
                 leader_epoch: 1,
+                partition_epoch: 0,
                 replicas: vec![l],
                 isr: vec![l],
                 offline_replicas: vec![],

@@ -72,6 +72,7 @@ fn snapshot(b: &Broker, t_id: [u8; 16]) -> ClusterSnapshot {
             PartitionView {
                 leader: me,
                 leader_epoch: 3,
+                partition_epoch: 0,
                 replicas: vec![me, 2, 3],
                 isr: vec![me, 2],
                 offline_replicas: vec![3],
@@ -79,6 +80,7 @@ fn snapshot(b: &Broker, t_id: [u8; 16]) -> ClusterSnapshot {
             PartitionView {
                 leader: 2,
                 leader_epoch: 7,
+                partition_epoch: 0,
                 replicas: vec![2, me],
                 isr: vec![2, me],
                 offline_replicas: vec![],
@@ -86,6 +88,7 @@ fn snapshot(b: &Broker, t_id: [u8; 16]) -> ClusterSnapshot {
             PartitionView {
                 leader: -1,
                 leader_epoch: 4,
+                partition_epoch: 0,
                 replicas: vec![2, 3],
                 isr: vec![3],
                 offline_replicas: vec![2, 3],

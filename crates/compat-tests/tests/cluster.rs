@@ -32,15 +32,15 @@ use weir_compat_tests::{
 };
 
 const NODES: usize = 3;
-const ALL: [i32; 3] = [1, 2, 3];
+pub(crate) const ALL: [i32; 3] = [1, 2, 3];
 pub(crate) const PARTITIONS: i32 = 6;
-const RECORDS: usize = 600;
+pub(crate) const RECORDS: usize = 600;
 /// Start-up of a whole cluster: raft election, three registrations and
 /// `__consumer_offsets`.
-const READY: Duration = Duration::from_secs(60);
+pub(crate) const READY: Duration = Duration::from_secs(60);
 /// A failover: raft election (1–2 s) or a session timeout (3 s) and the
 /// metadata reaching every survivor, with room for a loaded machine.
-const FAILOVER: Duration = Duration::from_secs(30);
+pub(crate) const FAILOVER: Duration = Duration::from_secs(30);
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(25);
 
@@ -48,7 +48,7 @@ const POLL: Duration = Duration::from_millis(25);
 
 /// Polls `probe` until it returns `Ok` or `limit` passes; then fails with
 /// what it last saw and the nodes' log tails.
-fn wait_until<T>(
+pub(crate) fn wait_until<T>(
     cluster: &WeirCluster,
     what: &str,
     limit: Duration,
@@ -96,7 +96,7 @@ fn log_tails(cluster: &WeirCluster) -> String {
 }
 
 /// Metadata from every node of `ids`, when they all answer the same.
-fn agreed(cluster: &WeirCluster, ids: &[i32]) -> Result<ClusterMetadata, String> {
+pub(crate) fn agreed(cluster: &WeirCluster, ids: &[i32]) -> Result<ClusterMetadata, String> {
     let mut first: Option<(i32, ClusterMetadata)> = None;
     for &id in ids {
         let m = cluster
@@ -119,7 +119,7 @@ fn agreed(cluster: &WeirCluster, ids: &[i32]) -> Result<ClusterMetadata, String>
 
 /// True when every partition of `topic` has a leader among the listed
 /// brokers.
-fn all_led(m: &ClusterMetadata, topic: &str) -> bool {
+pub(crate) fn all_led(m: &ClusterMetadata, topic: &str) -> bool {
     let ps = m.partitions(topic);
     !ps.is_empty()
         && ps
@@ -131,7 +131,7 @@ fn all_led(m: &ClusterMetadata, topic: &str) -> bool {
 /// at the address its current process listens on, so a restarted node counts
 /// only once it registered again, not while its old session lives on), that
 /// one of them is the controller, and that `__consumer_offsets` is led.
-fn wait_settled(cluster: &WeirCluster, ids: &[i32], limit: Duration) -> ClusterMetadata {
+pub(crate) fn wait_settled(cluster: &WeirCluster, ids: &[i32], limit: Duration) -> ClusterMetadata {
     let want: BTreeMap<i32, String> = ids
         .iter()
         .map(|&id| (id, cluster.nodes[(id - 1) as usize].bootstrap().to_string()))
@@ -154,7 +154,7 @@ fn wait_settled(cluster: &WeirCluster, ids: &[i32], limit: Duration) -> ClusterM
     )
 }
 
-fn start_cluster() -> (WeirCluster, ClusterMetadata) {
+pub(crate) fn start_cluster() -> (WeirCluster, ClusterMetadata) {
     let cluster = WeirCluster::start(NODES, FAST_FAILOVER)
         .unwrap_or_else(|e| panic!("the cluster did not start: {e}"));
     let m = wait_settled(&cluster, &ALL, READY);
@@ -560,7 +560,7 @@ fn kill_9_of_the_controller_elects_another_and_the_node_comes_back() {
 
 /// Waits until every partition of `before` (led by `dead`) has a leader
 /// other than `dead` from its ISR at the time, with a higher leader epoch.
-fn wait_new_leaders(
+pub(crate) fn wait_new_leaders(
     cluster: &WeirCluster,
     survivors: &[i32],
     dead: i32,

@@ -21,4 +21,5 @@ mod rdkafka_groups;
 mod rdkafka_groups_members;
 mod rdkafka_groups_reset;
 mod rdkafka_record_errors;
+mod replication;
 mod torn_tail;

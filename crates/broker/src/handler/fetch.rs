@@ -14,16 +14,17 @@ use weir_protocol::codec::Uuid;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::fetch_request::FetchTopic;
 use weir_protocol::messages::fetch_response::{
-    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use weir_protocol::messages::{FetchRequest, FetchResponse, ResponseBody};
-use weir_storage::{FileRegion, StorageError, TopicPartition};
+use weir_storage::{FileRegion, Log, StorageError, TopicPartition};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
 use crate::cluster::{ClusterSnapshot, TopicView};
 use crate::codes;
 use crate::connection::Marker;
+use crate::replication::state::IsrChange;
 
 /// `fetch.max.bytes`-style cap on one response, whatever the client asks.
 const BROKER_FETCH_MAX_BYTES: usize = 57_671_680;
@@ -36,6 +37,8 @@ const CURRENT_LEADER_VERSION: i16 = 12;
 const NODE_ENDPOINTS_VERSION: i16 = 16;
 
 struct Pass {
+    /// ISR expansions a follower's fetch made due (leader side).
+    isr_changes: Vec<IsrChange>,
     topics: Vec<FetchableTopicResponse>,
     node_endpoints: Vec<NodeEndpoint>,
     files: Vec<(Marker, Vec<FileRegion>)>,
@@ -43,7 +46,18 @@ struct Pass {
     errors: bool,
 }
 
+/// The broker id of a follower's fetch, -1 for a consumer's.
+fn replica_id(req: &FetchRequest, version: i16) -> i32 {
+    if version >= 15 {
+        req.replica_state.replica_id
+    } else {
+        req.replica_id
+    }
+}
+
 fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
+    let replica = replica_id(req, version);
+    let from_follower = replica >= 0;
     let mut remaining = if version >= 3 {
         (req.max_bytes.max(0) as usize).min(BROKER_FETCH_MAX_BYTES)
     } else {
@@ -54,6 +68,7 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
     let node_id = b.config.node_id;
     let mut named_leaders = Vec::new();
     let mut pass = Pass {
+        isr_changes: Vec::new(),
         topics: Vec::with_capacity(req.topics.len()),
         node_endpoints: Vec::new(),
         files: Vec::new(),
@@ -110,22 +125,66 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
                 parts.push(pd);
                 continue;
             };
+            // A follower reads up to the log end offset; its fetch offset is
+            // its log end offset, which may move the high watermark.
+            let mut bound = log.high_watermark();
+            if from_follower {
+                let is_replica = b
+                    .replicas
+                    .replication_state(log.topic_partition())
+                    .is_some_and(|s| s.followers.contains_key(&replica));
+                if !is_replica {
+                    pd.error_code = ErrorCode::NotLeaderOrFollower.code();
+                    pass.errors = true;
+                    parts.push(pd);
+                    continue;
+                }
+                // A divergent follower truncates first; its fetch offset is
+                // not its position in this leader's log, so it is not
+                // recorded (as Kafka).
+                if let Some(diverging) =
+                    diverging_epoch(&log, fp.last_fetched_epoch, fp.fetch_offset)
+                {
+                    pd.high_watermark = log.high_watermark();
+                    pd.log_start_offset = log.log_start_offset();
+                    pd.diverging_epoch = diverging;
+                    parts.push(pd);
+                    continue;
+                }
+                let live = |id: i32| snap.broker(id).is_some();
+                match b.replicas.record_follower_fetch(
+                    &log,
+                    replica,
+                    fp.fetch_offset,
+                    b.now_ms(),
+                    live,
+                ) {
+                    Ok(change) => pass.isr_changes.extend(change),
+                    Err(code) => {
+                        pd.error_code = code.code();
+                        pass.errors = true;
+                        parts.push(pd);
+                        continue;
+                    }
+                }
+                bound = log.log_end_offset();
+            }
             let hw = log.high_watermark();
             pd.high_watermark = hw;
             pd.last_stable_offset = hw;
             pd.log_start_offset = log.log_start_offset();
             let limit = (fp.partition_max_bytes.max(0) as usize).min(remaining);
             let min_one = pass.bytes == 0;
-            if fp.fetch_offset == hw && fp.fetch_offset >= pd.log_start_offset {
+            if fp.fetch_offset == bound && fp.fetch_offset >= pd.log_start_offset {
                 parts.push(pd);
                 continue;
             }
-            if fp.fetch_offset > hw && fp.fetch_offset <= log.log_end_offset() {
+            if fp.fetch_offset > bound && fp.fetch_offset <= log.log_end_offset() {
                 // between HW and LEO: nothing visible yet
                 parts.push(pd);
                 continue;
             }
-            match log.read(fp.fetch_offset, limit, hw, min_one) {
+            match log.read(fp.fetch_offset, limit, bound, min_one) {
                 Ok(r) => {
                     pd.log_start_offset = r.log_start_offset;
                     if r.total_bytes > 0 {
@@ -192,6 +251,28 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
     pass
 }
 
+/// Where a follower's log diverges from this leader's (KIP-320): its last
+/// fetched epoch ends here earlier than its fetch offset, or is unknown
+/// here. None when the follower may go on from its fetch offset.
+fn diverging_epoch(
+    log: &Log,
+    last_fetched_epoch: i32,
+    fetch_offset: i64,
+) -> Option<EpochEndOffset> {
+    if last_fetched_epoch < 0 {
+        return None;
+    }
+    let (epoch, end_offset) = log.end_offset_for_epoch(last_fetched_epoch);
+    if epoch < 0 || end_offset < 0 {
+        return None;
+    }
+    (epoch < last_fetched_epoch || end_offset < fetch_offset).then(|| EpochEndOffset {
+        epoch,
+        end_offset,
+        ..Default::default()
+    })
+}
+
 /// A request topic as the cluster knows it: by id from v13, else by name.
 fn request_topic<'a>(
     snap: &'a ClusterSnapshot,
@@ -240,7 +321,10 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
     // after that pass's reads goes unnoticed.
     let mut registration = None;
     let pass = loop {
-        let pass = read_pass(b, &req, version);
+        let mut pass = read_pass(b, &req, version);
+        for change in pass.isr_changes.drain(..) {
+            crate::replication::send_isr_change(b, change);
+        }
         if pass.bytes >= min_bytes || pass.errors || tokio::time::Instant::now() >= deadline {
             break pass;
         }
@@ -257,7 +341,11 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
             _ = shutdown.wait_for(|stop| *stop) => false,
         };
         if !woken {
-            break read_pass(b, &req, version);
+            let mut pass = read_pass(b, &req, version);
+            for change in pass.isr_changes.drain(..) {
+                crate::replication::send_isr_change(b, change);
+            }
+            break pass;
         }
         b.metrics.fetch_wakeups.fetch_add(1, Ordering::Relaxed);
     };

@@ -29,6 +29,9 @@ pub struct PartitionResult {
     /// answered from Produce v8 (`record_errors`), so that a client fails
     /// only those and may resend the others.
     pub record_errors: Vec<(i32, String)>,
+    /// The offset after the appended records (what acks=all waits for the
+    /// high watermark to reach); -1 on error.
+    pub end_offset: i64,
 }
 
 impl PartitionResult {
@@ -40,6 +43,7 @@ impl PartitionResult {
             log_append_time: -1,
             log_start_offset: -1,
             record_errors: Vec::new(),
+            end_offset: -1,
         }
     }
 
@@ -164,8 +168,13 @@ pub fn append_partition(
     };
     let now = b.now_ms();
     let mut flush_end = None;
-    // The request's bytes go to the segment file as they are (no copy).
-    let mut do_append = |buf: &[u8]| match log.append_shared(buf, now) {
+    // The request's bytes go to the segment file as they are (no copy);
+    // a leader with followers stamps its leader epoch on each batch.
+    let epoch = replicas.stamp_epoch(log.topic_partition());
+    let mut do_append = |buf: &[u8]| match match epoch {
+        Some(epoch) => log.append_shared_as_leader(buf, now, epoch),
+        None => log.append_shared(buf, now),
+    } {
         Ok((info, flush)) => {
             replicas.advance_high_watermark(&log);
             replicas.notify_append(&log);
@@ -176,7 +185,14 @@ pub fn append_partition(
     };
     let mut dup_flush = None;
     let result = match idem {
-        None => do_append(records).map(|i| (i.base_offset, i.log_append_time, i.log_start_offset)),
+        None => do_append(records).map(|i| {
+            (
+                i.base_offset,
+                i.log_append_time,
+                i.log_start_offset,
+                i.last_offset + 1,
+            )
+        }),
         Some(ib) => replicas.with_producers(&log, |state| {
             match state.check(ib.producer_id, ib.epoch, ib.first_seq, ib.last_seq) {
                 SeqCheck::Append => {
@@ -192,7 +208,12 @@ pub fn append_partition(
                             timestamp: info.log_append_time.unwrap_or(ib.max_timestamp),
                         },
                     );
-                    Ok((info.base_offset, info.log_append_time, info.log_start_offset))
+                    Ok((
+                        info.base_offset,
+                        info.log_append_time,
+                        info.log_start_offset,
+                        info.last_offset + 1,
+                    ))
                 }
                 SeqCheck::Duplicate(m) => {
                     // The original append's sync may have failed (its answer
@@ -201,7 +222,12 @@ pub fn append_partition(
                     if log.config().flush_messages != u64::MAX {
                         dup_flush = Some(m.last_offset + 1);
                     }
-                    Ok((m.first_offset, None, log.log_start_offset()))
+                    Ok((
+                        m.first_offset,
+                        None,
+                        log.log_start_offset(),
+                        m.last_offset + 1,
+                    ))
                 }
                 SeqCheck::OutOfOrder { expected, got } => Err(PartitionResult::error(
                     ErrorCode::OutOfOrderSequenceNumber,
@@ -218,7 +244,7 @@ pub fn append_partition(
         }),
     };
     match result {
-        Ok((base_offset, append_time, log_start_offset)) => (
+        Ok((base_offset, append_time, log_start_offset, end_offset)) => (
             PartitionResult {
                 error_code: ErrorCode::None,
                 error_message: None,
@@ -226,6 +252,7 @@ pub fn append_partition(
                 log_append_time: append_time.unwrap_or(-1),
                 log_start_offset,
                 record_errors: Vec::new(),
+                end_offset,
             },
             flush_end.or(dup_flush).map(|end_offset| PendingFlush {
                 log,
@@ -262,17 +289,21 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     } else {
         None
     };
+    let min_isr_of = |topic: &str| -> i64 {
+        let Some(t) = b.topic(topic) else {
+            return 1;
+        };
+        let Some(def) = crate::configdef::topic_def("min.insync.replicas") else {
+            return 1;
+        };
+        let r = crate::topic_config::resolve(&b.effective_config(), &t.configs, def);
+        r.value.as_deref().and_then(|v| v.parse().ok()).unwrap_or(1)
+    };
     let min_isr_error = |topic: &str, partition: i32| -> Option<PartitionResult> {
         if acks != -1 {
             return None;
         }
-        let t = b.topic(topic)?;
-        let r = crate::topic_config::resolve(
-            &b.effective_config(),
-            &t.configs,
-            crate::configdef::topic_def("min.insync.replicas")?,
-        );
-        let min_isr: i64 = r.value.as_deref().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let min_isr = min_isr_of(topic);
         let isr = snap
             .partition(topic, partition)
             .map_or(1, |p| i64::try_from(p.isr.len()).unwrap_or(i64::MAX));
@@ -288,6 +319,9 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     // Syncs asked for by the flush policy, with the (topic, partition) slot
     // of the response they belong to: run together after all appends.
     let mut flushes = Vec::new();
+    // acks=all appends to partitions with followers: the answer waits for
+    // the high watermark to pass them.
+    let mut replication_waits = Vec::new();
     for topic in req.topic_data {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
@@ -320,6 +354,16 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                 let (r, flush) = append_partition(b, &topic.name, p.index, p.records.as_ref());
                 if let Some(f) = flush {
                     flushes.push(((responses.len(), partitions.len()), f));
+                }
+                let tp = weir_storage::TopicPartition::new(topic.name.clone(), p.index);
+                if acks == -1 && r.error_code.is_ok() && b.replicas.stamp_epoch(&tp).is_some() {
+                    let min_isr = usize::try_from(min_isr_of(&topic.name)).unwrap_or(1);
+                    replication_waits.push((
+                        (responses.len(), partitions.len()),
+                        tp,
+                        r.end_offset,
+                        min_isr,
+                    ));
                 }
                 r
             };
@@ -364,9 +408,12 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
             ..Default::default()
         })
         .collect();
-    if flushes.is_empty() {
+    if flushes.is_empty() && replication_waits.is_empty() {
         return answer(acks, any_error, responses, node_endpoints);
     }
+    let timeout_ms = u64::try_from(req.timeout_ms).unwrap_or(0);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
+    let broker = Arc::clone(b);
     // The partitions of one request sync concurrently, each on a blocking
     // thread, started now; the answer waits for all of them, while the
     // connection goes on with the next Produce request.
@@ -393,6 +440,34 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                 slot.base_offset = -1;
                 slot.log_append_time_ms = -1;
                 slot.log_start_offset = -1;
+                any_error = true;
+            }
+        }
+        // One deadline for all: waiting on them in turn takes no longer
+        // than waiting on them together.
+        for ((t, p), tp, end, min_isr) in replication_waits {
+            let code = broker
+                .replicas
+                .wait_for_replication(&tp, end, min_isr, deadline)
+                .await;
+            if code.is_ok() {
+                continue;
+            }
+            if let Some(topic) = responses.get_mut(t)
+                && let Some(slot) = topic.partition_responses.get_mut(p)
+                && slot.error_code == ErrorCode::None.code()
+            {
+                slot.error_code = code.code();
+                slot.error_message = Some(match code {
+                    ErrorCode::RequestTimedOut => format!(
+                        "the in-sync replicas did not all have the records within {timeout_ms} ms"
+                    ),
+                    ErrorCode::NotEnoughReplicasAfterAppend => {
+                        "the records were written to fewer in-sync replicas than min.insync.replicas"
+                            .to_string()
+                    }
+                    _ => "leadership moved while waiting for the in-sync replicas".to_string(),
+                });
                 any_error = true;
             }
         }

@@ -93,6 +93,7 @@ mod tests {
         PartitionView {
             leader,
             leader_epoch: 1,
+            partition_epoch: 0,
             replicas: replicas.to_vec(),
             isr: isr.to_vec(),
             offline_replicas: replicas

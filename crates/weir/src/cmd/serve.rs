@@ -540,6 +540,9 @@ async fn start_member(
     let observer = match (node.as_mut(), observer) {
         (Some(node), _) => {
             node.start_broker(info, lifecycle);
+            if let Some(state) = node.broker_state() {
+                set_isr_changer(&broker, &voters, state);
+            }
             None
         }
         (None, Some(observer)) => {
@@ -557,6 +560,7 @@ async fn start_member(
                 offset,
                 Duration::from_millis(quorum.session_timeout_ms),
             );
+            set_isr_changer(&broker, &voters, lifecycle.state());
             Some((observer, lifecycle))
         }
         (None, None) => None,
@@ -573,6 +577,10 @@ async fn start_member(
             broker.effective_config(),
             voters.clone(),
             images,
+            stop_rx.clone(),
+        )),
+        tokio::spawn(weir_broker::replication::isr_shrink_loop(
+            broker.clone(),
             stop_rx,
         )),
     ];
@@ -587,6 +595,21 @@ async fn start_member(
             tasks,
         },
     ))
+}
+
+/// ISR changes go to the active controller with the broker epoch of this
+/// broker's registration.
+fn set_isr_changer(
+    broker: &std::sync::Arc<weir_broker::Broker>,
+    voters: &std::collections::BTreeMap<u64, String>,
+    state: tokio::sync::watch::Receiver<weir_cluster::BrokerState>,
+) {
+    let epoch = std::sync::Arc::new(move || state.borrow().broker_epoch.unwrap_or(-1));
+    broker.set_isr_changer(std::sync::Arc::new(cluster::ControllerIsrChanger::new(
+        voters.clone(),
+        broker.config.node_id,
+        epoch,
+    )));
 }
 
 /// The controller's gauges and counters on this node's `/metrics`

@@ -147,6 +147,7 @@ pub fn snapshot_of(image: &MetadataImage, controller_id: i32) -> ClusterSnapshot
                 .map(|p| PartitionView {
                     leader: p.leader,
                     leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
                     replicas: p.replicas.clone(),
                     isr: p.isr.clone(),
                     offline_replicas: p.replicas.iter().copied().filter(|r| !online(*r)).collect(),
@@ -508,6 +509,9 @@ pub async fn follow_image(
                 last = Some(hosted);
             }
         }
+        // Leaders start their epochs and followers fetch, before anything
+        // waits on this index.
+        tokio::task::block_in_place(|| broker.apply_leadership());
         if !failed {
             hosted_index.send_replace(applied.index);
         }
@@ -606,5 +610,65 @@ pub async fn ensure_offsets_topic(
             _ = stop.changed() => return,
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
+    }
+}
+
+/// ISR changes of the partitions this broker leads, sent to the active
+/// controller as AlterPartition with this broker's current epoch.
+pub struct ControllerIsrChanger {
+    client: Arc<ControllerClient>,
+    node_id: i32,
+    broker_epoch: Arc<dyn Fn() -> i64 + Send + Sync>,
+}
+
+impl ControllerIsrChanger {
+    pub fn new(
+        voters: BTreeMap<u64, String>,
+        node_id: i32,
+        broker_epoch: Arc<dyn Fn() -> i64 + Send + Sync>,
+    ) -> Self {
+        ControllerIsrChanger {
+            client: Arc::new(ControllerClient::new(
+                voters,
+                ControllerClientConfig {
+                    client_id: format!("weir-isr-{node_id}"),
+                    ..ControllerClientConfig::default()
+                },
+            )),
+            node_id,
+            broker_epoch,
+        }
+    }
+}
+
+impl weir_broker::replication::IsrChanger for ControllerIsrChanger {
+    fn alter_partition(
+        &self,
+        change: weir_broker::replication::state::IsrChange,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = weir_broker::replication::IsrAnswer> + Send>,
+    > {
+        use weir_cluster::broker_requests::{self, BrokerRequestError};
+        let client = Arc::clone(&self.client);
+        let node_id = self.node_id;
+        let epoch = (self.broker_epoch)();
+        Box::pin(async move {
+            let req = weir_metadata::controller::AlterPartition {
+                topic_id: weir_protocol::Uuid(change.topic_id),
+                partition: change.partition,
+                leader_epoch: change.leader_epoch,
+                partition_epoch: change.partition_epoch,
+                new_isr: change.new_isr.iter().map(|id| (*id, -1)).collect(),
+            };
+            match broker_requests::alter_partition(&client, node_id, epoch, vec![req]).await {
+                Ok(mut results) => results
+                    .pop()
+                    .map_or(Err(ErrorCode::UnknownServerError), |(_, r)| {
+                        r.map(|p| (p.leader_epoch, p.partition_epoch, p.isr))
+                    }),
+                Err(BrokerRequestError::Refused(code)) => Err(code),
+                Err(BrokerRequestError::Client(_)) => Err(ErrorCode::RequestTimedOut),
+            }
+        })
     }
 }
