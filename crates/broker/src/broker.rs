@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use weir_protocol::Uuid;
+use weir_protocol::error_code::ErrorCode;
 use weir_storage::backend::{FileStorage, Storage};
 use weir_storage::{LogManager, LogManagerConfig, StorageError, TopicPartition};
 
@@ -45,6 +46,13 @@ pub enum BrokerError {
     Config(String),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Hands out producer ids unique in the cluster.
+pub trait ProducerIdSource: Send + Sync {
+    fn next(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<i64, ErrorCode>> + Send + '_>>;
 }
 
 /// Why creating a topic failed; mapped to Kafka error codes by the handlers.
@@ -124,6 +132,10 @@ pub struct Broker {
     pub metrics: crate::metrics::BrokerMetrics,
     /// The follower fetches of the partitions this broker follows.
     pub fetchers: crate::replication::fetcher::FetcherManager,
+    /// Where producer ids come from in a cluster (blocks from the
+    /// controller, unique cluster-wide); none on a single node, which
+    /// counts them itself.
+    producer_ids: RwLock<Option<Arc<dyn ProducerIdSource>>>,
     /// How ISR changes reach the controller; none on a single node.
     isr_changer: RwLock<Option<Arc<dyn crate::replication::IsrChanger>>>,
 }
@@ -267,6 +279,7 @@ impl Broker {
             groups: OnceLock::new(),
             metrics: crate::metrics::BrokerMetrics::new(now, recovery),
             fetchers: Default::default(),
+            producer_ids: RwLock::new(None),
             isr_changer: RwLock::new(None),
         })
     }
@@ -645,6 +658,25 @@ impl Broker {
 
     pub fn allocate_producer_id(&self) -> i64 {
         self.next_producer_id.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Installs where producer ids come from (cluster wiring).
+    pub fn set_producer_id_source(&self, source: Arc<dyn ProducerIdSource>) {
+        *self.producer_ids.write().unwrap_or_else(|p| p.into_inner()) = Some(source);
+    }
+
+    /// A producer id no other producer of the cluster has: from the
+    /// installed source, else this broker's own counter.
+    pub async fn next_producer_id(&self) -> Result<i64, ErrorCode> {
+        let source = self
+            .producer_ids
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match source {
+            Some(s) => s.next().await,
+            None => Ok(self.allocate_producer_id()),
+        }
     }
 }
 

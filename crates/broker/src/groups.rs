@@ -446,7 +446,11 @@ fn append(b: &Broker, partition: i32, records: &[OffsetsRecord]) -> Result<(), G
         .build()
         .map_err(|e| GroupsError::Build(e.to_string()))?;
     let mut buf = batch.as_bytes().to_vec();
-    log.append(&mut buf, now)?;
+    // A leader with followers stamps its epoch, as for produced batches.
+    match b.replicas.stamp_epoch(log.topic_partition()) {
+        Some(epoch) => log.append_as_leader(&mut buf, now, epoch)?,
+        None => log.append(&mut buf, now)?,
+    };
     b.replicas.advance_high_watermark(&log);
     b.replicas.notify_append(&log);
     Ok(())

@@ -13,6 +13,7 @@ mod dev_cluster;
 mod dump_log_damage;
 mod dynamic_configs;
 mod groups;
+mod producer_ids;
 mod serve_kraft;
 mod serve_limits;
 mod serve_signals;

@@ -9,7 +9,7 @@ use weir_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Res
 
 use super::{Reply, RequestContext};
 
-pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> Reply {
+pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> Reply {
     let b = &ctx.broker;
     let resp = if req
         .transactional_id
@@ -32,20 +32,29 @@ pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> Reply {
                 ..Default::default()
             }
         } else {
-            InitProducerIdResponse {
-                error_code: ErrorCode::None.code(),
-                producer_id: b.allocate_producer_id(),
-                producer_epoch: 0,
-                ..Default::default()
-            }
+            new_producer(b.next_producer_id().await)
         }
     } else {
-        InitProducerIdResponse {
-            error_code: ErrorCode::None.code(),
-            producer_id: b.allocate_producer_id(),
-            producer_epoch: 0,
-            ..Default::default()
-        }
+        new_producer(b.next_producer_id().await)
     };
     Reply::Body(ResponseBody::InitProducerId(resp))
+}
+
+/// A new producer id at epoch 0, or the error that kept one from being
+/// handed out (in a cluster: no block of ids from the controller).
+fn new_producer(id: Result<i64, ErrorCode>) -> InitProducerIdResponse {
+    match id {
+        Ok(producer_id) => InitProducerIdResponse {
+            error_code: ErrorCode::None.code(),
+            producer_id,
+            producer_epoch: 0,
+            ..Default::default()
+        },
+        Err(code) => InitProducerIdResponse {
+            error_code: code.code(),
+            producer_id: -1,
+            producer_epoch: -1,
+            ..Default::default()
+        },
+    }
 }

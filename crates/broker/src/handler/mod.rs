@@ -161,7 +161,7 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::CreatePartitions(r) => create_partitions::handle(ctx, r).await,
         RequestBody::ElectLeaders(r) => elect_leaders::handle(ctx, r).await,
         RequestBody::DeleteRecords(r) => delete_records::handle(ctx, r),
-        RequestBody::InitProducerId(r) => init_producer_id::handle(ctx, r),
+        RequestBody::InitProducerId(r) => init_producer_id::handle(ctx, r).await,
         RequestBody::DescribeConfigs(r) => configs::describe(ctx, r),
         RequestBody::AlterConfigs(r) => configs::alter(ctx, r).await,
         RequestBody::IncrementalAlterConfigs(r) => configs::incremental_alter(ctx, r).await,

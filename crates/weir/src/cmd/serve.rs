@@ -597,15 +597,21 @@ async fn start_member(
     ))
 }
 
-/// ISR changes go to the active controller with the broker epoch of this
-/// broker's registration.
+/// ISR changes and producer id blocks go to the active controller with the
+/// broker epoch of this broker's registration.
 fn set_isr_changer(
     broker: &std::sync::Arc<weir_broker::Broker>,
     voters: &std::collections::BTreeMap<u64, String>,
     state: tokio::sync::watch::Receiver<weir_cluster::BrokerState>,
 ) {
-    let epoch = std::sync::Arc::new(move || state.borrow().broker_epoch.unwrap_or(-1));
+    let epoch: std::sync::Arc<dyn Fn() -> i64 + Send + Sync> =
+        std::sync::Arc::new(move || state.borrow().broker_epoch.unwrap_or(-1));
     broker.set_isr_changer(std::sync::Arc::new(cluster::ControllerIsrChanger::new(
+        voters.clone(),
+        broker.config.node_id,
+        epoch.clone(),
+    )));
+    broker.set_producer_id_source(std::sync::Arc::new(cluster::ControllerProducerIds::new(
         voters.clone(),
         broker.config.node_id,
         epoch,

@@ -672,3 +672,67 @@ impl weir_broker::replication::IsrChanger for ControllerIsrChanger {
         })
     }
 }
+
+/// Producer ids from blocks the active controller hands out
+/// (AllocateProducerIds), so no two brokers give a producer the same id,
+/// also across failovers.
+pub struct ControllerProducerIds {
+    client: Arc<ControllerClient>,
+    node_id: i32,
+    broker_epoch: Arc<dyn Fn() -> i64 + Send + Sync>,
+    /// The current block: next id, end (exclusive).
+    block: tokio::sync::Mutex<(i64, i64)>,
+}
+
+impl ControllerProducerIds {
+    pub fn new(
+        voters: BTreeMap<u64, String>,
+        node_id: i32,
+        broker_epoch: Arc<dyn Fn() -> i64 + Send + Sync>,
+    ) -> Self {
+        ControllerProducerIds {
+            client: Arc::new(ControllerClient::new(
+                voters,
+                ControllerClientConfig {
+                    client_id: format!("weir-producer-ids-{node_id}"),
+                    deadline: Duration::from_secs(10),
+                    ..ControllerClientConfig::default()
+                },
+            )),
+            node_id,
+            broker_epoch,
+            block: tokio::sync::Mutex::new((0, 0)),
+        }
+    }
+}
+
+impl weir_broker::broker::ProducerIdSource for ControllerProducerIds {
+    fn next(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<i64, ErrorCode>> + Send + '_>>
+    {
+        Box::pin(async move {
+            let mut block = self.block.lock().await;
+            if block.0 >= block.1 {
+                let epoch = (self.broker_epoch)();
+                match weir_cluster::broker_requests::allocate_producer_ids(
+                    &self.client,
+                    self.node_id,
+                    epoch,
+                )
+                .await
+                {
+                    Ok(b) => *block = (b.first, b.end()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no producer id block from the controller");
+                        // Retriable for clients: they ask again.
+                        return Err(ErrorCode::CoordinatorLoadInProgress);
+                    }
+                }
+            }
+            let id = block.0;
+            block.0 += 1;
+            Ok(id)
+        })
+    }
+}
