@@ -277,6 +277,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     // a cluster caps it at its number of nodes
     min(def("offsets.topic.replication.factor", Int, Some("3")), 1),
     min(def("offsets.retention.minutes", Int, Some("10080")), 1),
+    // how long an offset commit waits for the ISR of its partition
+    min(def("offsets.commit.timeout.ms", Int, Some("5000")), 1),
     min(
         def("offsets.retention.check.interval.ms", Long, Some("600000")),
         1,

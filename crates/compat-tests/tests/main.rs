@@ -21,5 +21,6 @@ mod rdkafka_groups;
 mod rdkafka_groups_members;
 mod rdkafka_groups_reset;
 mod rdkafka_record_errors;
+mod replicated_offsets;
 mod replication;
 mod torn_tail;

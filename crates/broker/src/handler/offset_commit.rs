@@ -91,6 +91,13 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
         let failures = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
         (results, failures.first())
     };
+    // With followers, the commit is acknowledged once every in-sync replica
+    // of its `__consumer_offsets` partition has it (Kafka's acks=all for
+    // offset commits), so it survives the loss of this coordinator.
+    let appended = match appended {
+        None => replicated(ctx, &commit.group_id).await,
+        failed => failed,
+    };
     // A failed append leaves the commit invisible (the coordinator applies
     // it only once durable); the accepted partitions get the append's error.
     respond(&shape, |topic, partition| {
@@ -103,6 +110,32 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
             _ => e,
         }
     })
+}
+
+/// Waits until the `__consumer_offsets` partition of `group` is replicated
+/// to its ISR up to its current end (bounded by
+/// `offsets.commit.timeout.ms`); the error when it is not. Nothing to wait
+/// for without followers.
+async fn replicated(ctx: &RequestContext, group: &str) -> Option<ErrorCode> {
+    let b = &ctx.broker;
+    let groups = b.groups()?;
+    let partition = groups.lock().partition_for(group);
+    let tp = weir_storage::TopicPartition::new(crate::groups::OFFSETS_TOPIC, partition);
+    b.replicas.stamp_epoch(&tp)?;
+    let end = b.replicas.logs().get(&tp)?.log_end_offset();
+    let timeout_ms = b
+        .effective_config()
+        .integer("offsets.commit.timeout.ms")
+        .unwrap_or(5000)
+        .max(1);
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64);
+    match b.replicas.wait_for_replication(&tp, end, 1, deadline).await {
+        ErrorCode::None => None,
+        // Kafka's coordinator answers a commit that timed out waiting for
+        // replicas with REQUEST_TIMED_OUT, which clients retry.
+        code => Some(code),
+    }
 }
 
 /// One response entry per requested partition: UNKNOWN_TOPIC_OR_PARTITION
