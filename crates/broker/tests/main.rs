@@ -22,6 +22,7 @@ mod http_host;
 mod internal_topic;
 mod metrics;
 mod network;
+mod offset_for_leader_epoch;
 mod produce_flush;
 mod produce_record_errors;
 mod record_validation;

@@ -283,6 +283,10 @@ async fn every_supported_version_of_every_api_is_answered() {
                 ResponseBody::Metadata(r) => assert_eq!(r.topics[0].error_code, NONE),
                 ResponseBody::CreateTopics(r) => assert_eq!(r.topics[0].error_code, NONE),
                 ResponseBody::DescribeConfigs(r) => assert_eq!(r.results[0].error_code, NONE),
+                ResponseBody::OffsetForLeaderEpoch(r) => {
+                    let p = &r.topics[0].partitions[0];
+                    assert_eq!((p.error_code, p.partition), (NONE, 0), "v{version}");
+                }
                 _ => {}
             }
             checked += 1;

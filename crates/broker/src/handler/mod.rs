@@ -33,6 +33,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
@@ -98,6 +99,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];
 
 pub fn supported_range(key: ApiKey) -> Option<(i16, i16)> {
@@ -178,6 +180,7 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::DescribeGroups(r) => describe_groups::handle(ctx, r),
         RequestBody::DeleteGroups(r) => delete_groups::handle(ctx, r).await,
         RequestBody::OffsetDelete(r) => offset_delete::handle(ctx, r).await,
+        RequestBody::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(ctx, r),
         other => Reply::Close(format!("unsupported request {:?}", other.api_key())),
     }
 }

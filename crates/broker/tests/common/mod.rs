@@ -18,6 +18,22 @@ pub use weir_protocol::records::{BatchIter, Compression, RecordBatchBuilder};
 
 pub const NONE: i16 = 0;
 
+/// A cluster view a test sets by hand (install it with
+/// `Broker::set_cluster`, change it through the lock).
+pub struct FixedView(pub std::sync::RwLock<std::sync::Arc<weir_broker::cluster::ClusterSnapshot>>);
+
+impl FixedView {
+    pub fn new(snap: weir_broker::cluster::ClusterSnapshot) -> std::sync::Arc<FixedView> {
+        std::sync::Arc::new(FixedView(std::sync::RwLock::new(std::sync::Arc::new(snap))))
+    }
+}
+
+impl weir_broker::cluster::ClusterView for FixedView {
+    fn snapshot(&self) -> std::sync::Arc<weir_broker::cluster::ClusterSnapshot> {
+        self.0.read().unwrap().clone()
+    }
+}
+
 pub struct Client {
     pub stream: TcpStream,
     pub correlation_id: i32,
@@ -606,6 +622,22 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
             topics: vec![],
             ..Default::default()
         }),
+        ApiKey::OffsetForLeaderEpoch => {
+            RequestBody::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest {
+                replica_id: -1,
+                topics: vec![offset_for_leader_epoch_request::OffsetForLeaderTopic {
+                    topic: t.into(),
+                    partitions: vec![offset_for_leader_epoch_request::OffsetForLeaderPartition {
+                        partition: 0,
+                        current_leader_epoch: -1,
+                        leader_epoch: 0,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+        }
         other => panic!("no request for {other:?}"),
     }
 }
