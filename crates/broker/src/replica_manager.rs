@@ -36,6 +36,7 @@ use weir_protocol::error_code::ErrorCode;
 use weir_storage::{Log, LogConfig, LogManager, PendingCreation, StorageError, TopicPartition};
 
 use crate::cluster::ClusterSnapshot;
+use crate::metrics::replication::ReplicationCounters;
 use crate::producer_state::PartitionProducers;
 use crate::replication::state::{IsrChange, PartitionReplication, Role, Transition};
 use crate::topics::TopicMeta;
@@ -83,6 +84,8 @@ pub struct ReplicaManager {
     ///
     /// [`apply_leadership`]: ReplicaManager::apply_leadership
     node_id: AtomicI32,
+    /// Replication events, for `/metrics`.
+    counters: ReplicationCounters,
 }
 
 type ReplicationSlot = Arc<Mutex<PartitionReplication>>;
@@ -106,7 +109,13 @@ impl ReplicaManager {
             replication: RwLock::new(HashMap::new()),
             cleaner: std::sync::OnceLock::new(),
             node_id: AtomicI32::new(-1),
+            counters: ReplicationCounters::default(),
         }
+    }
+
+    /// Replication event counters (ISR changes, replicated bytes).
+    pub fn replication_counters(&self) -> &ReplicationCounters {
+        &self.counters
     }
 
     /// The log manager, for storage-wide work (retention, the cleaner, log
@@ -233,6 +242,23 @@ impl ReplicaManager {
     /// The replication state of a partition, if the metadata assigns it.
     pub fn replication_state(&self, tp: &TopicPartition) -> Option<PartitionReplication> {
         self.replication_of(tp).map(|s| lock(&s).clone())
+    }
+
+    /// Whether this broker has taken up the leadership of `tp` at
+    /// `leader_epoch` that the cluster view gives it: always on a single
+    /// node; in a cluster only once [`apply_leadership`] made it leader in
+    /// that epoch (between the metadata naming it and that, an append would
+    /// bypass the replication rules).
+    ///
+    /// [`apply_leadership`]: ReplicaManager::apply_leadership
+    pub fn leads(&self, tp: &TopicPartition, leader_epoch: i32) -> bool {
+        if self.node_id.load(Ordering::Relaxed) < 0 {
+            return true;
+        }
+        self.replication_of(tp).is_some_and(|slot| {
+            let s = lock(&slot);
+            s.role == Role::Leader && s.leader_epoch == leader_epoch
+        })
     }
 
     /// The leader epoch to stamp on appends to `tp` when this broker leads
@@ -398,7 +424,13 @@ impl ReplicaManager {
         let Some(slot) = self.replication_of(tp) else {
             return;
         };
-        lock(&slot).isr_answered(answer);
+        let (before, after) = {
+            let mut s = lock(&slot);
+            let before = s.isr.clone();
+            s.isr_answered(answer);
+            (before, s.isr.clone())
+        };
+        self.counters.record_isr_change(&before, &after);
         if let Some(log) = self.logs.get(tp) {
             self.advance_high_watermark(&log);
             // Produces waiting for acks=all look at the ISR again.

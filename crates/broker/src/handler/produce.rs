@@ -350,6 +350,20 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                 PartitionResult::error(refused.code, msg)
             } else if let Some(e) = min_isr_error(&topic.name, p.index) {
                 e
+            } else if let Ok(epoch) = leadership
+                && !b.replicas.leads(
+                    &weir_storage::TopicPartition::new(topic.name.clone(), p.index),
+                    epoch,
+                )
+            {
+                // Named leader by the metadata, not yet taken up: retriable.
+                PartitionResult::error(
+                    ErrorCode::NotLeaderOrFollower,
+                    format!(
+                        "this broker (node {node_id}) is taking up the leadership of {}-{}",
+                        topic.name, p.index
+                    ),
+                )
             } else {
                 let (r, flush) = append_partition(b, &topic.name, p.index, p.records.as_ref());
                 if let Some(f) = flush {
