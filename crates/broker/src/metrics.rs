@@ -33,6 +33,7 @@
 
 pub mod cluster;
 pub mod render;
+pub mod replication;
 pub mod text;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};

@@ -33,6 +33,7 @@ pub fn render(broker: &Broker) -> String {
     cleaner(&mut w, broker);
     retention(&mut w, broker);
     super::cluster::render(&mut w, broker);
+    super::replication::render(&mut w, broker);
     broker.metrics.write_extra(&mut w);
     w.finish()
 }

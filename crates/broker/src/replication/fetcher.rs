@@ -346,9 +346,13 @@ async fn handle_partition(
 async fn append(broker: &Broker, log: &Arc<Log>, records: Bytes) -> Result<(), ErrorCode> {
     let now = broker.now_ms();
     let l = Arc::clone(log);
+    let len = records.len();
     let outcome = tokio::task::spawn_blocking(move || l.append_as_follower(&records, now)).await;
     match outcome {
-        Ok(Ok(_)) => Ok(()),
+        Ok(Ok(_)) => {
+            broker.replicas.replication_counters().record_bytes_in(len);
+            Ok(())
+        }
         Ok(Err(e)) => {
             tracing::warn!(partition = %log.topic_partition(), error = %e, "follower append failed");
             Err(crate::codes::from_storage(&e))
