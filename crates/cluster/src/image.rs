@@ -395,6 +395,8 @@ pub fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
                 partition_epoch: p.partition_epoch,
                 eligible_leader_replicas: (!p.eligible_leader_replicas.is_empty())
                     .then(|| p.eligible_leader_replicas.clone()),
+                adding_replicas: p.adding_replicas.clone(),
+                removing_replicas: p.removing_replicas.clone(),
                 ..Default::default()
             }));
         }

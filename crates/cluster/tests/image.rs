@@ -6,7 +6,7 @@ use weir_cluster::batch::{BatchError, decode_batch, encode_batch};
 use weir_cluster::image::{ImageStateMachine, image_records};
 use weir_metadata::MetadataImage;
 use weir_metadata::controller::{
-    AlterPartition, Controller, ControllerConfig, Heartbeat, NewTopic, Registration,
+    AlterPartition, Controller, ControllerConfig, Heartbeat, NewTopic, Reassignment, Registration,
 };
 use weir_metadata::image::Endpoint;
 use weir_protocol::Uuid;
@@ -111,6 +111,31 @@ fn busy_image() -> (ImageStateMachine, weir_cluster::ImageReader, u64) {
     let epoch = image.broker(leader).unwrap().epoch;
     let (_, records) = c.alter_partition(&image, leader, epoch, &req).unwrap();
     commit(&mut sm, &mut i, &records);
+    // A reassignment in progress: an audit partition on fenced broker 2
+    // moves to both live brokers; the one it lacks is still catching up.
+    let image = reader.current().image.clone();
+    let t = image.topic_by_name("audit").unwrap();
+    let (&pid, _) = t
+        .partitions
+        .iter()
+        .find(|(_, p)| p.replicas.contains(&2))
+        .unwrap();
+    let move_to = Reassignment {
+        topic: "audit".into(),
+        partition: pid,
+        target: Some(vec![1, 3]),
+    };
+    let (_, records) = c.alter_partition_reassignments(&image, &[move_to]);
+    commit(&mut sm, &mut i, &records);
+    assert!(
+        reader
+            .current()
+            .image
+            .topic_by_name("audit")
+            .unwrap()
+            .partitions[&pid]
+            .is_reassigning()
+    );
     let image = reader.current().image.clone();
     let (_, records) = c.allocate_producer_ids(&image, 1, epochs[0]).unwrap();
     commit(&mut sm, &mut i, &records);

@@ -8,8 +8,9 @@
 //!
 //! Always true of an image (checked by `debug_assert!` after every apply):
 //! every partition's replicas are distinct and non-empty, its ISR is a
-//! non-empty subset of its replicas, and its leader is in the ISR or is
-//! [`NO_LEADER`].
+//! non-empty subset of its replicas, its leader is in the ISR or is
+//! [`NO_LEADER`], and its adding and removing replicas (a reassignment in
+//! progress) are disjoint sets of its replicas.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -70,6 +71,70 @@ pub struct Partition {
     pub partition_epoch: i32,
     /// Eligible leader replicas (KIP-966); carried, not acted on.
     pub eligible_leader_replicas: Vec<i32>,
+    /// Replicas an ongoing reassignment adds (KIP-455): in `replicas`, and
+    /// not in the original assignment.
+    pub adding_replicas: Vec<i32>,
+    /// Replicas an ongoing reassignment removes once the adding ones are
+    /// in the ISR: in `replicas`, and not in the target assignment.
+    pub removing_replicas: Vec<i32>,
+}
+
+impl Partition {
+    /// Whether a reassignment is in progress.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// This partition with `r` applied, as [`MetadataImage::apply`] applies
+    /// it (the leader epoch bumped when `r` names a leader, the partition
+    /// epoch always), or why it would be invalid.
+    pub fn changed(&self, r: &PartitionChangeRecord) -> Result<Partition, ApplyError> {
+        let mut p = self.clone();
+        if let Some(isr) = &r.isr {
+            p.isr = isr.clone();
+        }
+        if let Some(replicas) = &r.replicas {
+            p.replicas = replicas.clone();
+        }
+        if let Some(elr) = &r.eligible_leader_replicas {
+            p.eligible_leader_replicas = elr.clone();
+        }
+        if let Some(adding) = &r.adding_replicas {
+            p.adding_replicas = adding.clone();
+        }
+        if let Some(removing) = &r.removing_replicas {
+            p.removing_replicas = removing.clone();
+        }
+        if r.leader != NO_LEADER_CHANGE {
+            if r.leader < NO_LEADER {
+                return Err(ApplyError::InvalidField {
+                    field: "PartitionChangeRecord.leader",
+                    value: r.leader.into(),
+                });
+            }
+            p.leader = r.leader;
+            p.leader_epoch = p
+                .leader_epoch
+                .checked_add(1)
+                .ok_or(ApplyError::InvalidField {
+                    field: "leader_epoch",
+                    value: p.leader_epoch.into(),
+                })?;
+        }
+        p.partition_epoch = p
+            .partition_epoch
+            .checked_add(1)
+            .ok_or(ApplyError::InvalidField {
+                field: "partition_epoch",
+                value: p.partition_epoch.into(),
+            })?;
+        validate(&p).map_err(|why| ApplyError::InvalidPartition {
+            topic_id: r.topic_id,
+            partition: r.partition_id,
+            why,
+        })?;
+        Ok(p)
+    }
 }
 
 /// A topic and its partitions.
@@ -259,6 +324,16 @@ fn validate(p: &Partition) -> Result<(), &'static str> {
     }
     if p.leader_epoch < 0 || p.partition_epoch < 0 {
         return Err("negative epoch");
+    }
+    let adding: BTreeSet<_> = p.adding_replicas.iter().collect();
+    let removing: BTreeSet<_> = p.removing_replicas.iter().collect();
+    if adding.len() != p.adding_replicas.len()
+        || removing.len() != p.removing_replicas.len()
+        || !adding.is_subset(&distinct)
+        || !removing.is_subset(&distinct)
+        || !adding.is_disjoint(&removing)
+    {
+        return Err("adding and removing replicas are not disjoint sets of replicas");
     }
     Ok(())
 }
@@ -511,6 +586,8 @@ impl Inner {
             leader_epoch: r.leader_epoch,
             partition_epoch: r.partition_epoch,
             eligible_leader_replicas: r.eligible_leader_replicas.clone().unwrap_or_default(),
+            adding_replicas: r.adding_replicas.clone(),
+            removing_replicas: r.removing_replicas.clone(),
         };
         validate(&p).map_err(|why| ApplyError::InvalidPartition {
             topic_id: r.topic_id,
@@ -540,49 +617,11 @@ impl Inner {
                     topic_id: r.topic_id,
                     partition: r.partition_id,
                 })?;
-        let mut p = current.clone();
-        if let Some(isr) = &r.isr {
-            p.isr = isr.clone();
-        }
-        if let Some(replicas) = &r.replicas {
-            p.replicas = replicas.clone();
-        }
-        if let Some(elr) = &r.eligible_leader_replicas {
-            p.eligible_leader_replicas = elr.clone();
-        }
-        let leader_changed = r.leader != NO_LEADER_CHANGE;
-        if leader_changed {
-            if r.leader < NO_LEADER {
-                return Err(ApplyError::InvalidField {
-                    field: "PartitionChangeRecord.leader",
-                    value: r.leader.into(),
-                });
-            }
-            p.leader = r.leader;
-            p.leader_epoch = p
-                .leader_epoch
-                .checked_add(1)
-                .ok_or(ApplyError::InvalidField {
-                    field: "leader_epoch",
-                    value: p.leader_epoch.into(),
-                })?;
-        }
-        p.partition_epoch = p
-            .partition_epoch
-            .checked_add(1)
-            .ok_or(ApplyError::InvalidField {
-                field: "partition_epoch",
-                value: p.partition_epoch.into(),
-            })?;
-        validate(&p).map_err(|why| ApplyError::InvalidPartition {
-            topic_id: r.topic_id,
-            partition: r.partition_id,
-            why,
-        })?;
+        let p = current.changed(r)?;
         *current = p;
         let key = (r.topic_id, r.partition_id);
         delta.partitions_changed.insert(key);
-        if leader_changed {
+        if r.leader != NO_LEADER_CHANGE {
             delta.leaders_changed.insert(key);
         }
         Ok(())

@@ -6,4 +6,5 @@ mod configs;
 mod controller;
 mod invariants;
 mod leaders;
+mod reassignment;
 mod records;

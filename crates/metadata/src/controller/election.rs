@@ -3,7 +3,8 @@
 use weir_protocol::messages::metadata::{BrokerRegistrationChangeRecord, PartitionChangeRecord};
 use weir_protocol::metadata_record::MetadataRecord;
 
-use crate::image::{MetadataImage, NO_LEADER, NO_LEADER_CHANGE};
+use super::reassignment::{PartitionTarget, partition_change};
+use crate::image::{MetadataImage, NO_LEADER};
 
 /// The records that fence broker `id`: leadership and ISR updates first,
 /// then the fence, as Kafka orders them.
@@ -45,6 +46,7 @@ pub(super) fn elect_on_unfence(image: &MetadataImage, id: i32) -> Vec<MetadataRe
 
 /// Removes `gone` from the ISR of every partition that has it (unless it is
 /// the last member) and re-elects where the leader is `gone` or inactive.
+/// A reassignment the smaller ISR makes completable completes.
 pub(super) fn leader_and_isr_updates(image: &MetadataImage, gone: i32) -> Vec<MetadataRecord> {
     let active = |b: i32| b != gone && image.is_active(b);
     let mut records = Vec::new();
@@ -58,29 +60,13 @@ pub(super) fn leader_and_isr_updates(image: &MetadataImage, gone: i32) -> Vec<Me
                 // No unclean election: the last ISR member stays, leaderless.
                 isr = p.isr.clone();
             }
-            let leader = if p.leader != NO_LEADER && active(p.leader) && isr.contains(&p.leader) {
-                p.leader
-            } else {
-                p.replicas
-                    .iter()
-                    .copied()
-                    .find(|r| isr.contains(r) && active(*r))
-                    .unwrap_or(NO_LEADER)
+            let goal = PartitionTarget {
+                isr,
+                ..PartitionTarget::of(p)
             };
-            if isr == p.isr && leader == p.leader {
-                continue;
+            if let Some(record) = partition_change(t.id, pid, p, goal, active) {
+                records.push(MetadataRecord::PartitionChange(record));
             }
-            records.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
-                partition_id: pid,
-                topic_id: t.id,
-                isr: (isr != p.isr).then_some(isr),
-                leader: if leader == p.leader {
-                    NO_LEADER_CHANGE
-                } else {
-                    leader
-                },
-                ..Default::default()
-            }));
         }
     }
     records

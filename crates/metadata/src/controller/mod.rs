@@ -189,7 +189,11 @@ mod configs;
 mod election;
 mod leaders;
 mod partitions;
+mod reassignment;
 mod topics;
 
 pub use configs::alter_topic_configs;
 pub use leaders::{ElectionResult, ElectionType, imbalanced_partitions};
+pub use reassignment::{
+    OngoingReassignment, Reassignment, ReassignmentResult, ongoing_reassignments,
+};

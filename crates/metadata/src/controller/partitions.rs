@@ -3,16 +3,19 @@
 use std::collections::BTreeSet;
 
 use weir_protocol::error_code::ErrorCode;
-use weir_protocol::messages::metadata::{PartitionChangeRecord, ProducerIdsRecord};
+use weir_protocol::messages::metadata::ProducerIdsRecord;
 use weir_protocol::metadata_record::MetadataRecord;
 
+use super::reassignment::{PartitionTarget, partition_change};
 use super::*;
 use crate::image::{MetadataImage, Partition};
 
 impl Controller {
     /// AlterPartition from `broker_id` for one partition, with Kafka's
     /// checks in Kafka's order. Returns the partition as it will be and the
-    /// record (none if the ISR is unchanged).
+    /// record (none if nothing changes). A new ISR that holds every target
+    /// replica of a reassignment in progress completes it (see
+    /// `reassignment`), possibly electing another leader than `broker_id`.
     pub fn alter_partition(
         &self,
         image: &MetadataImage,
@@ -95,21 +98,23 @@ impl Controller {
                 );
             }
         }
-        if new_isr == p.isr {
+        // An ISR change may complete a reassignment in progress, and with
+        // it move the leadership (the caller tells the requester
+        // NEW_LEADER_ELECTED then, as Kafka does).
+        let goal = PartitionTarget {
+            isr: new_isr,
+            ..PartitionTarget::of(p)
+        };
+        let Some(record) =
+            partition_change(req.topic_id, req.partition, p, goal, |b| image.is_active(b))
+        else {
             return Ok((p.clone(), Vec::new()));
-        }
-        let mut next = p.clone();
-        next.isr = new_isr.clone();
-        next.partition_epoch += 1;
-        Ok((
-            next,
-            vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
-                partition_id: req.partition,
-                topic_id: req.topic_id,
-                isr: Some(new_isr),
-                ..Default::default()
-            })],
-        ))
+        };
+        let next = match p.changed(&record) {
+            Ok(next) => next,
+            Err(e) => return reject(ErrorCode::UnknownServerError, e.to_string()),
+        };
+        Ok((next, vec![MetadataRecord::PartitionChange(record)]))
     }
 
     /// AllocateProducerIds: the next block of [`PRODUCER_ID_BLOCK_SIZE`]
