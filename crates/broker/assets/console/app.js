@@ -252,6 +252,33 @@
     return h('span', { class: 'muted not-local' }, `not hosted on this broker${on}`);
   }
 
+  // The followers of a partition this broker leads, as the leader sees them.
+  function followersTable(p) {
+    if (!p.followers || p.followers.length === 0) return null;
+    const rows = p.followers.map((f) =>
+      h(
+        'tr',
+        { class: 'follower-row', 'data-replica': f.replica },
+        h('td', { class: 'num' }, String(f.replica)),
+        h('td', null, f.in_isr ? 'yes' : h('span', { class: 'out-of-sync' }, 'no')),
+        h('td', { class: 'num' }, num(f.log_end_offset)),
+        h('td', { class: 'num lag-messages' }, num(f.lag_messages)),
+        h('td', { class: 'num lag-ms', title: f.lag_ms === null ? 'not caught up since this broker leads' : null }, f.lag_ms === null ? '–' : `${num(f.lag_ms)} ms`)
+      )
+    );
+    return table(
+      [
+        { text: 'Follower', cls: 'num' },
+        'In sync',
+        { text: 'LEO', cls: 'num' },
+        { text: 'Lag (messages)', cls: 'num' },
+        { text: 'Since caught up', cls: 'num' },
+      ],
+      rows,
+      { class: 'followers' }
+    );
+  }
+
   function errorPanel(e) {
     return h('div', { class: 'panel error' }, String(e && e.message ? e.message : e));
   }
@@ -441,6 +468,7 @@
             replicaList(p, p.isr),
             p.offline_replicas.length ? [' · offline ', replicaList(p, p.offline_replicas)] : null
           ),
+          followersTable(p),
           p.local
             ? h('div', { style: { margin: '10px 0' } }, offsetBar(p, scale, { ticks: p.segments.map((sg) => sg.base_offset) }))
             : h('p', null, elsewhere(p)),

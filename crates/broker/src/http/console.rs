@@ -9,7 +9,7 @@
 //! | --- | --- |
 //! | `/api/overview` | broker id, cluster id, version, listener, data dirs, uptime, controller, counts |
 //! | `/api/cluster` | this broker's id, the controller's, every live broker (id, host, port, rack) |
-//! | `/api/topics` | every topic of the cluster: per partition leader, replicas, ISR, and offsets and sizes where the log is local |
+//! | `/api/topics` | every topic of the cluster: per partition leader, replicas, ISR, offsets and sizes where the log is local, followers' lag where this broker leads |
 //! | `/api/topics/{t}` | one topic: the same per partition, with segment files where local |
 //! | `/api/groups` | every consumer group with state, members and total lag |
 //! | `/api/groups/{g}` | one group: members, assignments, committed offsets and lag |

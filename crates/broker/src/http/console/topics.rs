@@ -5,6 +5,9 @@
 //! A single node holds every partition. In a cluster a broker holds only
 //! its replicas: the other partitions are listed with `local: false` and
 //! null offsets, since their data lives on other brokers.
+//!
+//! A partition this broker leads with followers lists each follower's
+//! progress as the leader sees it (the replication metrics' values).
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -18,6 +21,8 @@ use super::api::{ConfigEntry, masked, source_name};
 use crate::broker::Broker;
 use crate::cluster::{ClusterSnapshot, PartitionView, TopicView};
 use crate::groups::OFFSETS_TOPIC;
+use crate::metrics::replication::{FollowerLag, follower_lags};
+use crate::replication::state::Role;
 use crate::topic_config;
 use crate::topics::TopicMeta;
 
@@ -49,6 +54,9 @@ pub struct PartitionSummary {
     /// Segments found damaged: reads stop before the damage and answer
     /// CORRUPT_MESSAGE at it (docs/storage-format.md, "Damage").
     pub damage: Vec<DamageView>,
+    /// When this broker leads the partition in a cluster: each follower's
+    /// progress as this leader sees it, by broker id. Null otherwise.
+    pub followers: Option<Vec<FollowerLag>>,
 }
 
 /// Where one segment of a partition is damaged.
@@ -179,6 +187,7 @@ pub fn count(b: &Broker, snap: &ClusterSnapshot) -> usize {
 }
 
 fn partition_summary(
+    b: &Broker,
     t: &ClusterTopic<'_>,
     partition: i32,
     log: Option<&Log>,
@@ -209,6 +218,7 @@ fn partition_summary(
         size_bytes: None,
         segment_count: None,
         damage: Vec::new(),
+        followers: None,
     };
     if let Some(log) = log {
         s.log_start_offset = Some(log.log_start_offset());
@@ -226,6 +236,11 @@ fn partition_summary(
                 reason: d.reason,
             })
             .collect();
+        s.followers = b
+            .replicas
+            .replication_state(log.topic_partition())
+            .filter(|r| r.role == Role::Leader)
+            .map(|r| follower_lags(&r, log.log_end_offset(), b.now_ms()));
     } else if failed {
         s.log_start_offset = Some(0);
         s.high_watermark = Some(0);
@@ -261,7 +276,7 @@ fn topic_summary(b: &Broker, t: &ClusterTopic<'_>) -> TopicSummary {
     let partitions: Vec<PartitionSummary> = (0..t.partition_count())
         .map(|p| {
             let log = local_log(b, t, p);
-            partition_summary(t, p, log.as_deref(), failed.contains(&p))
+            partition_summary(b, t, p, log.as_deref(), failed.contains(&p))
         })
         .collect();
     TopicSummary {
@@ -329,7 +344,7 @@ pub fn topic_detail(b: &Broker, name: &str) -> Result<TopicDetail, ConsoleError>
         .map(|p| {
             let log = local_log(b, &t, p);
             PartitionDetail {
-                summary: partition_summary(&t, p, log.as_deref(), failed.contains(&p)),
+                summary: partition_summary(b, &t, p, log.as_deref(), failed.contains(&p)),
                 dir: log.as_ref().map(|l| l.dir().display().to_string()),
                 segments: log.as_deref().map(segments).unwrap_or_default(),
             }
