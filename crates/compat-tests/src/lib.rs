@@ -31,6 +31,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub mod cluster;
+pub mod jepsen;
 pub mod murmur2;
 pub mod netns;
 pub mod segment;

@@ -10,6 +10,7 @@ mod conformance;
 mod console;
 mod crash_loop;
 mod groups_scenarios;
+mod jepsen;
 mod kafka_python;
 mod kafka_python_record_errors;
 mod kafkajs;
