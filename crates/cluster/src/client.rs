@@ -1,6 +1,7 @@
 //! [`ControllerClient`]: sends controller requests (registration,
-//! heartbeats, topic admin and topic configs, ElectLeaders, DescribeQuorum,
-//! AlterPartition, AllocateProducerIds) to whichever
+//! heartbeats, topic admin and topic configs, ElectLeaders, partition
+//! reassignments, DescribeQuorum, AlterPartition, AllocateProducerIds) to
+//! whichever
 //! voter is the active controller, over the Kafka protocol on their
 //! CONTROLLER listeners.
 //!
@@ -26,10 +27,11 @@ use weir_client::{ClientError, Connection};
 use weir_protocol::codec::Request;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{
-    AllocateProducerIdsRequest, AlterPartitionRequest, BrokerHeartbeatRequest,
-    BrokerRegistrationRequest, ControlledShutdownRequest, CreatePartitionsRequest,
-    CreateTopicsRequest, DeleteTopicsRequest, DescribeQuorumRequest, ElectLeadersRequest,
-    FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
+    AllocateProducerIdsRequest, AlterPartitionReassignmentsRequest, AlterPartitionRequest,
+    BrokerHeartbeatRequest, BrokerRegistrationRequest, ControlledShutdownRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeQuorumRequest,
+    ElectLeadersRequest, FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
+    ListPartitionReassignmentsRequest,
 };
 
 /// How a [`ControllerClient`] retries.
@@ -141,6 +143,18 @@ impl ControllerRequest for AlterPartitionRequest {
 }
 
 impl ControllerRequest for AllocateProducerIdsRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        is_not_controller(resp.error_code)
+    }
+}
+
+impl ControllerRequest for AlterPartitionReassignmentsRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        is_not_controller(resp.error_code)
+    }
+}
+
+impl ControllerRequest for ListPartitionReassignmentsRequest {
     fn not_controller(resp: &Self::Response) -> bool {
         is_not_controller(resp.error_code)
     }

@@ -32,7 +32,8 @@ use openraft::BasicNode;
 use tokio::sync::Mutex;
 use weir_metadata::controller::{
     AlterPartition, Controller, ControllerConfig, ElectionResult, ElectionType, Heartbeat,
-    HeartbeatReply, NewPartitions, NewTopic, Registration, Rejection, alter_topic_configs,
+    HeartbeatReply, NewPartitions, NewTopic, OngoingReassignment, Reassignment, ReassignmentResult,
+    Registration, Rejection, alter_topic_configs, ongoing_reassignments,
 };
 use weir_metadata::image::TOPIC_RESOURCE;
 use weir_metadata::{MetadataImage, Partition};
@@ -289,6 +290,29 @@ impl QuorumController {
             self.inner.counters.preferred_run();
             let records = c.rebalance_leaders(image);
             Ok((records.len(), records))
+        })
+        .await
+    }
+
+    /// AlterPartitionReassignments: one decision for every partition
+    /// asked, each with its result; the changes are committed as one batch.
+    pub async fn alter_partition_reassignments(
+        &self,
+        reassignments: Vec<Reassignment>,
+    ) -> Result<Vec<ReassignmentResult>, ControllerError> {
+        self.decide(move |c, image, _| Ok(c.alter_partition_reassignments(image, &reassignments)))
+            .await
+    }
+
+    /// ListPartitionReassignments: the reassignments in progress among
+    /// `topics` (topic, partitions; `None`: all), read on the active
+    /// controller's image once it holds everything committed.
+    pub async fn list_partition_reassignments(
+        &self,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Result<Vec<OngoingReassignment>, ControllerError> {
+        self.decide(move |_, image, _| {
+            Ok((ongoing_reassignments(image, topics.as_deref()), Vec::new()))
         })
         .await
     }

@@ -13,5 +13,6 @@ mod leaders;
 mod lifecycle;
 mod observer;
 mod quorum;
+mod reassignments;
 mod refusals;
 mod tcp;

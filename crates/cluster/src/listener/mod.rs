@@ -21,7 +21,7 @@
 //! versions served, as Kafka does.
 //!
 //! The handlers (`brokers`, `topics`, `leaders`, `configs`, `partitions`,
-//! `quorum`) map requests to the
+//! `reassignments`, `quorum`) map requests to the
 //! [`QuorumController`] and its answers to wire responses; they never
 //! touch the socket. On a node that is not the active controller every
 //! request but ApiVersions and DescribeQuorum is answered NOT_CONTROLLER,
@@ -33,6 +33,7 @@ mod leaders;
 pub mod metadata_fetch;
 pub mod partitions;
 mod quorum;
+mod reassignments;
 mod topics;
 
 pub use quorum::{METADATA_TOPIC, split_host_port};
@@ -117,6 +118,8 @@ pub const SERVED_APIS: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::AlterPartition,
     ApiKey::AllocateProducerIds,
+    ApiKey::AlterPartitionReassignments,
+    ApiKey::ListPartitionReassignments,
     ApiKey::DescribeQuorum,
     ApiKey::Fetch,
     ApiKey::FetchSnapshot,
@@ -298,6 +301,12 @@ async fn respond(
         }
         RequestBody::AllocateProducerIds(r) => {
             ResponseBody::AllocateProducerIds(partitions::allocate_producer_ids(ctx, r).await)
+        }
+        RequestBody::AlterPartitionReassignments(r) => {
+            ResponseBody::AlterPartitionReassignments(reassignments::alter(ctx, r).await)
+        }
+        RequestBody::ListPartitionReassignments(r) => {
+            ResponseBody::ListPartitionReassignments(reassignments::list(ctx, r).await)
         }
         RequestBody::DescribeQuorum(r) => {
             ResponseBody::DescribeQuorum(quorum::describe(ctx, r, version))

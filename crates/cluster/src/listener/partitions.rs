@@ -19,6 +19,11 @@
 //! committed keep their change, and a leader that sends them again gets
 //! INVALID_UPDATE_VERSION and learns the new epochs from the metadata log.
 //!
+//! An ISR change that completes a partition reassignment may elect another
+//! leader than the requester (its replica was removed): the change is
+//! committed and the requester answered NEW_LEADER_ELECTED, as Kafka does,
+//! so it learns its new role from the metadata log.
+//!
 //! Leader recovery (KIP-704): partitions here are always RECOVERED (0), as
 //! no election of weir's leaves a leader recovering; a request asking for
 //! RECOVERING (1) is INVALID_REQUEST, as Kafka answers for a recovered
@@ -81,6 +86,13 @@ pub(super) async fn alter_partition(
                     }
                 }
             };
+            let outcome = outcome.and_then(|p| {
+                if p.leader == req.broker_id {
+                    Ok(p)
+                } else {
+                    Err(ErrorCode::NewLeaderElected)
+                }
+            });
             partitions.push(partition_answer(index, outcome));
         }
         topics.push(TopicData {
