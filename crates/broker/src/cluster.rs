@@ -36,8 +36,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 };
 
 use crate::handler::RequestContext;
@@ -335,6 +337,30 @@ pub trait TopicAdmin: Send + Sync {
         req: ElectLeadersRequest,
     ) -> AdminFuture<'a, ElectLeadersResponse> {
         Box::pin(async move { crate::handler::elect_leaders::elect_locally(ctx, req) })
+    }
+
+    /// AlterPartitionReassignments; by default this broker's own answer (a
+    /// single node is the only broker, so there is nowhere to move to).
+    fn alter_partition_reassignments<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        req: AlterPartitionReassignmentsRequest,
+    ) -> AdminFuture<'a, AlterPartitionReassignmentsResponse> {
+        Box::pin(
+            async move { crate::handler::alter_partition_reassignments::alter_locally(ctx, req) },
+        )
+    }
+
+    /// ListPartitionReassignments; by default this broker's own answer
+    /// (none in progress on a single node).
+    fn list_partition_reassignments<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        req: ListPartitionReassignmentsRequest,
+    ) -> AdminFuture<'a, ListPartitionReassignmentsResponse> {
+        Box::pin(
+            async move { crate::handler::list_partition_reassignments::list_locally(ctx, req) },
+        )
     }
 
     /// Makes `configs` the complete set of `topic`'s config overrides

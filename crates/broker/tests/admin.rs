@@ -517,6 +517,93 @@ async fn elect_leaders_on_a_single_node_has_nothing_to_elect() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_reassignments_on_a_single_node_have_nowhere_to_go() {
+    use weir_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use weir_protocol::messages::{
+        AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "moving", 2, &[]).await, NONE);
+    let partition = |index: i32, replicas: Option<Vec<i32>>| ReassignablePartition {
+        partition_index: index,
+        replicas,
+        ..Default::default()
+    };
+    let req = AlterPartitionReassignmentsRequest {
+        timeout_ms: 1000,
+        topics: vec![
+            ReassignableTopic {
+                name: "moving".into(),
+                partitions: vec![
+                    partition(0, Some(vec![1])),
+                    partition(1, Some(vec![2])),
+                    partition(1, Some(vec![1, 1])),
+                    partition(0, None),
+                    partition(9, Some(vec![1])),
+                ],
+                ..Default::default()
+            },
+            ReassignableTopic {
+                name: "nope".into(),
+                partitions: vec![partition(0, Some(vec![1]))],
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    let r = match c
+        .call(RequestBody::AlterPartitionReassignments(req), 0)
+        .await
+    {
+        ResponseBody::AlterPartitionReassignments(r) => r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(r.error_code, NONE);
+    let codes: Vec<(String, i32, i16)> = r
+        .responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.clone(), p.partition_index, p.error_code))
+        })
+        .collect();
+    // Node 1 already holds every partition: NONE; another broker or a
+    // repeated one is INVALID_REPLICA_ASSIGNMENT (39); a cancel is
+    // NO_REASSIGNMENT_IN_PROGRESS (85); unknown partitions are 3.
+    assert_eq!(
+        codes,
+        vec![
+            ("moving".to_string(), 0, NONE),
+            ("moving".to_string(), 1, 39),
+            ("moving".to_string(), 1, 39),
+            ("moving".to_string(), 0, 85),
+            ("moving".to_string(), 9, 3),
+            ("nope".to_string(), 0, 3),
+        ]
+    );
+    let list = ListPartitionReassignmentsRequest {
+        timeout_ms: 1000,
+        topics: None,
+        ..Default::default()
+    };
+    match c
+        .call(RequestBody::ListPartitionReassignments(list), 0)
+        .await
+    {
+        ResponseBody::ListPartitionReassignments(r) => {
+            assert_eq!(r.error_code, NONE);
+            assert!(r.topics.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Incremental changes of different keys of one topic, sent at once on
 /// separate connections: every key is in the final set (none overwrote
 /// another's with the overrides it read before).

@@ -283,6 +283,20 @@ async fn every_supported_version_of_every_api_is_answered() {
                 ResponseBody::Metadata(r) => assert_eq!(r.topics[0].error_code, NONE),
                 ResponseBody::CreateTopics(r) => assert_eq!(r.topics[0].error_code, NONE),
                 ResponseBody::DescribeConfigs(r) => assert_eq!(r.results[0].error_code, NONE),
+                // The only broker is node 1 and already the replica.
+                ResponseBody::AlterPartitionReassignments(r) => {
+                    assert_eq!(
+                        r.responses[0].partitions[0].error_code, NONE,
+                        "{key:?} v{version}"
+                    )
+                }
+                ResponseBody::ListPartitionReassignments(r) => {
+                    assert_eq!(
+                        (r.error_code, r.topics.len()),
+                        (NONE, 0),
+                        "{key:?} v{version}"
+                    )
+                }
                 ResponseBody::OffsetForLeaderEpoch(r) => {
                     let p = &r.topics[0].partitions[0];
                     assert_eq!((p.error_code, p.partition), (NONE, 0), "v{version}");

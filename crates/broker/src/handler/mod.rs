@@ -10,6 +10,7 @@ use weir_storage::FileRegion;
 use crate::broker::Broker;
 use crate::connection::Marker;
 
+pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod configs;
 pub mod create_partitions;
@@ -29,6 +30,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -86,6 +88,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 0),
+    (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::FindCoordinator, 1, 6),
@@ -162,6 +166,12 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::DeleteTopics(r) => delete_topics::handle(ctx, r).await,
         RequestBody::CreatePartitions(r) => create_partitions::handle(ctx, r).await,
         RequestBody::ElectLeaders(r) => elect_leaders::handle(ctx, r).await,
+        RequestBody::AlterPartitionReassignments(r) => {
+            alter_partition_reassignments::handle(ctx, r).await
+        }
+        RequestBody::ListPartitionReassignments(r) => {
+            list_partition_reassignments::handle(ctx, r).await
+        }
         RequestBody::DeleteRecords(r) => delete_records::handle(ctx, r),
         RequestBody::InitProducerId(r) => init_producer_id::handle(ctx, r).await,
         RequestBody::DescribeConfigs(r) => configs::describe(ctx, r),

@@ -531,6 +531,30 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
                 ..Default::default()
             })
         }
+        ApiKey::AlterPartitionReassignments => RequestBody::AlterPartitionReassignments(
+            weir_protocol::messages::AlterPartitionReassignmentsRequest {
+                timeout_ms: 1000,
+                topics: vec![
+                    weir_protocol::messages::alter_partition_reassignments_request::ReassignableTopic {
+                        name: t.into(),
+                        partitions: vec![weir_protocol::messages::alter_partition_reassignments_request::ReassignablePartition {
+                            partition_index: 0,
+                            replicas: Some(vec![1]),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            },
+        ),
+        ApiKey::ListPartitionReassignments => RequestBody::ListPartitionReassignments(
+            weir_protocol::messages::ListPartitionReassignmentsRequest {
+                timeout_ms: 1000,
+                topics: None,
+                ..Default::default()
+            },
+        ),
         ApiKey::DescribeCluster => RequestBody::DescribeCluster(DescribeClusterRequest::default()),
         // Group APIs: requests that get an immediate answer (errors are fine:
         // the point is that every version is decoded and answered).

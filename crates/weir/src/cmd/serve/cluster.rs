@@ -41,9 +41,11 @@ use weir_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use weir_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
-    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 };
 
 /// The listener name brokers register their client listener under.
@@ -470,6 +472,46 @@ impl TopicAdmin for ForwardingAdmin {
                     tracing::warn!(error = %e, "ElectLeaders not forwarded");
                     ElectLeadersResponse {
                         error_code: ErrorCode::RequestTimedOut.code(),
+                        ..Default::default()
+                    }
+                }
+            }
+        })
+    }
+
+    fn alter_partition_reassignments<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        req: AlterPartitionReassignmentsRequest,
+    ) -> AdminFuture<'a, AlterPartitionReassignmentsResponse> {
+        Box::pin(async move {
+            match self.client.send(&req).await {
+                Ok(resp) => resp,
+                Err(e) => {
+                    tracing::warn!(error = %e, "AlterPartitionReassignments not forwarded");
+                    AlterPartitionReassignmentsResponse {
+                        error_code: ErrorCode::RequestTimedOut.code(),
+                        error_message: Some(e.to_string()),
+                        ..Default::default()
+                    }
+                }
+            }
+        })
+    }
+
+    fn list_partition_reassignments<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        req: ListPartitionReassignmentsRequest,
+    ) -> AdminFuture<'a, ListPartitionReassignmentsResponse> {
+        Box::pin(async move {
+            match self.client.send(&req).await {
+                Ok(resp) => resp,
+                Err(e) => {
+                    tracing::warn!(error = %e, "ListPartitionReassignments not forwarded");
+                    ListPartitionReassignmentsResponse {
+                        error_code: ErrorCode::RequestTimedOut.code(),
+                        error_message: Some(e.to_string()),
                         ..Default::default()
                     }
                 }
