@@ -22,6 +22,7 @@ mod rdkafka_groups;
 mod rdkafka_groups_members;
 mod rdkafka_groups_reset;
 mod rdkafka_record_errors;
+mod reassignment;
 mod replicated_offsets;
 mod replication;
 mod torn_tail;

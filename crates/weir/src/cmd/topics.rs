@@ -1,17 +1,26 @@
 //! `weir topics`: create, list, describe, alter and delete topics, like
-//! `kafka-topics.sh`.
+//! `kafka-topics.sh`, and move partitions to other brokers
+//! (AlterPartitionReassignments / ListPartitionReassignments, like
+//! `kafka-reassign-partitions.sh`).
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use weir_client::{Client, ConfigSource, PartitionInfo, ResourceType, TopicInfo};
+use weir_client::{Client, ClientError, ConfigSource, PartitionInfo, ResourceType, TopicInfo};
+use weir_protocol::messages::alter_partition_reassignments_request::{
+    ReassignablePartition, ReassignableTopic,
+};
+use weir_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+use weir_protocol::messages::{
+    AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest,
+};
 
 use super::common::{Bootstrap, parse_kv, run_async};
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  weir topics create --topic orders --partitions 6 --config retention.ms=86400000\n  weir topics list\n  weir topics describe --topic orders\n  weir topics alter --topic orders --partitions 12\n  weir topics delete --topic orders"
+    after_help = "Examples:\n  weir topics create --topic orders --partitions 6 --config retention.ms=86400000\n  weir topics list\n  weir topics describe --topic orders\n  weir topics alter --topic orders --partitions 12\n  weir topics reassign --topic orders --partition 0 --replicas 2,3\n  weir topics reassignments\n  weir topics delete --topic orders"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -75,6 +84,38 @@ enum Action {
         #[arg(long)]
         partitions: i32,
     },
+    /// Move a partition to other brokers (AlterPartitionReassignments), or
+    /// cancel its move in progress.
+    #[command(
+        after_help = "Examples:\n  weir topics reassign --topic orders --partition 0 --replicas 2,3\n  weir topics reassign --topic orders --partition 0 --cancel\n\nThe new replicas (the first is the preferred leader) fetch the partition from its\nleader; once all are in the ISR the move completes and the replicas left out stop\nbeing replicas. `weir topics reassignments` lists the moves in progress. --cancel\ngoes back to the original replicas."
+    )]
+    Reassign {
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        partition: i32,
+        /// The target replicas, broker ids separated by commas.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            required_unless_present = "cancel",
+            conflicts_with = "cancel"
+        )]
+        replicas: Vec<i32>,
+        /// Cancel the reassignment in progress.
+        #[arg(long)]
+        cancel: bool,
+    },
+    /// List the partition reassignments in progress
+    /// (ListPartitionReassignments).
+    #[command(
+        after_help = "Example:\n  weir topics reassignments --topic orders\n\nOne line per partition being moved: its current replicas (the target first, then\nthe replicas being removed), the replicas being added and those being removed.\nNothing is printed when no move is in progress."
+    )]
+    Reassignments {
+        /// Only this topic (default: all).
+        #[arg(long)]
+        topic: Option<String>,
+    },
     /// Delete a topic.
     #[command(after_help = "Example:\n  weir topics delete --topic orders")]
     Delete {
@@ -132,6 +173,34 @@ pub fn run(args: Args) -> ExitCode {
                 }
                 client.create_partitions(&topic, partitions).await?;
                 println!("Topic {topic} now has {partitions} partitions.");
+            }
+            Action::Reassign {
+                topic,
+                partition,
+                replicas,
+                cancel,
+            } => {
+                let target = (!cancel).then_some(replicas);
+                reassign(&mut client, &topic, partition, target.clone()).await?;
+                match target {
+                    Some(r) => println!(
+                        "Reassignment of {topic}-{partition} to replicas {} started.",
+                        join(&r)
+                    ),
+                    None => println!("Reassignment of {topic}-{partition} cancelled."),
+                }
+            }
+            Action::Reassignments { topic } => {
+                for r in reassignments(&mut client, topic.as_deref()).await? {
+                    println!(
+                        "Topic: {}\tPartition: {}\tReplicas: {}\tAdding Replicas: {}\tRemoving Replicas: {}",
+                        r.topic,
+                        r.partition,
+                        join(&r.replicas),
+                        join(&r.adding),
+                        join(&r.removing)
+                    );
+                }
             }
             Action::Delete { topic } => {
                 client.topic(&topic).await?;
@@ -246,12 +315,18 @@ async fn describe(
             );
         }
         let sizes = sizes(client, &t).await;
+        // Moves in progress are informative: a broker that cannot list
+        // them leaves them out.
+        let moving: BTreeMap<i32, Reassignment> = reassignments(client, Some(&t.name))
+            .await
+            .map(|rs| rs.into_iter().map(|r| (r.partition, r)).collect())
+            .unwrap_or_default();
         for p in t.partitions.iter().filter(|p| filter.keeps(p)) {
             let offsets = log_offsets(client, &t.name, p).await;
             let usage = sizes.get(&p.partition);
             let dash = || "-".to_string();
             println!(
-                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tOffline: {}\tLogStartOffset: {}\tHighWatermark: {}\tLogEndOffset: {}\tSize: {}\tSegments: {}",
+                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tOffline: {}\tLogStartOffset: {}\tHighWatermark: {}\tLogEndOffset: {}\tSize: {}\tSegments: {}{}",
                 t.name,
                 p.partition,
                 if p.leader < 0 {
@@ -269,6 +344,13 @@ async fn describe(
                 usage
                     .and_then(|u| u.segments)
                     .map_or_else(dash, |n| n.to_string()),
+                moving
+                    .get(&p.partition)
+                    .map_or_else(String::new, |r| format!(
+                        "\tAdding Replicas: {}\tRemoving Replicas: {}",
+                        join(&r.adding),
+                        join(&r.removing)
+                    )),
             );
         }
     }
@@ -298,4 +380,89 @@ fn join(v: &[i32]) -> String {
         .map(|x| x.to_string())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// A partition reassignment in progress.
+#[derive(Debug, Clone)]
+struct Reassignment {
+    topic: String,
+    partition: i32,
+    /// The target replicas, then the ones being removed.
+    replicas: Vec<i32>,
+    adding: Vec<i32>,
+    removing: Vec<i32>,
+}
+
+/// AlterPartitionReassignments for one partition; `None` cancels.
+async fn reassign(
+    client: &mut Client,
+    topic: &str,
+    partition: i32,
+    target: Option<Vec<i32>>,
+) -> Result<()> {
+    let req = AlterPartitionReassignmentsRequest {
+        timeout_ms: i32::try_from(client.request_timeout().as_millis()).unwrap_or(i32::MAX),
+        topics: vec![ReassignableTopic {
+            name: topic.to_string(),
+            partitions: vec![ReassignablePartition {
+                partition_index: partition,
+                replicas: target,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let resp = client.controller_connection().await?.send(&req).await?;
+    let context = || format!("reassign {topic}-{partition}");
+    ClientError::check(resp.error_code, context, resp.error_message)?;
+    for p in resp.responses.into_iter().flat_map(|t| t.partitions) {
+        ClientError::check(p.error_code, context, p.error_message)?;
+    }
+    Ok(())
+}
+
+/// ListPartitionReassignments, of one topic or all, by topic and
+/// partition.
+async fn reassignments(client: &mut Client, topic: Option<&str>) -> Result<Vec<Reassignment>> {
+    // A topic's partitions are named: the request has no "all partitions
+    // of this topic" form.
+    let topics = match topic {
+        Some(name) => {
+            let t = client.topic(name).await?;
+            Some(vec![ListPartitionReassignmentsTopics {
+                name: name.to_string(),
+                partition_indexes: t.partitions.iter().map(|p| p.partition).collect(),
+                ..Default::default()
+            }])
+        }
+        None => None,
+    };
+    let req = ListPartitionReassignmentsRequest {
+        timeout_ms: i32::try_from(client.request_timeout().as_millis()).unwrap_or(i32::MAX),
+        topics,
+        ..Default::default()
+    };
+    let resp = client.controller_connection().await?.send(&req).await?;
+    ClientError::check(
+        resp.error_code,
+        || "list partition reassignments".to_string(),
+        resp.error_message,
+    )?;
+    let mut out: Vec<Reassignment> = resp
+        .topics
+        .into_iter()
+        .flat_map(|t| {
+            let name = t.name;
+            t.partitions.into_iter().map(move |p| Reassignment {
+                topic: name.clone(),
+                partition: p.partition_index,
+                replicas: p.replicas,
+                adding: p.adding_replicas,
+                removing: p.removing_replicas,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    Ok(out)
 }
