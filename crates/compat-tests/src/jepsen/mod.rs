@@ -237,8 +237,9 @@ pub struct Outcome {
     pub injected: Vec<(Fault, usize)>,
     /// Acknowledged records sent after the first fault.
     pub acked_after_first_fault: usize,
-    /// Failed deliveries by error.
-    pub failures: BTreeMap<String, usize>,
+    /// Failed deliveries by partition and error: how many, the first and
+    /// the last (seconds since the nemesis started).
+    pub failures: BTreeMap<String, (usize, f64, f64)>,
     /// Fatal errors of the idempotent producer.
     pub producer_fatal: Vec<String>,
     pub consumer_errors: usize,
@@ -328,8 +329,10 @@ impl Outcome {
         for (what, n) in rows {
             out.push_str(&format!("| {what} | {n} |\n"));
         }
-        for (error, n) in &self.failures {
-            out.push_str(&format!("jepsen: {n} deliveries failed with: {error}\n"));
+        for (error, (n, first, last)) in &self.failures {
+            out.push_str(&format!(
+                "jepsen: {n} deliveries failed ({first:.1}s to {last:.1}s) with {error}\n"
+            ));
         }
         if self.consumer_errors > 0 {
             out.push_str(&format!(
@@ -622,14 +625,20 @@ fn exercise(
         .lock()
         .map(|f| f.clone())
         .unwrap_or_default();
-    let mut failures = BTreeMap::new();
-    for (_, error) in &failed_reports {
-        *failures.entry(error.clone()).or_insert(0) += 1;
+    // Per partition and error: how many, first and last (nemesis time).
+    let mut failures: BTreeMap<String, (usize, f64, f64)> = BTreeMap::new();
+    let origin = nemesis.started();
+    for f in &failed_reports {
+        let at = f.at.saturating_duration_since(origin).as_secs_f64();
+        let e = failures
+            .entry(format!("partition {}: {}", f.partition, f.error))
+            .or_insert((0, at, at));
+        *e = (e.0 + 1, e.1.min(at), e.2.max(at));
     }
     let history = History {
         sent: shared.next.load(Ordering::Relaxed),
         acked,
-        failed: failed_reports.iter().map(|(n, _)| *n).collect(),
+        failed: failed_reports.iter().map(|f| f.value).collect(),
         consumer_reads,
     };
     let report = check(&history, &log);

@@ -107,6 +107,11 @@ impl Nemesis {
         }
     }
 
+    /// When the nemesis started.
+    pub(crate) fn started(&self) -> Instant {
+        self.started
+    }
+
     fn log(&mut self, fault: Fault, injected: bool, what: String) {
         let at = self.started.elapsed();
         eprintln!("jepsen nemesis {:>6.1}s {fault}: {what}", at.as_secs_f64());
@@ -198,11 +203,7 @@ impl Nemesis {
             }
             Fault::Restart => {
                 let id = self.any_node(cluster);
-                let exit = if cluster.node(id).terminate() {
-                    "clean exit"
-                } else {
-                    "killed after the deadline"
-                };
+                let exit = cluster.node(id).terminate();
                 self.log(fault, true, format!("SIGTERM node {id}: {exit}"));
                 cluster.start_node(id)?;
                 self.log(fault, false, format!("node {id} started again"));

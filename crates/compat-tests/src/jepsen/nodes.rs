@@ -141,24 +141,23 @@ impl Node {
     }
 
     /// SIGTERM and wait (bounded) for the exit; SIGKILL after the deadline.
-    /// Returns whether the exit was clean.
-    pub(crate) fn terminate(&mut self) -> bool {
+    /// Says how it ended.
+    pub(crate) fn terminate(&mut self) -> String {
         self.signal(libc::SIGCONT);
-        if !self.signal(libc::SIGTERM) {
-            return true;
-        }
+        self.signal(libc::SIGTERM);
         let Some(mut child) = self.child.take() else {
-            return true;
+            return "not running".into();
         };
         let deadline = Instant::now() + STOP_DEADLINE;
         loop {
             match child.try_wait() {
-                Ok(Some(status)) => return status.success(),
+                Ok(Some(status)) if status.success() => return "clean exit".into(),
+                Ok(Some(status)) => return format!("UNCLEAN EXIT ({status})"),
                 Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
-                _ => {
+                Ok(None) | Err(_) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return false;
+                    return format!("still running after {STOP_DEADLINE:?}: killed");
                 }
             }
         }

@@ -42,7 +42,16 @@ fn client_config(bootstrap: &str) -> ClientConfig {
 #[derive(Default)]
 pub(crate) struct Deliveries {
     pub(crate) acked: Mutex<Vec<Acked>>,
-    pub(crate) failed: Mutex<Vec<(u64, String)>>,
+    pub(crate) failed: Mutex<Vec<Failed>>,
+}
+
+/// A delivery report with an error.
+#[derive(Debug, Clone)]
+pub(crate) struct Failed {
+    pub(crate) value: u64,
+    pub(crate) partition: i32,
+    pub(crate) error: String,
+    pub(crate) at: Instant,
 }
 
 /// The producer's context: it records each delivery report.
@@ -62,7 +71,12 @@ impl ProducerContext for Recorder {
                 partition: m.partition(),
                 offset: m.offset(),
             }),
-            Err((e, _)) => lock(&d.failed).push((n, e.to_string())),
+            Err((e, m)) => lock(&d.failed).push(Failed {
+                value: n,
+                partition: m.partition(),
+                error: e.to_string(),
+                at: Instant::now(),
+            }),
         }
     }
 }
