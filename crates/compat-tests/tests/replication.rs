@@ -281,16 +281,28 @@ fn watermarks(c: &BaseConsumer, topic: &str) -> (i64, i64) {
         .unwrap_or_else(|e| panic!("watermarks of {topic}-0: {e}"))
 }
 
-/// Every record of `topic`-0 below its high watermark, by offset.
-fn read_all(bootstrap: &str, topic: &str) -> BTreeMap<i64, String> {
+/// Every record of `topic`-0 below its high watermark, by offset, once
+/// the high watermark reached `end` (a new leader learns it from its
+/// followers' fetches).
+fn read_all(bootstrap: &str, topic: &str, end: i64) -> BTreeMap<i64, String> {
     let c = consumer(bootstrap);
-    let (low, high) = watermarks(&c, topic);
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    let (low, high) = loop {
+        let (low, high) = watermarks(&c, topic);
+        if high >= end {
+            break (low, high);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{topic}-0: the high watermark is {high}, not {end}, after {CLIENT_TIMEOUT:?}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    };
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, Offset::Offset(low))
         .expect("add partition");
     c.assign(&tpl).expect("assign");
     let mut out = BTreeMap::new();
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
     let mut next = low;
     while next < high {
         assert!(
@@ -310,6 +322,11 @@ fn read_all(bootstrap: &str, topic: &str) -> BTreeMap<i64, String> {
         next = msg.offset() + 1;
     }
     out
+}
+
+/// The offset after the last of `records`.
+fn end_of(records: &BTreeMap<i64, String>) -> i64 {
+    records.keys().next_back().map_or(0, |o| o + 1)
 }
 
 /// Checks that each `(offset, value)` of `acked` is in `log` at its offset.
@@ -381,7 +398,11 @@ fn a_stopped_follower_leaves_the_isr_and_rejoins_it_with_every_record() {
         FAILOVER,
         |_, p| p.leader == r.follower,
     );
-    let log = read_all(&bootstrap_without(&cluster, r.leader), topic);
+    let log = read_all(
+        &bootstrap_without(&cluster, r.leader),
+        topic,
+        end_of(&acked),
+    );
     assert_acked_in(&log, &acked, &format!("node {}'s log", r.follower));
     assert_eq!(log.len(), acked.len(), "records beyond those acknowledged");
 }
@@ -439,7 +460,7 @@ fn acks_all_is_refused_with_not_enough_replicas_while_the_isr_is_short() {
         [&1, &2],
         "offsets of the acks=1 and the later acks=all record"
     );
-    let log = read_all(&cluster.bootstrap(), topic);
+    let log = read_all(&cluster.bootstrap(), topic, 3);
     assert_eq!(
         log.values().collect::<Vec<_>>(),
         ["full-0", "acks-1-0", "again-0"],
@@ -455,14 +476,14 @@ fn acks_all_is_refused_with_not_enough_replicas_while_the_isr_is_short() {
 fn a_stopped_follower_holds_the_high_watermark_until_it_leaves_the_isr() {
     // The shrink cannot come before the lag since the follower's last
     // fetch; a longer lag gives a wide window to look in.
-    const LAG: Duration = Duration::from_secs(5);
-    // The follower's last fetch may have reached the leader this long
-    // before SIGSTOP (a parked fetch waits replica.fetch.wait.max.ms).
-    const FETCH_WAIT: Duration = Duration::from_millis(500);
+    const LAG: Duration = Duration::from_secs(8);
+    // The follower's last fetch may have reached the leader up to
+    // replica.fetch.wait.max.ms (a parked fetch) before SIGSTOP, and some.
+    const FETCH_WAIT: Duration = Duration::from_millis(1_000);
     let (mut cluster, r) = start(&[
         ("broker.heartbeat.interval.ms", "200"),
         ("broker.session.timeout.ms", "20000"),
-        ("replica.lag.time.max.ms", "5000"),
+        ("replica.lag.time.max.ms", "8000"),
         ("replica.fetch.wait.max.ms", "500"),
     ]);
     let topic = "hw";
@@ -510,28 +531,37 @@ fn a_stopped_follower_holds_the_high_watermark_until_it_leaves_the_isr() {
     tpl.add_partition_offset(topic, 0, Offset::Offset(10))
         .expect("add partition");
     c.assign(&tpl).expect("assign");
+    // A sample counts when all of it was seen before the window ended.
     let window_end = stopped + LAG - FETCH_WAIT;
     let mut samples = 0;
-    while Instant::now() + Duration::from_millis(300) < window_end {
-        let m = cluster.metadata_from(r.leader).expect("Metadata");
+    loop {
+        let isr = cluster
+            .metadata_from(r.leader)
+            .expect("Metadata")
+            .partitions(topic)
+            .first()
+            .map(isr_of);
+        let marks = watermarks(&c, topic);
+        let read = c.poll(Duration::from_millis(100));
+        let at = stopped.elapsed();
+        if Instant::now() >= window_end {
+            break;
+        }
         assert_eq!(
-            m.partitions(topic).first().map(isr_of),
+            isr,
             Some(set(&ALL)),
-            "the ISR shrank before replica.lag.time.max.ms ({:?} after SIGSTOP)",
-            stopped.elapsed()
+            "the ISR shrank before replica.lag.time.max.ms ({at:?} after SIGSTOP)"
         );
         assert_eq!(
-            watermarks(&c, topic),
+            marks,
             (0, 10),
-            "the high watermark passed the stopped follower {:?} after SIGSTOP",
-            stopped.elapsed()
+            "the high watermark passed the stopped follower {at:?} after SIGSTOP"
         );
-        if let Some(msg) = c.poll(Duration::from_millis(100)) {
+        if let Some(msg) = read {
             let msg = msg.expect("consume");
             panic!(
-                "a consumer read offset {} above the high watermark {:?} after SIGSTOP",
-                msg.offset(),
-                stopped.elapsed()
+                "a consumer read offset {} above the high watermark {at:?} after SIGSTOP",
+                msg.offset()
             );
         }
         samples += 1;
@@ -617,7 +647,7 @@ fn a_returning_leader_truncates_the_records_its_successor_never_had() {
     let bootstrap = bootstrap_without(&cluster, old);
     let all = producer(&bootstrap, "all", &[("enable.idempotence", "true")]);
     let written = send_ok(&all, topic, &values("new", 3));
-    let successor = read_all(&bootstrap, topic);
+    let successor = read_all(&bootstrap, topic, end_of(&written));
     assert_acked_in(&successor, &kept, &format!("node {new}"));
     assert_acked_in(&successor, &written, &format!("node {new}"));
     let overwritten: Vec<&i64> = lost.keys().filter(|o| written.contains_key(o)).collect();
@@ -643,7 +673,7 @@ fn a_returning_leader_truncates_the_records_its_successor_never_had() {
         FAILOVER,
         |_, p| p.leader == old,
     );
-    let returned = read_all(&bootstrap_without(&cluster, new), topic);
+    let returned = read_all(&bootstrap_without(&cluster, new), topic, end_of(&successor));
     assert_eq!(
         returned, successor,
         "node {old}'s log (after it led with {lost:?}) differs from node {new}'s"
@@ -861,7 +891,11 @@ fn acks_all_through_a_leader_kill(client: &str, command: &mut Command, prefix: &
         FAILOVER,
         |_, p| p.leader != r.leader && p.leader >= 0,
     );
-    let log = read_all(&bootstrap_without(&cluster, r.leader), &topic);
+    let log = read_all(
+        &bootstrap_without(&cluster, r.leader),
+        &topic,
+        end_of(&produced.acked),
+    );
     assert_acked_in(&log, &produced.acked, "the new leader's log");
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for v in log.values() {
