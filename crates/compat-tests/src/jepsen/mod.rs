@@ -243,6 +243,9 @@ pub struct Outcome {
     /// Fatal errors of the idempotent producer.
     pub producer_fatal: Vec<String>,
     pub consumer_errors: usize,
+    /// Nodes that exited without being told to (nemesis time, node, exit
+    /// status); each was started again.
+    pub exits: Vec<(Duration, i32, String)>,
     pub elapsed: Duration,
     /// The nodes' log tails when there were anomalies.
     pub logs: String,
@@ -332,6 +335,12 @@ impl Outcome {
         for (error, (n, first, last)) in &self.failures {
             out.push_str(&format!(
                 "jepsen: {n} deliveries failed ({first:.1}s to {last:.1}s) with {error}\n"
+            ));
+        }
+        for (at, id, status) in &self.exits {
+            out.push_str(&format!(
+                "jepsen: node {id} EXITED ON ITS OWN at {:.1}s ({status}); started again\n",
+                at.as_secs_f64()
             ));
         }
         if self.consumer_errors > 0 {
@@ -580,7 +589,9 @@ fn exercise(
         });
         // Whatever happened, heal, let every record resolve, and stop the
         // clients, so the scope can end.
-        let healed = cluster.heal_all();
+        let healed = nemesis
+            .restart_exited(cluster)
+            .and_then(|()| cluster.heal_all());
         shared.stop.store(true, Ordering::Relaxed);
         let produced = join(producer);
         let settled = driven.and(healed).and_then(|()| {
@@ -659,6 +670,7 @@ fn exercise(
         network: cluster.network(),
         acked_after_first_fault: first_fault_value.map_or(0, |n| shared.acked_from(n)),
         injected: nemesis.counts(),
+        exits: nemesis.exits,
         events: nemesis.events,
         faults,
         report,

@@ -88,6 +88,9 @@ pub(crate) struct Nemesis {
     started: Instant,
     round: usize,
     pub(crate) events: Vec<Event>,
+    /// Nodes that exited without being told to: when (nemesis time), which,
+    /// how. Each was started again at once, as a supervisor would.
+    pub(crate) exits: Vec<(Duration, i32, String)>,
     /// When the first fault was injected.
     pub(crate) first_fault: Option<Instant>,
 }
@@ -103,6 +106,7 @@ impl Nemesis {
             started: Instant::now(),
             round: 0,
             events: Vec::new(),
+            exits: Vec::new(),
             first_fault: None,
         }
     }
@@ -136,6 +140,7 @@ impl Nemesis {
         self.started = Instant::now();
         let end = self.started + duration;
         while !self.faults.is_empty() && Instant::now() < end {
+            self.restart_exited(cluster)?;
             let fault = if self.round < self.faults.len() {
                 self.faults[self.round]
             } else {
@@ -152,6 +157,21 @@ impl Nemesis {
             self.inject(cluster, topic, fault, hold, stop)?;
             let gap = self.rng.between(GAP.0, GAP.1);
             pause(gap.min(end.saturating_duration_since(Instant::now())), stop);
+        }
+        self.restart_exited(cluster)
+    }
+
+    /// Notes every node that exited on its own (a broker giving up, a
+    /// crash) and starts it again.
+    pub(crate) fn restart_exited(&mut self, cluster: &mut Cluster<'_>) -> Result<(), JepsenError> {
+        for (id, status) in cluster.reap() {
+            let at = self.started.elapsed();
+            eprintln!(
+                "jepsen nemesis {:>6.1}s NODE {id} EXITED ON ITS OWN ({status}): starting it again",
+                at.as_secs_f64()
+            );
+            self.exits.push((at, id, status));
+            cluster.start_node(id)?;
         }
         Ok(())
     }

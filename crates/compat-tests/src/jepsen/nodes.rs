@@ -131,6 +131,15 @@ impl Node {
         sent
     }
 
+    /// `Some(status)` once when the process has exited on its own (it is
+    /// then no longer running).
+    pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().ok().flatten()?;
+        self.child = None;
+        self.stopped = false;
+        Some(status)
+    }
+
     /// kill -9 and reap.
     pub(crate) fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -361,6 +370,15 @@ impl<'n> Cluster<'n> {
         }
         self.node(id).isolated = false;
         Ok(())
+    }
+
+    /// The nodes whose process exited on its own since the last call, with
+    /// how it ended.
+    pub(crate) fn reap(&mut self) -> Vec<(i32, String)> {
+        self.nodes
+            .iter_mut()
+            .filter_map(|n| n.exited().map(|s| (n.id, s.to_string())))
+            .collect()
     }
 
     /// Undoes every fault: links up, stopped processes continued, dead
