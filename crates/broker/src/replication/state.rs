@@ -125,8 +125,9 @@ impl PartitionReplication {
             Role::Offline => Transition::BecameOffline,
         };
         // A metadata change older than what the controller already
-        // answered is not applied over it.
-        if new_epoch || view.partition_epoch >= self.partition_epoch {
+        // answered is not applied over it; the same partition epoch again
+        // leaves a change in flight pending (it was asked against it).
+        if new_epoch || view.partition_epoch > self.partition_epoch {
             self.isr = view.isr.clone();
             self.partition_epoch = view.partition_epoch;
             self.pending_isr = None;
@@ -398,6 +399,16 @@ mod tests {
             s.apply(ME, &view(-1, 4, 5, &[1]), 9, 0),
             Transition::BecameOffline
         );
+    }
+
+    #[test]
+    fn the_same_metadata_again_keeps_a_change_in_flight_pending() {
+        let mut s = PartitionReplication::new(ME, [0; 16], &view(ME, 1, 4, &[1, 2]), 0, 0);
+        s.pending_isr = Some(vec![1, 2, 3]);
+        s.apply(ME, &view(ME, 1, 4, &[1, 2]), 0, 0);
+        assert_eq!(s.pending_isr, Some(vec![1, 2, 3]), "asked against epoch 4");
+        s.apply(ME, &view(ME, 1, 5, &[1, 2, 3]), 0, 0);
+        assert_eq!((s.pending_isr.clone(), s.partition_epoch), (None, 5));
     }
 
     #[test]
