@@ -10,9 +10,11 @@
 //! ```
 //!
 //! With `--weir` the broker runs under `taskset -c 0` on a temporary data
-//! dir and the harness pins itself to core 1. See `docs/performance.md`.
+//! dir and the harness pins itself to core 1; P8's three-node cluster runs
+//! on core 0 as well. See `docs/performance.md`.
 
 mod broker;
+mod cluster;
 mod e2e;
 mod limits;
 mod report;
@@ -26,6 +28,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 
 use crate::broker::{ProcSample, WeirProcess};
+use crate::cluster::WeirCluster;
 use crate::limits::{Cores, LimitSizes, Limits};
 use crate::report::{Goal, Report, Row};
 use crate::workloads::{ProduceSpec, consume, create_topic, produce};
@@ -45,8 +48,9 @@ struct Args {
     /// Pid of the external broker, for its CPU seconds and peak RSS.
     #[arg(long, value_name = "PID")]
     broker_pid: Option<u32>,
-    /// Comma-separated subset of P1..P7 (P6 is computed from P1, which it
-    /// adds when missing; P7 needs --weir).
+    /// Comma-separated subset of P1..P8 (P6 and P8 are compared with P1,
+    /// which they add when missing; P7 and P8 need --weir). P8 is not in
+    /// the default set: it starts a three-node cluster.
     #[arg(long, default_value = "P1,P2,P3,P4,P5,P6,P7", value_delimiter = ',')]
     workloads: Vec<String>,
     /// small: a quick smoke run (tens of MiB); full: the issue's sizes.
@@ -224,11 +228,23 @@ fn run(args: Args) -> Result<()> {
             "P4" => run_p4(&ctx, &mut created),
             "P5" => run_p5(&ctx, &mut created),
             "P6" => p6_rows(&rows),
-            _ => match &args.weir {
+            "P7" => match &args.weir {
                 // Its own broker processes, on the broker core.
                 Some(path) => run_p7(&ctx, path, cores.map_or(0, |c| c.broker), work.path()),
                 None => Err(anyhow::anyhow!(
                     "P7 starts and kills weir itself: give --weir PATH"
+                )),
+            },
+            _ => match &args.weir {
+                Some(path) => run_p8(
+                    &ctx,
+                    path,
+                    cores.map_or(0, |c| c.broker),
+                    work.path(),
+                    &rows,
+                ),
+                None => Err(anyhow::anyhow!(
+                    "P8 starts its own three-node cluster: give --weir PATH"
                 )),
             },
         };
@@ -272,15 +288,15 @@ fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// The workloads to run, in order, upper-cased; P6 (derived from P1) pulls
-/// in P1 before it when missing.
+/// The workloads to run, in order, upper-cased; P6 and P8 (compared with
+/// P1) pull in P1 before them when missing.
 fn workload_list(given: &[String]) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for w in given.iter().map(|w| w.trim().to_uppercase()) {
-        if !["P1", "P2", "P3", "P4", "P5", "P6", "P7"].contains(&w.as_str()) {
-            bail!("unknown workload {w}; expected P1 … P7");
+        if !["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8"].contains(&w.as_str()) {
+            bail!("unknown workload {w}; expected P1 … P8");
         }
-        if w == "P6" && !out.iter().any(|x| x == "P1") {
+        if (w == "P6" || w == "P8") && !out.iter().any(|x| x == "P1") {
             out.push("P1".into());
         }
         if !out.contains(&w) {
@@ -343,7 +359,7 @@ impl Ctx<'_> {
         created: &mut Vec<String>,
     ) -> Result<String> {
         let t = format!("wc-{}-{name}", self.run_id);
-        create_topic(self.bootstrap, &t, partitions, configs)?;
+        create_topic(self.bootstrap, &t, partitions, 1, configs)?;
         created.push(t.clone());
         Ok(t)
     }
@@ -705,7 +721,7 @@ fn run_p7(
     std::fs::create_dir_all(&dir)?;
     let (mut p, _) = startup::start_until_ready(weir, core, &dir)?;
     let topic = format!("wc-{}-p7", ctx.run_id);
-    create_topic(&p.bootstrap, &topic, 1, &[])?;
+    create_topic(&p.bootstrap, &topic, 1, 1, &[])?;
     let fill = produce(
         &p.bootstrap,
         &ProduceSpec {
@@ -746,4 +762,227 @@ fn run_p7(
     ));
     let _ = std::fs::remove_dir_all(&dir);
     Ok(rows)
+}
+
+/// Nodes of P8's cluster, and the replication factor of its topics.
+const P8_NODES: usize = 3;
+/// How long P8's nodes may take to form a quorum and all register.
+const P8_REGISTER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// P8: P1's produce (1 KiB records, linger 5 ms, 1 MiB batches, 1 and 4
+/// partitions) with acks=all on a three-node cluster, topics with
+/// replication factor 3; MiB/s against the single-node P1 row (acks=1) of
+/// the same run, target ≥ 50 %. Then, like P4, send→ack latency of acks=all
+/// (linger 0) at half the 4-partition rate, p50 and p99 reported. Broker
+/// CPU seconds and peak RSS are summed over the three nodes.
+fn run_p8(
+    ctx: &Ctx<'_>,
+    weir: &std::path::Path,
+    core: usize,
+    work: &std::path::Path,
+    rows: &[Row],
+) -> Result<Vec<Row>> {
+    eprintln!("P8: starting {P8_NODES} nodes on core {core}");
+    let mut cluster = WeirCluster::start(weir, core, work, P8_NODES)?;
+    let bootstrap = cluster.bootstrap();
+    workloads::wait_for_brokers(&bootstrap, P8_NODES, P8_REGISTER_TIMEOUT)
+        .with_context(|| cluster.describe())?;
+    let replication = P8_NODES as i32;
+    let mut out = Vec::new();
+    let mut rate_4p = None;
+    for partitions in [1, 4] {
+        let p1_name = format!("P1 produce 1KiB acks=1 {partitions}p");
+        let p1 = rows
+            .iter()
+            .find(|r| r.workload == p1_name)
+            .and_then(|r| r.result)
+            .with_context(|| format!("no result of {p1_name} in this run to compare with"))?;
+        let name = format!("P8 produce 1KiB acks=all RF=3 3 nodes {partitions}p");
+        eprintln!("{name}: {} records", ctx.scale.p1_records);
+        let topic = format!("wc-{}-p8-{partitions}", ctx.run_id);
+        create_topic(&bootstrap, &topic, partitions, replication, &[])
+            .with_context(|| cluster.describe())?;
+        let before = ClusterMark::take(&cluster, ctx.ticks);
+        let run = produce(
+            &bootstrap,
+            &ProduceSpec {
+                topic: &topic,
+                partitions,
+                record_bytes: KIB,
+                records: ctx.scale.p1_records,
+                acks: "all",
+                linger_ms: 5,
+                rate: None,
+                timed: false,
+                budget: ctx.scale.budget,
+            },
+        )
+        .with_context(|| cluster.describe())?;
+        let usage = before.end(&cluster, ctx.ticks);
+        if partitions == 4 {
+            rate_4p = Some((topic.clone(), run.records_per_s()));
+        }
+        let row = Row::throughput(
+            &name,
+            run.bytes_per_s(),
+            p1 * MIB,
+            &format!("single-node {p1_name}, this run"),
+            0.50,
+            Some(usage.cpu),
+            Some(usage.rss_kib),
+            serde_json::json!({
+                "records": run.records,
+                "payload_bytes": run.payload_bytes,
+                "seconds": run.elapsed.as_secs_f64(),
+                "records_per_s": run.records_per_s(),
+                "broker_cpu_seconds_per_node": usage.cpu_per_node,
+                "broker_peak_rss_kib_per_node": usage.rss_per_node,
+                "broker_cpu_s_per_gb": usage.cpu / (run.payload_bytes as f64 / 1e9),
+            }),
+        );
+        out.push(Row {
+            client_cpu_seconds: Some(usage.client_cpu),
+            ..row
+        });
+    }
+
+    let (topic, max_rate) = rate_4p.context("no 4-partition run")?;
+    let rate = max_rate / 2.0;
+    let records = ((rate * ctx.scale.p4_paced_seconds) as u64).max(100);
+    eprintln!("P8 latency: {records} records at {rate:.0} rec/s, acks=all, 4 partitions");
+    let before = ClusterMark::take(&cluster, ctx.ticks);
+    let paced = produce(
+        &bootstrap,
+        &ProduceSpec {
+            topic: &topic,
+            partitions: 4,
+            record_bytes: KIB,
+            records,
+            acks: "all",
+            linger_ms: 0,
+            rate: Some(rate),
+            timed: true,
+            budget: ctx.scale.budget,
+        },
+    )
+    .with_context(|| cluster.describe())?;
+    let usage = before.end(&cluster, ctx.ticks);
+    let hist = paced.latency.as_ref().context("no latency recorded")?;
+    let lat = limits::Latency::from_histogram(hist);
+    let details = serde_json::json!({
+        "max_rate_records_per_s": max_rate,
+        "paced_rate_records_per_s": rate,
+        "paced_achieved_records_per_s": paced.records_per_s(),
+        "paced_records": paced.records,
+        "linger_ms": 0,
+        "latency_us": {
+            "p50": lat.p50_us,
+            "p95": hist.value_at_quantile(0.95) as f64 / 1e3,
+            "p99": lat.p99_us,
+            "p999": hist.value_at_quantile(0.999) as f64 / 1e3,
+            "max": lat.max_us,
+        },
+        "broker_cpu_seconds_per_node": usage.cpu_per_node,
+    });
+    for (label, us) in [("p50", lat.p50_us), ("p99", lat.p99_us)] {
+        let row = Row::absolute(
+            &format!("P8 acks=all RF=3 4p send→ack {label} at half max"),
+            us,
+            "us",
+            Goal::Report,
+            0.0,
+            Some(usage.cpu),
+            Some(usage.rss_kib),
+            details.clone(),
+        );
+        out.push(Row {
+            client_cpu_seconds: Some(usage.client_cpu),
+            ..row
+        });
+    }
+    if let Some(e) = cluster.first_exited() {
+        bail!("P8 cluster {e}");
+    }
+    drop(cluster);
+    Ok(out)
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// CPU seconds of every node of a cluster and of this process at one
+/// moment; peak RSS is reset so that [`ClusterMark::end`] reads the peak of
+/// one run.
+struct ClusterMark {
+    nodes: Vec<Option<ProcSample>>,
+    client: Option<ProcSample>,
+}
+
+/// What a cluster used between two marks, summed over the nodes.
+struct ClusterUsage {
+    cpu: f64,
+    cpu_per_node: Vec<f64>,
+    rss_kib: u64,
+    rss_per_node: Vec<u64>,
+    client_cpu: f64,
+}
+
+impl ClusterMark {
+    fn take(cluster: &WeirCluster, ticks: f64) -> ClusterMark {
+        let nodes = cluster
+            .pids()
+            .into_iter()
+            .map(|pid| {
+                broker::reset_peak_rss(pid);
+                broker::sample(pid, ticks).ok()
+            })
+            .collect();
+        let client = broker::sample(std::process::id(), ticks).ok();
+        ClusterMark { nodes, client }
+    }
+
+    /// A node that could not be sampled counts as 0.
+    fn end(self, cluster: &WeirCluster, ticks: f64) -> ClusterUsage {
+        let mut cpu_per_node = Vec::new();
+        let mut rss_per_node = Vec::new();
+        for (pid, before) in cluster.pids().into_iter().zip(self.nodes) {
+            match (before, broker::sample(pid, ticks)) {
+                (Some(b), Ok(a)) => {
+                    cpu_per_node.push(a.cpu_seconds - b.cpu_seconds);
+                    rss_per_node.push(a.peak_rss_kib);
+                }
+                _ => {
+                    cpu_per_node.push(0.0);
+                    rss_per_node.push(0);
+                }
+            }
+        }
+        let client_cpu = match (self.client, broker::sample(std::process::id(), ticks)) {
+            (Some(b), Ok(a)) => a.cpu_seconds - b.cpu_seconds,
+            _ => 0.0,
+        };
+        ClusterUsage {
+            cpu: cpu_per_node.iter().sum(),
+            cpu_per_node,
+            rss_kib: rss_per_node.iter().sum(),
+            rss_per_node,
+            client_cpu,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn p6_and_p8_pull_in_p1_once() {
+        let w = |l: &[&str]| {
+            workload_list(&l.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+        };
+        assert_eq!(w(&["P8"]), ["P1", "P8"]);
+        assert_eq!(w(&["p8", "P6"]), ["P1", "P8", "P6"]);
+        assert_eq!(w(&["P1", "P8"]), ["P1", "P8"]);
+        assert_eq!(w(&["P2"]), ["P2"]);
+        assert!(workload_list(&["P9".to_string()]).is_err());
+    }
 }

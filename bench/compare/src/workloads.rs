@@ -24,19 +24,21 @@ const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// A consumer that receives nothing for this long has stalled.
 const CONSUME_STALL: Duration = Duration::from_secs(20);
 
-/// Creates `name` with `partitions` partitions (replication factor 1) and
-/// the given topic configs, then waits until every partition has a leader.
+/// Creates `name` with `partitions` partitions, `replication` replicas each
+/// and the given topic configs, then waits until every partition has a
+/// leader and all `replication` replicas in its ISR.
 pub fn create_topic(
     bootstrap: &str,
     name: &str,
     partitions: i32,
+    replication: i32,
     configs: &[(&str, &str)],
 ) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
         .context("create admin client")?;
-    let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replication));
     for (k, v) in configs {
         topic = topic.set(k, v);
     }
@@ -67,13 +69,43 @@ pub fn create_topic(
             t.name() == name
                 && t.error().is_none()
                 && t.partitions().len() == partitions as usize
-                && t.partitions().iter().all(|p| p.leader() >= 0)
+                && t.partitions().iter().all(|p| {
+                    // A single replica is in sync by definition; only a
+                    // replicated topic waits for its followers.
+                    p.leader() >= 0 && (replication <= 1 || p.isr().len() == replication as usize)
+                })
         });
         if ready {
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("topic {name} has no leader for every partition after {ADMIN_TIMEOUT:?}");
+            bail!(
+                "topic {name}: not every partition has a leader and {replication} in-sync replicas after {ADMIN_TIMEOUT:?}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until the cluster behind `bootstrap` lists `n` brokers in its
+/// Metadata answers (every node registered with the controller).
+pub fn wait_for_brokers(bootstrap: &str, n: usize, timeout: Duration) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .context("create admin client")?;
+    let deadline = Instant::now() + timeout;
+    let mut seen = 0;
+    loop {
+        // A node without a quorum yet may fail the request; that is retried.
+        if let Ok(md) = admin.inner().fetch_metadata(None, Duration::from_secs(5)) {
+            seen = md.brokers().len();
+            if seen >= n {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("{seen} of {n} brokers registered after {timeout:?}");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
