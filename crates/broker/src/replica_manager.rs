@@ -371,7 +371,7 @@ impl ReplicaManager {
         }
         let hw = log.high_watermark();
         let mut s = lock(&slot);
-        let Some(new_isr) = s.expansion(replica, hw, live) else {
+        let Some(new_isr) = s.expansion(replica, hw, now_ms, live) else {
             return Ok(None);
         };
         s.pending_isr = Some(new_isr.clone());
@@ -414,12 +414,14 @@ impl ReplicaManager {
         out
     }
 
-    /// The controller's answer to an ISR change of `tp`: `(leader epoch,
-    /// partition epoch, ISR)` as committed, or the error.
+    /// The controller's answer at `now_ms` to an ISR change of `tp`:
+    /// `(leader epoch, partition epoch, ISR)` as committed, or the error
+    /// (after which no change is asked for a moment).
     pub fn isr_answered(
         &self,
         tp: &TopicPartition,
         answer: Result<(i32, i32, Vec<i32>), ErrorCode>,
+        now_ms: i64,
     ) {
         let Some(slot) = self.replication_of(tp) else {
             return;
@@ -427,7 +429,7 @@ impl ReplicaManager {
         let (before, after) = {
             let mut s = lock(&slot);
             let before = s.isr.clone();
-            s.isr_answered(answer);
+            s.isr_answered(answer, now_ms);
             (before, s.isr.clone())
         };
         self.counters.record_isr_change(&before, &after);

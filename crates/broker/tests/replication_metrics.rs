@@ -199,7 +199,7 @@ async fn a_leader_reports_its_followers_and_its_isr_changes() {
     // the controller commits a shrink, then an expansion; a stale answer
     // changes nothing
     let tp = TopicPartition::new("t", 0);
-    b.replicas.isr_answered(&tp, Ok((1, 2, vec![me, 3])));
+    b.replicas.isr_answered(&tp, Ok((1, 2, vec![me, 3])), 0);
     let s = scrape(&b);
     assert_eq!(value(&s, "weir_isr_shrinks_total"), 1.0);
     assert_eq!(value(&s, "weir_isr_expands_total"), 0.0);
@@ -207,8 +207,8 @@ async fn a_leader_reports_its_followers_and_its_isr_changes() {
     assert_eq!(value(&s, "weir_under_min_isr_partitions"), 1.0);
     let p0 = &console_json(&b, "/api/topics/t")["partitions"][0];
     assert_eq!(p0["followers"][0]["in_isr"], false, "{p0}");
-    b.replicas.isr_answered(&tp, Ok((1, 1, vec![me])));
-    b.replicas.isr_answered(&tp, Ok((1, 3, vec![me, 3, 2])));
+    b.replicas.isr_answered(&tp, Ok((1, 1, vec![me])), 0);
+    b.replicas.isr_answered(&tp, Ok((1, 3, vec![me, 3, 2])), 0);
     let s = scrape(&b);
     assert_eq!(value(&s, "weir_isr_shrinks_total"), 1.0);
     assert_eq!(value(&s, "weir_isr_expands_total"), 1.0);

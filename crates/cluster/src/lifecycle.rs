@@ -162,7 +162,9 @@ impl BrokerLifecycle {
             offset,
             state: state_tx,
             want_shutdown: want_rx,
-            duplicate_timeout: session_timeout * 2 + config.heartbeat_interval,
+            // An old session may outlive a restart by a session timeout, and each
+            // controller failover meanwhile starts it again.
+            duplicate_timeout: session_timeout * 4 + config.heartbeat_interval,
             duplicate_since: None,
         };
         BrokerLifecycle {

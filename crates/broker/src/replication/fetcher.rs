@@ -321,7 +321,7 @@ async fn handle_partition(
         other => return Err(other),
     }
     if p.diverging_epoch.end_offset >= 0 {
-        let to = p.diverging_epoch.end_offset.min(log.log_end_offset());
+        let to = truncation_offset(log, p.diverging_epoch.epoch, p.diverging_epoch.end_offset);
         let (b, tp) = (Arc::clone(broker), f.tp.clone());
         let outcome = tokio::task::spawn_blocking(move || b.replicas.truncate_to(&tp, to)).await;
         tracing::info!(partition = %f.tp, epoch = p.diverging_epoch.epoch, to, "truncated a divergent suffix");
@@ -341,6 +341,25 @@ async fn handle_partition(
     Ok(())
 }
 
+/// Where to cut the local log for the leader's diverging epoch
+/// `(epoch, end_offset)`, as Kafka's follower does: at the smaller of the
+/// leader's end of that epoch and this log's own end of it. When this log
+/// does not know that epoch, its end of the largest epoch below it (the
+/// next fetch then names an older epoch and converges). A cut at the
+/// leader's end alone could keep a record of a later local epoch below it
+/// and name that epoch again forever.
+fn truncation_offset(log: &Log, epoch: i32, end_offset: i64) -> i64 {
+    let (local_epoch, local_end) = log.end_offset_for_epoch(epoch);
+    let to = if local_epoch == epoch {
+        local_end.min(end_offset)
+    } else if local_end >= 0 {
+        local_end
+    } else {
+        end_offset
+    };
+    to.min(log.log_end_offset()).max(0)
+}
+
 /// Appends the leader's batches (on a blocking thread: file I/O), with
 /// the flush the topic's policy asks for.
 async fn append(broker: &Broker, log: &Arc<Log>, records: Bytes) -> Result<(), ErrorCode> {
@@ -358,5 +377,52 @@ async fn append(broker: &Broker, log: &Arc<Log>, records: Bytes) -> Result<(), E
             Err(crate::codes::from_storage(&e))
         }
         Err(_) => Err(ErrorCode::KafkaStorageError),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_protocol::records::{Compression, RecordBatchBuilder};
+    use weir_storage::{LogConfig, LogManager, LogManagerConfig};
+
+    use super::*;
+
+    /// A follower log with batches of `count` records at `(base, epoch)`.
+    fn follower_log(dir: &std::path::Path, batches: &[(i64, i32, usize)]) -> Arc<Log> {
+        let logs = LogManager::open(LogManagerConfig::new(vec![dir.to_path_buf()]), 0).unwrap();
+        logs.prepare_logs("t", [1; 16], 0..1, LogConfig::default())
+            .unwrap()
+            .commit();
+        let log = logs.get(&TopicPartition::new("t", 0)).unwrap();
+        for &(base, epoch, count) in batches {
+            let mut b = RecordBatchBuilder::new(Compression::None)
+                .base_offset(base)
+                .partition_leader_epoch(epoch);
+            for _ in 0..count {
+                b.push(1, None, Some(Bytes::from_static(b"v")), vec![])
+                    .unwrap();
+            }
+            log.append_as_follower(b.build().unwrap().as_bytes(), 1)
+                .unwrap();
+        }
+        log
+    }
+
+    /// The old leader wrote epoch 5 from offset 290, where the new leader
+    /// still had epoch 3 records up to 300 (then its own epoch 6): the
+    /// leader's answer to epoch 5 is (3, 300). Cutting at 300 would keep
+    /// epoch 5's records 290..300 and name epoch 5 again forever; the cut is
+    /// at this log's own end of epoch 3, 290.
+    #[test]
+    fn a_diverging_epoch_cuts_at_the_smaller_end_of_both_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = follower_log(dir.path(), &[(0, 3, 290), (290, 5, 41)]);
+        assert_eq!(log.log_end_offset(), 331);
+        assert_eq!(truncation_offset(&log, 3, 300), 290);
+        // An epoch both know: the smaller end.
+        assert_eq!(truncation_offset(&log, 5, 310), 310);
+        assert_eq!(truncation_offset(&log, 5, 400), 331);
+        // An epoch older than any here: this log's first epoch start.
+        assert_eq!(truncation_offset(&log, 1, 50), 0);
     }
 }

@@ -41,7 +41,7 @@ pub fn send_isr_change(broker: &Arc<Broker>, change: IsrChange) {
         let tp = TopicPartition::new(change.topic.clone(), change.partition);
         broker
             .replicas
-            .isr_answered(&tp, Err(ErrorCode::NotController));
+            .isr_answered(&tp, Err(ErrorCode::NotController), broker.now_ms());
         return;
     };
     let broker = Arc::clone(broker);
@@ -52,7 +52,7 @@ pub fn send_isr_change(broker: &Arc<Broker>, change: IsrChange) {
         if let Err(code) = &answer {
             tracing::warn!(partition = %tp, ?code, "ISR change refused");
         }
-        broker.replicas.isr_answered(&tp, answer);
+        broker.replicas.isr_answered(&tp, answer, broker.now_ms());
     });
 }
 

@@ -86,7 +86,13 @@ pub struct PartitionReplication {
     pub followers: BTreeMap<i32, FollowerState>,
     /// The log end offset when this broker became leader of this epoch.
     pub epoch_start_offset: i64,
+    /// After a refused ISR change, none is asked before this time (ms), so
+    /// a leader with stale metadata does not ask on every fetch.
+    pub isr_retry_after_ms: i64,
 }
+
+/// The pause after a refused ISR change.
+pub const ISR_RETRY_BACKOFF_MS: i64 = 1_000;
 
 impl PartitionReplication {
     /// The state for a partition first seen in `view`.
@@ -101,6 +107,7 @@ impl PartitionReplication {
             pending_isr: None,
             followers: BTreeMap::new(),
             epoch_start_offset: leo,
+            isr_retry_after_ms: 0,
         };
         s.apply(me, view, leo, now_ms);
         s
@@ -131,6 +138,8 @@ impl PartitionReplication {
             self.isr = view.isr.clone();
             self.partition_epoch = view.partition_epoch;
             self.pending_isr = None;
+            // New metadata: a change may be asked against it at once.
+            self.isr_retry_after_ms = 0;
         }
         self.replicas = view.replicas.clone();
         self.leader_epoch = view.leader_epoch;
@@ -232,8 +241,18 @@ impl PartitionReplication {
     /// The ISR with `replica` added, when it should be: it is live, not in
     /// the ISR and caught up to `hw` and this epoch's start. None while
     /// another change is pending.
-    pub fn expansion(&self, replica: i32, hw: i64, live: impl Fn(i32) -> bool) -> Option<Vec<i32>> {
-        if self.role != Role::Leader || self.pending_isr.is_some() || self.isr.contains(&replica) {
+    pub fn expansion(
+        &self,
+        replica: i32,
+        hw: i64,
+        now_ms: i64,
+        live: impl Fn(i32) -> bool,
+    ) -> Option<Vec<i32>> {
+        if self.role != Role::Leader
+            || self.pending_isr.is_some()
+            || self.isr.contains(&replica)
+            || now_ms < self.isr_retry_after_ms
+        {
             return None;
         }
         let f = self.followers.get(&replica)?;
@@ -249,7 +268,10 @@ impl PartitionReplication {
     /// `lag_max_ms`, when there are such members. None while another
     /// change is pending.
     pub fn shrink(&self, me: i32, now_ms: i64, lag_max_ms: i64) -> Option<Vec<i32>> {
-        if self.role != Role::Leader || self.pending_isr.is_some() {
+        if self.role != Role::Leader
+            || self.pending_isr.is_some()
+            || now_ms < self.isr_retry_after_ms
+        {
             return None;
         }
         let out_of_sync: Vec<i32> = self
@@ -278,14 +300,17 @@ impl PartitionReplication {
     /// The controller's answer to an ISR change: the partition as
     /// committed, or an error (the change is dropped and may be asked
     /// again).
-    pub fn isr_answered(&mut self, answer: Result<(i32, i32, Vec<i32>), ErrorCode>) {
+    pub fn isr_answered(&mut self, answer: Result<(i32, i32, Vec<i32>), ErrorCode>, now_ms: i64) {
         self.pending_isr = None;
-        if let Ok((leader_epoch, partition_epoch, isr)) = answer
-            && leader_epoch == self.leader_epoch
-            && partition_epoch > self.partition_epoch
-        {
-            self.partition_epoch = partition_epoch;
-            self.isr = isr;
+        match answer {
+            Ok((leader_epoch, partition_epoch, isr))
+                if leader_epoch == self.leader_epoch && partition_epoch > self.partition_epoch =>
+            {
+                self.partition_epoch = partition_epoch;
+                self.isr = isr;
+            }
+            Ok(_) => {}
+            Err(_) => self.isr_retry_after_ms = now_ms + ISR_RETRY_BACKOFF_MS,
         }
     }
 }
@@ -331,7 +356,7 @@ mod tests {
         s.pending_isr = Some(isr.clone());
         // Until the shrink is committed, 2 still holds the HW.
         assert_eq!(s.high_watermark(ME, 10), Some(8));
-        s.isr_answered(Ok((1, 2, isr)));
+        s.isr_answered(Ok((1, 2, isr)), 31_500);
         assert_eq!(s.high_watermark(ME, 10), Some(10));
     }
 
@@ -352,10 +377,19 @@ mod tests {
         s.record_fetch(2, 50, 50, 10).unwrap();
         s.record_fetch(3, 30, 50, 10).unwrap();
         let live = |_| true;
-        assert_eq!(s.expansion(3, 50, live), None, "behind the HW");
+        assert_eq!(s.expansion(3, 50, 20, live), None, "behind the HW");
         s.record_fetch(3, 50, 50, 20).unwrap();
-        assert_eq!(s.expansion(3, 50, |r| r != 3), None, "not live");
-        assert_eq!(s.expansion(3, 50, live), Some(vec![1, 2, 3]));
+        assert_eq!(s.expansion(3, 50, 20, |r| r != 3), None, "not live");
+        assert_eq!(s.expansion(3, 50, 20, live), Some(vec![1, 2, 3]));
+        // Refused (stale metadata): not asked again before the backoff.
+        let mut refused = s.clone();
+        refused.pending_isr = Some(vec![1, 2, 3]);
+        refused.isr_answered(Err(ErrorCode::InvalidUpdateVersion), 20);
+        assert_eq!(refused.expansion(3, 50, 21, live), None);
+        assert_eq!(
+            refused.expansion(3, 50, 20 + ISR_RETRY_BACKOFF_MS, live),
+            Some(vec![1, 2, 3])
+        );
         s.pending_isr = Some(vec![1, 2, 3]);
         // The pending member counts for the HW.
         s.record_fetch(3, 45, 60, 30).unwrap();
