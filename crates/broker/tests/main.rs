@@ -26,6 +26,7 @@ mod offset_for_leader_epoch;
 mod produce_flush;
 mod produce_record_errors;
 mod record_validation;
+mod replica_fetch_refusals;
 mod replication_metrics;
 mod retention;
 mod retention_live;

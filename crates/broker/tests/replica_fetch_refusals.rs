@@ -1,0 +1,142 @@
+//! A leader's answers to follower fetches that must not be served as
+//! such: from a broker that is not a replica, with a stale or unknown
+//! leader epoch, and from a follower whose log diverged. None moves the
+//! leader's log or its high watermark.
+
+use std::sync::Arc;
+
+use weir_broker::cluster::{
+    BrokerNode, ClusterSnapshot, LocalTopicAdmin, PartitionView, TopicView,
+};
+use weir_protocol::messages::fetch_response::PartitionData;
+
+use crate::common::*;
+
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const FENCED_LEADER_EPOCH: i16 = 74;
+const UNKNOWN_LEADER_EPOCH: i16 = 75;
+
+/// Partition 0 of topic `id` fetched by `replica` at `offset`, naming
+/// `leader_epoch` and `last_fetched_epoch`.
+async fn fetch(
+    c: &mut Client,
+    id: Uuid,
+    replica: i32,
+    offset: i64,
+    leader_epoch: i32,
+    last_fetched_epoch: i32,
+) -> PartitionData {
+    let req = FetchRequest {
+        replica_state: fetch_request::ReplicaState {
+            replica_id: replica,
+            replica_epoch: -1,
+            ..Default::default()
+        },
+        max_wait_ms: 0,
+        min_bytes: 0,
+        max_bytes: 1 << 20,
+        topics: vec![fetch_request::FetchTopic {
+            topic_id: id,
+            partitions: vec![fetch_request::FetchPartition {
+                partition: 0,
+                current_leader_epoch: leader_epoch,
+                fetch_offset: offset,
+                last_fetched_epoch,
+                partition_max_bytes: 1 << 20,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let ResponseBody::Fetch(r) = c.call(RequestBody::Fetch(req), 17).await else {
+        panic!("not a Fetch response");
+    };
+    r.responses[0].partitions[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_fetches_that_must_not_be_served_are_refused_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_broker(dir.path(), &[]).await;
+    let b = running.broker.clone();
+    let me = b.config.node_id;
+    let mut c = Client::connect(running.local_addr).await;
+    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
+    let (err, _) = produce(&mut c, "t", 0, batch(&["a", "b", "c"], 1), 1).await;
+    assert_eq!(err, NONE);
+
+    // This broker leads at epoch 1 with replicas me, 2, 3.
+    let id = b.topic("t").unwrap().id_bytes();
+    let (host, port) = b.advertised();
+    let brokers = [me, 2, 3]
+        .into_iter()
+        .map(|n| BrokerNode {
+            id: n,
+            host: if n == me {
+                host.clone()
+            } else {
+                format!("10.0.0.{n}")
+            },
+            port: if n == me { port } else { 1 },
+            rack: None,
+        })
+        .collect();
+    let view = PartitionView {
+        leader: me,
+        leader_epoch: 1,
+        partition_epoch: 1,
+        replicas: vec![me, 2, 3],
+        isr: vec![me, 2, 3],
+        offline_replicas: vec![],
+    };
+    let snap = ClusterSnapshot::new(
+        brokers,
+        me,
+        vec![TopicView {
+            name: "t".into(),
+            id,
+            partitions: vec![view],
+        }],
+    );
+    b.set_cluster(FixedView::new(snap), Arc::new(LocalTopicAdmin));
+    b.apply_leadership();
+    let log = b.replicas.log("t", 0).unwrap();
+    let (leo, hw) = (log.log_end_offset(), log.high_watermark());
+    assert_eq!(leo, 3);
+
+    let id = Uuid(id);
+    // Broker 9 is no replica.
+    let p = fetch(&mut c, id, 9, 0, 1, -1).await;
+    assert_eq!(p.error_code, NOT_LEADER_OR_FOLLOWER);
+    assert!(p.records.as_ref().is_none_or(|r| r.is_empty()));
+    // A stale and a newer leader epoch.
+    assert_eq!(
+        fetch(&mut c, id, 2, 0, 0, -1).await.error_code,
+        FENCED_LEADER_EPOCH
+    );
+    assert_eq!(
+        fetch(&mut c, id, 2, 0, 2, -1).await.error_code,
+        UNKNOWN_LEADER_EPOCH
+    );
+    // A follower at 10 in epoch 0, which this log never had past its
+    // start of epoch 1 at 3: it must cut back to 3 first, and gets no
+    // records.
+    let p = fetch(&mut c, id, 2, 10, 1, 0).await;
+    assert_eq!(p.error_code, NONE);
+    assert_eq!(
+        (p.diverging_epoch.epoch, p.diverging_epoch.end_offset),
+        (0, 3)
+    );
+    assert!(p.records.as_ref().is_none_or(|r| r.is_empty()));
+
+    // Nothing moved: the leader's log end, and the high watermark (which
+    // waits for the followers' positions, none of which was recorded).
+    assert_eq!((log.log_end_offset(), log.high_watermark()), (leo, hw));
+    let state = b.replicas.replication_state(log.topic_partition()).unwrap();
+    assert!(
+        state.followers.values().all(|f| f.leo == -1),
+        "{:?}",
+        state.followers
+    );
+}
