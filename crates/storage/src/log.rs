@@ -993,6 +993,16 @@ impl Log {
         }
         let mut g = self.lock();
         if offset >= g.leo && !full {
+            // Nothing to cut, but an epoch entry at the end without records
+            // (this broker became leader, then lost it before appending)
+            // goes, as in Kafka: a follower naming that epoch would be told
+            // to cut back to here again and again.
+            let leo = g.leo;
+            let mut next = g.epochs.clone();
+            if next.truncate_from_end(leo) {
+                epochs::write(&*self.storage, &self.dir, &next)?;
+                g.epochs = next;
+            }
             return Ok(());
         }
         // The base of the segment that will be cut (or `offset` when every

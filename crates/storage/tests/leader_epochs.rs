@@ -236,6 +236,24 @@ fn the_log_writes_its_epochs_as_they_change() {
     assert_eq!(log.epoch_entries(), vec![]);
 }
 
+/// A broker that became leader (an epoch entry at its log end) and lost
+/// the leadership before appending has nothing to cut, but the empty
+/// epoch goes when it is told to cut at its end: else it would name that
+/// epoch in every fetch and be told to cut back again, forever.
+#[test]
+fn a_cut_at_the_log_end_drops_an_epoch_without_records() {
+    let m = MemStorage::new();
+    let mgr = open(&m);
+    let log = mgr.create_log(&tp(), [1; 16], config()).unwrap();
+    lead(&log, 1, 3);
+    log.assign_epoch_start(9, log.log_end_offset()).unwrap();
+    assert_eq!(log.latest_epoch(), Some(9));
+    log.truncate_to(log.log_end_offset()).unwrap();
+    assert_eq!(log.latest_epoch(), Some(1));
+    assert_eq!(checkpoint_text(&m), "0\n1\n1 0\n");
+    assert_eq!(log.log_end_offset(), 3);
+}
+
 /// A missing, malformed or stale file is rebuilt from the batches'
 /// partitionLeaderEpoch at the next start (the log opens in every case)
 /// and written back; entries at or above the LEO or below the log start
