@@ -241,33 +241,41 @@ impl TcpClient {
 
     async fn exchange(&mut self, req: &RpcEnvelope, ttl: Duration) -> io::Result<RpcResponse> {
         let payload = serde_json::to_vec(req).map_err(io::Error::other)?;
-        let result = tokio::time::timeout(ttl, async {
-            if self.conn.is_none() {
-                let stream = TcpStream::connect(&self.addr).await?;
-                stream.set_nodelay(true)?;
-                self.conn = Some(stream);
-            }
-            let conn = self
-                .conn
-                .as_mut()
-                .ok_or_else(|| io::Error::other("no connection"))?;
-            write_frame(conn, &payload, self.max_frame_bytes).await?;
-            let resp = read_frame(conn, self.max_frame_bytes).await?;
-            serde_json::from_slice::<RpcResponse>(&resp)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        // The connection is taken out for the exchange and put back only
+        // once its answer is read: openraft drops this future at its own
+        // timeouts, and a connection left with a request in flight would
+        // answer the next request with this one's answer (a heartbeat's
+        // success taken for an append's: a follower counted as holding
+        // entries it never got).
+        let conn = self.conn.take();
+        let (addr, max_frame_bytes) = (self.addr.clone(), self.max_frame_bytes);
+        let result = tokio::time::timeout(ttl, async move {
+            let mut conn = match conn {
+                Some(c) => c,
+                None => {
+                    let stream = TcpStream::connect(&addr).await?;
+                    stream.set_nodelay(true)?;
+                    stream
+                }
+            };
+            write_frame(&mut conn, &payload, max_frame_bytes).await?;
+            let resp = read_frame(&mut conn, max_frame_bytes).await?;
+            let resp = serde_json::from_slice::<RpcResponse>(&resp)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            Ok((conn, resp))
         })
         .await;
-        let result = result.unwrap_or_else(|_| {
-            Err(io::Error::new(
+        match result {
+            Ok(Ok((conn, resp))) => {
+                self.conn = Some(conn);
+                Ok(resp)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!("raft rpc to node {} timed out", self.target),
-            ))
-        });
-        if result.is_err() {
-            // The stream may hold half a frame: start over next time.
-            self.conn = None;
+            )),
         }
-        result
     }
 }
 

@@ -10,4 +10,5 @@ mod log_file;
 mod mem_cluster;
 mod openraft_suite;
 mod single_node;
+mod tcp_cancel;
 mod tcp_cluster;
