@@ -350,7 +350,9 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
         b.metrics.fetch_wakeups.fetch_add(1, Ordering::Relaxed);
     };
     if replica_id(&req, version) >= 0 {
-        b.replicas.replication_counters().record_bytes_out(pass.bytes);
+        b.replicas
+            .replication_counters()
+            .record_bytes_out(pass.bytes);
     }
     let body = ResponseBody::Fetch(FetchResponse {
         throttle_time_ms: 0,
