@@ -86,6 +86,13 @@ pub struct ReplicaManager {
     node_id: AtomicI32,
     /// Replication events, for `/metrics`.
     counters: ReplicationCounters,
+    /// Set for a cluster member before it serves anything: a partition then
+    /// takes appends and moves its high watermark only under the replication
+    /// state [`apply_leadership`] gave it (a restarted broker serving before
+    /// that would acknowledge acks=all appends no follower has).
+    ///
+    /// [`apply_leadership`]: ReplicaManager::apply_leadership
+    member: std::sync::atomic::AtomicBool,
 }
 
 type ReplicationSlot = Arc<Mutex<PartitionReplication>>;
@@ -109,6 +116,7 @@ impl ReplicaManager {
             replication: RwLock::new(HashMap::new()),
             cleaner: std::sync::OnceLock::new(),
             node_id: AtomicI32::new(-1),
+            member: std::sync::atomic::AtomicBool::new(false),
             counters: ReplicationCounters::default(),
         }
     }
@@ -201,6 +209,8 @@ impl ReplicaManager {
     pub fn advance_high_watermark(&self, log: &Log) -> bool {
         let leo = log.log_end_offset();
         let target = match self.replication_of(log.topic_partition()) {
+            // A cluster member's partition without a state yet waits for it.
+            None if self.member.load(Ordering::Relaxed) => None,
             None => Some(leo),
             Some(slot) => {
                 let state = lock(&slot);
@@ -244,6 +254,12 @@ impl ReplicaManager {
         self.replication_of(tp).map(|s| lock(&s).clone())
     }
 
+    /// Makes this a cluster member's partition layer (see `member`); call
+    /// before serving requests.
+    pub fn set_cluster_member(&self) {
+        self.member.store(true, Ordering::Relaxed);
+    }
+
     /// Whether this broker has taken up the leadership of `tp` at
     /// `leader_epoch` that the cluster view gives it: always on a single
     /// node; in a cluster only once [`apply_leadership`] made it leader in
@@ -252,7 +268,7 @@ impl ReplicaManager {
     ///
     /// [`apply_leadership`]: ReplicaManager::apply_leadership
     pub fn leads(&self, tp: &TopicPartition, leader_epoch: i32) -> bool {
-        if self.node_id.load(Ordering::Relaxed) < 0 {
+        if !self.member.load(Ordering::Relaxed) {
             return true;
         }
         self.replication_of(tp).is_some_and(|slot| {

@@ -508,7 +508,12 @@ async fn start_member(
     let running = weir_broker::server::start_with_setup(
         config,
         weir_broker::broker::system_clock(),
-        |broker| broker.set_cluster(view, admin),
+        |broker| {
+            // Nothing is appended or acknowledged before the metadata's
+            // leadership is applied.
+            broker.replicas.set_cluster_member();
+            broker.set_cluster(view, admin);
+        },
     )
     .await
     .map_err(|e| e.to_string())?;
