@@ -34,17 +34,20 @@ pub fn write_atomic(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> Result<
     Ok(())
 }
 
-/// Encodes an offset checkpoint: `0\n<count>\n<topic> <partition> <offset>\n…`.
-pub fn encode_checkpoint(entries: &BTreeMap<TopicPartition, i64>) -> String {
-    let mut s = format!("0\n{}\n", entries.len());
-    for (tp, off) in entries {
-        s.push_str(&format!("{} {} {}\n", tp.topic, tp.partition, off));
+/// Kafka's text checkpoint layout, shared by the offset checkpoints and
+/// `leader-epoch-checkpoint`: `0\n<count>\n` and one line per entry.
+pub(crate) fn encode_lines(lines: impl ExactSizeIterator<Item = String>) -> String {
+    let mut s = format!("0\n{}\n", lines.len());
+    for line in lines {
+        s.push_str(&line);
+        s.push('\n');
     }
     s
 }
 
-/// Parses an offset checkpoint file's text.
-pub fn decode_checkpoint(text: &str) -> Result<BTreeMap<TopicPartition, i64>, String> {
+/// The entry lines of a text checkpoint ([`encode_lines`]): version 0,
+/// then exactly the count of lines it announces, then only blank lines.
+pub(crate) fn decode_lines(text: &str) -> Result<Vec<&str>, String> {
     let mut lines = text.lines();
     let version = lines.next().ok_or("empty file")?;
     if version.trim() != "0" {
@@ -56,11 +59,33 @@ pub fn decode_checkpoint(text: &str) -> Result<BTreeMap<TopicPartition, i64>, St
         .trim()
         .parse()
         .map_err(|e| format!("bad count: {e}"))?;
-    let mut out = BTreeMap::new();
+    let mut out = Vec::new();
     for i in 0..count {
-        let line = lines
-            .next()
-            .ok_or(format!("expected {count} entries, found {i}"))?;
+        out.push(
+            lines
+                .next()
+                .ok_or(format!("expected {count} entries, found {i}"))?,
+        );
+    }
+    if lines.any(|l| !l.trim().is_empty()) {
+        return Err(format!("more than {count} entries"));
+    }
+    Ok(out)
+}
+
+/// Encodes an offset checkpoint: `0\n<count>\n<topic> <partition> <offset>\n…`.
+pub fn encode_checkpoint(entries: &BTreeMap<TopicPartition, i64>) -> String {
+    encode_lines(
+        entries
+            .iter()
+            .map(|(tp, off)| format!("{} {} {}", tp.topic, tp.partition, off)),
+    )
+}
+
+/// Parses an offset checkpoint file's text.
+pub fn decode_checkpoint(text: &str) -> Result<BTreeMap<TopicPartition, i64>, String> {
+    let mut out = BTreeMap::new();
+    for line in decode_lines(text)? {
         let mut parts = line.split(' ');
         let (Some(t), Some(p), Some(o), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -74,9 +99,6 @@ pub fn decode_checkpoint(text: &str) -> Result<BTreeMap<TopicPartition, i64>, St
             .parse()
             .map_err(|e| format!("bad offset in {line:?}: {e}"))?;
         out.insert(TopicPartition::new(t, p), o);
-    }
-    if lines.any(|l| !l.trim().is_empty()) {
-        return Err("trailing lines".into());
     }
     Ok(out)
 }

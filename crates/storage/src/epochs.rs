@@ -24,7 +24,7 @@
 //! ```
 
 use crate::backend::Storage;
-use crate::checkpoint::write_atomic;
+use crate::checkpoint::{decode_lines, encode_lines, write_atomic};
 use crate::error::{IoContext, StorageError};
 use crate::segment::read_all;
 use std::path::Path;
@@ -206,33 +206,19 @@ impl LeaderEpochCache {
 
     /// The file's text: `0\n<count>\n<epoch> <start offset>\n…`.
     pub fn encode(&self) -> String {
-        let mut s = format!("0\n{}\n", self.entries.len());
-        for e in &self.entries {
-            s.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
-        }
-        s
+        encode_lines(
+            self.entries
+                .iter()
+                .map(|e| format!("{} {}", e.epoch, e.start_offset)),
+        )
     }
 
     /// Parses the file's text. The entries are taken as
     /// [`LeaderEpochCache::from_entries`] does; a negative value, a wrong
     /// count or a malformed line is an error.
     pub fn decode(text: &str) -> Result<LeaderEpochCache, String> {
-        let mut lines = text.lines();
-        let version = lines.next().ok_or("empty file")?;
-        if version.trim() != "0" {
-            return Err(format!("unsupported version {version:?}"));
-        }
-        let count: usize = lines
-            .next()
-            .ok_or("missing count")?
-            .trim()
-            .parse()
-            .map_err(|e| format!("bad count: {e}"))?;
         let mut entries = Vec::new();
-        for i in 0..count {
-            let line = lines
-                .next()
-                .ok_or(format!("expected {count} entries, found {i}"))?;
+        for line in decode_lines(text)? {
             let mut parts = line.split_whitespace();
             let (Some(epoch), Some(start), None) = (parts.next(), parts.next(), parts.next())
             else {
@@ -251,9 +237,6 @@ impl LeaderEpochCache {
                 epoch,
                 start_offset,
             });
-        }
-        if lines.any(|l| !l.trim().is_empty()) {
-            return Err(format!("more than {count} entries"));
         }
         Ok(LeaderEpochCache::from_entries(entries))
     }
