@@ -169,19 +169,7 @@ pub(crate) fn validate_as_stored(
         spans.push((pos, size, h));
         pos += size;
     }
-    if spans.is_empty() {
-        return Err(StorageError::CorruptRecord {
-            position: 0,
-            reason: "no record batch in the request".into(),
-        });
-    }
-    if records.len() as u64 > config.segment_bytes {
-        return Err(StorageError::RecordListTooLarge {
-            size: records.len(),
-            max: config.segment_bytes as usize,
-        });
-    }
-    Ok(Validated(spans))
+    validated(spans, records.len(), config)
 }
 
 /// [`validate`] then [`assign`].
@@ -298,16 +286,25 @@ pub(crate) fn validate(
         spans.push((pos, size, h));
         pos += size;
     }
+    validated(spans, records.len(), config)
+}
+
+/// The end of a validation: at least one batch, and a request that fits in
+/// a segment (Kafka's last check, on the whole request).
+fn validated(
+    spans: Vec<(usize, usize, BatchHeader)>,
+    len: usize,
+    config: &LogConfig,
+) -> Result<Validated, StorageError> {
     if spans.is_empty() {
         return Err(StorageError::CorruptRecord {
             position: 0,
             reason: "no record batch in the request".into(),
         });
     }
-    // Kafka's last check, on the whole request: it must fit in a segment.
-    if records.len() as u64 > config.segment_bytes {
+    if len as u64 > config.segment_bytes {
         return Err(StorageError::RecordListTooLarge {
-            size: records.len(),
+            size: len,
             max: config.segment_bytes as usize,
         });
     }
