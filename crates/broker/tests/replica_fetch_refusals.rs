@@ -26,29 +26,7 @@ async fn fetch(
     leader_epoch: i32,
     last_fetched_epoch: i32,
 ) -> PartitionData {
-    let req = FetchRequest {
-        replica_state: fetch_request::ReplicaState {
-            replica_id: replica,
-            replica_epoch: -1,
-            ..Default::default()
-        },
-        max_wait_ms: 0,
-        min_bytes: 0,
-        max_bytes: 1 << 20,
-        topics: vec![fetch_request::FetchTopic {
-            topic_id: id,
-            partitions: vec![fetch_request::FetchPartition {
-                partition: 0,
-                current_leader_epoch: leader_epoch,
-                fetch_offset: offset,
-                last_fetched_epoch,
-                partition_max_bytes: 1 << 20,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let req = follower_fetch_request(replica, id, offset, leader_epoch, last_fetched_epoch);
     let ResponseBody::Fetch(r) = c.call(RequestBody::Fetch(req), 17).await else {
         panic!("not a Fetch response");
     };

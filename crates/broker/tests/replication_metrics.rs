@@ -73,29 +73,7 @@ fn one_partition(
 /// A follower's fetch of partition 0 of topic `id` from `offset` (v15+:
 /// the replica id in `ReplicaState`); the record bytes it got.
 async fn follower_fetch(c: &mut Client, replica: i32, id: Uuid, offset: i64) -> usize {
-    let req = FetchRequest {
-        replica_state: fetch_request::ReplicaState {
-            replica_id: replica,
-            replica_epoch: -1,
-            ..Default::default()
-        },
-        max_wait_ms: 0,
-        min_bytes: 0,
-        max_bytes: 1 << 20,
-        topics: vec![fetch_request::FetchTopic {
-            topic_id: id,
-            partitions: vec![fetch_request::FetchPartition {
-                partition: 0,
-                current_leader_epoch: 1,
-                fetch_offset: offset,
-                last_fetched_epoch: -1,
-                partition_max_bytes: 1 << 20,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let req = follower_fetch_request(replica, id, offset, 1, -1);
     let ResponseBody::Fetch(r) = c.call(RequestBody::Fetch(req), 17).await else {
         panic!("not a Fetch response");
     };

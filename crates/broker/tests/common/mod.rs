@@ -665,3 +665,38 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
         other => panic!("no request for {other:?}"),
     }
 }
+
+/// A follower's Fetch (v15+: the replica id in `ReplicaState`) of
+/// partition 0 of topic `id` from `offset`, naming `leader_epoch` and
+/// `last_fetched_epoch`, without waiting.
+pub fn follower_fetch_request(
+    replica: i32,
+    id: Uuid,
+    offset: i64,
+    leader_epoch: i32,
+    last_fetched_epoch: i32,
+) -> FetchRequest {
+    FetchRequest {
+        replica_state: fetch_request::ReplicaState {
+            replica_id: replica,
+            replica_epoch: -1,
+            ..Default::default()
+        },
+        max_wait_ms: 0,
+        min_bytes: 0,
+        max_bytes: 1 << 20,
+        topics: vec![fetch_request::FetchTopic {
+            topic_id: id,
+            partitions: vec![fetch_request::FetchPartition {
+                partition: 0,
+                current_leader_epoch: leader_epoch,
+                fetch_offset: offset,
+                last_fetched_epoch,
+                partition_max_bytes: 1 << 20,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
