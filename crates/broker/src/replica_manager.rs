@@ -277,6 +277,13 @@ impl ReplicaManager {
         })
     }
 
+    /// Whether `replica` follows `tp` as this broker, its leader, knows it
+    /// (a follower's fetch from any other broker is refused).
+    pub fn has_follower(&self, tp: &TopicPartition, replica: i32) -> bool {
+        self.replication_of(tp)
+            .is_some_and(|slot| lock(&slot).followers.contains_key(&replica))
+    }
+
     /// The leader epoch to stamp on appends to `tp` when this broker leads
     /// it with other replicas (single-replica partitions keep the batches'
     /// own field, as before replication).
@@ -473,14 +480,17 @@ impl ReplicaManager {
             let Some(log) = self.logs.get(tp) else {
                 return ErrorCode::NotLeaderOrFollower;
             };
-            let state = self.replication_state(tp);
-            if let Some(s) = &state
-                && s.role != Role::Leader
+            let state = self.replication_of(tp).map(|slot| {
+                let s = lock(&slot);
+                (s.role, s.isr.len())
+            });
+            if let Some((role, _)) = state
+                && role != Role::Leader
             {
                 return ErrorCode::NotLeaderOrFollower;
             }
             if log.high_watermark() >= end_offset {
-                let isr = state.map_or(1, |s| s.isr.len());
+                let isr = state.map_or(1, |(_, isr)| isr);
                 return if isr < min_isr {
                     ErrorCode::NotEnoughReplicasAfterAppend
                 } else {

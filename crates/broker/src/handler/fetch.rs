@@ -129,11 +129,7 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
             // its log end offset, which may move the high watermark.
             let mut bound = log.high_watermark();
             if from_follower {
-                let is_replica = b
-                    .replicas
-                    .replication_state(log.topic_partition())
-                    .is_some_and(|s| s.followers.contains_key(&replica));
-                if !is_replica {
+                if !b.replicas.has_follower(log.topic_partition(), replica) {
                     pd.error_code = ErrorCode::NotLeaderOrFollower.code();
                     pass.errors = true;
                     parts.push(pd);

@@ -206,7 +206,6 @@ async fn run(broker: Arc<Broker>, leader: i32, mut partitions: watch::Receiver<V
             wait_or_change(&mut partitions, settings.backoff).await;
             continue;
         }
-        let mut any_error = false;
         for topic in resp.responses {
             for p in topic.partitions {
                 let Some((f, log)) = logs.iter().find(|(f, _)| {
@@ -215,7 +214,6 @@ async fn run(broker: Arc<Broker>, leader: i32, mut partitions: watch::Receiver<V
                     continue;
                 };
                 if let Err(code) = handle_partition(&broker, f, log, p).await {
-                    any_error = true;
                     tracing::debug!(partition = %f.tp, ?code, "follower fetch error; waiting for metadata");
                     parked.insert(
                         f.tp.clone(),
@@ -224,15 +222,11 @@ async fn run(broker: Arc<Broker>, leader: i32, mut partitions: watch::Receiver<V
                 }
             }
         }
-        let _ = any_error;
     }
 }
 
 /// Waits `backoff` or until the partition set changes.
 async fn wait_or_change(partitions: &mut watch::Receiver<Vec<Followed>>, backoff: Duration) {
-    if backoff.is_zero() {
-        return;
-    }
     tokio::select! {
         _ = tokio::time::sleep(backoff) => {}
         _ = partitions.changed() => {}
