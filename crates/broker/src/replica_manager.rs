@@ -42,6 +42,13 @@ use crate::replication::state::{IsrChange, PartitionReplication, Role, Transitio
 use crate::topics::TopicMeta;
 use crate::wakeups::PartitionWakeups;
 
+/// Starts `epoch` at `leo` in `log`'s leader-epoch cache (a new leader).
+fn start_epoch(log: &Log, epoch: i32, leo: i64) {
+    if let Err(e) = log.assign_epoch_start(epoch, leo) {
+        tracing::warn!(partition = %log.topic_partition(), error = %e, "cannot record the leader epoch start");
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -277,6 +284,24 @@ impl ReplicaManager {
         })
     }
 
+    /// Runs `write` (a follower's append or truncation of `tp`) only while
+    /// this broker follows `leader` in `leader_epoch`, holding the
+    /// partition's replication state throughout: a leadership change waits
+    /// for a write under way, and an answer of the old leader that arrives
+    /// after it is not applied (it would land below the new epoch's start,
+    /// or cut a log this broker now leads). None when not applied.
+    pub fn as_follower_of<R>(
+        &self,
+        tp: &TopicPartition,
+        leader: i32,
+        leader_epoch: i32,
+        write: impl FnOnce() -> R,
+    ) -> Option<R> {
+        let slot = self.replication_of(tp)?;
+        let s = lock(&slot);
+        (s.role == Role::Follower { leader } && s.leader_epoch == leader_epoch).then(write)
+    }
+
     /// Whether `replica` follows `tp` as this broker, its leader, knows it
     /// (a follower's fetch from any other broker is refused).
     pub fn has_follower(&self, tp: &TopicPartition, replica: i32) -> bool {
@@ -319,29 +344,38 @@ impl ReplicaManager {
                     map.remove(tp);
                     continue;
                 };
-                let leo = log.log_end_offset();
-                let (transition, state) = match map.get(tp) {
+                // The log end offset is read, and a new leader's epoch
+                // started there, under the partition's state lock, which a
+                // follower's append or truncation holds (`as_follower_of`):
+                // an answer of the old leader still being applied finishes
+                // first, and none is applied after.
+                let (transition, state, leo) = match map.get(tp) {
                     Some(slot) => {
                         let mut s = lock(slot);
+                        let leo = log.log_end_offset();
                         let t = s.apply(me, view, leo, now_ms);
-                        (t, s.clone())
+                        if t == Transition::BecameLeader {
+                            start_epoch(log, s.leader_epoch, leo);
+                        }
+                        (t, s.clone(), leo)
                     }
                     None => {
+                        let leo = log.log_end_offset();
                         let s = PartitionReplication::new(me, topic.id, view, leo, now_ms);
                         let t = match s.role {
                             Role::Leader => Transition::BecameLeader,
                             Role::Follower { .. } => Transition::BecameFollower,
                             Role::Offline => Transition::BecameOffline,
                         };
+                        if t == Transition::BecameLeader {
+                            start_epoch(log, s.leader_epoch, leo);
+                        }
                         map.insert(tp.clone(), Arc::new(Mutex::new(s.clone())));
-                        (t, s)
+                        (t, s, leo)
                     }
                 };
                 match transition {
                     Transition::BecameLeader => {
-                        if let Err(e) = log.assign_epoch_start(state.leader_epoch, leo) {
-                            tracing::warn!(partition = %tp, error = %e, "cannot record the leader epoch start");
-                        }
                         tracing::info!(partition = %tp, epoch = state.leader_epoch, leo, "leading");
                     }
                     Transition::BecameFollower => {

@@ -16,6 +16,7 @@ mod decoders_fuzz_smoke;
 mod dynamic_configs;
 mod embedded;
 mod fetch_wakeups;
+mod follower_writes;
 mod groups;
 mod hosting;
 mod http_host;

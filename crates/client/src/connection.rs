@@ -233,8 +233,18 @@ impl Connection {
                 limit: MAX_RESPONSE_BYTES,
             });
         }
-        let mut frame = BytesMut::zeroed(size as usize);
-        self.stream.read_exact(&mut frame).await.map_err(io)?;
+        // Read into uninitialised capacity: a replica fetch answer is up to
+        // `replica.fetch.response.max.bytes`, and zeroing it first costs a
+        // pass over every byte.
+        let size = size as usize;
+        let mut frame = BytesMut::with_capacity(size);
+        while frame.len() < size {
+            let want = size - frame.len();
+            let mut rest = (&mut frame).limit(want);
+            if self.stream.read_buf(&mut rest).await.map_err(io)? == 0 {
+                return Err(io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
         Ok(frame.freeze())
     }
 }

@@ -604,24 +604,30 @@ impl Log {
     }
 
     /// Records the epochs of `carried` ((epoch, first offset) of each
-    /// batch about to be appended) that are newer than the latest, and
-    /// writes the epoch file before any of those batches is: a batch on
-    /// disk is never of an epoch its file does not know. Nothing changes
-    /// when the write fails.
+    /// batch about to be appended) that differ from the latest, as Kafka's
+    /// follower does for every batch it appends, and writes the epoch file
+    /// before any of those batches is: a batch on disk is never of an epoch
+    /// its file does not know. A batch of an epoch older than the latest
+    /// entry replaces the entries from there (`LeaderEpochCache::assign`),
+    /// so the file never names an epoch that starts below a record of an
+    /// older one. Nothing changes when the write fails.
     fn assign_carried_epochs(
         &self,
         g: &mut Inner,
         carried: &[(i32, i64)],
     ) -> Result<(), StorageError> {
-        let newer = |epochs: &LeaderEpochCache, epoch: i32| {
-            epoch >= 0 && epochs.latest_epoch().is_none_or(|l| epoch > l)
+        let needed = |epochs: &LeaderEpochCache, epoch: i32, start: i64| {
+            epoch >= 0
+                && epochs
+                    .latest_entry()
+                    .is_none_or(|l| l.epoch != epoch || start < l.start_offset)
         };
-        if !carried.iter().any(|&(e, _)| newer(&g.epochs, e)) {
+        if !carried.iter().any(|&(e, o)| needed(&g.epochs, e, o)) {
             return Ok(());
         }
         let mut next = g.epochs.clone();
         for &(epoch, start) in carried {
-            if newer(&next, epoch) {
+            if needed(&next, epoch, start) {
                 next.assign(epoch, start);
             }
         }

@@ -211,6 +211,29 @@ fn a_failed_epoch_write_appends_nothing() {
     assert_eq!(log.latest_epoch(), Some(3));
 }
 
+/// A batch of an epoch older than the latest entry (this replica led
+/// epoch 5 at 3 and wrote nothing, and its next leader has epoch 3 records
+/// from 3) replaces the entries from there, as Kafka's `assign` does: the
+/// file must not name epoch 5 from 3 above records of epoch 3, or every
+/// fetch of a follower would be told to cut them again.
+#[test]
+fn an_older_epochs_batch_replaces_a_later_entry_without_records() {
+    let leader = leader_batches();
+    let m = MemStorage::new();
+    let log = open(&m).create_log(&tp(), [1; 16], config()).unwrap();
+    log.append_as_follower(&concat(&leader[..2]), 0).unwrap();
+    log.assign_epoch_start(5, 3).unwrap();
+    log.append_as_follower(&concat(&leader[2..]), 0).unwrap();
+    let entry = |epoch, start_offset| EpochEntry {
+        epoch,
+        start_offset,
+    };
+    assert_eq!(log.epoch_entries(), vec![entry(1, 0), entry(3, 3)]);
+    assert_eq!(log.end_offset_for_epoch(3), (3, 7));
+    // Epoch 5 is unknown again (above the latest).
+    assert_eq!(log.end_offset_for_epoch(5), (-1, -1));
+}
+
 fn checkpointed(m: &MemStorage, name: &str) -> Option<i64> {
     read_checkpoint(m, &data_dir().join(name))
         .unwrap()

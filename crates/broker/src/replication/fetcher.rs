@@ -213,7 +213,7 @@ async fn run(broker: Arc<Broker>, leader: i32, mut partitions: watch::Receiver<V
                 }) else {
                     continue;
                 };
-                if let Err(code) = handle_partition(&broker, f, log, p).await {
+                if let Err(code) = handle_partition(&broker, leader, f, log, p).await {
                     tracing::debug!(partition = %f.tp, ?code, "follower fetch error; waiting for metadata");
                     parked.insert(
                         f.tp.clone(),
@@ -284,6 +284,7 @@ fn request(
 /// Applies one partition of the leader's answer.
 async fn handle_partition(
     broker: &Arc<Broker>,
+    leader: i32,
     f: &Followed,
     log: &Arc<Log>,
     p: PartitionData,
@@ -295,20 +296,25 @@ async fn handle_partition(
         ErrorCode::OffsetOutOfRange => {
             let leo = log.log_end_offset();
             let (start, hw) = (p.log_start_offset, p.high_watermark);
-            let (b, tp) = (Arc::clone(broker), f.tp.clone());
+            let (b, tp, epoch) = (Arc::clone(broker), f.tp.clone(), f.leader_epoch);
             let outcome = tokio::task::spawn_blocking(move || {
-                if start >= 0 && leo < start {
-                    b.replicas.truncate_fully_and_start_at(&tp, start)
-                } else if hw >= 0 && leo > hw {
-                    b.replicas.truncate_to(&tp, hw)
-                } else {
-                    Ok(())
-                }
+                b.replicas.as_follower_of(&tp, leader, epoch, || {
+                    if start >= 0 && leo < start {
+                        b.replicas.truncate_fully_and_start_at(&tp, start)
+                    } else if hw >= 0 && leo > hw {
+                        b.replicas.truncate_to(&tp, hw)
+                    } else {
+                        Ok(())
+                    }
+                })
             })
             .await;
-            tracing::info!(partition = %f.tp, leo, leader_start = start, leader_hw = hw, "follower log out of range; realigned");
             return match outcome {
-                Ok(Ok(())) => Ok(()),
+                Ok(Some(Ok(()))) => {
+                    tracing::info!(partition = %f.tp, leo, leader_start = start, leader_hw = hw, "follower log out of range; realigned");
+                    Ok(())
+                }
+                Ok(None) => Err(ErrorCode::NotLeaderOrFollower),
                 _ => Err(ErrorCode::KafkaStorageError),
             };
         }
@@ -316,17 +322,24 @@ async fn handle_partition(
     }
     if p.diverging_epoch.end_offset >= 0 {
         let to = truncation_offset(log, p.diverging_epoch.epoch, p.diverging_epoch.end_offset);
-        let (b, tp) = (Arc::clone(broker), f.tp.clone());
-        let outcome = tokio::task::spawn_blocking(move || b.replicas.truncate_to(&tp, to)).await;
-        tracing::info!(partition = %f.tp, epoch = p.diverging_epoch.epoch, to, "truncated a divergent suffix");
+        let (b, tp, epoch) = (Arc::clone(broker), f.tp.clone(), f.leader_epoch);
+        let outcome = tokio::task::spawn_blocking(move || {
+            b.replicas
+                .as_follower_of(&tp, leader, epoch, || b.replicas.truncate_to(&tp, to))
+        })
+        .await;
         return match outcome {
-            Ok(Ok(())) => Ok(()),
+            Ok(Some(Ok(()))) => {
+                tracing::info!(partition = %f.tp, epoch = p.diverging_epoch.epoch, to, "truncated a divergent suffix");
+                Ok(())
+            }
+            Ok(None) => Err(ErrorCode::NotLeaderOrFollower),
             _ => Err(ErrorCode::KafkaStorageError),
         };
     }
     let records = p.records.unwrap_or_default();
     if !records.is_empty() {
-        append(broker, log, records).await?;
+        append(broker, leader, f, log, records).await?;
     }
     if p.high_watermark >= 0 {
         replicas.raise_high_watermark(log, p.high_watermark);
@@ -355,18 +368,36 @@ fn truncation_offset(log: &Log, epoch: i32, end_offset: i64) -> i64 {
 }
 
 /// Appends the leader's batches (on a blocking thread: file I/O), with
-/// the flush the topic's policy asks for.
-async fn append(broker: &Broker, log: &Arc<Log>, records: Bytes) -> Result<(), ErrorCode> {
+/// the flush the topic's policy asks for, while this broker still follows
+/// `leader` in the fetched epoch.
+async fn append(
+    broker: &Arc<Broker>,
+    leader: i32,
+    f: &Followed,
+    log: &Arc<Log>,
+    records: Bytes,
+) -> Result<(), ErrorCode> {
     let now = broker.now_ms();
-    let l = Arc::clone(log);
+    let (b, l, tp, epoch) = (
+        Arc::clone(broker),
+        Arc::clone(log),
+        f.tp.clone(),
+        f.leader_epoch,
+    );
     let len = records.len();
-    let outcome = tokio::task::spawn_blocking(move || l.append_as_follower(&records, now)).await;
+    let outcome = tokio::task::spawn_blocking(move || {
+        b.replicas
+            .as_follower_of(&tp, leader, epoch, || l.append_as_follower(&records, now))
+            .ok_or(ErrorCode::NotLeaderOrFollower)
+    })
+    .await;
     match outcome {
-        Ok(Ok(_)) => {
+        Ok(Err(code)) => Err(code),
+        Ok(Ok(Ok(_))) => {
             broker.replicas.replication_counters().record_bytes_in(len);
             Ok(())
         }
-        Ok(Err(e)) => {
+        Ok(Ok(Err(e))) => {
             tracing::warn!(partition = %log.topic_partition(), error = %e, "follower append failed");
             Err(crate::codes::from_storage(&e))
         }

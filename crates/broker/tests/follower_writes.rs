@@ -1,0 +1,112 @@
+//! A follower's appends and truncations apply only while it still follows
+//! the leader whose answer they come from: once the metadata makes this
+//! broker the leader, an answer of the old leader still in flight changes
+//! nothing (it would land below the new epoch's start, and every later
+//! fetch of a follower would be told to cut it again).
+
+use std::sync::Arc;
+
+use weir_broker::cluster::{
+    BrokerNode, ClusterSnapshot, LocalTopicAdmin, PartitionView, TopicView,
+};
+
+use crate::common::*;
+
+fn snapshot(
+    me: i32,
+    host: &str,
+    port: u16,
+    id: [u8; 16],
+    leader: i32,
+    epoch: i32,
+) -> ClusterSnapshot {
+    let brokers = [me, 2, 3]
+        .into_iter()
+        .map(|n| BrokerNode {
+            id: n,
+            host: if n == me {
+                host.to_string()
+            } else {
+                // Unroutable: the fetch task toward broker 2 never connects.
+                format!("192.0.2.{n}")
+            },
+            port: if n == me { port } else { 1 },
+            rack: None,
+        })
+        .collect();
+    ClusterSnapshot::new(
+        brokers,
+        me,
+        vec![TopicView {
+            name: "t".into(),
+            id,
+            partitions: vec![PartitionView {
+                leader,
+                leader_epoch: epoch,
+                partition_epoch: epoch,
+                replicas: vec![me, 2, 3],
+                isr: vec![me, 2, 3],
+                offline_replicas: vec![],
+            }],
+        }],
+    )
+}
+
+/// One batch of `n` records at `base`, written by the leader of `epoch`.
+fn leader_batch(base: i64, epoch: i32, n: usize) -> Bytes {
+    let mut b = RecordBatchBuilder::new(Compression::None)
+        .base_offset(base)
+        .partition_leader_epoch(epoch);
+    for _ in 0..n {
+        b.push(1, None, Some(Bytes::from_static(b"v")), vec![])
+            .unwrap();
+    }
+    b.build().unwrap().as_bytes().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_leaders_answer_is_not_applied_after_this_broker_leads() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_broker(dir.path(), &[]).await;
+    let b = running.broker.clone();
+    let me = b.config.node_id;
+    let mut c = Client::connect(running.local_addr).await;
+    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
+    let id = b.topic("t").unwrap().id_bytes();
+    let (host, port) = b.advertised();
+    let view = FixedView::new(snapshot(me, &host, port, id, 2, 1));
+    b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));
+    b.apply_leadership();
+    let log = b.replicas.log("t", 0).unwrap();
+    let tp = log.topic_partition().clone();
+
+    // Following broker 2 in epoch 1: its records are appended.
+    let appended = b.replicas.as_follower_of(&tp, 2, 1, || {
+        log.append_as_follower(&leader_batch(0, 1, 3), 1)
+    });
+    assert!(matches!(appended, Some(Ok(_))), "{appended:?}");
+    assert_eq!(log.log_end_offset(), 3);
+    // Not for another leader or another epoch.
+    assert!(b.replicas.as_follower_of(&tp, 3, 1, || ()).is_none());
+    assert!(b.replicas.as_follower_of(&tp, 2, 0, || ()).is_none());
+
+    // The metadata makes this broker the leader in epoch 2, at 3.
+    *view.0.write().unwrap() = Arc::new(snapshot(me, &host, port, id, me, 2));
+    b.apply_leadership();
+    assert_eq!(log.latest_epoch(), Some(2));
+
+    // Broker 2's answer of epoch 1, still in flight, arrives now: neither
+    // its records nor a truncation are applied.
+    let late = b.replicas.as_follower_of(&tp, 2, 1, || {
+        log.append_as_follower(&leader_batch(3, 1, 2), 1)
+    });
+    assert!(late.is_none(), "{late:?}");
+    let cut = b
+        .replicas
+        .as_follower_of(&tp, 2, 1, || b.replicas.truncate_to(&tp, 0));
+    assert!(cut.is_none(), "{cut:?}");
+    assert_eq!(log.log_end_offset(), 3);
+    // Epoch 2 starts where the log ended, above every record of epoch 1.
+    assert_eq!(log.end_offset_for_epoch(1), (1, 3));
+    assert_eq!(log.end_offset_for_epoch(2), (2, 3));
+}
