@@ -954,3 +954,84 @@ fn kafkajs_acks_all_records_survive_a_leader_kill() {
         .arg(dir.join("acks_all_failover.js"));
     acks_all_through_a_leader_kill("kafkajs", &mut command, "js");
 }
+
+/// A leader killed with -9 and started again at once, well within its
+/// broker session, takes up none of its previous incarnation's
+/// leadership: until the controller has its new registration, the
+/// metadata it replays still names it leader, but its log may lack what
+/// that incarnation acknowledged (here the page cache keeps it; a power
+/// loss would not). A produce sent straight to it is refused with
+/// NOT_LEADER_OR_FOLLOWER, never appended, until the partition has moved.
+#[test]
+fn a_restarted_leader_takes_up_no_leadership_before_its_new_registration() {
+    // A 10 s session: the old incarnation stays registered (and the
+    // partition's leader) for seconds after the kill.
+    let (mut cluster, roles) = start(LAGGING);
+    let topic = "incarnation";
+    create_assigned(&cluster.bootstrap(), topic, &roles.replicas(), &[]);
+    wait_partition(
+        &cluster,
+        &ALL,
+        topic,
+        "led with a full ISR",
+        ISR_CHANGE,
+        |_, p| p.leader == roles.leader && isr_of(p) == set(&roles.replicas()),
+    );
+    cluster.node(roles.leader).kill_hard().expect("kill -9");
+    cluster.node(roles.leader).restart().expect("start again");
+    let addr = cluster.node(roles.leader).bootstrap().to_string();
+    let answers = runtime().block_on(produce_until_refused(&addr, topic));
+    assert!(
+        answers.iter().all(|(code, _)| *code != 0),
+        "the restarted node appended as its previous incarnation's leader: {answers:?}"
+    );
+}
+
+/// Sends one record (acks=1) to partition 0 of `topic` straight to `addr`
+/// every 100 ms until the answer is NOT_LEADER_OR_FOLLOWER or a record is
+/// appended; returns every answer (error code, message).
+async fn produce_until_refused(addr: &str, topic: &str) -> Vec<(i16, Option<String>)> {
+    use weir_protocol::messages::ProduceRequest;
+    use weir_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use weir_protocol::records::{Compression, RecordBatchBuilder};
+    const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    let deadline = Instant::now() + ISR_CHANGE;
+    let mut answers = Vec::new();
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "{addr} never refused the produce: {answers:?}"
+        );
+        let mut batch = RecordBatchBuilder::new(Compression::None);
+        batch
+            .push(0, None, Some(bytes::Bytes::from_static(b"zombie")), vec![])
+            .unwrap();
+        let req = ProduceRequest {
+            acks: 1,
+            timeout_ms: 5_000,
+            topic_data: vec![TopicProduceData {
+                name: topic.to_string(),
+                partition_data: vec![PartitionProduceData {
+                    index: 0,
+                    records: Some(batch.build().unwrap().as_bytes().clone()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        if let Ok(mut conn) = weir_client::Connection::connect(addr, "incarnation-test").await
+            && let Ok(resp) = conn.send(&req).await
+            && let Some(p) = resp
+                .responses
+                .first()
+                .and_then(|t| t.partition_responses.first())
+        {
+            answers.push((p.error_code, p.error_message.clone()));
+            if p.error_code == NOT_LEADER_OR_FOLLOWER || p.error_code == 0 {
+                return answers;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

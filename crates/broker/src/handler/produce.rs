@@ -194,7 +194,18 @@ pub fn append_partition(
             )
         }),
         Some(ib) => replicas.with_producers(&log, |state| {
-            match state.check(ib.producer_id, ib.epoch, ib.first_seq, ib.last_seq) {
+            let check = state.check(ib.producer_id, ib.epoch, ib.first_seq, ib.last_seq);
+            tracing::debug!(
+                partition = %log.topic_partition(),
+                producer = ib.producer_id,
+                epoch = ib.epoch,
+                seq = ?(ib.first_seq, ib.last_seq),
+                leo = log.log_end_offset(),
+                leader_epoch = ?epoch,
+                ?check,
+                "idempotent append"
+            );
+            match check {
                 SeqCheck::Append => {
                     let info = do_append(records)?;
                     state.record(
@@ -464,6 +475,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                 .replicas
                 .wait_for_replication(&tp, end, min_isr, deadline)
                 .await;
+            tracing::debug!(partition = %tp, end, ?code, "acks=all wait ended");
             if code.is_ok() {
                 continue;
             }

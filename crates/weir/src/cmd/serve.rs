@@ -542,10 +542,12 @@ async fn start_member(
         shutdown_timeout: Duration::from_millis(quorum.session_timeout_ms),
     };
     let mut node = node;
+    let mut registration = None;
     let observer = match (node.as_mut(), observer) {
         (Some(node), _) => {
             node.start_broker(info, lifecycle);
             if let Some(state) = node.broker_state() {
+                registration = Some(state.clone());
                 set_isr_changer(&broker, &voters, state);
             }
             None
@@ -565,6 +567,7 @@ async fn start_member(
                 offset,
                 Duration::from_millis(quorum.session_timeout_ms),
             );
+            registration = Some(lifecycle.state());
             set_isr_changer(&broker, &voters, lifecycle.state());
             Some((observer, lifecycle))
         }
@@ -576,6 +579,7 @@ async fn start_member(
             broker.clone(),
             images.clone(),
             hosted_tx,
+            registration,
             stop_rx.clone(),
         )),
         tokio::spawn(cluster::ensure_offsets_topic(

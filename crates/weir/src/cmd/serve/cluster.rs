@@ -29,8 +29,8 @@ use weir_broker::cluster::{
 use weir_broker::handler::RequestContext;
 use weir_broker::handler::configs::{OP_DELETE, OP_SET};
 use weir_broker::{Broker, BrokerConfig};
-use weir_cluster::ImageReader;
 use weir_cluster::client::{ControllerClient, ControllerClientConfig};
+use weir_cluster::{BrokerState, ImageReader};
 use weir_metadata::MetadataImage;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -520,20 +520,34 @@ impl TopicAdmin for ForwardingAdmin {
     }
 }
 
+/// Whether the image holds this process's own registration (`state`, the
+/// broker lifecycle's): until then, leaderships the image names for this
+/// node id are a previous incarnation's, which a restarted process must not
+/// take up (as Kafka's broker publishes no metadata before its registration
+/// and catch-up): its log may lack what that incarnation acknowledged.
+fn registered_in(image: &MetadataImage, me: i32, state: &watch::Receiver<BrokerState>) -> bool {
+    let epoch = state.borrow().broker_epoch;
+    epoch.is_some_and(|e| image.broker(me).is_some_and(|b| b.epoch == e))
+}
+
 /// Keeps the broker in line with the metadata image until `stop` changes:
 /// after each applied batch (or a missed run of them) it hosts the
-/// partitions assigned to this node and follows the leadership of the
+/// partitions assigned to this node and, once the image holds this
+/// process's registration (`registration`; None: no lifecycle to wait
+/// for), takes up the leadership of its partitions and of the
 /// `__consumer_offsets` partitions.
 pub async fn follow_image(
     broker: Arc<Broker>,
     images: ImageReader,
     hosted_index: watch::Sender<u64>,
+    mut registration: Option<watch::Receiver<BrokerState>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let me = broker.config.node_id;
     let mut updates = images.watch();
     let mut last: Option<Vec<HostedTopic>> = None;
     let mut failed = false;
+    let mut waited = false;
     loop {
         let applied = images.current();
         let hosted = hosted_by(&applied.image, me);
@@ -551,19 +565,32 @@ pub async fn follow_image(
                 last = Some(hosted);
             }
         }
-        // Leaders start their epochs and followers fetch, before anything
-        // waits on this index.
-        tokio::task::block_in_place(|| broker.apply_leadership());
+        let registered = registration
+            .as_ref()
+            .is_none_or(|r| registered_in(&applied.image, me, r));
+        if registered {
+            // Leaders start their epochs and followers fetch, before
+            // anything waits on this index.
+            tokio::task::block_in_place(|| broker.apply_leadership());
+            if let Some(groups) = broker.groups() {
+                tokio::task::block_in_place(|| groups.follow_leadership(&broker));
+            }
+        } else if !waited {
+            waited = true;
+            tracing::info!("waiting for this broker's registration before taking up leaderships");
+        }
         if !failed {
             hosted_index.send_replace(applied.index);
-        }
-        if let Some(groups) = broker.groups() {
-            tokio::task::block_in_place(|| groups.follow_leadership(&broker));
         }
         tokio::select! {
             r = updates.changed() => {
                 if r.is_err() {
                     return;
+                }
+            }
+            r = async { registration.as_mut().expect("guarded").changed().await }, if registration.is_some() && !registered => {
+                if r.is_err() {
+                    registration = None;
                 }
             }
             _ = stop.changed() => return,
