@@ -19,14 +19,17 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{oneshot, watch};
 use weir_group::{
-    GroupConfig, GroupCoordinator, JoinResponse, OffsetsRecord, Output, PartitionStatus, Response,
-    SyncResponse,
+    AppendOutcome, GroupConfig, GroupCoordinator, JoinResponse, LogPosition, OffsetsRecord, Output,
+    PartitionStatus, Response, SyncResponse, TxnProducer,
 };
 use weir_protocol::error_code::ErrorCode;
-use weir_protocol::records::{BatchIter, Compression, DecompressLimits, RecordBatchBuilder};
+use weir_protocol::records::{
+    BatchIter, Compression, ControlRecordType, DecompressLimits, RecordBatchBuilder,
+};
 
 use crate::broker::{Broker, CreateTopicError};
 use crate::config::BrokerConfig;
+use crate::producer_state::{BatchMeta, last_seq};
 
 /// The internal topic holding committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -71,6 +74,12 @@ pub enum GroupsError {
     Build(String),
     #[error("append to {OFFSETS_TOPIC} failed: {0}")]
     Append(#[from] weir_storage::StorageError),
+    #[error("producer {producer_id} epoch {epoch} is older than its current epoch {current}")]
+    FencedProducer {
+        producer_id: i64,
+        epoch: i16,
+        current: i16,
+    },
 }
 
 /// The broker's group coordinator and its parked requests.
@@ -313,12 +322,17 @@ impl Groups {
                     partition,
                     records,
                     write,
+                    transaction,
                 } => {
-                    let result = append(b, partition, &records);
+                    let result = append(b, partition, &records, transaction);
                     if let Err(e) = &result {
                         tracing::warn!(partition, "group coordinator append failed: {e}");
                     }
-                    let done = coord.append_completed(write, result.is_ok(), b.now_ms());
+                    let outcome = match result {
+                        Ok(base_offset) => AppendOutcome::Appended { base_offset },
+                        Err(_) => AppendOutcome::Failed,
+                    };
+                    let done = coord.append_completed(write, outcome, b.now_ms());
                     if let Err(e) = result {
                         let code = append_error_code(&e);
                         failures.by_partition.entry(partition).or_insert(code);
@@ -353,12 +367,20 @@ impl Groups {
     /// marker is appended): on COMMIT (`committed`) the producer's pending
     /// transactional offsets of that partition's groups become the committed
     /// ones, on ABORT they are dropped.
+    ///
+    /// Replay applies the markers it reads the same way, so a marker that
+    /// was already replayed (a load between its append and this call)
+    /// finds nothing pending and changes nothing.
     pub fn complete_txn(&self, broker: &Broker, partition: i32, producer_id: i64, committed: bool) {
-        let _ = broker;
+        let done = self.lock().complete_txn(partition, producer_id, committed);
         tracing::debug!(
             partition,
             producer_id,
             committed,
+            groups = done.groups,
+            offsets_committed = done.committed,
+            offsets_dropped = done.dropped,
+            node = broker.config.node_id,
             "transaction marker on {OFFSETS_TOPIC}"
         );
     }
@@ -409,6 +431,7 @@ pub fn append_error_code(e: &GroupsError) -> ErrorCode {
             return ErrorCode::CoordinatorNotAvailable;
         }
         GroupsError::Build(_) => return ErrorCode::UnknownServerError,
+        GroupsError::FencedProducer { .. } => return ErrorCode::InvalidProducerEpoch,
         GroupsError::Append(e) => crate::codes::from_storage(e),
     };
     match storage {
@@ -441,17 +464,34 @@ fn failed_response(r: Response, e: ErrorCode) -> Response {
 }
 
 /// Appends records as one uncompressed batch and advances the high
-/// watermark. The log's flush policy decides when it is fsynced.
-fn append(b: &Broker, partition: i32, records: &[OffsetsRecord]) -> Result<(), GroupsError> {
-    if records.is_empty() {
-        return Ok(());
-    }
+/// watermark; returns the offset of the first record. The log's flush
+/// policy decides when it is fsynced.
+///
+/// With `transaction` the batch is a transactional batch of that producer
+/// (base sequence 0, as Kafka's coordinator writes it): an epoch older than
+/// the one the partition knows for the producer is fenced
+/// (INVALID_PRODUCER_EPOCH), and the batch is recorded in the partition's
+/// producer state like a produced one.
+fn append(
+    b: &Broker,
+    partition: i32,
+    records: &[OffsetsRecord],
+    transaction: Option<TxnProducer>,
+) -> Result<i64, GroupsError> {
     let log = b
         .replicas
         .log(OFFSETS_TOPIC, partition)
         .ok_or(GroupsError::MissingPartition(partition))?;
+    if records.is_empty() {
+        return Ok(log.log_end_offset());
+    }
     let now = b.now_ms();
     let mut builder = RecordBatchBuilder::new(Compression::None);
+    if let Some(t) = transaction {
+        builder = builder
+            .producer(t.producer_id, t.producer_epoch, 0)
+            .transactional(true);
+    }
     for r in records {
         builder
             .push(now, Some(r.key.clone()), r.value.clone(), Vec::new())
@@ -461,14 +501,45 @@ fn append(b: &Broker, partition: i32, records: &[OffsetsRecord]) -> Result<(), G
         .build()
         .map_err(|e| GroupsError::Build(e.to_string()))?;
     let mut buf = batch.as_bytes().to_vec();
-    // A leader with followers stamps its epoch, as for produced batches.
-    match b.replicas.stamp_epoch(log.topic_partition()) {
-        Some(epoch) => log.append_as_leader(&mut buf, now, epoch)?,
-        None => log.append(&mut buf, now)?,
+    let do_append = |buf: &mut [u8]| -> Result<weir_storage::AppendInfo, GroupsError> {
+        // A leader with followers stamps its epoch, as for produced batches.
+        let info = match b.replicas.stamp_epoch(log.topic_partition()) {
+            Some(epoch) => log.append_as_leader(buf, now, epoch)?,
+            None => log.append(buf, now)?,
+        };
+        b.replicas.advance_high_watermark(&log);
+        b.replicas.notify_append(&log);
+        Ok(info)
     };
-    b.replicas.advance_high_watermark(&log);
-    b.replicas.notify_append(&log);
-    Ok(())
+    let info = match transaction {
+        None => do_append(&mut buf)?,
+        Some(t) => b.replicas.with_producers(&log, |state| {
+            if let Some(current) = state.get(t.producer_id).map(|e| e.epoch)
+                && t.producer_epoch < current
+            {
+                return Err(GroupsError::FencedProducer {
+                    producer_id: t.producer_id,
+                    epoch: t.producer_epoch,
+                    current,
+                });
+            }
+            let info = do_append(&mut buf)?;
+            let count = i32::try_from(records.len()).unwrap_or(i32::MAX);
+            state.record(
+                t.producer_id,
+                t.producer_epoch,
+                BatchMeta {
+                    first_seq: 0,
+                    last_seq: last_seq(0, count),
+                    first_offset: info.base_offset,
+                    last_offset: info.last_offset,
+                    timestamp: now,
+                },
+            );
+            Ok(info)
+        })?,
+    };
+    Ok(info.base_offset)
 }
 
 /// Replays one partition of `__consumer_offsets` into the coordinator.
@@ -510,9 +581,29 @@ fn load_partition(b: &Broker, coord: &mut GroupCoordinator, partition: i32) {
                 }
             };
             offset = batch.next_offset();
-            if batch.is_control() || batch.next_offset() <= before {
+            if batch.next_offset() <= before {
                 continue;
             }
+            let header = batch.header();
+            if batch.is_control() {
+                // A transaction's marker completes its pending offsets.
+                match batch.control_type(&limits) {
+                    Ok(kind @ (ControlRecordType::Commit | ControlRecordType::Abort)) => {
+                        let committed = kind == ControlRecordType::Commit;
+                        coord.complete_txn(partition, header.producer_id, committed);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(
+                            partition,
+                            offset,
+                            "bad control batch in {OFFSETS_TOPIC}: {e}"
+                        )
+                    }
+                }
+                continue;
+            }
+            let transaction = batch.is_transactional().then_some(header.producer_id);
             let records = match batch.collect_records(&limits) {
                 Ok(r) => r,
                 Err(e) => {
@@ -522,7 +613,11 @@ fn load_partition(b: &Broker, coord: &mut GroupCoordinator, partition: i32) {
             };
             for r in records {
                 let Some(key) = r.key else { continue };
-                match coord.replay(&key, r.value.as_deref()) {
+                let at = LogPosition {
+                    offset: header.base_offset + i64::from(r.offset_delta),
+                    transaction,
+                };
+                match coord.replay(at, &key, r.value.as_deref()) {
                     Ok(()) => replayed += 1,
                     Err(e) => tracing::warn!(partition, "skipping {OFFSETS_TOPIC} record: {e}"),
                 }

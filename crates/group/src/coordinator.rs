@@ -3,7 +3,7 @@
 //! DeleteGroups). Membership requests are in `membership.rs`, offsets in
 //! `offsets.rs`, loading in `replay.rs`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::GroupConfig;
 use crate::error::ErrorCode;
@@ -27,8 +27,10 @@ pub enum PartitionStatus {
 ///
 /// A pure state machine: every call takes the current time and returns
 /// results and [`Output`]s; it never blocks, reads clocks or does I/O.
-/// Invariant: every group in `groups` belongs to a partition that is Active
-/// or Loading.
+/// Invariants: every group in `groups` belongs to a partition that is Active
+/// or Loading; `txn_index` names exactly the groups with pending
+/// transactional offsets, under their partition and each producer id
+/// (checked by `check_txn_index` in debug builds).
 #[derive(Debug)]
 pub struct GroupCoordinator {
     pub(crate) config: GroupConfig,
@@ -38,6 +40,10 @@ pub struct GroupCoordinator {
     pub(crate) next_offsets_check_ms: Option<i64>,
     /// Appends whose outcome the broker has not reported yet.
     pub(crate) writes: Writes,
+    /// Groups with pending transactional offsets by (`__consumer_offsets`
+    /// partition, producer id): the groups a marker of that producer on
+    /// that partition completes.
+    pub(crate) txn_index: BTreeMap<(i32, i64), BTreeSet<String>>,
 }
 
 impl GroupCoordinator {
@@ -53,6 +59,7 @@ impl GroupCoordinator {
             member_id_counter: 0,
             next_offsets_check_ms: None,
             writes: Writes::default(),
+            txn_index: BTreeMap::new(),
         }
     }
 
@@ -239,7 +246,9 @@ impl GroupCoordinator {
     }
 
     /// DeleteGroups: only Empty groups (with or without offsets) can be
-    /// deleted; their offsets and metadata are tombstoned.
+    /// deleted; their offsets and metadata are tombstoned. Offsets pending
+    /// in a transaction are tombstoned too (Kafka's `deleteAllOffsets`), so
+    /// a later COMMIT marker of that transaction brings nothing back.
     pub fn delete_groups(
         &mut self,
         group_ids: &[String],
@@ -258,7 +267,7 @@ impl GroupCoordinator {
                         // Removed once the tombstones are durable.
                         let effect = Effect::Tombstones {
                             group_id: id.clone(),
-                            offsets: g.offsets.keys().cloned().collect(),
+                            offsets: g.all_offset_keys().into_iter().collect(),
                             remove_group: true,
                         };
                         let write = self.writes.register(partition, effect);
@@ -266,6 +275,7 @@ impl GroupCoordinator {
                             partition,
                             records: g.tombstones(),
                             write,
+                            transaction: None,
                         });
                         ErrorCode::None
                     }

@@ -9,6 +9,8 @@
 //!   CompletingRebalance.
 //! * `join_deadline_ms` is `Some` iff the state is PreparingRebalance.
 //! * `generation` only ever increases (by one per completed join phase).
+//! * `pending_txn` holds no empty map: a producer id is present iff it has
+//!   transactional offsets of this group waiting for its marker.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,6 +62,7 @@ impl Ctx<'_> {
                 partition: self.partition,
                 records,
                 write,
+                transaction: None,
             });
         }
     }
@@ -113,6 +116,20 @@ impl Member {
     }
 }
 
+/// An offset commit as it stands in `__consumer_offsets`: the value and
+/// the log offset of its record. When a transaction commits, its offset
+/// for a partition replaces the committed one only if its record is later
+/// in the log (a plain commit written after the transactional one wins, as
+/// in Kafka's `OffsetMetadataManager`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StoredOffset {
+    pub value: CommittedOffset,
+    pub record_offset: i64,
+}
+
+/// A `(topic, partition)` of the offsets a group commits.
+pub(crate) type OffsetKey = (String, i32);
+
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct InitialDelay {
     pub delay_ms: i64,
@@ -141,7 +158,13 @@ pub(crate) struct Group {
     pub sync_deadline_ms: Option<i64>,
     pub initial_delay: Option<InitialDelay>,
     pub new_member_added: bool,
-    pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Committed offsets: what OffsetFetch returns.
+    pub offsets: BTreeMap<OffsetKey, StoredOffset>,
+    /// Transactional offsets in the log whose producer's marker has not
+    /// been seen yet, by producer id (Kafka's pending transactional offset
+    /// commits). Invisible to OffsetFetch; a fetch that requires stable
+    /// offsets gets UNSTABLE_OFFSET_COMMIT for their partitions.
+    pub pending_txn: BTreeMap<i64, BTreeMap<OffsetKey, StoredOffset>>,
 }
 
 impl Group {
@@ -162,7 +185,45 @@ impl Group {
             initial_delay: None,
             new_member_added: false,
             offsets: BTreeMap::new(),
+            pending_txn: BTreeMap::new(),
         }
+    }
+
+    /// Whether a transaction of some producer has an offset of `key`
+    /// waiting for its marker.
+    pub fn has_pending_txn(&self, key: &OffsetKey) -> bool {
+        self.pending_txn.values().any(|p| p.contains_key(key))
+    }
+
+    /// Whether the group holds no offsets at all, committed or pending.
+    pub fn has_no_offsets(&self) -> bool {
+        self.offsets.is_empty() && self.pending_txn.is_empty()
+    }
+
+    /// Removes the committed offset of `key` and every pending
+    /// transactional one (a tombstone in the log covers both, as Kafka's
+    /// replay does). Returns the producers left without pending offsets of
+    /// this group.
+    pub fn remove_offset(&mut self, key: &OffsetKey) -> Vec<i64> {
+        self.offsets.remove(key);
+        let mut emptied = Vec::new();
+        self.pending_txn.retain(|&producer_id, pending| {
+            pending.remove(key);
+            if pending.is_empty() {
+                emptied.push(producer_id);
+            }
+            !pending.is_empty()
+        });
+        emptied
+    }
+
+    /// Every offset key the group has, committed or pending.
+    pub fn all_offset_keys(&self) -> BTreeSet<OffsetKey> {
+        let mut keys: BTreeSet<OffsetKey> = self.offsets.keys().cloned().collect();
+        for pending in self.pending_txn.values() {
+            keys.extend(pending.keys().cloned());
+        }
+        keys
     }
 
     pub fn transition(&mut self, state: GroupState, now: i64) {
@@ -512,11 +573,12 @@ impl Group {
         }
     }
 
-    /// Tombstones for every offset and for the group itself.
+    /// Tombstones for every offset (committed or pending in a transaction,
+    /// as Kafka's `deleteAllOffsets`) and for the group itself.
     pub fn tombstones(&self) -> Vec<OffsetsRecord> {
         let mut out: Vec<OffsetsRecord> = self
-            .offsets
-            .keys()
+            .all_offset_keys()
+            .iter()
             .map(|(topic, partition)| OffsetsRecord {
                 key: records::encode_offset_commit_key(&self.id, topic, *partition),
                 value: None,

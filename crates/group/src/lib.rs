@@ -10,12 +10,16 @@
 //!   until every member rejoined or the rebalance timed out), so the broker
 //!   passes a token with the request and holds the connection's reply until
 //!   an output with that token arrives.
-//! * `Output::Append { partition, records }` must be appended to that
+//! * `Output::Append { partition, records, .. }` must be appended to that
 //!   partition of `__consumer_offsets` (key/value bytes in Kafka's format,
-//!   value `None` = tombstone). Outputs are performed in order; after each
-//!   append the broker reports whether it reached the log with
-//!   [`GroupCoordinator::append_completed`]. Commits and deletions become
-//!   visible only then, and a failed write is undone (see `writes.rs`).
+//!   value `None` = tombstone), as a transactional batch of the producer in
+//!   `transaction` when it is set (TxnOffsetCommit). Outputs are performed
+//!   in order; after each append the broker reports whether (and at which
+//!   offset) it reached the log with [`GroupCoordinator::append_completed`].
+//!   Commits and deletions become visible only then, and a failed write is
+//!   undone (see `writes.rs`). Transactional offsets stay pending until the
+//!   broker reports the producer's marker with
+//!   [`GroupCoordinator::complete_txn`] (see `txn.rs`).
 //!
 //! Synchronous requests (Heartbeat, LeaveGroup, OffsetCommit, …) return their
 //! result directly, plus outputs. [`GroupCoordinator::tick`] runs the timers
@@ -62,6 +66,7 @@ mod offsets;
 pub mod partition;
 pub mod records;
 mod replay;
+mod txn;
 pub mod types;
 mod writes;
 
@@ -69,5 +74,7 @@ pub use config::{ConfigError, GroupConfig};
 pub use coordinator::{GroupCoordinator, PartitionStatus};
 pub use error::{ErrorCode, RecordError};
 pub use partition::{java_string_hash, partition_for};
+pub use replay::LogPosition;
+pub use txn::TxnCompletion;
 pub use types::*;
 pub use writes::Completion;

@@ -113,17 +113,38 @@ impl GroupCoordinator {
                 partition,
                 records,
                 write,
+                transaction: None,
             }],
         )
     }
 
     /// OffsetFetch for one or many groups (v8+). Partitions without a
-    /// commit report offset -1; unknown groups are not an error.
+    /// commit report offset -1; unknown groups are not an error. Offsets
+    /// pending in transactions are not returned (the committed ones are).
     pub fn fetch_offsets(&self, groups: &[OffsetFetchGroup]) -> Vec<OffsetFetchResult> {
-        groups.iter().map(|g| self.fetch_group_offsets(g)).collect()
+        groups
+            .iter()
+            .map(|g| self.fetch_group_offsets(g, false))
+            .collect()
     }
 
-    fn fetch_group_offsets(&self, req: &OffsetFetchGroup) -> OffsetFetchResult {
+    /// OffsetFetch with `require_stable` (v7+): as
+    /// [`GroupCoordinator::fetch_offsets`], except that a partition with an
+    /// offset pending in a transaction is answered UNSTABLE_OFFSET_COMMIT
+    /// (offset -1) so the consumer retries until the transaction completes
+    /// (KIP-447).
+    pub fn fetch_stable_offsets(&self, groups: &[OffsetFetchGroup]) -> Vec<OffsetFetchResult> {
+        groups
+            .iter()
+            .map(|g| self.fetch_group_offsets(g, true))
+            .collect()
+    }
+
+    fn fetch_group_offsets(
+        &self,
+        req: &OffsetFetchGroup,
+        require_stable: bool,
+    ) -> OffsetFetchResult {
         let mut result = OffsetFetchResult {
             group_id: req.group_id.clone(),
             error: ErrorCode::None,
@@ -134,31 +155,35 @@ impl GroupCoordinator {
             return result;
         }
         let group = self.groups.get(&req.group_id);
-        let fetched = |topic: &str, partition: i32, c: Option<&CommittedOffset>| FetchedOffset {
-            topic: topic.to_string(),
-            partition,
-            offset: c.map_or(-1, |c| c.offset),
-            leader_epoch: c.map_or(-1, |c| c.leader_epoch),
-            metadata: c.map(|c| c.metadata.clone()).unwrap_or_default(),
-            error: ErrorCode::None,
+        let fetched = |topic: &str, partition: i32| {
+            let key = (topic.to_string(), partition);
+            let unstable = require_stable && group.is_some_and(|g| g.has_pending_txn(&key));
+            let c = group
+                .filter(|_| !unstable)
+                .and_then(|g| g.offsets.get(&key))
+                .map(|s| &s.value);
+            FetchedOffset {
+                topic: topic.to_string(),
+                partition,
+                offset: c.map_or(-1, |c| c.offset),
+                leader_epoch: c.map_or(-1, |c| c.leader_epoch),
+                metadata: c.map(|c| c.metadata.clone()).unwrap_or_default(),
+                error: if unstable {
+                    ErrorCode::UnstableOffsetCommit
+                } else {
+                    ErrorCode::None
+                },
+            }
         };
         result.partitions = match &req.partitions {
+            // Every committed partition, as Kafka: one whose only offset is
+            // pending in a transaction is not listed.
             None => group
-                .map(|g| {
-                    g.offsets
-                        .iter()
-                        .map(|((t, p), c)| fetched(t, *p, Some(c)))
-                        .collect()
-                })
+                .map(|g| g.offsets.keys().map(|(t, p)| fetched(t, *p)).collect())
                 .unwrap_or_default(),
             Some(wanted) => {
-                let mut v: Vec<FetchedOffset> = wanted
-                    .iter()
-                    .map(|(t, p)| {
-                        let c = group.and_then(|g| g.offsets.get(&(t.clone(), *p)));
-                        fetched(t, *p, c)
-                    })
-                    .collect();
+                let mut v: Vec<FetchedOffset> =
+                    wanted.iter().map(|(t, p)| fetched(t, *p)).collect();
                 v.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
                 v
             }
@@ -198,7 +223,10 @@ impl GroupCoordinator {
                 ErrorCode::GroupSubscribedToTopic
             } else {
                 let key = (topic.clone(), *p);
-                if group.offsets.contains_key(&key) && !removed.contains(&key) {
+                // A pending transactional offset is tombstoned too (Kafka's
+                // `deleteOffsets`): its COMMIT marker then restores nothing.
+                let present = group.offsets.contains_key(&key) || group.has_pending_txn(&key);
+                if present && !removed.contains(&key) {
                     records.push(OffsetsRecord {
                         key: encode_offset_commit_key(group_id, topic, *p),
                         value: None,
@@ -227,6 +255,7 @@ impl GroupCoordinator {
                 partition,
                 records,
                 write,
+                transaction: None,
             }]
         };
         (ErrorCode::None, results, out)
@@ -237,6 +266,9 @@ impl GroupCoordinator {
     /// for groups that never had members), offsets of topics a Stable
     /// consumer group no longer subscribes to, and offsets with an explicit
     /// expire timestamp. An Empty group left without offsets is removed.
+    /// A partition with an offset pending in a transaction does not expire,
+    /// and a group with pending transactional offsets is not removed (the
+    /// transaction's COMMIT would make them its offsets).
     pub(crate) fn expire_offsets(&mut self, now_ms: i64) -> Vec<Output> {
         let retention = self.config.offsets_retention_ms;
         let mut out = Vec::new();
@@ -270,10 +302,11 @@ impl GroupCoordinator {
                         .as_ref()
                         .is_none_or(|subscribed| !subscribed.contains(topic))
                 })
-                .filter(|(_, c)| match c.expire_timestamp_ms {
+                .filter(|(key, _)| !group.has_pending_txn(key))
+                .filter(|(_, c)| match c.value.expire_timestamp_ms {
                     Some(t) => now_ms >= t,
                     None => {
-                        let base = empty_since.unwrap_or(c.commit_timestamp_ms);
+                        let base = empty_since.unwrap_or(c.value.commit_timestamp_ms);
                         now_ms.saturating_sub(base) >= retention
                     }
                 })
@@ -288,7 +321,8 @@ impl GroupCoordinator {
                 .collect();
             let remove_group = group.state == GroupState::Empty
                 && group.offsets.len() == expired.len()
-                && group.pending_members.is_empty();
+                && group.pending_members.is_empty()
+                && group.pending_txn.is_empty();
             if remove_group {
                 records.push(OffsetsRecord {
                     key: crate::records::encode_group_metadata_key(id),
@@ -307,6 +341,7 @@ impl GroupCoordinator {
                     partition,
                     records,
                     write,
+                    transaction: None,
                 });
             }
         }

@@ -2,12 +2,14 @@
 //!
 //! The broker calls [`GroupCoordinator::begin_load`] for a partition, then
 //! [`GroupCoordinator::replay`] for every record of that partition in offset
-//! order (after compaction or not: later records override earlier ones),
-//! then [`GroupCoordinator::complete_load`].
+//! order (after compaction or not: later records override earlier ones) and
+//! [`GroupCoordinator::complete_txn`] for every COMMIT/ABORT marker among
+//! them, then [`GroupCoordinator::complete_load`]. Offset commits of a
+//! transactional batch are pending until their producer's marker.
 
 use crate::coordinator::{GroupCoordinator, PartitionStatus};
 use crate::error::{ErrorCode, RecordError};
-use crate::group::{Group, Member};
+use crate::group::{Group, Member, StoredOffset};
 use crate::records::{
     RecordKey, decode_group_metadata_value, decode_key, decode_offset_commit_value,
 };
@@ -21,6 +23,7 @@ impl GroupCoordinator {
                 crate::partition::partition_for(g, self.config.offsets_topic_partitions)
                     != partition
             });
+            self.forget_txns(partition);
         }
         if let Some(slot) = usize::try_from(partition)
             .ok()
@@ -82,9 +85,16 @@ impl GroupCoordinator {
         out
     }
 
-    /// Applies one record of `__consumer_offsets`. `value` None is a
-    /// tombstone. Records of other types (KIP-848, share groups) are skipped.
-    pub fn replay(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), RecordError> {
+    /// Applies one record of `__consumer_offsets`, found at `at` in the
+    /// log. `value` None is a tombstone (of the committed offset and of any
+    /// pending transactional one). Records of other types (KIP-848, share
+    /// groups) are skipped.
+    pub fn replay(
+        &mut self,
+        at: LogPosition,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), RecordError> {
         match decode_key(key)? {
             RecordKey::Other { .. } => Ok(()),
             RecordKey::OffsetCommit {
@@ -92,20 +102,32 @@ impl GroupCoordinator {
                 topic,
                 partition,
             } => {
+                let offsets_partition = self.partition_for(&group);
+                let key = (topic, partition);
                 match value {
                     Some(v) => {
-                        let c = decode_offset_commit_value(v)?;
-                        self.groups
-                            .entry(group.clone())
-                            .or_insert_with(|| Group::new(group, -1))
-                            .offsets
-                            .insert((topic, partition), c);
-                    }
-                    None => {
-                        if let Some(g) = self.groups.get_mut(&group) {
-                            g.offsets.remove(&(topic, partition));
+                        let stored = StoredOffset {
+                            value: decode_offset_commit_value(v)?,
+                            record_offset: at.offset,
+                        };
+                        match at.transaction {
+                            Some(producer_id) => self.add_pending_txn(
+                                offsets_partition,
+                                &group,
+                                producer_id,
+                                vec![(key, stored)],
+                                -1,
+                            ),
+                            None => {
+                                self.groups
+                                    .entry(group.clone())
+                                    .or_insert_with(|| Group::new(group, -1))
+                                    .offsets
+                                    .insert(key, stored);
+                            }
                         }
                     }
+                    None => self.remove_offset(offsets_partition, &group, &key),
                 }
                 Ok(())
             }
@@ -113,16 +135,16 @@ impl GroupCoordinator {
                 match value {
                     None => {
                         // The group was deleted or expired; offsets written
-                        // after the tombstone (standalone commits) survive.
-                        let keep = self
-                            .groups
-                            .get(&group)
-                            .is_some_and(|g| !g.offsets.is_empty());
+                        // after the tombstone (standalone commits, open
+                        // transactions) survive.
+                        let keep = self.groups.get(&group).is_some_and(|g| !g.has_no_offsets());
                         if keep {
                             if let Some(g) = self.groups.get_mut(&group) {
                                 let offsets = std::mem::take(&mut g.offsets);
+                                let pending_txn = std::mem::take(&mut g.pending_txn);
                                 *g = Group::new(group, -1);
                                 g.offsets = offsets;
+                                g.pending_txn = pending_txn;
                             }
                         } else {
                             self.groups.remove(&group);
@@ -206,6 +228,7 @@ impl GroupCoordinator {
             }
         }
         self.set_status(partition, PartitionStatus::Active);
+        self.check_txn_index();
     }
 
     /// Committed offset of one partition, if any (for tests and tools).
@@ -218,6 +241,26 @@ impl GroupCoordinator {
         self.groups
             .get(group_id)
             .and_then(|g| g.offsets.get(&(topic.to_string(), partition)))
-            .cloned()
+            .map(|s| s.value.clone())
+    }
+}
+
+/// Where a replayed record is in `__consumer_offsets`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogPosition {
+    /// The record's offset (batch base offset plus its offset delta).
+    pub offset: i64,
+    /// The producer id when the record's batch is transactional: its offset
+    /// commits are pending until that producer's marker.
+    pub transaction: Option<i64>,
+}
+
+impl LogPosition {
+    /// A record of a non-transactional batch.
+    pub fn plain(offset: i64) -> Self {
+        Self {
+            offset,
+            transaction: None,
+        }
     }
 }

@@ -223,6 +223,32 @@ pub struct OffsetCommitRequest {
     pub partitions: Vec<CommitPartition>,
 }
 
+/// A TxnOffsetCommit request: offsets committed as part of a producer's
+/// transaction. They are written to `__consumer_offsets` as a transactional
+/// batch of that producer and become the group's committed offsets only
+/// when the producer's COMMIT marker lands on the same partition
+/// ([`crate::GroupCoordinator::complete_txn`]); an ABORT drops them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnOffsetCommitRequest {
+    pub group_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// v3+; -1 (v0-2, or a producer outside group management) skips the
+    /// member checks.
+    pub generation_id: i32,
+    /// v3+; empty when unknown.
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub partitions: Vec<CommitPartition>,
+}
+
+/// The producer whose transaction an `Output::Append` belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
 /// Per-partition outcome of a commit or an offset delete.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionResult {
@@ -320,11 +346,34 @@ pub enum Output {
     /// append in the same list is sent only after the append, and reports
     /// the outcome with `GroupCoordinator::append_completed(write, ..)`
     /// before performing the next output.
+    ///
+    /// With `transaction`, the records form a transactional batch of that
+    /// producer (TxnOffsetCommit): the partition's last stable offset and
+    /// the producer's COMMIT/ABORT marker apply to them as to any
+    /// transactional write.
     Append {
         partition: i32,
         records: Vec<OffsetsRecord>,
         write: WriteId,
+        transaction: Option<TxnProducer>,
     },
+}
+
+/// How an `Output::Append` ended, reported with
+/// `GroupCoordinator::append_completed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// The records are in the log, the first at `base_offset` and the
+    /// others after it in order (one batch).
+    Appended { base_offset: i64 },
+    /// Nothing was written.
+    Failed,
+}
+
+impl AppendOutcome {
+    pub fn is_appended(self) -> bool {
+        matches!(self, AppendOutcome::Appended { .. })
+    }
 }
 
 /// Identifies one `Output::Append` until its outcome is reported with

@@ -10,7 +10,10 @@
 //!
 //! * offset commits and removals (OffsetDelete, DeleteGroups, expiry) are
 //!   applied only when the write is durable (Kafka's pending offset
-//!   commits);
+//!   commits), each offset with the log offset of its record;
+//! * transactional offset commits (TxnOffsetCommit) become pending offsets
+//!   of their producer when durable, and committed ones only when the
+//!   producer's COMMIT marker is seen (`txn.rs`);
 //! * an assignment stored by the leader's SyncGroup is already in effect
 //!   when its record is written; if the write fails, the assignment is
 //!   dropped, the members that were answered with it get an error instead
@@ -23,8 +26,8 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use crate::coordinator::{GroupCoordinator, PartitionStatus};
-use crate::group::{Ctx, Group};
-use crate::types::{CommittedOffset, GroupState, Output, WriteId};
+use crate::group::{Ctx, Group, OffsetKey, StoredOffset};
+use crate::types::{AppendOutcome, CommittedOffset, GroupState, Output, WriteId};
 
 /// What a pending write changes once it is durable, or must undo if it fails.
 #[derive(Clone, Debug)]
@@ -32,18 +35,28 @@ pub(crate) enum Effect {
     /// The in-memory change stands either way (a group became Empty: the
     /// record only refreshes the persisted generation).
     Nothing,
-    /// Offsets that become visible when durable.
+    /// Offsets that become visible when durable, in the order of their
+    /// records in the appended batch.
     Commit {
         group_id: String,
-        offsets: Vec<((String, i32), CommittedOffset)>,
+        offsets: Vec<(OffsetKey, CommittedOffset)>,
         /// The commit created the (Empty, standalone) group.
         created_group: bool,
     },
-    /// Offsets (and, with `remove_group`, the Empty group) removed when
-    /// their tombstones are durable.
+    /// Transactional offsets (in record order) that become pending offsets
+    /// of `producer_id` when durable.
+    TxnCommit {
+        group_id: String,
+        producer_id: i64,
+        offsets: Vec<(OffsetKey, CommittedOffset)>,
+        created_group: bool,
+    },
+    /// Offsets, committed and pending in transactions, (and, with
+    /// `remove_group`, the Empty group) removed when their tombstones are
+    /// durable.
     Tombstones {
         group_id: String,
-        offsets: Vec<(String, i32)>,
+        offsets: Vec<OffsetKey>,
         remove_group: bool,
     },
     /// The assignment of `generation`, already sent to the members holding
@@ -98,11 +111,16 @@ pub struct Completion {
 
 impl GroupCoordinator {
     /// Reports whether the `Output::Append` with id `write` reached the log
-    /// (`durable`) or failed. Call it once per append, in the order the
-    /// appends were performed, before the next request or tick: a commit,
-    /// OffsetDelete, DeleteGroups or expiry takes effect only here, so
-    /// OffsetFetch never returns a value that is not in the log.
-    pub fn append_completed(&mut self, write: WriteId, durable: bool, now_ms: i64) -> Completion {
+    /// (and at which offset) or failed. Call it once per append, in the
+    /// order the appends were performed, before the next request or tick: a
+    /// commit, OffsetDelete, DeleteGroups or expiry takes effect only here,
+    /// so OffsetFetch never returns a value that is not in the log.
+    pub fn append_completed(
+        &mut self,
+        write: WriteId,
+        outcome: AppendOutcome,
+        now_ms: i64,
+    ) -> Completion {
         let Some((partition, effect)) = self.writes.pending.remove(&write) else {
             return Completion::default();
         };
@@ -110,11 +128,12 @@ impl GroupCoordinator {
             // Unloaded meanwhile: the log is the truth now.
             return Completion::default();
         }
-        if durable {
-            self.apply(effect, now_ms);
-            Completion::default()
-        } else {
-            self.undo(partition, effect, now_ms)
+        match outcome {
+            AppendOutcome::Appended { base_offset } => {
+                self.apply(partition, effect, base_offset, now_ms);
+                Completion::default()
+            }
+            AppendOutcome::Failed => self.undo(partition, effect, now_ms),
         }
     }
 
@@ -123,7 +142,23 @@ impl GroupCoordinator {
         self.writes.len()
     }
 
-    fn apply(&mut self, effect: Effect, now_ms: i64) {
+    /// Applies a durable write whose first record is at `base_offset`.
+    fn apply(&mut self, partition: i32, effect: Effect, base_offset: i64, now_ms: i64) {
+        let stored = |offsets: Vec<(OffsetKey, CommittedOffset)>| {
+            offsets
+                .into_iter()
+                .zip(base_offset..)
+                .map(|((key, value), record_offset)| {
+                    (
+                        key,
+                        StoredOffset {
+                            value,
+                            record_offset,
+                        },
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
         match effect {
             Effect::Nothing | Effect::Assignment { .. } | Effect::StaticReplace { .. } => {}
             Effect::Commit {
@@ -133,22 +168,36 @@ impl GroupCoordinator {
                     .groups
                     .entry(group_id.clone())
                     .or_insert_with(|| Group::new(group_id, now_ms));
-                group.offsets.extend(offsets);
+                group.offsets.extend(stored(offsets));
+            }
+            Effect::TxnCommit {
+                group_id,
+                producer_id,
+                offsets,
+                ..
+            } => {
+                let offsets = stored(offsets);
+                self.add_pending_txn(partition, &group_id, producer_id, offsets, now_ms);
+                self.check_txn_index();
             }
             Effect::Tombstones {
                 group_id,
                 offsets,
                 remove_group,
             } => {
-                let Some(group) = self.groups.get_mut(&group_id) else {
+                for k in &offsets {
+                    self.remove_offset(partition, &group_id, k);
+                }
+                let Some(group) = self.groups.get(&group_id) else {
                     return;
                 };
-                for k in &offsets {
-                    group.offsets.remove(k);
-                }
+                // A transaction that wrote offsets after the tombstones
+                // keeps the group (Kafka keeps a group with open
+                // transactions).
                 let empty = group.state == GroupState::Empty
                     && group.members.is_empty()
-                    && group.pending_members.is_empty();
+                    && group.pending_members.is_empty()
+                    && group.pending_txn.is_empty();
                 if remove_group && empty {
                     self.groups.remove(&group_id);
                 }
@@ -164,12 +213,17 @@ impl GroupCoordinator {
                 group_id,
                 created_group,
                 ..
+            }
+            | Effect::TxnCommit {
+                group_id,
+                created_group,
+                ..
             } => {
                 let unused = self.groups.get(&group_id).is_some_and(|g| {
                     g.state == GroupState::Empty
                         && g.members.is_empty()
                         && g.pending_members.is_empty()
-                        && g.offsets.is_empty()
+                        && g.has_no_offsets()
                 });
                 if created_group && unused {
                     self.groups.remove(&group_id);

@@ -205,7 +205,7 @@ fn failed_assignment_write_fails_syncs_and_rebalances() {
     let follower = if leader == m1 { m2.clone() } else { m1.clone() };
     let f = h.sync(sync_req("g", gen_, &follower, &[]));
     assert!(!h.syncs.contains_key(&f), "follower waits for the leader");
-    let before = h.log.len();
+    let before = h.log().len();
     let token = h.token();
     let out = h.coord.sync_group(
         sync_req("g", gen_, &leader, &[(&m1, b"t-0"), (&m2, b"t-1")]),
@@ -213,7 +213,7 @@ fn failed_assignment_write_fails_syncs_and_rebalances() {
         h.now,
     );
     h.absorb_with(out, |_| false);
-    assert_eq!(h.log.len(), before, "nothing written");
+    assert_eq!(h.log().len(), before, "nothing written");
     for t in [f, token] {
         assert_eq!(h.sync_resp(t).error, ErrorCode::CoordinatorNotAvailable);
         assert!(h.sync_resp(t).assignment.is_empty());

@@ -11,3 +11,4 @@ mod random_scenarios;
 mod records;
 mod records_fuzz_smoke;
 mod records_oracle;
+mod txn_offsets;

@@ -52,11 +52,15 @@ fn single_member_happy_path() {
         Some((GroupState::CompletingRebalance, 1))
     );
 
-    let appended_before = h.log.len();
+    let appended_before = h.log().len();
     let s = h.sync(sync_req("g", 1, &id, &[(&id, b"p0,p1")]));
     assert_eq!(h.sync_resp(s).error, ErrorCode::None);
     assert_eq!(&h.sync_resp(s).assignment[..], b"p0,p1");
-    assert_eq!(h.log.len(), appended_before + 1, "group metadata appended");
+    assert_eq!(
+        h.log().len(),
+        appended_before + 1,
+        "group metadata appended"
+    );
     assert_eq!(h.coord.group_state("g"), Some((GroupState::Stable, 1)));
 
     assert_eq!(hb(&mut h, "g", 1, &id), ErrorCode::None);

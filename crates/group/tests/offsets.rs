@@ -225,11 +225,11 @@ fn offsets_of_empty_group_expire_after_retention() {
     // Retention counts from the moment the group became empty.
     h.advance(retention - 1_000);
     assert!(h.coord.committed("g", "t", 0).is_some());
-    let before = h.log.len();
+    let before = h.log().len();
     h.advance(1_000);
     assert!(h.coord.committed("g", "t", 0).is_none());
     assert!(h.coord.group_state("g").is_none(), "empty group removed");
-    let tombstones: Vec<RecordKey> = h.log[before..]
+    let tombstones: Vec<RecordKey> = h.log()[before..]
         .iter()
         .map(|(_, k, v)| {
             assert!(v.is_none(), "only tombstones");
@@ -271,11 +271,11 @@ fn delete_groups_writes_tombstones() {
     assert_eq!(res[0].1, ErrorCode::NonEmptyGroup);
     assert_eq!(res[1].1, ErrorCode::GroupIdNotFound);
     leave_all(&mut h, &m);
-    let before = h.log.len();
+    let before = h.log().len();
     let (res, out) = h.coord.delete_groups(&["g".into()], h.now);
     h.absorb(out);
     assert_eq!(res[0].1, ErrorCode::None);
-    let written: Vec<(RecordKey, bool)> = h.log[before..]
+    let written: Vec<(RecordKey, bool)> = h.log()[before..]
         .iter()
         .map(|(p, k, v)| {
             assert_eq!(*p, h.coord.partition_for("g"));
@@ -403,8 +403,9 @@ fn loading_partition_answers_load_in_progress() {
 fn replay_rejects_corrupt_records_without_panicking() {
     let mut c = weir_group::GroupCoordinator::new(GroupConfig::default());
     let key = weir_group::records::encode_group_metadata_key("g");
-    assert!(c.replay(&key, Some(&[0, 3, 0])).is_err());
-    assert!(c.replay(&[0], None).is_err());
+    let at = weir_group::LogPosition::plain(0);
+    assert!(c.replay(at, &key, Some(&[0, 3, 0])).is_err());
+    assert!(c.replay(at, &[0], None).is_err());
     // Unknown record types (e.g. KIP-848 consumer groups) are skipped.
-    assert!(c.replay(&[0, 3, 0, 1, b'g'], Some(&[1, 2, 3])).is_ok());
+    assert!(c.replay(at, &[0, 3, 0, 1, b'g'], Some(&[1, 2, 3])).is_ok());
 }

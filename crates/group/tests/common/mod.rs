@@ -6,9 +6,29 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use weir_group::{
-    GroupConfig, GroupCoordinator, JoinRequest, JoinResponse, Output, Protocol, Response,
-    SyncRequest, SyncResponse,
+    AppendOutcome, GroupConfig, GroupCoordinator, JoinRequest, JoinResponse, LogPosition, Output,
+    Protocol, Response, SyncRequest, SyncResponse, TxnCompletion,
 };
+
+/// What the harness appended to one `__consumer_offsets` partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Logged {
+    /// One batch, its first record at `base_offset`; `transaction` is the
+    /// producer id of a transactional batch.
+    Batch {
+        partition: i32,
+        base_offset: i64,
+        transaction: Option<i64>,
+        records: Vec<(Bytes, Option<Bytes>)>,
+    },
+    /// A COMMIT (`committed`) or ABORT marker of `producer_id`.
+    Marker {
+        partition: i32,
+        offset: i64,
+        producer_id: i64,
+        committed: bool,
+    },
+}
 
 pub struct Harness {
     pub coord: GroupCoordinator,
@@ -17,8 +37,10 @@ pub struct Harness {
     next_token: u64,
     pub joins: HashMap<u64, JoinResponse>,
     pub syncs: HashMap<u64, SyncResponse>,
-    /// Every appended record in append order: (partition, key, value).
-    pub log: Vec<(i32, Bytes, Option<Bytes>)>,
+    /// Every appended batch and marker in append order.
+    pub batches: Vec<Logged>,
+    /// The next offset of each `__consumer_offsets` partition.
+    next_offset: HashMap<i32, i64>,
     /// When set, (generator state, n): about one append in n fails, chosen
     /// by a seeded generator (deterministic per seed).
     pub random_failures: Option<(u64, u64)>,
@@ -35,7 +57,8 @@ impl Harness {
             next_token: 0,
             joins: HashMap::new(),
             syncs: HashMap::new(),
-            log: Vec::new(),
+            batches: Vec::new(),
+            next_offset: HashMap::new(),
             random_failures: None,
             failed_appends: 0,
         }
@@ -118,17 +141,25 @@ impl Harness {
                     partition,
                     records,
                     write,
+                    transaction,
                 } => {
                     let ok = durable(partition) && !self.inject_failure();
-                    if !ok {
+                    let outcome = if ok {
+                        let next = self.next_offset.entry(partition).or_insert(0);
+                        let base_offset = *next;
+                        *next += records.len() as i64;
+                        self.batches.push(Logged::Batch {
+                            partition,
+                            base_offset,
+                            transaction: transaction.map(|t| t.producer_id),
+                            records: records.into_iter().map(|r| (r.key, r.value)).collect(),
+                        });
+                        AppendOutcome::Appended { base_offset }
+                    } else {
                         self.failed_appends += 1;
-                    }
-                    if ok {
-                        for r in records {
-                            self.log.push((partition, r.key, r.value));
-                        }
-                    }
-                    let done = self.coord.append_completed(write, ok, self.now);
+                        AppendOutcome::Failed
+                    };
+                    let done = self.coord.append_completed(write, outcome, self.now);
                     failed.extend(done.failed_tokens);
                     for o in done.outputs.into_iter().rev() {
                         queue.push_front(o);
@@ -136,6 +167,38 @@ impl Harness {
                 }
             }
         }
+    }
+
+    /// Every appended record in append order: (partition, key, value).
+    pub fn log(&self) -> Vec<(i32, Bytes, Option<Bytes>)> {
+        self.batches
+            .iter()
+            .flat_map(|b| match b {
+                Logged::Batch {
+                    partition, records, ..
+                } => records
+                    .iter()
+                    .map(|(k, v)| (*partition, k.clone(), v.clone()))
+                    .collect(),
+                Logged::Marker { .. } => Vec::new(),
+            })
+            .collect()
+    }
+
+    /// Appends `producer_id`'s COMMIT (`committed`) or ABORT marker to
+    /// `partition` and reports it to the coordinator, as the broker's
+    /// WriteTxnMarkers handler does.
+    pub fn marker(&mut self, partition: i32, producer_id: i64, committed: bool) -> TxnCompletion {
+        let next = self.next_offset.entry(partition).or_insert(0);
+        let offset = *next;
+        *next += 1;
+        self.batches.push(Logged::Marker {
+            partition,
+            offset,
+            producer_id,
+            committed,
+        });
+        self.coord.complete_txn(partition, producer_id, committed)
     }
 
     pub fn token(&mut self) -> u64 {
@@ -198,8 +261,31 @@ impl Harness {
         for p in 0..self.config.offsets_topic_partitions {
             assert!(c.begin_load(p).is_empty());
         }
-        for (_, k, v) in &self.log {
-            c.replay(k, v.as_deref()).expect("replay");
+        for b in &self.batches {
+            match b {
+                Logged::Batch {
+                    base_offset,
+                    transaction,
+                    records,
+                    ..
+                } => {
+                    for ((k, v), offset) in records.iter().zip(*base_offset..) {
+                        let at = LogPosition {
+                            offset,
+                            transaction: *transaction,
+                        };
+                        c.replay(at, k, v.as_deref()).expect("replay");
+                    }
+                }
+                Logged::Marker {
+                    partition,
+                    producer_id,
+                    committed,
+                    ..
+                } => {
+                    c.complete_txn(*partition, *producer_id, *committed);
+                }
+            }
         }
         for p in 0..self.config.offsets_topic_partitions {
             c.complete_load(p, self.now);
