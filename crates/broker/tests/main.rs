@@ -32,3 +32,4 @@ mod replication_metrics;
 mod retention;
 mod retention_live;
 mod startup_faults;
+mod txn_offsets;

@@ -301,6 +301,10 @@ async fn every_supported_version_of_every_api_is_answered() {
                     let p = &r.topics[0].partitions[0];
                     assert_eq!((p.error_code, p.partition), (NONE, 0), "v{version}");
                 }
+                ResponseBody::TxnOffsetCommit(r) => {
+                    let p = &r.topics[0].partitions[0];
+                    assert_eq!((p.error_code, p.partition_index), (NONE, 0), "v{version}");
+                }
                 _ => {}
             }
             checked += 1;

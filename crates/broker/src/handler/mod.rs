@@ -38,6 +38,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 /// What a handler gives back.
 pub enum Reply {
@@ -104,6 +105,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
 ];
 
 pub fn supported_range(key: ApiKey) -> Option<(i16, i16)> {
@@ -191,6 +193,7 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::DeleteGroups(r) => delete_groups::handle(ctx, r).await,
         RequestBody::OffsetDelete(r) => offset_delete::handle(ctx, r).await,
         RequestBody::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(ctx, r),
+        RequestBody::TxnOffsetCommit(r) => txn_offset_commit::handle(ctx, r).await,
         other => Reply::Close(format!("unsupported request {:?}", other.api_key())),
     }
 }

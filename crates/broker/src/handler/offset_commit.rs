@@ -18,33 +18,46 @@ use weir_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, Respons
 
 use super::{Reply, RequestContext, blocking};
 
-pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
-    let v = ctx.api_version;
-    // Topic existence is broker knowledge, looked up once: the coordinator
-    // only sees partitions that exist.
-    let shape: Vec<(String, Vec<(i32, bool)>)> = req
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = ctx.broker.topic(&t.name).map_or(0, |m| m.partitions);
-            let parts = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    (
-                        p.partition_index,
-                        (0..partitions).contains(&p.partition_index),
-                    )
-                })
+/// The requested partitions by topic, each with whether it exists.
+pub(super) type Shape = Vec<(String, Vec<(i32, bool)>)>;
+
+/// Looks up which requested partitions exist. Topic existence is broker
+/// knowledge, looked up once: the coordinator only sees partitions that
+/// exist.
+pub(super) fn shape<'a>(
+    ctx: &RequestContext,
+    topics: impl Iterator<Item = (&'a str, Vec<i32>)>,
+) -> Shape {
+    topics
+        .map(|(name, indexes)| {
+            let partitions = ctx.broker.topic(name).map_or(0, |m| m.partitions);
+            let parts = indexes
+                .into_iter()
+                .map(|p| (p, (0..partitions).contains(&p)))
                 .collect();
-            (t.name.clone(), parts)
+            (name.to_string(), parts)
         })
-        .collect();
-    let all = |e: ErrorCode| respond(&shape, |_, _| e);
-    if !shape
+        .collect()
+}
+
+/// Whether any requested partition exists.
+pub(super) fn any_known(shape: &Shape) -> bool {
+    shape
         .iter()
         .any(|(_, parts)| parts.iter().any(|&(_, known)| known))
-    {
+}
+
+pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
+    let v = ctx.api_version;
+    let shape = shape(
+        ctx,
+        req.topics.iter().map(|t| {
+            let indexes = t.partitions.iter().map(|p| p.partition_index).collect();
+            (t.name.as_str(), indexes)
+        }),
+    );
+    let all = |e: ErrorCode| respond(&shape, |_, _| e);
+    if !any_known(&shape) {
         return all(ErrorCode::None);
     }
     let Some(groups) = ctx.broker.groups() else {
@@ -116,7 +129,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
 /// to its ISR up to its current end (bounded by
 /// `offsets.commit.timeout.ms`); the error when it is not. Nothing to wait
 /// for without followers.
-async fn replicated(ctx: &RequestContext, group: &str) -> Option<ErrorCode> {
+pub(super) async fn replicated(ctx: &RequestContext, group: &str) -> Option<ErrorCode> {
     let b = &ctx.broker;
     let groups = b.groups()?;
     let partition = groups.lock().partition_for(group);
@@ -140,7 +153,7 @@ async fn replicated(ctx: &RequestContext, group: &str) -> Option<ErrorCode> {
 
 /// One response entry per requested partition: UNKNOWN_TOPIC_OR_PARTITION
 /// for those that do not exist, `error` for the others.
-fn respond(shape: &[(String, Vec<(i32, bool)>)], error: impl Fn(&str, i32) -> ErrorCode) -> Reply {
+fn respond(shape: &Shape, error: impl Fn(&str, i32) -> ErrorCode) -> Reply {
     Reply::Body(ResponseBody::OffsetCommit(OffsetCommitResponse {
         topics: shape
             .iter()

@@ -1,5 +1,10 @@
 //! OffsetFetch: v1-7 ask for one group, v8+ for many. A null topic list
 //! (v2+) means every partition the group has offsets for.
+//!
+//! `require_stable` (v7+, KIP-447): a partition with offsets pending in an
+//! open transaction is answered UNSTABLE_OFFSET_COMMIT, per partition in
+//! every version as Kafka does, and the consumer retries; without it the
+//! committed (stable) offsets are returned.
 
 use weir_group::{OffsetFetchGroup, OffsetFetchResult};
 use weir_protocol::error_code::ErrorCode;
@@ -29,6 +34,7 @@ fn metadata(m: &str) -> Option<String> {
 
 pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
     let v = ctx.api_version;
+    let require_stable = req.require_stable;
     let asked: Vec<OffsetFetchGroup> = if v >= 8 {
         req.groups
             .into_iter()
@@ -62,6 +68,7 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
         }]
     };
     let results: Vec<OffsetFetchResult> = match ctx.broker.groups() {
+        Some(groups) if require_stable => groups.lock().fetch_stable_offsets(&asked),
         Some(groups) => groups.lock().fetch_offsets(&asked),
         None => asked
             .iter()

@@ -662,6 +662,23 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
                 ..Default::default()
             })
         }
+        ApiKey::TxnOffsetCommit => RequestBody::TxnOffsetCommit(TxnOffsetCommitRequest {
+            transactional_id: format!("txn-{n}"),
+            group_id: format!("txn-g-{n}"),
+            producer_id: 1000 + i64::from(n),
+            producer_epoch: 0,
+            topics: vec![txn_offset_commit_request::TxnOffsetCommitRequestTopic {
+                name: t.into(),
+                partitions: vec![txn_offset_commit_request::TxnOffsetCommitRequestPartition {
+                    partition_index: 0,
+                    committed_offset: 1,
+                    committed_leader_epoch: -1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
         other => panic!("no request for {other:?}"),
     }
 }
