@@ -352,6 +352,10 @@ impl TxnMetadata {
                     return Err(self.bad(t.state, "not an epoch bump of an idle producer"));
                 }
                 self.timeout_ms = t.timeout_ms;
+                // Kafka keeps the last transaction's start in memory here,
+                // though its record says -1; the record is what a reload
+                // sees, so memory follows it.
+                self.start_ms = t.start_ms;
                 self.producer_epoch = t.producer_epoch;
                 self.last_producer_epoch = t.last_producer_epoch;
                 self.producer_id = t.producer_id;

@@ -220,10 +220,22 @@ pub fn decode_value(transactional_id: &str, bytes: &[u8]) -> Result<TxnMetadata,
 }
 
 /// Fuzz entry point (the `transaction_state_records` target and its smoke
-/// test): decoding arbitrary bytes as a key and as a value never panics.
+/// test): decoding arbitrary bytes as a key and as a value never panics,
+/// and what decodes encodes back to the same key and metadata.
 pub fn fuzz_decode(data: &[u8]) {
-    let _ = decode_key(data);
-    let _ = decode_value("t", data);
+    if let Ok(RecordKey::Transaction { transactional_id }) = decode_key(data) {
+        assert_eq!(
+            decode_key(&encode_key(&transactional_id)),
+            Ok(RecordKey::Transaction {
+                transactional_id: transactional_id.clone()
+            })
+        );
+    }
+    if let Ok(m) = decode_value("t", data) {
+        let again = decode_value("t", &encode_value(&m.current()))
+            .expect("a decoded value encodes to a valid one");
+        assert_eq!(again, m, "value round trip");
+    }
 }
 
 #[cfg(test)]

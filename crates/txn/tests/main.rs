@@ -4,4 +4,7 @@
 
 mod common;
 
+mod random_ops;
+mod records_fuzz_smoke;
+mod requests;
 mod transitions;
