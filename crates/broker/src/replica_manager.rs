@@ -42,6 +42,21 @@ use crate::replication::state::{IsrChange, PartitionReplication, Role, Transitio
 use crate::topics::TopicMeta;
 use crate::wakeups::PartitionWakeups;
 
+/// How a broker may append to a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendRole {
+    /// A single node (no cluster): always, with the batches' own leader
+    /// epoch field.
+    Standalone,
+    /// The leader in `epoch`, appending under
+    /// [`ReplicaManager::as_leader_in`]; `replicated` (other replicas
+    /// exist): batches are stamped with the epoch and acks=all waits for
+    /// the in-sync replicas.
+    Leader { epoch: i32, replicated: bool },
+    /// Not the leader (or not yet taken up).
+    NotLeader,
+}
+
 /// Starts `epoch` at `leo` in `log`'s leader-epoch cache (a new leader).
 fn start_epoch(log: &Log, epoch: i32, leo: i64) {
     if let Err(e) = log.assign_epoch_start(epoch, leo) {
@@ -302,11 +317,47 @@ impl ReplicaManager {
         (s.role == Role::Follower { leader } && s.leader_epoch == leader_epoch).then(write)
     }
 
+    /// Runs `append` (a leader's append to `tp`) only while this broker
+    /// leads `tp` in `leader_epoch`, holding the partition's replication
+    /// state throughout, so that the leadership cannot move between the
+    /// check and the append (an append that lands after this broker became
+    /// a follower would be answered as if replicated). None when not run.
+    /// `append` must not touch the partition's replication state (the high
+    /// watermark is moved after it returns).
+    pub fn as_leader_in<R>(
+        &self,
+        tp: &TopicPartition,
+        leader_epoch: i32,
+        append: impl FnOnce() -> R,
+    ) -> Option<R> {
+        let slot = self.replication_of(tp)?;
+        let s = lock(&slot);
+        (s.role == Role::Leader && s.leader_epoch == leader_epoch).then(append)
+    }
+
     /// Whether `replica` follows `tp` as this broker, its leader, knows it
     /// (a follower's fetch from any other broker is refused).
     pub fn has_follower(&self, tp: &TopicPartition, replica: i32) -> bool {
         self.replication_of(tp)
             .is_some_and(|slot| lock(&slot).followers.contains_key(&replica))
+    }
+
+    /// How this broker may append to `tp` now (see [`AppendRole`]).
+    pub fn append_role(&self, tp: &TopicPartition) -> AppendRole {
+        if !self.member.load(Ordering::Relaxed) {
+            return AppendRole::Standalone;
+        }
+        let Some(slot) = self.replication_of(tp) else {
+            return AppendRole::NotLeader;
+        };
+        let s = lock(&slot);
+        if s.role != Role::Leader {
+            return AppendRole::NotLeader;
+        }
+        AppendRole::Leader {
+            epoch: s.leader_epoch,
+            replicated: s.replicas.len() > 1,
+        }
     }
 
     /// The leader epoch to stamp on appends to `tp` when this broker leads
@@ -509,6 +560,22 @@ impl ReplicaManager {
         min_isr: usize,
         deadline: tokio::time::Instant,
     ) -> ErrorCode {
+        self.wait_for_replication_in(tp, end_offset, min_isr, None, deadline)
+            .await
+    }
+
+    /// [`wait_for_replication`](Self::wait_for_replication) of records
+    /// appended in `leader_epoch` (when given): a leadership in any other
+    /// epoch answers NOT_LEADER_OR_FOLLOWER, since the log may have been
+    /// cut and written again at those offsets in between.
+    pub async fn wait_for_replication_in(
+        &self,
+        tp: &TopicPartition,
+        end_offset: i64,
+        min_isr: usize,
+        leader_epoch: Option<i32>,
+        deadline: tokio::time::Instant,
+    ) -> ErrorCode {
         let registration = self.wakeups.register(vec![tp.clone()]);
         loop {
             let Some(log) = self.logs.get(tp) else {
@@ -516,15 +583,15 @@ impl ReplicaManager {
             };
             let state = self.replication_of(tp).map(|slot| {
                 let s = lock(&slot);
-                (s.role, s.isr.len())
+                (s.role, s.leader_epoch, s.isr.len())
             });
-            if let Some((role, _)) = state
-                && role != Role::Leader
+            if let Some((role, epoch, _)) = state
+                && (role != Role::Leader || leader_epoch.is_some_and(|e| e != epoch))
             {
                 return ErrorCode::NotLeaderOrFollower;
             }
             if log.high_watermark() >= end_offset {
-                let isr = state.map_or(1, |(_, isr)| isr);
+                let isr = state.map_or(1, |(_, _, isr)| isr);
                 return if isr < min_isr {
                     ErrorCode::NotEnoughReplicasAfterAppend
                 } else {

@@ -110,3 +110,58 @@ async fn an_old_leaders_answer_is_not_applied_after_this_broker_leads() {
     assert_eq!(log.end_offset_for_epoch(1), (1, 3));
     assert_eq!(log.end_offset_for_epoch(2), (2, 3));
 }
+
+/// A produce checked against the leadership before its append is not
+/// appended once the leadership has moved (the check and the append are
+/// one step under the partition's state), not even answered as a retried
+/// duplicate, and an acks=all wait for records of an earlier epoch ends
+/// NOT_LEADER_OR_FOLLOWER even if this broker leads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_appends_and_acknowledges_only_in_its_own_epoch() {
+    use weir_broker::handler::produce::append_partition;
+    use weir_protocol::error_code::ErrorCode;
+
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_broker(dir.path(), &[]).await;
+    let b = running.broker.clone();
+    let me = b.config.node_id;
+    let mut c = Client::connect(running.local_addr).await;
+    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
+    let id = b.topic("t").unwrap().id_bytes();
+    let (host, port) = b.advertised();
+    let view = FixedView::new(snapshot(me, &host, port, id, me, 1));
+    // A cluster member's partition layer (appends follow the leadership).
+    b.replicas.set_cluster_member();
+    b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));
+    b.apply_leadership();
+    let log = b.replicas.log("t", 0).unwrap();
+    let tp = log.topic_partition().clone();
+
+    // Leading in epoch 1: appended, and acks=all would wait in epoch 1.
+    let first = idempotent_batch(7, 0, 0, 2);
+    let (r, _) = append_partition(&b, "t", 0, Some(&first));
+    assert_eq!(r.error_code, ErrorCode::None, "{r:?}");
+    assert_eq!(r.replicated_in, Some(1));
+    assert_eq!(log.log_end_offset(), 2);
+
+    // Broker 2 leads in epoch 2: no append, not even of the duplicate.
+    *view.0.write().unwrap() = Arc::new(snapshot(me, &host, port, id, 2, 2));
+    b.apply_leadership();
+    let (r, _) = append_partition(&b, "t", 0, Some(&idempotent_batch(7, 0, 2, 1)));
+    assert_eq!(r.error_code, ErrorCode::NotLeaderOrFollower, "{r:?}");
+    let (r, _) = append_partition(&b, "t", 0, Some(&first));
+    assert_eq!(r.error_code, ErrorCode::NotLeaderOrFollower, "{r:?}");
+    assert!(b.replicas.as_leader_in(&tp, 1, || ()).is_none());
+    assert_eq!(log.log_end_offset(), 2);
+
+    // Leading again in epoch 3: a wait for epoch 1's records does not
+    // count this epoch's high watermark.
+    *view.0.write().unwrap() = Arc::new(snapshot(me, &host, port, id, me, 3));
+    b.apply_leadership();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let code = b
+        .replicas
+        .wait_for_replication_in(&tp, 2, 1, Some(1), deadline)
+        .await;
+    assert_eq!(code, ErrorCode::NotLeaderOrFollower);
+}

@@ -16,6 +16,7 @@ use super::{Reply, RequestContext};
 use crate::broker::Broker;
 use crate::codes;
 use crate::producer_state::{BatchMeta, SeqCheck, last_seq};
+use crate::replica_manager::AppendRole;
 
 /// The outcome for one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +33,11 @@ pub struct PartitionResult {
     /// The offset after the appended records (what acks=all waits for the
     /// high watermark to reach); -1 on error.
     pub end_offset: i64,
+    /// Appended (or found already appended) as the leader of a replicated
+    /// partition in this leader epoch: acks=all waits for its in-sync
+    /// replicas. Decided with the append, never from a later look at the
+    /// leadership (which may have moved on by then).
+    pub replicated_in: Option<i32>,
 }
 
 impl PartitionResult {
@@ -44,6 +50,7 @@ impl PartitionResult {
             log_start_offset: -1,
             record_errors: Vec::new(),
             end_offset: -1,
+            replicated_in: None,
         }
     }
 
@@ -169,19 +176,57 @@ pub fn append_partition(
     let now = b.now_ms();
     let mut flush_end = None;
     // The request's bytes go to the segment file as they are (no copy);
-    // a leader with followers stamps its leader epoch on each batch.
-    let epoch = replicas.stamp_epoch(log.topic_partition());
-    let mut do_append = |buf: &[u8]| match match epoch {
-        Some(epoch) => log.append_shared_as_leader(buf, now, epoch),
-        None => log.append_shared(buf, now),
-    } {
-        Ok((info, flush)) => {
-            replicas.advance_high_watermark(&log);
-            replicas.notify_append(&log);
-            flush_end = flush;
-            Ok(info)
+    // a leader with followers stamps its leader epoch on each batch, and
+    // appends only while it still leads in that epoch.
+    let role = replicas.append_role(log.topic_partition());
+    if role == AppendRole::NotLeader {
+        // Not even a retried duplicate is answered: its records may not be
+        // replicated, and this broker no longer waits on that.
+        return (
+            PartitionResult::error(
+                ErrorCode::NotLeaderOrFollower,
+                format!("this broker does not lead {topic}-{partition}"),
+            ),
+            None,
+        );
+    }
+    let epoch = match role {
+        AppendRole::Leader {
+            epoch,
+            replicated: true,
+        } => Some(epoch),
+        _ => None,
+    };
+    let mut do_append = |buf: &[u8]| {
+        let tp = log.topic_partition();
+        let appended = match role {
+            AppendRole::Standalone => Some(log.append_shared(buf, now)),
+            AppendRole::Leader {
+                epoch,
+                replicated: true,
+            } => replicas.as_leader_in(tp, epoch, || log.append_shared_as_leader(buf, now, epoch)),
+            AppendRole::Leader {
+                epoch,
+                replicated: false,
+            } => replicas.as_leader_in(tp, epoch, || log.append_shared(buf, now)),
+            AppendRole::NotLeader => None,
+        };
+        match appended {
+            Some(Ok((info, flush))) => {
+                replicas.advance_high_watermark(&log);
+                replicas.notify_append(&log);
+                flush_end = flush;
+                Ok(info)
+            }
+            Some(Err(e)) => Err(PartitionResult::storage_error(&e)),
+            None => Err(PartitionResult::error(
+                ErrorCode::NotLeaderOrFollower,
+                format!(
+                    "the leadership of {} moved before the append",
+                    log.topic_partition()
+                ),
+            )),
         }
-        Err(e) => Err(PartitionResult::storage_error(&e)),
     };
     let mut dup_flush = None;
     let result = match idem {
@@ -264,6 +309,7 @@ pub fn append_partition(
                 log_start_offset,
                 record_errors: Vec::new(),
                 end_offset,
+                replicated_in: epoch,
             },
             flush_end.or(dup_flush).map(|end_offset| PendingFlush {
                 log,
@@ -381,13 +427,14 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                     flushes.push(((responses.len(), partitions.len()), f));
                 }
                 let tp = weir_storage::TopicPartition::new(topic.name.clone(), p.index);
-                if acks == -1 && r.error_code.is_ok() && b.replicas.stamp_epoch(&tp).is_some() {
+                if acks == -1 && r.error_code.is_ok() && r.replicated_in.is_some() {
                     let min_isr = usize::try_from(min_isr_of(&topic.name)).unwrap_or(1);
                     replication_waits.push((
                         (responses.len(), partitions.len()),
                         tp,
                         r.end_offset,
                         min_isr,
+                        r.replicated_in,
                     ));
                 }
                 r
@@ -470,10 +517,10 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
         }
         // One deadline for all: waiting on them in turn takes no longer
         // than waiting on them together.
-        for ((t, p), tp, end, min_isr) in replication_waits {
+        for ((t, p), tp, end, min_isr, epoch) in replication_waits {
             let code = broker
                 .replicas
-                .wait_for_replication(&tp, end, min_isr, deadline)
+                .wait_for_replication_in(&tp, end, min_isr, epoch, deadline)
                 .await;
             tracing::debug!(partition = %tp, end, ?code, "acks=all wait ended");
             if code.is_ok() {
