@@ -8,8 +8,8 @@ use weir_protocol::records::header::{
     self, ATTRIBUTES_OFFSET, BATCH_HEADER_LEN, MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK,
 };
 use weir_protocol::records::{
-    BatchHeader, DecompressLimits, NO_TIMESTAMP, RecordBatch, RecordInfo, RecordsError,
-    validate_records_each,
+    BatchHeader, ControlRecordType, DecompressLimits, NO_TIMESTAMP, RecordBatch, RecordInfo,
+    RecordsError, validate_records_each,
 };
 
 /// One batch of an accepted append, after offset assignment.
@@ -31,6 +31,11 @@ impl Validated {
     /// Each batch's partitionLeaderEpoch as received, in order.
     pub(crate) fn leader_epochs(&self) -> impl Iterator<Item = i32> + '_ {
         self.0.iter().map(|(_, _, h)| h.partition_leader_epoch)
+    }
+
+    /// Whether batch `i` exists and is a control batch.
+    pub(crate) fn is_control(&self, i: usize) -> bool {
+        self.0.get(i).is_some_and(|(_, _, h)| h.is_control())
     }
 }
 
@@ -486,6 +491,26 @@ impl<'a> BatchScanner<'a> {
         self.pos += size;
         Ok(Some(Scanned::Batch { position, header }))
     }
+}
+
+/// The type of the control batch `header` at `pos` of `file` (its first
+/// record's key), `None` when its records cannot be read. Control batches
+/// are a few dozen bytes: the whole batch is read.
+pub(crate) fn read_control_type(
+    file: &dyn StorageFile,
+    pos: u64,
+    header: &BatchHeader,
+) -> std::io::Result<Option<ControlRecordType>> {
+    let mut buf = vec![0u8; header.total_size()];
+    file.read_exact_at(&mut buf, pos)?;
+    Ok(control_type(&buf))
+}
+
+/// The type of the control batch `bytes` (one whole batch), `None` when it
+/// is not a control batch or its first record cannot be read.
+pub fn control_type(bytes: &[u8]) -> Option<ControlRecordType> {
+    let batch = RecordBatch::from_bytes(bytes::Bytes::copy_from_slice(bytes)).ok()?;
+    batch.control_type(&DecompressLimits::default()).ok()
 }
 
 /// Reads the header of the batch at `pos` (which must hold a complete header).

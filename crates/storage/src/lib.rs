@@ -1,7 +1,8 @@
 //! Segmented partition log storage in Apache Kafka's exact on-disk format.
 //!
 //! A [`LogManager`] owns every partition under one or more data dirs; each
-//! partition is a [`Log`] of segments (`.log` + `.index` + `.timeindex`).
+//! partition is a [`Log`] of segments (`.log` + `.index` + `.timeindex`,
+//! and a `.txnindex` for segments holding aborted transactions' markers).
 //! Batches are stored exactly as produced (only the base offset, and with
 //! LogAppendTime the max timestamp and CRC, are rewritten). Reads return
 //! [`FileRegion`]s for zero-copy sending. All file I/O goes through the
@@ -41,12 +42,14 @@ mod recovery;
 pub mod retention;
 pub mod segment;
 pub mod testing;
+pub mod txn_index;
 
-pub use batch::record_timestamps;
+pub use batch::{control_type, record_timestamps};
 pub use config::{LogConfig, Ratio, TimestampType, TopicPartition};
 pub use creation::{CREATING_SUFFIX, KnownTopic, PendingCreation};
 pub use error::{RejectedRecord, StorageError};
-pub use log::{AppendInfo, FileRegion, Log, ReadResult};
+pub use log::{AbortMarker, AppendInfo, FileRegion, Log, ReadResult};
 pub use manager::{LogManager, LogManagerConfig};
 pub use recovery::OpenOptions;
 pub use segment::Damage;
+pub use txn_index::AbortedTxn;

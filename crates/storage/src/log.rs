@@ -18,6 +18,7 @@ use crate::segment::{
     Damage, HeaderWalk, LOG_SUFFIX, PRODUCER_SNAPSHOT_SUFFIX, RecentHit, Segment, Step,
     parse_file_name,
 };
+use crate::txn_index::{self, AbortedTxn};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
@@ -31,6 +32,22 @@ pub struct AppendInfo {
     pub log_append_time: Option<i64>,
     pub log_start_offset: i64,
     pub record_count: i64,
+}
+
+/// An aborted transaction whose ABORT marker is one of the batches of an
+/// append: its `.txnindex` entry is written in the same step as the batch
+/// (under the log's lock), so no flush ever covers the marker without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortMarker {
+    /// Index of the marker among the batches of the append.
+    pub batch: usize,
+    pub producer_id: i64,
+    /// The offset of the transaction's first batch.
+    pub first_offset: i64,
+    /// The first offset of the earliest transaction of another producer
+    /// still open once the marker is written (the entry's last stable
+    /// offset; `None`: none is, and it is the marker's offset + 1).
+    pub next_open_offset: Option<i64>,
 }
 
 /// A slice of a segment file, ready for sendfile. Holds the file open, so it
@@ -88,6 +105,9 @@ impl FileRegion {
 pub struct ReadResult {
     pub regions: Vec<FileRegion>,
     pub total_bytes: usize,
+    /// The offset after the last batch returned (the fetch offset when
+    /// none is).
+    pub end_offset: i64,
     pub log_start_offset: i64,
     pub high_watermark: i64,
     pub log_end_offset: i64,
@@ -402,7 +422,7 @@ impl Log {
         records: &mut [u8],
         now_ms: i64,
     ) -> Result<(AppendInfo, Option<i64>), StorageError> {
-        self.append_unflushed(Input::Mut(records), now_ms, None)
+        self.append_unflushed(Input::Mut(records), now_ms, None, &[])
     }
 
     /// [`Log::append_deferring_flush`] for a buffer the caller cannot change
@@ -415,7 +435,7 @@ impl Log {
         records: &[u8],
         now_ms: i64,
     ) -> Result<(AppendInfo, Option<i64>), StorageError> {
-        self.append_unflushed(Input::Shared(records), now_ms, None)
+        self.append_unflushed(Input::Shared(records), now_ms, None, &[])
     }
 
     /// [`Log::append_shared`] as the leader in `leader_epoch` (stamps each
@@ -426,7 +446,7 @@ impl Log {
         now_ms: i64,
         leader_epoch: i32,
     ) -> Result<(AppendInfo, Option<i64>), StorageError> {
-        self.append_unflushed(Input::Shared(records), now_ms, Some(leader_epoch))
+        self.append_unflushed(Input::Shared(records), now_ms, Some(leader_epoch), &[])
     }
 
     /// Appends batches a follower fetched from its leader, as the leader
@@ -462,7 +482,33 @@ impl Log {
         records: &[u8],
         now_ms: i64,
     ) -> Result<(AppendInfo, Option<i64>), StorageError> {
-        self.append_unflushed(Input::AsStored(records), now_ms, None)
+        self.append_unflushed(Input::AsStored(records), now_ms, None, &[])
+    }
+
+    /// [`Log::append_as_follower_deferring_flush`] of batches that end
+    /// aborted transactions: `aborts` names their ABORT markers, whose
+    /// `.txnindex` entries are written with the batches (all or nothing).
+    pub fn append_as_follower_ending_txns(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+        aborts: &[AbortMarker],
+    ) -> Result<(AppendInfo, Option<i64>), StorageError> {
+        self.append_unflushed(Input::AsStored(records), now_ms, None, aborts)
+    }
+
+    /// [`Log::append_deferring_flush`] (as the leader in `leader_epoch`,
+    /// when given) of batches that end aborted transactions: `aborts` names
+    /// their ABORT markers, whose `.txnindex` entries are written with the
+    /// batches (all or nothing).
+    pub fn append_ending_txns(
+        &self,
+        records: &mut [u8],
+        now_ms: i64,
+        leader_epoch: Option<i32>,
+        aborts: &[AbortMarker],
+    ) -> Result<(AppendInfo, Option<i64>), StorageError> {
+        self.append_unflushed(Input::Mut(records), now_ms, leader_epoch, aborts)
     }
 
     fn append_inner(
@@ -471,7 +517,8 @@ impl Log {
         now_ms: i64,
         leader_epoch: Option<i32>,
     ) -> Result<AppendInfo, StorageError> {
-        let (info, flush) = self.append_unflushed(Input::Mut(records), now_ms, leader_epoch)?;
+        let (info, flush) =
+            self.append_unflushed(Input::Mut(records), now_ms, leader_epoch, &[])?;
         if let Some(end) = flush {
             self.flush_through(end, now_ms)?;
         }
@@ -485,6 +532,7 @@ impl Log {
         input: Input<'_>,
         now_ms: i64,
         leader_epoch: Option<i32>,
+        aborts: &[AbortMarker],
     ) -> Result<(AppendInfo, Option<i64>), StorageError> {
         let config = {
             let g = self.lock();
@@ -507,6 +555,14 @@ impl Log {
         } else {
             validate(bytes, &config, now_ms)?
         };
+        for a in aborts {
+            if !valid.is_control(a.batch) {
+                return Err(StorageError::InvalidArgument(format!(
+                    "{a:?}: batch {} of the append is not a control batch",
+                    a.batch
+                )));
+            }
+        }
         let mut g = self.lock();
         if g.closed {
             return Err(StorageError::Closed(self.tp.to_string()));
@@ -563,14 +619,31 @@ impl Log {
             max_ts,
             now_ms,
         )?;
+        let storage = self.storage.clone();
         let seg = g.active();
         let old_size = seg.size;
-        if let Err(e) = seg.append(
-            records,
-            &batches,
-            config.index_interval_bytes,
-            write_base_offsets,
-        ) {
+        let appended = seg
+            .append(
+                records,
+                &batches,
+                config.index_interval_bytes,
+                write_base_offsets,
+            )
+            .and_then(|()| {
+                aborts.iter().try_for_each(|a| {
+                    let last = batches.get(a.batch).map_or(base, |b| b.base_offset);
+                    seg.txn_index.append(
+                        &*storage,
+                        AbortedTxn {
+                            producer_id: a.producer_id,
+                            first_offset: a.first_offset,
+                            last_offset: last,
+                            last_stable_offset: a.next_open_offset.unwrap_or(last + 1),
+                        },
+                    )
+                })
+            });
+        if let Err(e) = appended {
             // Undo derived state, and cut what part of the write reached the
             // file (a full disk fails part-way): the segment must end on a
             // batch boundary, or a later restart would take the partial
@@ -578,6 +651,7 @@ impl Log {
             // still write at `size` and the next start cuts the rest.
             let _ = seg.index.truncate_to_position(old_size as u32);
             let _ = seg.time_index.truncate_to(base);
+            let _ = seg.txn_index.truncate_to(base);
             seg.size = old_size;
             seg.next_offset = base;
             seg.recent.clear();
@@ -727,6 +801,7 @@ impl Log {
             old.time_index
                 .sync()
                 .at(&old.path(crate::segment::TIME_INDEX_SUFFIX))?;
+            old.txn_index.sync()?;
         }
         let seg = match Segment::create(
             &*self.storage,
@@ -755,8 +830,8 @@ impl Log {
     /// Removes what exists of the files of a segment at `base` that never
     /// became part of the log (best effort: a failure is logged).
     fn remove_segment_files(&self, base: i64) {
-        use crate::segment::{INDEX_SUFFIX, TIME_INDEX_SUFFIX, file_name};
-        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        use crate::segment::{SEGMENT_SUFFIXES, file_name};
+        for suffix in SEGMENT_SUFFIXES {
             let p = self.dir.join(file_name(base, suffix));
             if self.storage.exists(&p)
                 && let Err(e) = self.storage.remove_file(&p)
@@ -787,6 +862,7 @@ impl Log {
         }
         let mut regions = Vec::new();
         let mut total = 0usize;
+        let mut end_offset = fetch_offset;
         let start_base = g
             .segments
             .range(..=fetch_offset)
@@ -849,6 +925,10 @@ impl Log {
                         if total == 0 {
                             return Err(seg.damage_error(&d));
                         }
+                        if cut > 0 {
+                            // The batch counted last was the damaged one.
+                            end_offset = end_offset.min(d.offset);
+                        }
                         stop = true;
                         break;
                     }
@@ -863,6 +943,7 @@ impl Log {
                 }
                 total += size;
                 end += size as u64;
+                end_offset = end_offset.max(last_offset + 1);
                 if total >= max_bytes {
                     stop = true;
                     break;
@@ -882,6 +963,7 @@ impl Log {
         Ok(ReadResult {
             regions,
             total_bytes: total,
+            end_offset,
             log_start_offset: g.log_start,
             high_watermark: g.hw,
             log_end_offset: g.leo,
@@ -1194,17 +1276,25 @@ impl Log {
                 seg.write_index_entries()?;
             }
             let mut files = Vec::new();
+            // Aborted-transaction entries are written with their markers:
+            // every segment's written entries are synced with its log, the
+            // holder's too (recovery cannot rebuild them from its batches).
+            let mut txn_files = Vec::new();
             for (&base, seg) in g.segments.range(from..upto) {
                 if base < holder {
                     files.extend(seg.files());
                 } else {
                     files.push(seg.log.clone());
                 }
+                txn_files.extend(seg.txn_index.take_unsynced());
             }
             let truncations = g.truncations;
             g.flush.syncing_to = Some(upto);
             drop(g);
-            let synced = files.iter().try_for_each(|f| f.sync().at(&self.dir));
+            let synced = files
+                .iter()
+                .try_for_each(|f| f.sync().at(&self.dir))
+                .and_then(|()| txn_index::sync_taken(&txn_files));
             g = self.lock();
             g.flush.syncing_to = None;
             g.flush.done.notify_all();

@@ -8,11 +8,15 @@ use crate::epochs::{self, LeaderEpochCache};
 use crate::error::{IoContext, StorageError};
 use crate::log::{Inner, Log, remove_producer_snapshots_above, roll_jitter};
 use crate::segment::{
-    Damage, INDEX_SUFFIX, LOG_SUFFIX, Segment, TIME_INDEX_SUFFIX, parse_file_name, read_all,
+    Damage, INDEX_SUFFIX, LOG_SUFFIX, SEGMENT_SUFFIXES, Segment, TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX, parse_file_name, read_all,
 };
+use crate::txn_index::AbortedTxn;
+use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use weir_protocol::records::ControlRecordType;
 
 /// What the log manager knows about a log it opens.
 #[derive(Debug, Clone, Copy)]
@@ -42,13 +46,15 @@ impl Log {
         let path = |n: &str| dir.join(n);
 
         // 1. Leftovers of interrupted deletes and cleanings.
+        let names: BTreeSet<&str> = files
+            .iter()
+            .filter(|(_, is_dir)| !is_dir)
+            .map(|(n, _)| n.as_str())
+            .collect();
         let mut swaps = Vec::new();
         let mut logs = BTreeSet::new();
         let mut indexes = Vec::new();
-        for (name, is_dir) in &files {
-            if *is_dir {
-                continue;
-            }
+        for &name in &names {
             if name.ends_with(".deleted") || name.ends_with(".cleaned") {
                 // A delete already decided, or a cleaning that never reached
                 // the swap step: the originals are still in place.
@@ -60,12 +66,14 @@ impl Log {
                     LOG_SUFFIX => {
                         logs.insert(base);
                     }
-                    INDEX_SUFFIX | TIME_INDEX_SUFFIX => indexes.push((base, name.clone())),
+                    INDEX_SUFFIX | TIME_INDEX_SUFFIX | TXN_INDEX_SUFFIX => {
+                        indexes.push((base, name.to_string()))
+                    }
                     _ => {}
                 }
             }
         }
-        complete_swaps(&*storage, dir, &swaps, &mut logs)?;
+        complete_swaps(&*storage, dir, &swaps, &names, &mut logs)?;
         for (base, name) in indexes {
             if !logs.contains(&base) && storage.exists(&path(&name)) {
                 storage.remove_file(&path(&name)).at(&path(&name))?;
@@ -93,8 +101,10 @@ impl Log {
         };
         let mut segments = BTreeMap::new();
         let mut rebuild = BTreeSet::new();
+        // Segments whose aborted-transaction index is damaged.
+        let mut txn_damaged = BTreeSet::new();
         for &base in &logs {
-            let (seg, bad_index) = Segment::open(
+            let (seg, bad_index, txn_damage) = Segment::open(
                 &*storage,
                 dir,
                 base,
@@ -105,6 +115,9 @@ impl Log {
             )?;
             if bad_index {
                 rebuild.insert(base);
+            }
+            if txn_damage.is_some() {
+                txn_damaged.insert(base);
             }
             segments.insert(base, seg);
         }
@@ -130,6 +143,9 @@ impl Log {
             }
             let r = seg.recover(config.index_interval_bytes)?;
             recovered_any = true;
+            if r.txn_mismatches > 0 {
+                txn_damaged.insert(base);
+            }
             if let Some((position, reason, expected)) = r.invalid {
                 if !unflushed || expected < rp || opts.clean_shutdown {
                     // Damage in data that was flushed: not a torn write.
@@ -212,6 +228,18 @@ impl Log {
             let seg = new_segment(base)?;
             segments.insert(base, seg);
             recovered_any = true;
+        }
+
+        // A damaged transaction index (a torn entry, garbage, an entry
+        // without its marker in the log) may have lost entries that its
+        // batches cannot give back alone: rebuild every index from the
+        // log. (Whole entries a crash lost with nothing torn leave no
+        // trace here; the broker indexes them again when it replays the
+        // batches after its producer snapshot, below which entries are
+        // durable.)
+        if txn_damaged.iter().any(|b| segments.contains_key(b)) {
+            tracing::warn!(tp = %tp, segments = ?txn_damaged, "damaged aborted-transaction index; rebuilding every segment's from the log");
+            rebuild_txn_indexes(&*storage, &tp, &mut segments)?;
         }
 
         // 4. The active segment.
@@ -380,6 +408,71 @@ fn after_damaged_active(seg: &Segment, rp: i64, expected: i64) -> i64 {
     rp.clamp(expected.max(seg.base_offset + 1), max.max(expected + 1))
 }
 
+/// Rebuilds the aborted-transaction index of every segment from the
+/// batches, oldest first, as the producer state would have written them:
+/// a producer's transactional batch opens its transaction when none is
+/// open, its COMMIT or ABORT marker closes it, and an ABORT of an open
+/// transaction is indexed with the first offset of the earliest other
+/// transaction still open (else its own offset + 1) as last stable offset.
+/// Reads every batch header of the log (and the records of its control
+/// batches): for damage, not for every start. A transaction begun before
+/// the first segment counts from its first batch in the log.
+pub(crate) fn rebuild_txn_indexes(
+    storage: &dyn Storage,
+    tp: &TopicPartition,
+    segments: &mut BTreeMap<i64, Segment>,
+) -> Result<(), StorageError> {
+    // Open transactions: by first offset, and each producer's.
+    let mut open: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut first_of: HashMap<i64, i64> = HashMap::new();
+    let mut total = 0usize;
+    for seg in segments.values_mut() {
+        let mut entries = Vec::new();
+        let path = seg.path(LOG_SUFFIX);
+        let mut sc = crate::batch::BatchScanner::new(&*seg.log, 0, seg.readable_end(), false);
+        while let Some(crate::batch::Scanned::Batch {
+            position,
+            header: h,
+        }) = sc.next_batch().at(&path)?
+        {
+            if h.producer_id < 0 {
+                continue;
+            }
+            if !h.is_control() {
+                if h.is_transactional() && !first_of.contains_key(&h.producer_id) {
+                    first_of.insert(h.producer_id, h.base_offset);
+                    open.insert(h.base_offset, h.producer_id);
+                }
+                continue;
+            }
+            let kind = crate::batch::read_control_type(&*seg.log, position, &h).at(&path)?;
+            if !matches!(
+                kind,
+                Some(ControlRecordType::Abort | ControlRecordType::Commit)
+            ) {
+                continue;
+            }
+            let Some(first) = first_of.remove(&h.producer_id) else {
+                continue;
+            };
+            open.remove(&first);
+            if kind == Some(ControlRecordType::Abort) {
+                entries.push(AbortedTxn {
+                    producer_id: h.producer_id,
+                    first_offset: first,
+                    last_offset: h.base_offset,
+                    last_stable_offset: open.keys().next().copied().unwrap_or(h.base_offset + 1),
+                });
+            }
+        }
+        total += entries.len();
+        seg.txn_index.replace(storage, entries)?;
+        seg.txn_index.sync()?;
+    }
+    tracing::info!(%tp, entries = total, "rebuilt the aborted-transaction indexes");
+    Ok(())
+}
+
 fn read_topic_id(storage: &dyn Storage, dir: &Path) -> Result<[u8; 16], StorageError> {
     let p = dir.join(PARTITION_METADATA);
     if !storage.exists(&p) {
@@ -403,13 +496,33 @@ fn complete_swaps(
     storage: &dyn Storage,
     dir: &Path,
     swaps: &[String],
+    names: &BTreeSet<&str>,
     logs: &mut BTreeSet<i64>,
 ) -> Result<(), StorageError> {
+    let name = |base: i64, suffix: &str| crate::segment::file_name(base, suffix);
     for stem in swaps {
         let swap_path = dir.join(format!("{stem}.swap"));
         let Some((base, suffix)) = parse_file_name(stem) else {
             continue;
         };
+        if suffix == TXN_INDEX_SUFFIX {
+            // The cleaner renames it `.swap` before its log's swap and into
+            // place after it (see `cleaner::worker`): with the log's swap
+            // here it goes with it (below); with the log's `.cleaned` here
+            // the swap never started; with neither, it completed.
+            let log = name(base, LOG_SUFFIX);
+            if names.contains(format!("{log}.swap").as_str()) {
+                continue;
+            }
+            if names.contains(format!("{log}.cleaned").as_str()) {
+                storage.remove_file(&swap_path).at(&swap_path)?;
+            } else {
+                let target = dir.join(name(base, TXN_INDEX_SUFFIX));
+                storage.rename(&swap_path, &target).at(&target)?;
+                storage.sync_dir(dir).at(dir)?;
+            }
+            continue;
+        }
         if suffix != LOG_SUFFIX {
             storage.remove_file(&swap_path).at(&swap_path)?;
             continue;
@@ -433,21 +546,27 @@ fn complete_swaps(
         drop(f);
         let replaced: Vec<i64> = logs.range(base..=last).copied().collect();
         for b in replaced {
-            for s in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-                let p = dir.join(crate::segment::file_name(b, s));
+            for s in SEGMENT_SUFFIXES {
+                let p = dir.join(name(b, s));
                 if storage.exists(&p) {
                     storage.remove_file(&p).at(&p)?;
                 }
             }
             logs.remove(&b);
         }
-        let target: PathBuf = dir.join(crate::segment::file_name(base, LOG_SUFFIX));
+        let target: PathBuf = dir.join(name(base, LOG_SUFFIX));
         storage.rename(&swap_path, &target).at(&target)?;
         for s in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-            let p = dir.join(crate::segment::file_name(base, s));
+            let p = dir.join(name(base, s));
             if storage.exists(&p) {
                 storage.remove_file(&p).at(&p)?;
             }
+        }
+        // The cleaned segment's transaction index, when it has entries.
+        let txn_swap = dir.join(format!("{}.swap", name(base, TXN_INDEX_SUFFIX)));
+        if storage.exists(&txn_swap) {
+            let p = dir.join(name(base, TXN_INDEX_SUFFIX));
+            storage.rename(&txn_swap, &p).at(&p)?;
         }
         logs.insert(base);
         storage.sync_dir(dir).at(dir)?;

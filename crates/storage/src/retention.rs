@@ -7,7 +7,7 @@
 //!    log's map (new reads cannot reach it; reads that already hold a
 //!    [`crate::FileRegion`] keep their open file);
 //! 2. `log-start-offset-checkpoint` is written;
-//! 3. its three files are renamed `<name>.deleted` and the dir is synced;
+//! 3. its files are renamed `<name>.deleted` and the dir is synced;
 //! 4. after `file.delete.delay.ms` the `.deleted` files are unlinked (on
 //!    restart, recovery removes any that are left).
 //!
@@ -29,7 +29,7 @@ use crate::config::LogConfig;
 use crate::error::{IoContext, StorageError};
 use crate::log::Log;
 use crate::manager::LogManager;
-use crate::segment::{INDEX_SUFFIX, LOG_SUFFIX, Segment, TIME_INDEX_SUFFIX};
+use crate::segment::{SEGMENT_SUFFIXES, Segment};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -295,7 +295,7 @@ fn rename_deleted(
     seg: &Segment,
 ) -> Result<Vec<PathBuf>, StorageError> {
     let mut out = Vec::new();
-    for s in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+    for s in SEGMENT_SUFFIXES {
         let p = seg.path(s);
         let mut d = p.clone().into_os_string();
         d.push(".deleted");

@@ -1,4 +1,5 @@
-//! One segment: a `.log` file of record batches plus its two sparse indexes.
+//! One segment: a `.log` file of record batches plus its two sparse indexes
+//! and, once it holds an aborted transaction's marker, its `.txnindex`.
 //!
 //! Invariants: `size` is the byte length of whole, valid batches in the log
 //! file; every index entry points at the start of one of those batches and
@@ -7,16 +8,28 @@
 //! offset of the first batch that carried it.
 
 use crate::backend::{Storage, StorageFile};
-use crate::batch::{BatchScanner, Scanned, read_header};
+use crate::batch::{BatchScanner, Scanned, read_control_type, read_header};
 use crate::error::{IoContext, StorageError};
 use crate::index::{OffsetIndex, TimeIndex, parse_offset_index, parse_time_index};
+use crate::txn_index::TxnIndex;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use weir_protocol::records::BatchHeader;
+use weir_protocol::records::{BatchHeader, ControlRecordType};
 
 pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// The aborted-transaction index (see [`crate::txn_index`]); exists only
+/// for segments with an entry.
+pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
+/// Every file a segment may have: they are deleted, renamed and replaced
+/// together.
+pub const SEGMENT_SUFFIXES: [&str; 4] = [
+    LOG_SUFFIX,
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+];
 /// Kafka's producer state snapshot, `<20-digit offset>.snapshot`, written
 /// into the partition dir by the broker; the offset is the log end offset
 /// whose state it holds. Storage removes the ones above the log end offset
@@ -46,6 +59,10 @@ pub(crate) struct Recovered {
     pub truncated_bytes: u64,
     /// Where and why the scan stopped early, with the offset expected there.
     pub invalid: Option<(u64, String, i64)>,
+    /// Aborted-transaction entries dropped although their offset is in the
+    /// valid prefix: no ABORT marker of theirs stands there, so the index
+    /// file holds garbage (a marker lost with the torn tail is not counted).
+    pub txn_mismatches: usize,
 }
 
 #[derive(Debug)]
@@ -56,6 +73,8 @@ pub(crate) struct Segment {
     pub size: u64,
     pub index: OffsetIndex,
     pub time_index: TimeIndex,
+    /// The aborted transactions whose ABORT marker lies in this segment.
+    pub txn_index: TxnIndex,
     pub max_timestamp: i64,
     pub offset_of_max_timestamp: i64,
     pub bytes_since_index: u64,
@@ -257,6 +276,11 @@ impl Segment {
         let tfile = storage.open(&tp, true).at(&tp)?;
         tfile.set_len(0).at(&tp)?;
         let time_index = TimeIndex::create(tfile, base_offset, index_bytes).at(&tp)?;
+        // A leftover aborted-transaction index would describe other batches.
+        let xp = p(TXN_INDEX_SUFFIX);
+        if storage.exists(&xp) {
+            storage.remove_file(&xp).at(&xp)?;
+        }
         Ok(Segment {
             base_offset,
             dir: dir.to_path_buf(),
@@ -264,6 +288,7 @@ impl Segment {
             size: 0,
             index,
             time_index,
+            txn_index: TxnIndex::empty(xp, base_offset),
             max_timestamp: -1,
             offset_of_max_timestamp: base_offset,
             bytes_since_index: 0,
@@ -278,7 +303,9 @@ impl Segment {
 
     /// Opens an existing segment. Index files that are missing or fail the
     /// sanity check (or are not loaded) come back empty with
-    /// `needs_rebuild = true`.
+    /// `needs_rebuild = true`. The aborted-transaction index is always
+    /// loaded: its valid entries are kept, and the third value says why its
+    /// file does not end with them, if it does not (the caller rebuilds it).
     pub fn open(
         storage: &dyn Storage,
         dir: &Path,
@@ -287,7 +314,7 @@ impl Segment {
         now_ms: i64,
         roll_jitter_ms: i64,
         load_indexes: bool,
-    ) -> Result<(Segment, bool), StorageError> {
+    ) -> Result<(Segment, bool, Option<String>), StorageError> {
         let p = |s| dir.join(file_name(base_offset, s));
         let log_path = p(LOG_SUFFIX);
         let log = storage.open(&log_path, false).at(&log_path)?;
@@ -356,6 +383,10 @@ impl Segment {
             }
         };
         let time_index = TimeIndex::from_entries(tfile, base_offset, tentries, index_bytes);
+        let (txn_index, txn_damage) = TxnIndex::open(storage, p(TXN_INDEX_SUFFIX), base_offset)?;
+        if let Some(reason) = &txn_damage {
+            tracing::warn!(path = %txn_index.path().display(), %reason, "damaged aborted-transaction index");
+        }
         let (max_ts, max_off) = time_index.last_entry();
         let mut seg = Segment {
             base_offset,
@@ -364,6 +395,7 @@ impl Segment {
             size,
             index,
             time_index,
+            txn_index,
             max_timestamp: max_ts,
             offset_of_max_timestamp: max_off,
             bytes_since_index: 0,
@@ -383,7 +415,7 @@ impl Segment {
             // the disk): take the rest from the batch headers after it.
             seg.scan_max_timestamp()?;
         }
-        Ok((seg, needs_rebuild))
+        Ok((seg, needs_rebuild, txn_damage))
     }
 
     fn scan_max_timestamp(&mut self) -> Result<(), StorageError> {
@@ -664,6 +696,8 @@ impl Segment {
         let mut next = self.base_offset;
         let mut valid = 0u64;
         let mut invalid = None;
+        // ABORT markers of the valid prefix, as (offset, producer id).
+        let mut aborts = Vec::new();
         let file = self.log.clone();
         let mut sc = BatchScanner::new(&*file, 0, self.size, true);
         while let Some(item) = sc.next_batch().at(&log_path)? {
@@ -695,6 +729,13 @@ impl Segment {
                         header.total_size() as u64,
                         index_interval,
                     );
+                    if header.is_control()
+                        && header.producer_id >= 0
+                        && read_control_type(&*file, position, &header).at(&log_path)?
+                            == Some(ControlRecordType::Abort)
+                    {
+                        aborts.push((header.base_offset, header.producer_id));
+                    }
                     next = last + 1;
                     valid = position + header.total_size() as u64;
                 }
@@ -705,6 +746,9 @@ impl Segment {
             }
         }
         self.next_offset = next;
+        // Entries whose ABORT marker is not in the valid prefix (lost with
+        // a torn tail, or cut) go.
+        let txn_mismatches = self.keep_txns_with_markers(&aborts, next)?;
         // On a full disk the rebuilt entries stay in memory (lookups use
         // them) and reach the file with a later write: opening a log to
         // read it must not need free space.
@@ -718,7 +762,44 @@ impl Segment {
             valid_bytes: valid,
             truncated_bytes: self.size - valid,
             invalid,
+            txn_mismatches,
         })
+    }
+
+    /// Keeps the aborted-transaction entries whose ABORT marker (of their
+    /// producer, at their last offset) is among `aborts` (the segment's
+    /// markers, in offset order): the others describe batches a crash or a
+    /// cut took, or are garbage. Returns how many of those that went lie
+    /// below `end` (the offset after the valid prefix): garbage.
+    fn keep_txns_with_markers(
+        &mut self,
+        aborts: &[(i64, i64)],
+        end: i64,
+    ) -> Result<usize, StorageError> {
+        let entries = self.txn_index.entries();
+        let kept: Vec<_> = entries
+            .iter()
+            .filter(|e| {
+                aborts
+                    .binary_search_by_key(&e.last_offset, |&(o, _)| o)
+                    .is_ok_and(|i| aborts[i].1 == e.producer_id)
+            })
+            .copied()
+            .collect();
+        let dropped = entries.len() - kept.len();
+        if dropped == 0 {
+            return Ok(0);
+        }
+        let mismatches = entries
+            .iter()
+            .filter(|e| e.last_offset < end && !kept.contains(e))
+            .count();
+        tracing::warn!(
+            path = %self.txn_index.path().display(), dropped,
+            "aborted-transaction entries without their ABORT marker in the log removed"
+        );
+        self.txn_index.retain(kept)?;
+        Ok(mismatches)
     }
 
     /// Cuts the log at the start of the first batch whose last offset is
@@ -734,6 +815,7 @@ impl Segment {
         let log_path = self.path(LOG_SUFFIX);
         self.log.set_len(pos).at(&log_path)?;
         self.size = pos;
+        self.txn_index.truncate_to(cut.base_offset)?;
         // Simplest correct way to restore every derived field: rebuild.
         let r = self.recover(index_interval)?;
         if let Some((position, reason, _)) = r.invalid {
@@ -831,12 +913,13 @@ impl Segment {
         self.log.sync().at(&self.path(LOG_SUFFIX))?;
         self.index.sync().at(&self.path(INDEX_SUFFIX))?;
         self.time_index.sync().at(&self.path(TIME_INDEX_SUFFIX))?;
+        self.txn_index.sync()?;
         Ok(())
     }
 
-    /// Renames the three files to `<name>.deleted`, then removes them.
+    /// Renames the segment's files to `<name>.deleted`, then removes them.
     pub fn delete(&self, storage: &dyn Storage) -> Result<(), StorageError> {
-        for s in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for s in SEGMENT_SUFFIXES {
             let p = self.path(s);
             let mut d = p.clone().into_os_string();
             d.push(".deleted");
@@ -846,7 +929,7 @@ impl Segment {
             }
         }
         storage.sync_dir(&self.dir).at(&self.dir)?;
-        for s in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for s in SEGMENT_SUFFIXES {
             let mut d = self.path(s).into_os_string();
             d.push(".deleted");
             let d = PathBuf::from(d);

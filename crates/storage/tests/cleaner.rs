@@ -13,7 +13,9 @@ use weir_protocol::records::{
 };
 use weir_storage::backend::{CrashMode, MemStorage, Storage, StorageFile};
 use weir_storage::cleaner::{CleanerConfig, Clock, LogCleaner};
-use weir_storage::{LogConfig, LogManager, LogManagerConfig, Ratio, TopicPartition};
+use weir_storage::{
+    AbortMarker, AbortedTxn, LogConfig, LogManager, LogManagerConfig, Ratio, TopicPartition,
+};
 
 const DELETE_RETENTION: i64 = 10_000;
 
@@ -372,6 +374,103 @@ fn crash_at_every_step_of_a_cleaning() {
                 })
                 .count();
             assert_eq!(leftovers, 0, "step {step}");
+        }
+        if finished {
+            assert!(step > 10, "the cleaning took only {step} operations");
+            break;
+        }
+        step += 1;
+    }
+}
+
+/// Aborted transactions survive a cleaning (markers and transactional
+/// batches are kept for now): the segments' `.txnindex` entries move to the
+/// cleaned segment, also when the cleaning crashes at any file operation.
+#[test]
+fn crash_at_every_step_of_a_cleaning_keeps_the_aborted_transactions() {
+    let mut step = 0u64;
+    loop {
+        let mem = MemStorage::new();
+        let budget = Arc::new(Budget(AtomicU64::new(u64::MAX)));
+        let storage = Arc::new(CrashStorage(mem.clone(), budget.clone()));
+        let mgr = manager(storage, 0);
+        let log = mgr.create_log(&tp(), [3; 16], config()).unwrap();
+        let mut entries = Vec::new();
+        for i in 0..24u8 {
+            let pid = i64::from(i % 3);
+            let mut data = RecordBatchBuilder::new(Compression::None)
+                .producer(pid, 0, 0)
+                .transactional(true);
+            data.push(
+                0,
+                Some(Bytes::from(format!("key-{}", i % 4))),
+                Some(Bytes::from(vec![i; 20])),
+                Vec::new(),
+            )
+            .unwrap();
+            let first = log
+                .append(&mut data.build().unwrap().as_bytes().to_vec(), 0)
+                .unwrap()
+                .base_offset;
+            let abort = i % 2 == 0;
+            let m = if abort {
+                EndTxnMarker::abort(0)
+            } else {
+                EndTxnMarker::commit(0)
+            };
+            let mut marker = RecordBatchBuilder::end_txn_marker_batch(0, 0, pid, 0, 0, &m)
+                .unwrap()
+                .as_bytes()
+                .to_vec();
+            let aborts: Vec<AbortMarker> = abort
+                .then_some(AbortMarker {
+                    batch: 0,
+                    producer_id: pid,
+                    first_offset: first,
+                    next_open_offset: None,
+                })
+                .into_iter()
+                .collect();
+            let (info, _) = log
+                .append_ending_txns(&mut marker, 0, None, &aborts)
+                .unwrap();
+            if abort {
+                entries.push(AbortedTxn {
+                    producer_id: pid,
+                    first_offset: first,
+                    last_offset: info.base_offset,
+                    last_stable_offset: info.base_offset + 1,
+                });
+            }
+        }
+        log.flush().unwrap();
+        log.set_high_watermark(log.log_end_offset());
+        assert_eq!(log.all_aborted_txns(), entries);
+        let cleaner = LogCleaner::open(CleanerConfig::default(), &mgr).unwrap();
+        budget.0.store(step, Ordering::SeqCst);
+        let r = cleaner.clean_now(&mgr, &tp(), &VClock(AtomicI64::new(1_000)));
+        let finished = r.is_ok();
+        if finished {
+            let s = r.unwrap().unwrap();
+            assert!(s.segments_swapped > 1 && s.records_dropped > 0, "{s:?}");
+            assert_eq!(log.all_aborted_txns(), entries);
+        }
+        for mode in [CrashMode::LoseUnsynced, CrashMode::KeepWritten] {
+            let after = mem.crash(mode);
+            let mgr2 = manager(Arc::new(after.clone()), 2_000);
+            assert!(mgr2.failed_logs().is_empty(), "step {step}");
+            let log2 = mgr2.get(&tp()).unwrap();
+            assert_eq!(log2.all_aborted_txns(), entries, "step {step} {mode:?}");
+            let leftovers: Vec<String> = after
+                .list_dir(&PathBuf::from("/data/c-0"))
+                .unwrap()
+                .into_iter()
+                .map(|(n, _)| n)
+                .filter(|n| {
+                    n.ends_with(".cleaned") || n.ends_with(".swap") || n.ends_with(".deleted")
+                })
+                .collect();
+            assert!(leftovers.is_empty(), "step {step}: {leftovers:?}");
         }
         if finished {
             assert!(step > 10, "the cleaning took only {step} operations");

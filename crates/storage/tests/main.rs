@@ -20,3 +20,4 @@ mod model;
 mod retention;
 mod startup_faults;
 mod truncation;
+mod txn_index;

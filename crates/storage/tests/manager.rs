@@ -196,7 +196,8 @@ fn tick_flushes_per_flush_ms() {
 }
 
 /// Files of Kafka's that the storage layer does not own (the log owns
-/// `leader-epoch-checkpoint`, see `leader_epochs`).
+/// `leader-epoch-checkpoint`, see `leader_epochs`, and `.txnindex`, see
+/// `txn_index`: a damaged one is rebuilt from the log).
 #[test]
 fn kafka_side_files_are_left_alone() {
     let m = MemStorage::new();
@@ -209,15 +210,18 @@ fn kafka_side_files_are_left_alone() {
         PathBuf::from("/d1/replication-offset-checkpoint"),
         PathBuf::from("/d1/cleaner-offset-checkpoint"),
         dir.join("00000000000000000000.snapshot"),
-        dir.join("00000000000000000000.txnindex"),
     ];
     for p in &extra {
         m.write_all(p, b"kafka").unwrap();
     }
+    let txn_index = dir.join("00000000000000000000.txnindex");
+    m.write_all(&txn_index, b"kafka").unwrap();
     let mgr2 = LogManager::open(cfg(&m), 0).unwrap();
     assert!(mgr2.failed_logs().is_empty());
     assert_eq!(mgr2.logs().len(), 2);
     for p in &extra {
         assert_eq!(m.read_all(p).unwrap(), b"kafka", "{}", p.display());
     }
+    // The batches hold no aborted transaction: rebuilt empty.
+    assert_eq!(m.read_all(&txn_index).unwrap(), b"");
 }

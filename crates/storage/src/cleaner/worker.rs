@@ -3,23 +3,31 @@
 //!
 //! Swap order for a group whose first segment has base `B` (the log's lock
 //! is held throughout, so appends and reads see old or new segments):
-//! 1. `B.log.cleaned` written and fsynced;
-//! 2. renamed `B.log.swap`, dir fsynced — from here recovery completes the
-//!    swap (it replaces every segment whose base lies in the swap file's
-//!    offset range; the last batch of a group is always kept, emptied if
-//!    need be, so the range reaches the group's end);
+//! 1. `B.log.cleaned` written and fsynced; when the group's segments hold
+//!    aborted transactions, their entries (markers are kept) written to
+//!    `B.txnindex.cleaned`, fsynced and renamed `B.txnindex.swap`;
+//! 2. `B.log.cleaned` renamed `B.log.swap`, dir fsynced — from here recovery
+//!    completes the swap (it replaces every segment whose base lies in the
+//!    swap file's offset range; the last batch of a group is always kept,
+//!    emptied if need be, so the range reaches the group's end);
 //! 3. the old segments' files renamed `.deleted`, dir fsynced;
-//! 4. `B.log.swap` renamed `B.log`, dir fsynced, indexes rebuilt;
+//! 4. `B.log.swap` renamed `B.log`, then `B.txnindex.swap` renamed
+//!    `B.txnindex`, dir fsynced, indexes rebuilt;
 //! 5. the `.deleted` files unlinked (open readers keep their files).
 //!
-//! A crash before 2 leaves a `.cleaned` file that recovery deletes.
+//! A crash before 2 leaves a `.cleaned` file that recovery deletes (and a
+//! `B.txnindex.swap` beside `B.log.cleaned`, deleted too); one between the
+//! two renames of 4 leaves `B.txnindex.swap` alone, which recovery renames
+//! into place.
 
 use super::offset_map::OffsetMap;
 use super::{CleanerConfig, Clock};
 use crate::backend::{Storage, StorageFile};
 use crate::error::{IoContext, StorageError};
 use crate::log::{Log, roll_jitter};
-use crate::segment::{INDEX_SUFFIX, LOG_SUFFIX, Segment, TIME_INDEX_SUFFIX, file_name, read_all};
+use crate::segment::{
+    LOG_SUFFIX, SEGMENT_SUFFIXES, Segment, TXN_INDEX_SUFFIX, file_name, read_all,
+};
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -428,12 +436,30 @@ fn swap_in(
         storage.remove_file(&cleaned).at(&cleaned)?;
         return Ok(());
     }
+    // The group's aborted transactions (their markers are kept) index the
+    // new segment.
+    let txns: Vec<crate::AbortedTxn> = group
+        .iter()
+        .filter_map(|s| g.segments.get(&s.base))
+        .flat_map(|seg| seg.txn_index.entries().iter().copied())
+        .collect();
+    let txn_final = dir.join(file_name(base, TXN_INDEX_SUFFIX));
+    let txn_swap = PathBuf::from(format!("{}.swap", txn_final.display()));
+    if !txns.is_empty() {
+        let txn_cleaned = PathBuf::from(format!("{}.cleaned", txn_final.display()));
+        let f = storage.open(&txn_cleaned, true).at(&txn_cleaned)?;
+        let bytes: Vec<u8> = txns.iter().flat_map(|t| t.to_bytes()).collect();
+        f.set_len(0).at(&txn_cleaned)?;
+        f.write_all_at(&bytes, 0).at(&txn_cleaned)?;
+        f.sync().at(&txn_cleaned)?;
+        storage.rename(&txn_cleaned, &txn_swap).at(&txn_swap)?;
+    }
     storage.rename(&cleaned, &swap).at(&swap)?;
     storage.sync_dir(dir).at(dir)?;
     let mut doomed = Vec::new();
     for s in group {
         if let Some(old) = g.segments.remove(&s.base) {
-            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            for suffix in SEGMENT_SUFFIXES {
                 let p = old.path(suffix);
                 if storage.exists(&p) {
                     let d = deleted_path(&p);
@@ -445,8 +471,11 @@ fn swap_in(
     }
     storage.sync_dir(dir).at(dir)?;
     storage.rename(&swap, &final_path).at(&final_path)?;
+    if !txns.is_empty() {
+        storage.rename(&txn_swap, &txn_final).at(&txn_final)?;
+    }
     storage.sync_dir(dir).at(dir)?;
-    let (mut seg, _) = Segment::open(
+    let (mut seg, _, txn_damage) = Segment::open(
         storage,
         dir,
         base,
@@ -458,6 +487,12 @@ fn swap_in(
     let r = seg.recover(config.index_interval_bytes)?;
     if let Some((position, reason, _)) = r.invalid {
         return Err(corrupt(&final_path, position, reason));
+    }
+    if let Some(reason) = txn_damage {
+        return Err(StorageError::MalformedFile {
+            path: txn_final,
+            reason,
+        });
     }
     seg.on_become_inactive()?;
     seg.flush()?;
