@@ -18,6 +18,7 @@ use crate::groups::Groups;
 use crate::replica_manager::ReplicaManager;
 use crate::topic_config;
 use crate::topics::{self, MetaProperties, TopicMeta, TopicStore, TopicStoreError};
+use crate::transactions::Transactions;
 
 /// Milliseconds since the Unix epoch; injectable for tests.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -128,6 +129,9 @@ pub struct Broker {
     /// The group coordinator; set once at start, after `__consumer_offsets`
     /// was replayed.
     groups: OnceLock<Groups>,
+    /// The transaction coordinator; set once at start, after
+    /// `__transaction_state` was replayed.
+    transactions: OnceLock<Transactions>,
     /// Event counters reported at `/metrics`.
     pub metrics: crate::metrics::BrokerMetrics,
     /// The follower fetches of the partitions this broker follows.
@@ -277,6 +281,7 @@ impl Broker {
             dynamic: RwLock::new(dynamic),
             effective: RwLock::new(Arc::new(config)),
             groups: OnceLock::new(),
+            transactions: OnceLock::new(),
             metrics: crate::metrics::BrokerMetrics::new(now, recovery),
             fetchers: Default::default(),
             producer_ids: RwLock::new(None),
@@ -350,6 +355,17 @@ impl Broker {
     /// Installs the group coordinator (once; later calls are ignored).
     pub fn set_groups(&self, groups: Groups) {
         let _ = self.groups.set(groups);
+    }
+
+    /// The transaction coordinator, once started.
+    pub fn transactions(&self) -> Option<&Transactions> {
+        self.transactions.get()
+    }
+
+    /// Installs the transaction coordinator (once; later calls are
+    /// ignored).
+    pub fn set_transactions(&self, transactions: Transactions) {
+        let _ = self.transactions.set(transactions);
     }
 
     pub fn now_ms(&self) -> i64 {

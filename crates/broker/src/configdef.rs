@@ -370,6 +370,43 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         ),
         1,
     ),
+    // The transaction coordinator (docs/transactions.md); a cluster caps
+    // the replication factor at its live brokers, and min.insync.replicas
+    // of the topic at that factor.
+    min(
+        def("transaction.state.log.num.partitions", Int, Some("50")),
+        1,
+    ),
+    min(
+        def("transaction.state.log.replication.factor", Short, Some("3")),
+        1,
+    ),
+    min(def("transaction.state.log.min.isr", Int, Some("2")), 1),
+    min(
+        def(
+            "transaction.state.log.segment.bytes",
+            Int,
+            Some("104857600"),
+        ),
+        1,
+    ),
+    min(def("transaction.max.timeout.ms", Int, Some("900000")), 1),
+    min(
+        def(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            Int,
+            Some("10000"),
+        ),
+        1,
+    ),
+    min(
+        def(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            Int,
+            Some("3600000"),
+        ),
+        1,
+    ),
     min(
         def("transactional.id.expiration.ms", Int, Some("604800000")),
         1,

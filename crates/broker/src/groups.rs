@@ -40,9 +40,9 @@ pub const ADMIN_CLIENT_ID: &str = "__admin_client";
 
 /// Whether `topic` is an internal topic the broker manages itself
 /// (reported `is_internal` in Metadata, refused to client writes and
-/// administrative changes).
+/// administrative changes): Kafka's `Topic.isInternal`.
 pub fn is_internal_topic(topic: &str) -> bool {
-    topic == OFFSETS_TOPIC
+    topic == OFFSETS_TOPIC || topic == crate::transactions::TRANSACTION_STATE_TOPIC
 }
 
 /// The error of a client Produce to an internal topic, as Kafka's

@@ -110,6 +110,7 @@ pub struct RunningBroker {
     done_rx: mpsc::Receiver<()>,
     ticker: JoinHandle<()>,
     group_timer: JoinHandle<()>,
+    txn_timer: JoinHandle<()>,
 }
 
 /// Opens the data dir, binds the listener and starts serving.
@@ -152,6 +153,12 @@ pub async fn start_with_setup(
     tokio::task::spawn_blocking(move || b.set_groups(crate::groups::Groups::open(&b)))
         .await
         .map_err(|e| BrokerError::Config(format!("group load task failed: {e}")))?;
+    let b = broker.clone();
+    tokio::task::spawn_blocking(move || {
+        b.set_transactions(crate::transactions::Transactions::open(&b))
+    })
+    .await
+    .map_err(|e| BrokerError::Config(format!("transaction load task failed: {e}")))?;
     let local_addr = listener.local_addr()?;
     broker.set_bound_addr(local_addr);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -167,6 +174,10 @@ pub async fn start_with_setup(
         done_tx,
     ));
     let group_timer = tokio::spawn(crate::groups::timer_loop(
+        broker.clone(),
+        shutdown_rx.clone(),
+    ));
+    let txn_timer = tokio::spawn(crate::transactions::run(
         broker.clone(),
         shutdown_rx.clone(),
     ));
@@ -190,6 +201,7 @@ pub async fn start_with_setup(
         done_rx,
         ticker,
         group_timer,
+        txn_timer,
     })
 }
 
@@ -464,6 +476,7 @@ impl RunningBroker {
         }
         let _ = self.ticker.await;
         let _ = self.group_timer.await;
+        let _ = self.txn_timer.await;
         // wait for connection tasks (each finishes its in-flight request)
         while self.done_rx.recv().await.is_some() {}
         let b = self.broker.clone();

@@ -1,13 +1,13 @@
 //! Kafka 4 conformance on the wire, against an in-process broker: offset
 //! commits to partitions that do not exist, authorized operations when a
-//! request asks for them, and transactional requests refused fatally.
+//! request asks for them, and the transaction coordinator's APIs at Kafka
+//! 4's versions.
 
 use crate::common;
 
 use common::*;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 
 /// Every operation Kafka 4.0 supports per resource type, as bit fields
 /// (`1 << AclOperation code`), with no authorizer.
@@ -256,43 +256,47 @@ fn find_txn_coordinator(version: i16) -> RequestBody {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn transactional_requests_are_refused_fatally_and_idempotence_still_works() {
+async fn transactional_apis_are_served_and_idempotence_still_works() {
     let dir = tempfile::tempdir().unwrap();
-    let b = start_broker(dir.path(), &[("offsets.topic.num.partitions", "1")]).await;
+    let b = start_broker(
+        dir.path(),
+        &[
+            ("offsets.topic.num.partitions", "1"),
+            ("transaction.state.log.num.partitions", "1"),
+        ],
+    )
+    .await;
     let mut c = Client::connect(b.local_addr).await;
 
-    // The transaction coordinator's APIs are not advertised (the group
-    // side, TxnOffsetCommit, is).
+    // The transaction coordinator's APIs at Kafka 4's versions; EndTxn
+    // stops at v4 so clients stay on transaction version 1.
     match c
         .call(RequestBody::ApiVersions(Default::default()), 3)
         .await
     {
         ResponseBody::ApiVersions(r) => {
-            let keys: Vec<i16> = r.api_keys.iter().map(|k| k.api_key).collect();
-            assert!(keys.contains(&(ApiKey::InitProducerId as i16)), "{keys:?}");
-            for txn in [
-                ApiKey::AddPartitionsToTxn,
-                ApiKey::AddOffsetsToTxn,
-                ApiKey::EndTxn,
-            ] {
-                assert!(!keys.contains(&(txn as i16)), "{txn:?} advertised");
-            }
+            let range = |key: ApiKey| {
+                r.api_keys
+                    .iter()
+                    .find(|k| k.api_key == key as i16)
+                    .map(|k| (k.min_version, k.max_version))
+            };
+            assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
+            assert_eq!(range(ApiKey::AddPartitionsToTxn), Some((0, 5)));
+            assert_eq!(range(ApiKey::AddOffsetsToTxn), Some((0, 4)));
+            assert_eq!(range(ApiKey::EndTxn), Some((0, 4)));
+            assert_eq!(range(ApiKey::DescribeTransactions), Some((0, 0)));
+            assert_eq!(range(ApiKey::ListTransactions), Some((0, 1)));
         }
         other => panic!("{other:?}"),
     }
 
-    // FindCoordinator for a transactional id: a fatal code, in both shapes.
+    // FindCoordinator for a transactional id names this broker, in both
+    // shapes.
     match c.call(find_txn_coordinator(3), 3).await {
         ResponseBody::FindCoordinator(r) => {
-            assert_eq!(r.error_code, TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
-            assert_eq!(r.node_id, -1);
-            assert!(
-                r.error_message
-                    .as_deref()
-                    .is_some_and(|m| m.contains("transactions are not supported")),
-                "{:?}",
-                r.error_message
-            );
+            assert_eq!(r.error_code, NONE, "{:?}", r.error_message);
+            assert_eq!(r.node_id, b.broker.config.node_id);
         }
         other => panic!("{other:?}"),
     }
@@ -300,11 +304,7 @@ async fn transactional_requests_are_refused_fatally_and_idempotence_still_works(
         ResponseBody::FindCoordinator(r) => {
             assert_eq!(r.coordinators.len(), 2);
             for k in &r.coordinators {
-                assert_eq!(
-                    k.error_code, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    "{}",
-                    k.key
-                );
+                assert_eq!(k.error_code, NONE, "{}", k.key);
             }
         }
         other => panic!("{other:?}"),
@@ -321,8 +321,9 @@ async fn transactional_requests_are_refused_fatally_and_idempotence_still_works(
     };
     match c.call(init(Some("txn-1")), 4).await {
         ResponseBody::InitProducerId(r) => {
-            assert_eq!(r.error_code, TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
-            assert_eq!(r.producer_id, -1);
+            assert_eq!(r.error_code, NONE);
+            assert!(r.producer_id >= 0);
+            assert_eq!(r.producer_epoch, 0);
         }
         other => panic!("{other:?}"),
     }

@@ -235,8 +235,9 @@ async fn find_coordinator_names_this_node_and_creates_the_offsets_topic() {
     else {
         panic!()
     };
-    // transactions are not supported: a fatal code (see tests/conformance.rs)
-    assert_eq!(r.error_code, 53, "transactional id authorization failed");
+    // a transactional id's coordinator is this node too
+    assert_eq!(r.error_code, NONE, "{:?}", r.error_message);
+    assert_eq!(r.node_id, b.broker.config.node_id);
     let md = metadata(&mut c, Some(vec!["__consumer_offsets"]), false).await;
     assert_eq!(md.topics[0].error_code, NONE);
     assert!(md.topics[0].is_internal);

@@ -32,4 +32,6 @@ mod replication_metrics;
 mod retention;
 mod retention_live;
 mod startup_faults;
+mod transactions;
+mod txn_markers;
 mod txn_offsets;

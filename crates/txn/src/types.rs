@@ -132,7 +132,7 @@ pub struct MarkerJob {
     /// The coordinator's load of that partition (it changes when the
     /// partition is loaded again, even at the same leader epoch): a job of
     /// an earlier load is stale.
-    pub(crate) load: u64,
+    pub load: u64,
 }
 
 /// What a write's outcome means for the broker.

@@ -54,13 +54,14 @@ pub async fn create_locally(
             }
         }
         let outcome = if crate::groups::is_internal_topic(&t.name) {
-            // Created by the broker on first group use, with the partition
-            // count group placement depends on and a compacted policy.
+            // Created by the broker when first needed (group or
+            // transactional use), with the partition count placement
+            // depends on and a compacted policy.
             if b.topic(&t.name).is_some() {
                 Err(CreateTopicError::Exists(t.name.clone()))
             } else {
                 Err(CreateTopicError::InvalidName(format!(
-                    "{} is an internal topic; the broker creates it on first group use",
+                    "{} is an internal topic; the broker creates it when first needed",
                     t.name
                 )))
             }

@@ -1,12 +1,9 @@
 //! FindCoordinator: a group's coordinator is the leader of its
-//! `__consumer_offsets` partition (on a single node, this node). v4+
-//! batches keys in `coordinator_keys`.
-//!
-//! Transactions are not supported. A transaction coordinator lookup is
-//! answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers a
-//! principal that may use no transactional id: clients treat it as fatal
-//! and `init_transactions()` fails at once. COORDINATOR_NOT_AVAILABLE (or
-//! any other retriable code) would make them retry until their timeout.
+//! `__consumer_offsets` partition, a transactional id's the leader of its
+//! `__transaction_state` partition (on a single node, this node). The
+//! first lookup creates the topic (a cluster member asks the controller
+//! and answers COORDINATOR_NOT_AVAILABLE until the topic has leaders, as
+//! Kafka does). v4+ batches keys in `coordinator_keys`.
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::find_coordinator_response::Coordinator;
@@ -14,18 +11,17 @@ use weir_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse, R
 
 use super::{Reply, RequestContext};
 use crate::groups::OFFSETS_TOPIC;
+use crate::transactions::TRANSACTION_STATE_TOPIC;
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
-
-/// The error message of every refused transactional request.
-pub const TRANSACTIONS_UNSUPPORTED: &str = "transactions are not supported by this broker";
 
 /// The coordinator of one key: (node id, host, port), or why there is none.
 type Lookup = Result<(i32, String, i32), (ErrorCode, Option<String>)>;
 
 /// A group's coordinator is the leader of its `__consumer_offsets`
-/// partition (created first on a node that has none yet).
+/// partition (created first on a node that has none yet), a transactional
+/// id's the leader of its `__transaction_state` partition.
 async fn lookup(ctx: &RequestContext, key_type: i8, key: &str) -> Lookup {
     match key_type {
         KEY_TYPE_GROUP => {
@@ -50,10 +46,28 @@ async fn lookup(ctx: &RequestContext, key_type: i8, key: &str) -> Lookup {
                 None => Err((ErrorCode::CoordinatorNotAvailable, None)),
             }
         }
-        KEY_TYPE_TRANSACTION => Err((
-            ErrorCode::TransactionalIdAuthorizationFailed,
-            Some(TRANSACTIONS_UNSUPPORTED.into()),
-        )),
+        KEY_TYPE_TRANSACTION => {
+            let b = &ctx.broker;
+            let Some(t) = b.transactions() else {
+                return Err((ErrorCode::CoordinatorNotAvailable, None));
+            };
+            let mut snap = b.cluster();
+            if snap.topic(TRANSACTION_STATE_TOPIC).is_none() {
+                t.ensure_topic(ctx)
+                    .await
+                    .map_err(|e| (ErrorCode::CoordinatorNotAvailable, Some(e)))?;
+                snap = b.cluster();
+            }
+            let leader = snap.topic(TRANSACTION_STATE_TOPIC).and_then(|t| {
+                let count = i32::try_from(t.partitions.len()).unwrap_or(i32::MAX);
+                let p = usize::try_from(weir_txn::partition_for(key, count)).ok()?;
+                snap.broker(t.partitions.get(p)?.leader)
+            });
+            match leader {
+                Some(n) => Ok((n.id, n.host.clone(), i32::from(n.port))),
+                None => Err((ErrorCode::CoordinatorNotAvailable, None)),
+            }
+        }
         other => Err((
             ErrorCode::InvalidRequest,
             Some(format!("unknown coordinator key type {other}")),

@@ -26,7 +26,7 @@ pub fn topic_response(t: &TopicView) -> MetadataResponseTopic {
         error_code: ErrorCode::None.code(),
         name: Some(t.name.clone()),
         topic_id: Uuid(t.id),
-        is_internal: t.name == crate::groups::OFFSETS_TOPIC,
+        is_internal: crate::groups::is_internal_topic(&t.name),
         partitions: (0..)
             .zip(&t.partitions)
             .map(|(i, p)| MetadataResponsePartition {
@@ -108,6 +108,23 @@ async fn auto_create(ctx: &RequestContext, name: &str) -> MetadataResponseTopic 
     }
 }
 
+/// Creates the internal topic `name` as its coordinator needs it; whether
+/// it exists now.
+async fn ensure_internal(ctx: &RequestContext, name: &str) -> bool {
+    let b = &ctx.broker;
+    if name == crate::transactions::TRANSACTION_STATE_TOPIC {
+        match b.transactions() {
+            Some(t) => t.ensure_topic(ctx).await.is_ok(),
+            None => false,
+        }
+    } else {
+        match b.groups() {
+            Some(g) => g.ensure_topic(b).await.is_ok(),
+            None => false,
+        }
+    }
+}
+
 pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
     let b = &ctx.broker;
     let snap = b.cluster();
@@ -140,10 +157,9 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                         }
                         let internal = crate::groups::is_internal_topic(name);
                         if allow_auto && b.config.auto_create_topics_enable && internal {
-                            // created as the group coordinator needs it
+                            // created as its coordinator needs it
                             // (partition count, compaction), as Kafka does
-                            if let Some(g) = b.groups()
-                                && g.ensure_topic(b).await.is_ok()
+                            if ensure_internal(ctx, name).await
                                 && let Some(t) = b.cluster().topic(name)
                             {
                                 out.push(topic_response(t));

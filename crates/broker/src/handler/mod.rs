@@ -10,6 +10,8 @@ use weir_storage::FileRegion;
 use crate::broker::Broker;
 use crate::connection::Marker;
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod configs;
@@ -21,7 +23,9 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_transactions;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -31,6 +35,7 @@ pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod list_partition_reassignments;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -106,6 +111,13 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::TxnOffsetCommit, 0, 4),
+    // The transaction coordinator. EndTxn stays at v4: v5 would put
+    // clients on transaction version 2 (KIP-890 part 2).
+    (ApiKey::AddPartitionsToTxn, 0, 5),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
 ];
 
 pub fn supported_range(key: ApiKey) -> Option<(i16, i16)> {
@@ -194,6 +206,11 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::OffsetDelete(r) => offset_delete::handle(ctx, r).await,
         RequestBody::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(ctx, r),
         RequestBody::TxnOffsetCommit(r) => txn_offset_commit::handle(ctx, r).await,
+        RequestBody::AddPartitionsToTxn(r) => add_partitions_to_txn::handle(ctx, r).await,
+        RequestBody::AddOffsetsToTxn(r) => add_offsets_to_txn::handle(ctx, r).await,
+        RequestBody::EndTxn(r) => end_txn::handle(ctx, r).await,
+        RequestBody::DescribeTransactions(r) => describe_transactions::handle(ctx, r),
+        RequestBody::ListTransactions(r) => list_transactions::handle(ctx, r),
         other => Reply::Close(format!("unsupported request {:?}", other.api_key())),
     }
 }

@@ -679,6 +679,58 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
             }],
             ..Default::default()
         }),
+        ApiKey::AddPartitionsToTxn => {
+            let topics = vec![add_partitions_to_txn_request::AddPartitionsToTxnTopic {
+                name: t.into(),
+                partitions: vec![0],
+                ..Default::default()
+            }];
+            RequestBody::AddPartitionsToTxn(if version < 4 {
+                AddPartitionsToTxnRequest {
+                    v3_and_below_transactional_id: format!("txn-{n}"),
+                    v3_and_below_producer_id: 1000 + i64::from(n),
+                    v3_and_below_producer_epoch: 0,
+                    v3_and_below_topics: topics,
+                    ..Default::default()
+                }
+            } else {
+                AddPartitionsToTxnRequest {
+                    transactions: vec![add_partitions_to_txn_request::AddPartitionsToTxnTransaction {
+                        transactional_id: format!("txn-{n}"),
+                        producer_id: 1000 + i64::from(n),
+                        producer_epoch: 0,
+                        verify_only: true,
+                        topics,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }
+            })
+        }
+        ApiKey::AddOffsetsToTxn => RequestBody::AddOffsetsToTxn(AddOffsetsToTxnRequest {
+            transactional_id: format!("txn-{n}"),
+            producer_id: 1000 + i64::from(n),
+            producer_epoch: 0,
+            group_id: format!("txn-g-{n}"),
+            ..Default::default()
+        }),
+        ApiKey::EndTxn => RequestBody::EndTxn(EndTxnRequest {
+            transactional_id: format!("txn-{n}"),
+            producer_id: 1000 + i64::from(n),
+            producer_epoch: 0,
+            committed: true,
+            ..Default::default()
+        }),
+        ApiKey::DescribeTransactions => {
+            RequestBody::DescribeTransactions(DescribeTransactionsRequest {
+                transactional_ids: vec![format!("txn-{n}")],
+                ..Default::default()
+            })
+        }
+        ApiKey::ListTransactions => RequestBody::ListTransactions(ListTransactionsRequest {
+            state_filters: vec!["Ongoing".into()],
+            ..Default::default()
+        }),
         other => panic!("no request for {other:?}"),
     }
 }

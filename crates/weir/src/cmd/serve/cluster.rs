@@ -13,7 +13,8 @@
 //!   change;
 //! - [`follow_image`]: after every applied batch, the broker hosts the
 //!   partitions the image assigns it and coordinates the groups of the
-//!   `__consumer_offsets` partitions it leads.
+//!   `__consumer_offsets` partitions and the transactions of the
+//!   `__transaction_state` partitions it leads.
 //!
 //! See "Running a cluster" in docs/cluster.md.
 
@@ -535,7 +536,7 @@ fn registered_in(image: &MetadataImage, me: i32, state: &watch::Receiver<BrokerS
 /// partitions assigned to this node and, once the image holds this
 /// process's registration (`registration`; None: no lifecycle to wait
 /// for), takes up the leadership of its partitions and of the
-/// `__consumer_offsets` partitions.
+/// `__consumer_offsets` and `__transaction_state` partitions.
 pub async fn follow_image(
     broker: Arc<Broker>,
     images: ImageReader,
@@ -574,6 +575,9 @@ pub async fn follow_image(
             tokio::task::block_in_place(|| broker.apply_leadership());
             if let Some(groups) = broker.groups() {
                 tokio::task::block_in_place(|| groups.follow_leadership(&broker));
+            }
+            if let Some(txns) = broker.transactions() {
+                tokio::task::block_in_place(|| txns.follow_leadership(&broker));
             }
         } else if !waited {
             waited = true;
