@@ -42,6 +42,7 @@ pub mod replication;
 pub mod server;
 pub mod topic_config;
 pub mod topics;
+pub mod txn_partition;
 pub mod transactions;
 pub mod wakeups;
 

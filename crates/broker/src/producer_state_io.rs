@@ -11,22 +11,33 @@
 //! entry × count:
 //!   producer_id int64, epoch int16, last_sequence int32, last_offset int64,
 //!   offset_delta int32 (last - first sequence of the batch), timestamp int64,
-//!   coordinator_epoch int32 (-1), current_txn_first_offset int64 (-1)
+//!   coordinator_epoch int32 (-1: none),
+//!   current_txn_first_offset int64 (-1: no open transaction)
 //! ```
 //!
 //! Kafka writes one entry per producer (its last batch). weir writes up to
 //! the last five batches of each producer, oldest first, so a reader that
 //! keeps the last entry per producer id (as Kafka does) gets Kafka's state,
-//! and weir gets back its whole de-duplication window.
+//! and weir gets back its whole de-duplication window. Every entry of a
+//! producer carries its coordinator epoch and the first offset of its open
+//! transaction. A producer without a batch to remember (known by a marker
+//! or a coordinator's batch) has one entry with last sequence -1, last
+//! offset -1 and offset delta 0, as Kafka writes it.
 //!
 //! Snapshots are written at clean shutdown and at every periodic checkpoint
-//! for partitions whose state is in memory. The state of a partition is
-//! loaded lazily, the first time it sees an idempotent produce after start:
-//! from the newest snapshot at or below the log end offset, then the batch
-//! headers after it; without a snapshot, from the headers of the log's tail
-//! (at most [`REBUILD_SCAN_OFFSETS`] offsets / [`REBUILD_SCAN_BYTES`]).
-//! Producers older than that window are treated like expired producers in
-//! Kafka: their next sequence is accepted as is.
+//! for partitions whose state is in memory, once the partition's
+//! aborted-transaction entries are synced (`Log::sync_aborted_txns`): the
+//! entries of markers below a snapshot's offset are then durable. The
+//! state of a partition is loaded lazily, the first time it is needed after
+//! start (an idempotent or transactional append, a follower's append, the
+//! last stable offset): from the newest snapshot at or below the log end
+//! offset, then the batches after it, whose ABORT markers are indexed again
+//! when a crash lost their `.txnindex` entry; without a snapshot, from the
+//! batches of the log's tail (at most [`REBUILD_SCAN_OFFSETS`] offsets /
+//! [`REBUILD_SCAN_BYTES`]). Producers older than that window are treated
+//! like expired producers in Kafka: their next sequence is accepted as is;
+//! a transaction open since before it counts from its first batch inside
+//! it.
 
 use std::path::{Path, PathBuf};
 
@@ -36,7 +47,7 @@ use weir_storage::checkpoint::write_atomic;
 use weir_storage::segment::{PRODUCER_SNAPSHOT_SUFFIX, read_all};
 use weir_storage::{Log, StorageError};
 
-use crate::producer_state::{BatchMeta, PartitionProducers, last_seq};
+use crate::producer_state::{AppliedBatch, BatchMeta, PartitionProducers};
 
 pub const REBUILD_SCAN_OFFSETS: i64 = 100_000;
 pub const REBUILD_SCAN_BYTES: usize = 64 << 20;
@@ -62,17 +73,23 @@ pub fn encode_snapshot(state: &PartitionProducers) -> Vec<u8> {
     let mut entries = Vec::new();
     let mut count: i32 = 0;
     for (pid, e) in state.entries() {
-        for b in &e.batches {
+        let mut entry = |last_seq: i32, last_offset: i64, delta: i32, timestamp: i64| {
             entries.extend_from_slice(&pid.to_be_bytes());
             entries.extend_from_slice(&e.epoch.to_be_bytes());
-            entries.extend_from_slice(&b.last_seq.to_be_bytes());
-            entries.extend_from_slice(&b.last_offset.to_be_bytes());
-            let delta = (b.last_offset - b.first_offset).clamp(0, i32::MAX as i64) as i32;
+            entries.extend_from_slice(&last_seq.to_be_bytes());
+            entries.extend_from_slice(&last_offset.to_be_bytes());
             entries.extend_from_slice(&delta.to_be_bytes());
-            entries.extend_from_slice(&b.timestamp.to_be_bytes());
-            entries.extend_from_slice(&(-1i32).to_be_bytes());
-            entries.extend_from_slice(&(-1i64).to_be_bytes());
+            entries.extend_from_slice(&timestamp.to_be_bytes());
+            entries.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
+            entries.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
             count += 1;
+        };
+        if e.batches.is_empty() {
+            entry(-1, -1, 0, e.last_timestamp);
+        }
+        for b in &e.batches {
+            let delta = (b.last_offset - b.first_offset).clamp(0, i32::MAX as i64) as i32;
+            entry(b.last_seq, b.last_offset, delta, b.timestamp);
         }
     }
     let mut body = Vec::with_capacity(4 + entries.len());
@@ -115,28 +132,36 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<PartitionProducers, SnapshotError
         let last_offset = i64::from_be_bytes(be(body, at + 14)?);
         let delta = i32::from_be_bytes(be(body, at + 22)?);
         let timestamp = i64::from_be_bytes(be(body, at + 26)?);
-        if last_seq < 0 || delta < 0 {
-            // a producer known only by a transaction marker: nothing to check
-            continue;
-        }
-        let first_seq = if last_seq >= delta {
-            last_seq - delta
-        } else {
-            // wrapped past i32::MAX
-            (i32::MAX as i64 + 1 + last_seq as i64 - delta as i64) as i32
-        };
-        state.record(
-            pid,
-            epoch,
+        let coordinator_epoch = i32::from_be_bytes(be(body, at + 34)?);
+        let txn_first = i64::from_be_bytes(be(body, at + 38)?);
+        // A producer known without a batch (by a transaction marker, or a
+        // coordinator's batch): nothing to check sequences against.
+        let batch = (last_seq >= 0 && delta >= 0).then(|| {
+            let first_seq = if last_seq >= delta {
+                last_seq - delta
+            } else {
+                // wrapped past i32::MAX
+                (i32::MAX as i64 + 1 + last_seq as i64 - delta as i64) as i32
+            };
             BatchMeta {
                 first_seq,
                 last_seq,
                 first_offset: last_offset - delta as i64,
                 last_offset,
                 timestamp,
-            },
+            }
+        });
+        state.restore(
+            pid,
+            epoch,
+            batch,
+            coordinator_epoch,
+            (txn_first >= 0).then_some(txn_first),
+            timestamp,
         );
     }
+    state.normalize_timestamps();
+    state.debug_check();
     Ok(state)
 }
 
@@ -196,8 +221,10 @@ fn read_snapshot(storage: &dyn Storage, path: &Path) -> Result<PartitionProducer
     decode_snapshot(&bytes)
 }
 
-/// Scans batch headers in `[from, end)` into `state`.
-fn scan(log: &Log, state: &mut PartitionProducers, from: i64, end: i64) {
+/// Replays the batches of `[from, end)` into `state`. With `reindex` (the
+/// state at `from` is known: a snapshot's), an ABORT marker that ends a
+/// transaction gets its `.txnindex` entry back if a crash lost it.
+fn scan(log: &Log, state: &mut PartitionProducers, from: i64, end: i64, reindex: bool) {
     let mut offset = from.max(log.log_start_offset());
     let mut scanned = 0usize;
     while offset < end && scanned < REBUILD_SCAN_BYTES {
@@ -218,21 +245,23 @@ fn scan(log: &Log, state: &mut PartitionProducers, from: i64, end: i64) {
                     break;
                 }
                 if h.producer_id >= 0
-                    && h.base_sequence >= 0
-                    && !h.is_control()
                     && h.last_offset() >= from
+                    && let Some(b) = data
+                        .get(pos..pos + h.total_size())
+                        .and_then(AppliedBatch::parse)
+                    && let Some(done) = state.apply(&b)
+                    && reindex
+                    && b.marker == Some(false)
                 {
-                    state.record(
-                        h.producer_id,
-                        h.producer_epoch,
-                        BatchMeta {
-                            first_seq: h.base_sequence,
-                            last_seq: last_seq(h.base_sequence, h.last_offset_delta + 1),
-                            first_offset: h.base_offset,
-                            last_offset: h.last_offset(),
-                            timestamp: h.max_timestamp,
-                        },
-                    );
+                    let txn = weir_storage::AbortedTxn {
+                        producer_id: done.producer_id,
+                        first_offset: done.first_offset,
+                        last_offset: b.base_offset,
+                        last_stable_offset: done.next_open_offset.unwrap_or(b.base_offset + 1),
+                    };
+                    if let Err(e) = log.append_aborted_txn(txn) {
+                        tracing::warn!(partition = %log.topic_partition(), ?txn, error = %e, "cannot index an aborted transaction again");
+                    }
                 }
                 offset = offset.max(h.last_offset() + 1);
                 pos += h.total_size();
@@ -255,14 +284,18 @@ pub fn rebuild(log: &Log) -> PartitionProducers {
         }
         match read_snapshot(&*storage, &path) {
             Ok(mut state) => {
-                scan(log, &mut state, offset, end);
+                scan(log, &mut state, offset, end, true);
+                state.debug_check();
                 return state;
             }
             Err(e) => tracing::warn!(path = %path.display(), "ignoring producer snapshot: {e}"),
         }
     }
+    // The state before the window is unknown: a transaction that ends in
+    // it may have begun before it, so nothing is indexed again.
     let mut state = PartitionProducers::default();
-    scan(log, &mut state, end - REBUILD_SCAN_OFFSETS, end);
+    scan(log, &mut state, end - REBUILD_SCAN_OFFSETS, end, false);
+    state.debug_check();
     state
 }
 
@@ -323,6 +356,47 @@ mod tests {
         assert_eq!(back.get(7), s.get(7));
     }
 
+    /// An open transaction, a producer known by its marker alone and the
+    /// coordinator epochs come back from a snapshot; the bytes of an entry
+    /// with an open transaction are Kafka's (CurrentTxnFirstOffset last).
+    #[test]
+    fn snapshot_round_trip_keeps_open_transactions() {
+        let mut s = PartitionProducers::default();
+        s.record_data(42, 3, Some(meta(0, 1, 100)), true);
+        s.record_data(42, 3, Some(meta(2, 2, 102)), true);
+        s.record_data(7, 1, Some(meta(0, 0, 101)), true);
+        s.end_txn(7, 2, 9, 104, 555); // ends 7's transaction in a newer epoch
+        s.record_data(8, 0, Some(meta(0, 0, 103)), false);
+        assert_eq!(s.first_open_offset(), Some(100));
+        let bytes = encode_snapshot(&s);
+        let back = decode_snapshot(&bytes).unwrap();
+        assert_eq!(back.entries(), s.entries());
+        assert_eq!(back.first_open_offset(), Some(100));
+        assert_eq!(back.open_txns().collect::<Vec<_>>(), vec![(100, 42)]);
+        let seven = back.get(7).unwrap();
+        assert_eq!(
+            (seven.epoch, seven.coordinator_epoch, seven.batches.len()),
+            (2, 9, 0)
+        );
+        // Producer 7's entry (ids in order: 7, 8, 42): no batch.
+        let e7 = &bytes[10..10 + ENTRY_LEN];
+        assert_eq!(&e7[..8], &7i64.to_be_bytes());
+        assert_eq!(&e7[10..14], &(-1i32).to_be_bytes(), "last sequence");
+        assert_eq!(&e7[14..22], &(-1i64).to_be_bytes(), "last offset");
+        assert_eq!(&e7[22..26], &0i32.to_be_bytes(), "offset delta");
+        assert_eq!(&e7[26..34], &555i64.to_be_bytes(), "timestamp");
+        assert_eq!(&e7[34..38], &9i32.to_be_bytes(), "coordinator epoch");
+        assert_eq!(&e7[38..46], &(-1i64).to_be_bytes(), "no open transaction");
+        // Producer 42's last entry: its open transaction's first offset.
+        let last = &bytes[bytes.len() - ENTRY_LEN..];
+        assert_eq!(&last[..8], &42i64.to_be_bytes());
+        assert_eq!(&last[38..46], &100i64.to_be_bytes());
+        // Ending it after the round trip works as before it.
+        let mut back = back;
+        let done = back.end_txn(42, 3, 0, 105, 0).unwrap();
+        assert_eq!((done.first_offset, done.next_open_offset), (100, None));
+    }
+
     #[test]
     fn corrupt_or_truncated_snapshots_are_rejected() {
         let mut s = PartitionProducers::default();
@@ -360,6 +434,85 @@ mod tests {
             read_snapshot(&FileStorage, &files[0].1).unwrap().get(1),
             s.get(1)
         );
+    }
+
+    /// A log of transactional batches and markers of three producers.
+    fn txn_log(dir: &Path) -> std::sync::Arc<Log> {
+        use weir_protocol::records::{Compression, EndTxnMarker, RecordBatchBuilder};
+        let mgr = weir_storage::LogManager::open(
+            weir_storage::LogManagerConfig::new(vec![dir.to_path_buf()]),
+            0,
+        )
+        .unwrap();
+        let tp = weir_storage::TopicPartition::new("t", 0);
+        mgr.prepare_logs("t", [1; 16], 0..1, weir_storage::LogConfig::default())
+            .unwrap()
+            .commit();
+        let log = mgr.get(&tp).unwrap();
+        let data = |pid: i64, seq: i32| {
+            let mut b = RecordBatchBuilder::new(Compression::None)
+                .producer(pid, 0, seq)
+                .transactional(true);
+            b.push(1, None, Some(bytes::Bytes::from_static(b"v")), vec![])
+                .unwrap();
+            b.build().unwrap().as_bytes().to_vec()
+        };
+        let end = |pid: i64, commit: bool| {
+            let m = if commit {
+                EndTxnMarker::commit(0)
+            } else {
+                EndTxnMarker::abort(0)
+            };
+            RecordBatchBuilder::end_txn_marker_batch(0, -1, pid, 0, 1, &m)
+                .unwrap()
+                .as_bytes()
+                .to_vec()
+        };
+        // 0: 1 opens; 1: 2 opens; 2: 1 again; 3: 2 aborts; 4: 3 opens;
+        // 5: 1 commits. Open at the end: producer 3 from offset 4.
+        for mut b in [
+            data(1, 0),
+            data(2, 0),
+            data(1, 1),
+            end(2, false),
+            data(3, 0),
+            end(1, true),
+        ] {
+            log.append(&mut b, 1).unwrap();
+        }
+        log
+    }
+
+    /// Rebuilt from the log's tail, the state knows the open transaction
+    /// and the sequences; from a snapshot in the middle, the same, and an
+    /// ABORT entry a crash lost is indexed again (once).
+    #[test]
+    fn rebuild_from_the_log_reconstructs_transactions() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = txn_log(dir.path());
+        let state = rebuild(&log);
+        assert_eq!(state.open_txns().collect::<Vec<_>>(), vec![(4, 3)]);
+        assert_eq!(state.get(1).unwrap().batches.len(), 2);
+        assert_eq!(state.get(2).unwrap().current_txn_first_offset, None);
+        // No snapshot: the window's state at its start is unknown, and the
+        // ABORT at 3 (not indexed by these plain appends) stays unindexed.
+        assert!(log.all_aborted_txns().is_empty());
+
+        // A snapshot at offset 1 (producer 1 open from 0), then a rebuild.
+        let mut at1 = PartitionProducers::default();
+        at1.record_data(1, 0, Some(meta(0, 0, 0)), true);
+        write_snapshot(&FileStorage, &log.dir(), 1, &at1).unwrap();
+        let state = rebuild(&log);
+        assert_eq!(state.open_txns().collect::<Vec<_>>(), vec![(4, 3)]);
+        let want = weir_storage::AbortedTxn {
+            producer_id: 2,
+            first_offset: 1,
+            last_offset: 3,
+            last_stable_offset: 0,
+        };
+        assert_eq!(log.all_aborted_txns(), vec![want]);
+        rebuild(&log);
+        assert_eq!(log.all_aborted_txns(), vec![want], "indexed once");
     }
 
     /// The newest snapshot on disk after a crash, decoded.

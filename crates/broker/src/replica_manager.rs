@@ -69,7 +69,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// One partition's producer state; `None` until first used after start.
-type ProducerSlot = Arc<Mutex<Option<PartitionProducers>>>;
+pub(crate) type ProducerSlot = Arc<Mutex<Option<PartitionProducers>>>;
 
 /// Owner of the partition logs and everything kept per partition beside
 /// them.
@@ -617,14 +617,17 @@ impl ReplicaManager {
     /// and log tail) the first time the partition is touched. Holds only that
     /// partition's lock while `f` runs.
     pub fn with_producers<R>(&self, log: &Log, f: impl FnOnce(&mut PartitionProducers) -> R) -> R {
-        let slot = {
-            let mut map = self.producers.lock().unwrap_or_else(|p| p.into_inner());
-            map.entry(log.topic_partition().clone())
-                .or_default()
-                .clone()
-        };
+        let slot = self.producer_slot(log);
         let mut state = slot.lock().unwrap_or_else(|p| p.into_inner());
         f(state.get_or_insert_with(|| crate::producer_state_io::rebuild(log)))
+    }
+
+    /// The slot of a partition's producer state (empty until loaded).
+    pub(crate) fn producer_slot(&self, log: &Log) -> ProducerSlot {
+        let mut map = self.producers.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(log.topic_partition().clone())
+            .or_default()
+            .clone()
     }
 
     /// Installs the log cleaner truncations must go through.
@@ -682,6 +685,12 @@ impl ReplicaManager {
             // appends of idempotent batches hold this lock, so the state
             // covers every batch below this log end offset
             let leo = log.log_end_offset();
+            // The replay after a snapshot indexes the aborted transactions
+            // it finds; those below it must already be durable.
+            if let Err(e) = log.sync_aborted_txns() {
+                tracing::warn!(partition = %tp, "cannot sync the aborted-transaction index; no producer snapshot: {e}");
+                continue;
+            }
             if let Err(e) =
                 crate::producer_state_io::write_snapshot(&*log.storage(), &log.dir(), leo, state)
             {

@@ -369,7 +369,8 @@ fn truncation_offset(log: &Log, epoch: i32, end_offset: i64) -> i64 {
 
 /// Appends the leader's batches (on a blocking thread: file I/O), with
 /// the flush the topic's policy asks for, while this broker still follows
-/// `leader` in the fetched epoch.
+/// `leader` in the fetched epoch; their transactions go to the partition's
+/// producer state and `.txnindex` as on the leader.
 async fn append(
     broker: &Arc<Broker>,
     leader: i32,
@@ -378,16 +379,11 @@ async fn append(
     records: Bytes,
 ) -> Result<(), ErrorCode> {
     let now = broker.now_ms();
-    let (b, l, tp, epoch) = (
-        Arc::clone(broker),
-        Arc::clone(log),
-        f.tp.clone(),
-        f.leader_epoch,
-    );
+    let (b, l, epoch) = (Arc::clone(broker), Arc::clone(log), f.leader_epoch);
     let len = records.len();
     let outcome = tokio::task::spawn_blocking(move || {
         b.replicas
-            .as_follower_of(&tp, leader, epoch, || l.append_as_follower(&records, now))
+            .append_as_follower(&l, &records, now, leader, epoch)
             .ok_or(ErrorCode::NotLeaderOrFollower)
     })
     .await;
