@@ -44,6 +44,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 /// What a handler gives back.
 pub enum Reply {
@@ -118,6 +119,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
+    // Broker to broker: Kafka 4 keeps only v1 (KIP-896).
+    (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 
 pub fn supported_range(key: ApiKey) -> Option<(i16, i16)> {
@@ -211,6 +214,7 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::EndTxn(r) => end_txn::handle(ctx, r).await,
         RequestBody::DescribeTransactions(r) => describe_transactions::handle(ctx, r),
         RequestBody::ListTransactions(r) => list_transactions::handle(ctx, r),
+        RequestBody::WriteTxnMarkers(r) => write_txn_markers::handle(ctx, r).await,
         other => Reply::Close(format!("unsupported request {:?}", other.api_key())),
     }
 }

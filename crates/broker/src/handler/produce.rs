@@ -1,4 +1,11 @@
-//! Produce: validation, idempotent sequence checks, append, acks.
+//! Produce: validation, idempotent sequence checks, transactions (a
+//! producer's transactional batch opens its transaction on the partition,
+//! see [`crate::producer_state`]), append, acks.
+//!
+//! Kafka 4's server-side verification that a transaction added the
+//! partition before writing to it (KIP-890 part 1) is not done: a
+//! transactional batch is accepted from a producer with a valid epoch and
+//! sequence whether or not its coordinator knows the partition.
 
 use std::sync::Arc;
 
@@ -80,10 +87,31 @@ struct IdempotentBatch {
     first_seq: i32,
     last_seq: i32,
     max_timestamp: i64,
+    /// A transactional producer's batch.
+    transactional: bool,
+}
+
+/// Whether the records hold a transactional batch (headers only; malformed
+/// records are refused later, per partition).
+pub fn has_transactional_batch(records: &[u8]) -> bool {
+    let mut rest = records;
+    while let Ok(h) = BatchHeader::parse(rest) {
+        if h.is_transactional() {
+            return true;
+        }
+        match rest.get(h.total_size()..) {
+            Some(next) if !next.is_empty() => rest = next,
+            _ => break,
+        }
+    }
+    false
 }
 
 /// Reads batch headers: returns the idempotence info when the records are a
-/// single batch with a producer id, an error for malformed input.
+/// single batch with a producer id, an error for malformed input and for
+/// what a client may not write (Kafka's `LogValidator`): a control batch,
+/// a producer id without a sequence, a transactional batch without a
+/// producer id.
 fn inspect(records: &[u8]) -> Result<Option<IdempotentBatch>, PartitionResult> {
     let mut rest = records;
     let mut batches = 0;
@@ -102,13 +130,29 @@ fn inspect(records: &[u8]) -> Result<Option<IdempotentBatch>, PartitionResult> {
             ));
         };
         batches += 1;
-        if h.producer_id >= 0 && h.base_sequence >= 0 {
+        let refused = if h.is_control() {
+            Some("clients are not allowed to write control records".to_string())
+        } else if h.producer_id >= 0 && h.base_sequence < 0 {
+            Some(format!(
+                "invalid sequence number {} in record batch with producer id {}",
+                h.base_sequence, h.producer_id
+            ))
+        } else if h.is_transactional() && h.producer_id < 0 {
+            Some("transactional records must have a producer id".to_string())
+        } else {
+            None
+        };
+        if let Some(msg) = refused {
+            return Err(PartitionResult::error(ErrorCode::InvalidRecord, msg));
+        }
+        if h.producer_id >= 0 {
             idem = Some(IdempotentBatch {
                 producer_id: h.producer_id,
                 epoch: h.producer_epoch,
                 first_seq: h.base_sequence,
                 last_seq: last_seq(h.base_sequence, h.last_offset_delta.saturating_add(1)),
                 max_timestamp: h.max_timestamp,
+                transactional: h.is_transactional(),
             });
         }
         rest = next;
@@ -252,17 +296,27 @@ pub fn append_partition(
             );
             match check {
                 SeqCheck::Append => {
+                    if let Err(first) = state.check_txn(ib.producer_id, ib.transactional) {
+                        return Err(PartitionResult::error(
+                            ErrorCode::InvalidTxnState,
+                            format!(
+                                "expected a transactional write from producer {}: its transaction is open since offset {first}",
+                                ib.producer_id
+                            ),
+                        ));
+                    }
                     let info = do_append(records)?;
-                    state.record(
+                    state.record_data(
                         ib.producer_id,
                         ib.epoch,
-                        BatchMeta {
+                        Some(BatchMeta {
                             first_seq: ib.first_seq,
                             last_seq: ib.last_seq,
                             first_offset: info.base_offset,
                             last_offset: info.last_offset,
                             timestamp: info.log_append_time.unwrap_or(ib.max_timestamp),
-                        },
+                        }),
+                        ib.transactional,
                     );
                     Ok((
                         info.base_offset,
@@ -321,6 +375,19 @@ pub fn append_partition(
     }
 }
 
+/// The topic's `min.insync.replicas` (1 for an unknown topic): an acks=all
+/// append is refused (NOT_ENOUGH_REPLICAS) while the ISR is smaller.
+pub fn min_insync_replicas(b: &Broker, topic: &str) -> i64 {
+    let Some(t) = b.topic(topic) else {
+        return 1;
+    };
+    let Some(def) = crate::configdef::topic_def("min.insync.replicas") else {
+        return 1;
+    };
+    let r = crate::topic_config::resolve(&b.effective_config(), &t.configs, def);
+    r.value.as_deref().and_then(|v| v.parse().ok()).unwrap_or(1)
+}
+
 /// The first version with the new leader in `current_leader` and
 /// `node_endpoints` (KIP-951).
 const CURRENT_LEADER_VERSION: i16 = 10;
@@ -338,24 +405,23 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
             ErrorCode::InvalidRequiredAcks,
             "acks must be -1, 0 or 1".to_string(),
         ))
-    } else if req.transactional_id.is_some() {
+    } else if req.transactional_id.is_none()
+        && req.topic_data.iter().any(|t| {
+            t.partition_data
+                .iter()
+                .any(|p| p.records.as_deref().is_some_and(has_transactional_batch))
+        })
+    {
+        // Kafka refuses transactional records sent without the
+        // transactional id they are authorized by.
         Some((
             ErrorCode::TransactionalIdAuthorizationFailed,
-            "transactions are not supported yet".to_string(),
+            "transactional records without a transactional id".to_string(),
         ))
     } else {
         None
     };
-    let min_isr_of = |topic: &str| -> i64 {
-        let Some(t) = b.topic(topic) else {
-            return 1;
-        };
-        let Some(def) = crate::configdef::topic_def("min.insync.replicas") else {
-            return 1;
-        };
-        let r = crate::topic_config::resolve(&b.effective_config(), &t.configs, def);
-        r.value.as_deref().and_then(|v| v.parse().ok()).unwrap_or(1)
-    };
+    let min_isr_of = |topic: &str| min_insync_replicas(b, topic);
     let min_isr_error = |topic: &str, partition: i32| -> Option<PartitionResult> {
         if acks != -1 {
             return None;
@@ -616,6 +682,45 @@ mod tests {
         assert_eq!(inspect_code(&idem_second), Err(ErrorCode::InvalidRecord));
 
         assert_eq!(inspect_code(&[]), Err(ErrorCode::InvalidRecord));
+    }
+
+    #[test]
+    fn inspect_refuses_what_clients_may_not_write() {
+        let txn = |pid: i64, seq: i32| {
+            let mut b = RecordBatchBuilder::new(Compression::None)
+                .producer(pid, 0, seq)
+                .transactional(true);
+            b.push(1, None, Some(Bytes::from_static(b"v")), Vec::new())
+                .unwrap();
+            b.build().unwrap().as_bytes().to_vec()
+        };
+        assert_eq!(inspect_code(&txn(7, 0)), Ok(Some((7, 0, 0))));
+        assert!(inspect(&txn(7, 0)).unwrap().unwrap().transactional);
+        assert!(has_transactional_batch(&txn(7, 0)));
+        let mut second = batch(None, &["a"]);
+        second.extend_from_slice(&txn(7, 0));
+        assert!(has_transactional_batch(&second));
+        assert!(!has_transactional_batch(&batch(Some((7, 0, 0)), &["a"])));
+        for refused in [
+            // a transactional batch without a producer id
+            txn(-1, -1),
+            // a producer id without a sequence
+            batch(Some((7, 0, -1)), &["a"]),
+            // a control batch
+            weir_protocol::records::RecordBatchBuilder::end_txn_marker_batch(
+                0,
+                -1,
+                7,
+                0,
+                1,
+                &weir_protocol::records::EndTxnMarker::commit(0),
+            )
+            .unwrap()
+            .as_bytes()
+            .to_vec(),
+        ] {
+            assert_eq!(inspect_code(&refused), Err(ErrorCode::InvalidRecord));
+        }
     }
 
     #[test]

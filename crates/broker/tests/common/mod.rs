@@ -731,6 +731,22 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
             state_filters: vec!["Ongoing".into()],
             ..Default::default()
         }),
+        // A COMMIT marker for a producer with nothing open: appended.
+        ApiKey::WriteTxnMarkers => RequestBody::WriteTxnMarkers(WriteTxnMarkersRequest {
+            markers: vec![write_txn_markers_request::WritableTxnMarker {
+                producer_id: 1_000 + i64::from(n),
+                producer_epoch: 0,
+                transaction_result: true,
+                topics: vec![write_txn_markers_request::WritableTxnMarkerTopic {
+                    name: t.into(),
+                    partition_indexes: vec![0],
+                    ..Default::default()
+                }],
+                coordinator_epoch: 0,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
         other => panic!("no request for {other:?}"),
     }
 }
