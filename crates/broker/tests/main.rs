@@ -35,3 +35,4 @@ mod startup_faults;
 mod transactions;
 mod txn_markers;
 mod txn_offsets;
+mod txn_partitions;

@@ -1,7 +1,9 @@
-//! Fetch: reads below the high watermark, long-polls until `min_bytes` are
-//! available or `max_wait_ms` passes (woken by appends to the request's
-//! partitions, see [`crate::wakeups`]), and hands file
-//! regions to the connection, which sends them with sendfile.
+//! Fetch: reads below the high watermark (read_committed: below the last
+//! stable offset, with the aborted transactions overlapping what it
+//! returns), long-polls until `min_bytes` are available or `max_wait_ms`
+//! passes (woken by appends to the request's partitions, markers included,
+//! see [`crate::wakeups`]), and hands file regions to the connection, which
+//! sends them with sendfile.
 //!
 //! Fetch sessions (KIP-227) are not kept: every response carries session id
 //! 0, which tells clients to send full fetch requests.
@@ -14,7 +16,8 @@ use weir_protocol::codec::Uuid;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::fetch_request::FetchTopic;
 use weir_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+    PartitionData,
 };
 use weir_protocol::messages::{FetchRequest, FetchResponse, ResponseBody};
 use weir_storage::{FileRegion, Log, StorageError, TopicPartition};
@@ -166,9 +169,14 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
                 bound = log.log_end_offset();
             }
             let hw = log.high_watermark();
+            let lso = b.replicas.last_stable_offset(&log);
             pd.high_watermark = hw;
-            pd.last_stable_offset = hw;
+            pd.last_stable_offset = lso;
             pd.log_start_offset = log.log_start_offset();
+            // A read_committed consumer reads only decided transactions.
+            if read_committed && !from_follower {
+                bound = lso;
+            }
             let limit = (fp.partition_max_bytes.max(0) as usize).min(remaining);
             let min_one = pass.bytes == 0;
             if fp.fetch_offset == bound && fp.fetch_offset >= pd.log_start_offset {
@@ -183,6 +191,20 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
             match log.read(fp.fetch_offset, limit, bound, min_one) {
                 Ok(r) => {
                     pd.log_start_offset = r.log_start_offset;
+                    if read_committed && r.total_bytes > 0 {
+                        // Kafka's bound: the offset after the last batch
+                        // returned.
+                        pd.aborted_transactions = Some(
+                            log.aborted_txns(fp.fetch_offset, r.end_offset)
+                                .into_iter()
+                                .map(|t| AbortedTransaction {
+                                    producer_id: t.producer_id,
+                                    first_offset: t.first_offset,
+                                    ..Default::default()
+                                })
+                                .collect(),
+                        );
+                    }
                     if r.total_bytes > 0 {
                         remaining = remaining.saturating_sub(r.total_bytes);
                         pass.bytes += r.total_bytes;

@@ -1,4 +1,6 @@
-//! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), by time.
+//! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), by time;
+//! with read_committed, bounded by the last stable offset (LATEST answers
+//! it) instead of the high watermark.
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::list_offsets_response::{
@@ -32,21 +34,27 @@ pub fn lookup(
             -1,
         );
     };
-    // consumers see only below the HW (read_committed: the LSO, = HW here)
-    let _ = read_committed;
-    let hw = log.high_watermark();
+    // Consumers see only below the HW; read_committed ones below the LSO
+    // (Kafka's `lastFetchableOffset`).
+    let fetchable = if read_committed {
+        b.replicas.last_stable_offset(&log)
+    } else {
+        log.high_watermark()
+    };
     match timestamp {
-        LATEST => (ErrorCode::None, -1, hw),
+        LATEST => (ErrorCode::None, -1, fetchable),
         EARLIEST | EARLIEST_LOCAL => (ErrorCode::None, -1, log.log_start_offset()),
         LATEST_TIERED => (ErrorCode::None, -1, -1),
         MAX_TIMESTAMP => match log.max_timestamp_offset() {
-            Ok(Some((offset, ts))) if offset < hw => (ErrorCode::None, ts, offset),
+            Ok(Some((offset, ts))) if offset < fetchable => (ErrorCode::None, ts, offset),
             Ok(_) => (ErrorCode::None, -1, -1),
             Err(e) => (codes::from_storage(&e), -1, -1),
         },
         ts if ts < 0 => (ErrorCode::InvalidRequest, -1, -1),
         ts => match log.offset_for_timestamp(ts) {
-            Ok(Some((offset, found_ts))) if offset < hw => (ErrorCode::None, found_ts, offset),
+            Ok(Some((offset, found_ts))) if offset < fetchable => {
+                (ErrorCode::None, found_ts, offset)
+            }
             Ok(_) => (ErrorCode::None, -1, -1),
             Err(e) => (codes::from_storage(&e), -1, -1),
         },
