@@ -43,3 +43,54 @@ fn dump_log_names_the_damaged_batch() {
     assert_eq!(out.stdout.matches("baseOffset:").count(), 5);
     assert_eq!(out.stdout.matches("isvalid: false").count(), 1);
 }
+
+#[test]
+fn dump_log_prints_a_txnindex_as_kafka_does_and_names_its_damage() {
+    use weir_storage::AbortedTxn;
+    let dir = tempfile::tempdir().unwrap();
+    let entries = [
+        AbortedTxn {
+            producer_id: 7,
+            first_offset: 100,
+            last_offset: 104,
+            last_stable_offset: 102,
+        },
+        AbortedTxn {
+            producer_id: 8,
+            first_offset: 102,
+            last_offset: 110,
+            last_stable_offset: 111,
+        },
+    ];
+    let mut file: Vec<u8> = entries.iter().flat_map(|e| e.to_bytes()).collect();
+    let path = dir.path().join("00000000000000000100.txnindex");
+    std::fs::write(&path, &file).unwrap();
+    let out = weir(None, &["dump-log", path.to_str().unwrap()], None);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "Dumping {}\n\
+             version: 0 producerId: 7 firstOffset: 100 lastOffset: 104 lastStableOffset: 102\n\
+             version: 0 producerId: 8 firstOffset: 102 lastOffset: 110 lastStableOffset: 111\n",
+            path.display()
+        )
+    );
+
+    // A torn last entry: the entries before it, then the damage.
+    file.truncate(file.len() - 10);
+    std::fs::write(&path, &file).unwrap();
+    let out = weir(None, &["dump-log", path.to_str().unwrap()], None);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        out.stdout.matches("producerId:").count(),
+        1,
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("damaged transaction index"),
+        "{}",
+        out.stderr
+    );
+}

@@ -1,5 +1,6 @@
-//! `weir dump-log`: prints `.log`, `.index` and `.timeindex` files in the
-//! same shape as Kafka's `kafka-dump-log.sh` (DumpLogSegments).
+//! `weir dump-log`: prints `.log`, `.index`, `.timeindex` and `.txnindex`
+//! files in the same shape as Kafka's `kafka-dump-log.sh`
+//! (DumpLogSegments).
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -17,7 +18,7 @@ use weir_protocol::records::{
     after_help = "Examples:\n  weir dump-log weir-data/orders-0/00000000000000000000.log\n  weir dump-log --deep-iteration --print-data-log weir-data/orders-0/00000000000000000000.log\n  weir dump-log --files weir-data/orders-0/00000000000000000000.index,weir-data/orders-0/00000000000000000000.timeindex"
 )]
 pub struct Args {
-    /// Files to dump (.log, .index, .timeindex).
+    /// Files to dump (.log, .index, .timeindex, .txnindex).
     #[arg(value_name = "FILE")]
     paths: Vec<PathBuf>,
     /// Comma-separated files, as kafka-dump-log.sh takes them.
@@ -98,9 +99,34 @@ fn dump_file(
         dump_index(args, file, base_offset, out, mismatches)
     } else if name.ends_with(".timeindex") {
         dump_time_index(args, file, base_offset, out)
+    } else if name.ends_with(".txnindex") {
+        dump_txn_index(file, base_offset, out)
     } else {
         eprintln!("Ignoring unknown file {}", file.display());
         Ok(())
+    }
+}
+
+/// Prints the aborted transactions of a `.txnindex` as Kafka does; a file
+/// that does not end with whole, valid entries is an error (after the
+/// entries before the damage).
+fn dump_txn_index(path: &Path, base_offset: i64, out: &mut impl Write) -> anyhow::Result<()> {
+    let bytes = std::fs::read(path)?;
+    let (entries, damage) = weir_storage::txn_index::parse(&bytes, base_offset);
+    for t in entries {
+        writeln!(
+            out,
+            "version: {} producerId: {} firstOffset: {} lastOffset: {} lastStableOffset: {}",
+            weir_storage::txn_index::ENTRY_VERSION,
+            t.producer_id,
+            t.first_offset,
+            t.last_offset,
+            t.last_stable_offset
+        )?;
+    }
+    match damage {
+        None => Ok(()),
+        Some(reason) => anyhow::bail!("damaged transaction index: {reason}"),
     }
 }
 
