@@ -35,6 +35,7 @@ pub mod cluster;
 pub mod render;
 pub mod replication;
 pub mod text;
+pub mod transactions;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};

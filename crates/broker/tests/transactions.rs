@@ -475,12 +475,79 @@ async fn list_transactions_filters() {
     b.shutdown().await.unwrap();
 }
 
+/// One metric of `/metrics` (counter or gauge, no labels).
+async fn metric(b: &RunningBroker, name: &str) -> Option<f64> {
+    let addr = b.http_addr().expect("HTTP listener");
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: weir\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf))
+        .await
+        .expect("HTTP response within 20 s")
+        .unwrap();
+    let text = String::from_utf8(buf).unwrap();
+    let body = text.split_once("\r\n\r\n").expect("HTTP body").1;
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap();
+    scrape
+        .samples
+        .iter()
+        .find(|x| x.metric == name)
+        .and_then(|x| match x.value {
+            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => Some(v),
+            _ => None,
+        })
+}
+
+/// Waits (up to 20 s) until `check` holds for metric `name`.
+async fn wait_metric(b: &RunningBroker, name: &str, check: impl Fn(f64) -> bool) -> f64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let v = metric(b, name).await;
+        if let Some(v) = v.filter(|v| check(*v)) {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} is {v:?} after 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_transactional_ids_and_open_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TXN_CONFIG.to_vec();
+    config.push(("http.listeners", "127.0.0.1:0"));
+    let b = start_broker(dir.path(), &config).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
+    assert_eq!(metric(&b, "weir_transactional_ids").await, Some(0.0));
+    let (_, pid, epoch) = init_txn(&mut c, "open", 60_000).await;
+    init_txn(&mut c, "idle", 60_000).await;
+    add_partitions(&mut c, "open", (pid, epoch), &[("t", 0)], 3).await;
+    assert_eq!(metric(&b, "weir_transactional_ids").await, Some(2.0));
+    assert_eq!(metric(&b, "weir_transactions_open").await, Some(1.0));
+    wait_metric(&b, "weir_transactions_oldest_open_age_seconds", |v| v > 0.0).await;
+    for counter in [
+        "weir_transactions_committed_total",
+        "weir_transactions_aborted_total",
+        "weir_transactions_timed_out_total",
+    ] {
+        assert_eq!(metric(&b, counter).await, Some(0.0), "{counter}");
+    }
+    b.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_transaction_is_aborted_and_its_producer_fenced() {
     let dir = tempfile::tempdir().unwrap();
     let b = start_broker(
         dir.path(),
         &[
+            ("http.listeners", "127.0.0.1:0"),
             ("transaction.state.log.num.partitions", "1"),
             ("transaction.max.timeout.ms", "2000"),
             (
@@ -503,12 +570,9 @@ async fn an_expired_transaction_is_aborted_and_its_producer_fenced() {
         code(end_txn(&mut c, "slow", (pid, epoch), true).await),
         ErrorCode::ProducerFenced
     );
-    let g = b
-        .broker
-        .transactions()
-        .unwrap()
-        .lock()
-        .gauges(b.broker.now_ms());
-    assert_eq!(g.open + usize::from(g.aborts > 0), 1);
+    assert_eq!(
+        metric(&b, "weir_transactions_timed_out_total").await,
+        Some(1.0)
+    );
     b.shutdown().await.unwrap();
 }

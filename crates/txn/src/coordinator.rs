@@ -391,6 +391,7 @@ impl TxnCoordinator {
             commits: self.commits,
             aborts: self.aborts,
             timeouts: self.timeouts,
+            completing: self.completing.len(),
             ..TxnGauges::default()
         };
         for m in self

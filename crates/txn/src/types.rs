@@ -208,4 +208,6 @@ pub struct TxnGauges {
     pub aborts: u64,
     /// Transactions aborted because they ran past their timeout.
     pub timeouts: u64,
+    /// Transactions whose markers are being written.
+    pub completing: usize,
 }

@@ -17,3 +17,4 @@ mod producer_ids;
 mod serve_kraft;
 mod serve_limits;
 mod serve_signals;
+mod transactions_cli;

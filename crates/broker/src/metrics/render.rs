@@ -30,6 +30,7 @@ pub fn render(broker: &Broker) -> String {
     network(&mut w, broker);
     partitions(&mut w, broker);
     groups(&mut w, broker);
+    super::transactions::render(&mut w, broker);
     cleaner(&mut w, broker);
     retention(&mut w, broker);
     super::cluster::render(&mut w, broker);

@@ -14,3 +14,4 @@ pub mod perf;
 pub mod produce;
 pub mod serve;
 pub mod topics;
+pub mod transactions;
