@@ -48,7 +48,7 @@ enum Command {
     Cluster(cmd::cluster::Args),
     /// Development helpers: a local multi-node cluster in one command.
     Dev(cmd::dev::Args),
-    /// Print the contents of .log, .index and .timeindex files, like kafka-dump-log.sh.
+    /// Print the contents of .log, .index, .timeindex and .txnindex files, like kafka-dump-log.sh.
     DumpLog(cmd::dump_log::Args),
 }
 
