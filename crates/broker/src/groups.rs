@@ -471,7 +471,9 @@ fn failed_response(r: Response, e: ErrorCode) -> Response {
 /// (base sequence 0, as Kafka's coordinator writes it): an epoch older than
 /// the one the partition knows for the producer is fenced
 /// (INVALID_PRODUCER_EPOCH), and the batch is recorded in the partition's
-/// producer state like a produced one.
+/// producer state like a produced transactional batch, under that state's
+/// lock throughout (the lock order of every such append: producer state,
+/// then the log).
 fn append(
     b: &Broker,
     partition: i32,
@@ -525,16 +527,20 @@ fn append(
             }
             let info = do_append(&mut buf)?;
             let count = i32::try_from(records.len()).unwrap_or(i32::MAX);
-            state.record(
+            // Opens the producer's transaction on this partition (if not
+            // open yet): the partition's last stable offset stays below it
+            // until the marker, and an ABORT indexes it in `.txnindex`.
+            state.record_data(
                 t.producer_id,
                 t.producer_epoch,
-                BatchMeta {
+                Some(BatchMeta {
                     first_seq: 0,
                     last_seq: last_seq(0, count),
                     first_offset: info.base_offset,
                     last_offset: info.last_offset,
                     timestamp: now,
-                },
+                }),
+                true,
             );
             Ok(info)
         })?,

@@ -10,7 +10,6 @@ use crate::common;
 
 use common::*;
 use weir_protocol::error_code::ErrorCode;
-use weir_protocol::records::EndTxnMarker;
 
 const GROUP_CONFIG: &[(&str, &str)] = &[
     ("group.initial.rebalance.delay.ms", "0"),
@@ -238,34 +237,45 @@ fn offsets_batches(b: &RunningBroker, group: &str) -> Vec<(i64, bool, bool, i32)
         .collect()
 }
 
-/// Writes `producer_id`'s COMMIT or ABORT marker to the group's
-/// `__consumer_offsets` partition and reports it to the coordinator, as
-/// the WriteTxnMarkers handler does.
-fn write_marker(b: &RunningBroker, group: &str, producer_id: i64, committed: bool) {
-    let broker = &b.broker;
-    let p = offsets_partition(b, group);
-    let log = broker.replicas.log(OFFSETS, p).unwrap();
-    let marker = if committed {
-        EndTxnMarker::commit(0)
-    } else {
-        EndTxnMarker::abort(0)
+/// Sends `producer_id`'s COMMIT or ABORT marker for the group's
+/// `__consumer_offsets` partition with WriteTxnMarkers, as the transaction
+/// coordinator does; the handler appends it and completes the producer's
+/// pending offsets there.
+async fn write_marker(
+    c: &mut Client,
+    b: &RunningBroker,
+    group: &str,
+    producer_id: i64,
+    committed: bool,
+) {
+    let req = WriteTxnMarkersRequest {
+        markers: vec![write_txn_markers_request::WritableTxnMarker {
+            producer_id,
+            producer_epoch: EPOCH,
+            transaction_result: committed,
+            topics: vec![write_txn_markers_request::WritableTxnMarkerTopic {
+                name: OFFSETS.into(),
+                partition_indexes: vec![offsets_partition(b, group)],
+                ..Default::default()
+            }],
+            coordinator_epoch: 0,
+            ..Default::default()
+        }],
+        ..Default::default()
     };
-    let batch = RecordBatchBuilder::end_txn_marker_batch(
-        0,
-        0,
-        producer_id,
-        EPOCH,
-        broker.now_ms(),
-        &marker,
-    )
-    .unwrap();
-    let mut buf = batch.as_bytes().to_vec();
-    log.append(&mut buf, broker.now_ms()).unwrap();
-    broker.replicas.advance_high_watermark(&log);
-    broker
-        .groups()
-        .unwrap()
-        .complete_txn(broker, p, producer_id, committed);
+    match c.call(RequestBody::WriteTxnMarkers(req), 1).await {
+        ResponseBody::WriteTxnMarkers(r) => {
+            assert_eq!(r.markers[0].topics[0].partitions[0].error_code, NONE)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The last stable offset of the group's `__consumer_offsets` partition.
+fn offsets_lso(b: &RunningBroker, group: &str) -> i64 {
+    let p = offsets_partition(b, group);
+    let log = b.broker.replicas.log(OFFSETS, p).unwrap();
+    b.broker.replicas.last_stable_offset(&log)
 }
 
 async fn setup(dir: &std::path::Path) -> (RunningBroker, Client) {
@@ -281,6 +291,8 @@ async fn txn_offsets_are_pending_until_the_commit_marker() {
     let (b, mut c) = setup(dir.path()).await;
     plain_commit(&mut c, "g", "t", 0, 10).await;
     let before = offsets_batches(&b, "g").len();
+    let txn_start = offsets_end(&b, "g");
+    assert_eq!(offsets_lso(&b, "g"), txn_start);
     let r = txn_commit(
         &mut c,
         3,
@@ -289,8 +301,11 @@ async fn txn_offsets_are_pending_until_the_commit_marker() {
     )
     .await;
     assert_eq!(errors(&r), vec![NONE, NONE]);
-    // One transactional batch of the producer with both records.
+    // One transactional batch of the producer with both records, which
+    // opens its transaction on the partition: the last stable offset stays
+    // at the batch until the marker.
     assert_eq!(offsets_batches(&b, "g")[before..], [(PID, true, false, 2)]);
+    assert_eq!(offsets_lso(&b, "g"), txn_start);
 
     let unstable = code(ErrorCode::UnstableOffsetCommit);
     let (plain, stable) = both(&mut c, "g").await;
@@ -308,10 +323,15 @@ async fn txn_offsets_are_pending_until_the_commit_marker() {
         vec![(0, 3, NONE)]
     );
 
-    write_marker(&b, "g", PID, true);
+    write_marker(&mut c, &b, "g", PID, true).await;
     let (plain, stable) = both(&mut c, "g").await;
     assert_eq!(plain, vec![(0, 20, NONE), (1, 5, NONE)]);
     assert_eq!(stable, plain);
+    assert_eq!(
+        offsets_batches(&b, "g")[before..],
+        [(PID, true, false, 2), (PID, true, true, 1)]
+    );
+    assert_eq!(offsets_lso(&b, "g"), offsets_end(&b, "g"));
     b.shutdown().await.unwrap();
 }
 
@@ -329,7 +349,7 @@ async fn abort_marker_keeps_the_old_offsets() {
     )
     .await;
     assert_eq!(errors(&r), vec![NONE, NONE]);
-    write_marker(&b, "g", PID, false);
+    write_marker(&mut c, &b, "g", PID, false).await;
     let (plain, stable) = both(&mut c, "g").await;
     assert_eq!(plain, vec![(0, 10, NONE), (1, -1, NONE)]);
     assert_eq!(stable, plain);
@@ -351,7 +371,7 @@ async fn later_plain_commit_stays_over_the_committed_transaction() {
     .await;
     assert_eq!(errors(&r), vec![NONE, NONE]);
     plain_commit(&mut c, "g", "t", 0, 30).await;
-    write_marker(&b, "g", PID, true);
+    write_marker(&mut c, &b, "g", PID, true).await;
     assert_eq!(
         fetch_offsets(&mut c, 8, "g", true, "t", &[0, 1]).await,
         vec![(0, 30, NONE), (1, 21, NONE)]
@@ -394,7 +414,7 @@ async fn pending_offsets_are_replayed_after_a_restart() {
             errors(&txn_commit(&mut c, 3, &t, &[("t", 0, 7)]).await),
             [NONE]
         );
-        write_marker(&b, group, pid, committed);
+        write_marker(&mut c, &b, group, pid, committed).await;
     }
     b.shutdown().await.unwrap();
 
@@ -412,7 +432,7 @@ async fn pending_offsets_are_replayed_after_a_restart() {
         fetch_offsets(&mut c, 8, "dropped", true, "t", &[0]).await,
         vec![(0, -1, NONE)]
     );
-    write_marker(&b, "g", PID, true);
+    write_marker(&mut c, &b, "g", PID, true).await;
     let (plain, stable) = both(&mut c, "g").await;
     assert_eq!(plain, vec![(0, 20, NONE), (1, 5, NONE)]);
     assert_eq!(stable, plain);
