@@ -130,6 +130,73 @@ pub async fn list(c: &mut Client, req: ListTransactionsRequest) -> ListTransacti
     }
 }
 
+/// A transactional batch of `pid` / `epoch` from sequence `seq`.
+fn txn_batch(pid: i64, epoch: i16, seq: i32, value: &str) -> Bytes {
+    let mut b = RecordBatchBuilder::new(Compression::None)
+        .producer(pid, epoch, seq)
+        .transactional(true);
+    b.push(
+        1_700_000_000_000,
+        None,
+        Some(Bytes::from(value.to_string())),
+        vec![],
+    )
+    .unwrap();
+    b.build().unwrap().into_bytes()
+}
+
+/// Produces `records` to `topic`-`partition` as transactional id `id`
+/// (acks=all): the error.
+async fn produce_txn(c: &mut Client, id: &str, topic: &str, partition: i32, records: Bytes) -> i16 {
+    let req = ProduceRequest {
+        transactional_id: Some(id.into()),
+        acks: -1,
+        timeout_ms: 5000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: topic.into(),
+            partition_data: vec![produce_request::PartitionProduceData {
+                index: partition,
+                records: Some(records),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::Produce(req), 9).await {
+        ResponseBody::Produce(r) => r.responses[0].partition_responses[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// ListOffsets LATEST of `topic`-`partition`: the last stable offset with
+/// `read_committed`, else the high watermark.
+async fn latest(c: &mut Client, topic: &str, partition: i32, read_committed: bool) -> i64 {
+    let req = ListOffsetsRequest {
+        replica_id: -1,
+        isolation_level: i8::from(read_committed),
+        topics: vec![list_offsets_request::ListOffsetsTopic {
+            name: topic.into(),
+            partitions: vec![list_offsets_request::ListOffsetsPartition {
+                partition_index: partition,
+                current_leader_epoch: -1,
+                timestamp: -1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::ListOffsets(req), 8).await {
+        ResponseBody::ListOffsets(r) => {
+            let p = &r.topics[0].partitions[0];
+            assert_eq!(p.error_code, NONE);
+            p.offset
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Waits (up to 20 s) until `id`'s described state is one of `states`.
 pub async fn wait_for_state(
     c: &mut Client,
@@ -562,7 +629,7 @@ async fn an_expired_transaction_is_aborted_and_its_producer_fenced() {
     let (_, pid, epoch) = init_txn(&mut c, "slow", 300).await;
     let r = add_partitions(&mut c, "slow", (pid, epoch), &[("t", 0)], 3).await;
     assert_eq!(r[0].2, NONE);
-    let d = wait_for_state(&mut c, "slow", &["PrepareAbort", "CompleteAbort"]).await;
+    let d = wait_for_state(&mut c, "slow", &["CompleteAbort"]).await;
     assert_eq!(d.producer_epoch, epoch + 1, "aborted with a bumped epoch");
     let r = add_partitions(&mut c, "slow", (pid, epoch), &[("t", 0)], 3).await;
     assert_eq!(r[0].2, PRODUCER_FENCED);
@@ -573,6 +640,105 @@ async fn an_expired_transaction_is_aborted_and_its_producer_fenced() {
     assert_eq!(
         metric(&b, "weir_transactions_timed_out_total").await,
         Some(1.0)
+    );
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_completes_once_its_markers_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(
+        dir.path(),
+        &[
+            ("http.listeners", "127.0.0.1:0"),
+            ("transaction.state.log.num.partitions", "2"),
+        ],
+    )
+    .await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "t", 2, &[]).await, NONE);
+    let (_, pid, epoch) = init_txn(&mut c, "tx", 60_000).await;
+    let r = add_partitions(&mut c, "tx", (pid, epoch), &[("t", 0), ("t", 1)], 3).await;
+    assert!(r.iter().all(|x| x.2 == NONE), "{r:?}");
+    for p in [0, 1] {
+        assert_eq!(
+            produce_txn(&mut c, "tx", "t", p, txn_batch(pid, epoch, 0, "a")).await,
+            NONE
+        );
+        assert_eq!(latest(&mut c, "t", p, true).await, 0, "open: the LSO holds");
+    }
+    assert_eq!(end_txn(&mut c, "tx", (pid, epoch), true).await, NONE);
+    let d = wait_for_state(&mut c, "tx", &["CompleteCommit"]).await;
+    assert!(d.topics.is_empty(), "no partition left: {:?}", d.topics);
+    for p in [0, 1] {
+        // the record and the COMMIT marker
+        assert_eq!(latest(&mut c, "t", p, false).await, 2);
+        assert_eq!(
+            latest(&mut c, "t", p, true).await,
+            2,
+            "committed: the LSO moved"
+        );
+    }
+    assert_eq!(
+        metric(&b, "weir_transactions_committed_total").await,
+        Some(1.0)
+    );
+    // retries after completion
+    assert_eq!(end_txn(&mut c, "tx", (pid, epoch), true).await, NONE);
+    assert_eq!(
+        code(end_txn(&mut c, "tx", (pid, epoch), false).await),
+        ErrorCode::InvalidTxnState
+    );
+
+    // the next transaction of the same session, aborted
+    add_partitions(&mut c, "tx", (pid, epoch), &[("t", 0)], 3).await;
+    assert_eq!(
+        produce_txn(&mut c, "tx", "t", 0, txn_batch(pid, epoch, 1, "b")).await,
+        NONE
+    );
+    assert_eq!(end_txn(&mut c, "tx", (pid, epoch), false).await, NONE);
+    wait_for_state(&mut c, "tx", &["CompleteAbort"]).await;
+    assert_eq!(latest(&mut c, "t", 0, true).await, 4);
+    assert_eq!(
+        metric(&b, "weir_transactions_aborted_total").await,
+        Some(1.0)
+    );
+    assert_eq!(metric(&b, "weir_transactions_open").await, Some(0.0));
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_aborts_the_open_transaction_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), TXN_CONFIG).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
+    let (_, pid, epoch) = init_txn(&mut c, "tx", 60_000).await;
+    add_partitions(&mut c, "tx", (pid, epoch), &[("t", 0)], 3).await;
+    assert_eq!(
+        produce_txn(&mut c, "tx", "t", 0, txn_batch(pid, epoch, 0, "a")).await,
+        NONE
+    );
+    // the new session is told to retry while the old transaction aborts
+    let (e, _, _) = init_txn(&mut c, "tx", 60_000).await;
+    assert_eq!(code(e), ErrorCode::ConcurrentTransactions);
+    let d = wait_for_state(&mut c, "tx", &["CompleteAbort"]).await;
+    assert_eq!(
+        d.producer_epoch,
+        epoch + 1,
+        "aborted with the fencing epoch"
+    );
+    assert_eq!(
+        latest(&mut c, "t", 0, true).await,
+        2,
+        "the abort marker ends it"
+    );
+    let (e, p, next) = init_txn(&mut c, "tx", 60_000).await;
+    assert_eq!((e, p, next), (NONE, pid, epoch + 2));
+    // the old session is fenced on the partition too
+    assert_ne!(
+        produce_txn(&mut c, "tx", "t", 0, txn_batch(pid, epoch, 1, "late")).await,
+        NONE
     );
     b.shutdown().await.unwrap();
 }
