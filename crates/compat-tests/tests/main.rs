@@ -26,3 +26,4 @@ mod reassignment;
 mod replicated_offsets;
 mod replication;
 mod torn_tail;
+mod transactions;
