@@ -630,8 +630,16 @@ impl ReplicaManager {
             .clone()
     }
 
-    /// Installs the log cleaner truncations must go through.
-    pub fn set_cleaner(&self, cleaner: Arc<weir_storage::cleaner::LogCleaner>) {
+    /// Installs the log cleaner truncations must go through, and bounds
+    /// its cleanings by each partition's last stable offset (an undecided
+    /// transaction's records are never compacted).
+    pub fn set_cleaner(self: &Arc<Self>, cleaner: Arc<weir_storage::cleaner::LogCleaner>) {
+        let replicas = Arc::downgrade(self);
+        cleaner.set_cleanable_limit(Arc::new(move |log: &Log| {
+            replicas
+                .upgrade()
+                .map_or_else(|| log.log_start_offset(), |r| r.last_stable_offset(log))
+        }));
         let _ = self.cleaner.set(cleaner);
     }
 

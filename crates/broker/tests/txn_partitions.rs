@@ -677,3 +677,83 @@ async fn a_follower_indexes_aborts_and_leads_with_the_open_transactions() {
     assert_eq!(values(&consumed(&pd)), ["y"]);
     running.shutdown().await.unwrap();
 }
+
+/// The broker's cleaner stops at the last stable offset: with a
+/// transaction open, a later record of a key does not remove the earlier
+/// one (the open transaction may still abort); once it commits, it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_stops_at_the_last_stable_offset() {
+    struct Clock;
+    impl weir_storage::cleaner::Clock for Clock {
+        fn now_ms(&self) -> i64 {
+            1_000
+        }
+        fn sleep_ms(&self, _: u64) {}
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    let configs = [("cleanup.policy", "compact"), ("segment.bytes", "200")];
+    assert_eq!(create_topic(&mut c, "t", 1, &configs).await, NONE);
+    let keyed = |key: &str, value: &str| {
+        let mut rb = RecordBatchBuilder::new(Compression::None);
+        rb.push(
+            1_700_000_000_000,
+            Some(Bytes::copy_from_slice(key.as_bytes())),
+            Some(Bytes::copy_from_slice(value.as_bytes())),
+            vec![],
+        )
+        .unwrap();
+        rb.build().unwrap().into_bytes()
+    };
+    assert_eq!(produce(&mut c, "t", 0, keyed("k", "old"), 1).await.0, NONE);
+    let mut txn = RecordBatchBuilder::new(Compression::None)
+        .producer(61, 0, 0)
+        .transactional(true);
+    txn.push(
+        1_700_000_000_000,
+        Some(Bytes::from_static(b"x")),
+        Some(Bytes::from_static(b"t")),
+        vec![],
+    )
+    .unwrap();
+    assert_eq!(
+        produce_as(&mut c, Some("c"), txn.build().unwrap().into_bytes())
+            .await
+            .0,
+        NONE
+    );
+    for i in 0..6 {
+        let (code, _) = produce(&mut c, "t", 0, keyed(&format!("f{i}"), "filler"), 1).await;
+        assert_eq!(code, NONE);
+    }
+    assert_eq!(produce(&mut c, "t", 0, keyed("k", "new"), 1).await.0, NONE);
+    for i in 0..6 {
+        let (code, _) = produce(&mut c, "t", 0, keyed(&format!("g{i}"), "filler"), 1).await;
+        assert_eq!(code, NONE);
+    }
+    let log = b.broker.replicas.log("t", 0).unwrap();
+    assert!(log.segment_count() > 4, "{}", log.segment_count());
+    let cleaner = b.broker.metrics.cleaner().expect("a cleaner").clone();
+    let tp = log.topic_partition().clone();
+    let has_old = |pd: &PartitionData| values(&all_records(pd)).contains(&"old");
+
+    cleaner
+        .clean_now(b.broker.replicas.logs(), &tp, &Clock)
+        .unwrap();
+    assert!(
+        has_old(&fetch_at(&mut c, 0, false, 0).await),
+        "cleaned past the open transaction"
+    );
+    assert_eq!(
+        write_marker(&mut c, 61, 0, 0, true, "t", &[0]).await,
+        [NONE]
+    );
+    cleaner
+        .clean_now(b.broker.replicas.logs(), &tp, &Clock)
+        .unwrap();
+    let pd = fetch_at(&mut c, 0, true, 0).await;
+    assert!(!has_old(&pd), "{:?}", all_records(&pd));
+    assert!(values(&consumed(&pd)).contains(&"new"));
+    b.shutdown().await.unwrap();
+}

@@ -383,6 +383,89 @@ fn crash_at_every_step_of_a_cleaning() {
     }
 }
 
+/// A transactional batch of `pid` with the records `ops`.
+fn txn_kv_batch(pid: i64, ops: &[Op]) -> Vec<u8> {
+    let mut b = RecordBatchBuilder::new(Compression::None)
+        .producer(pid, 0, 0)
+        .transactional(true);
+    for (k, v) in ops {
+        let value = v.map(|v| Bytes::from(vec![v; 20]));
+        b.push(0, Some(Bytes::from(format!("key-{k}"))), value, Vec::new())
+            .unwrap();
+    }
+    b.build().unwrap().as_bytes().to_vec()
+}
+
+/// An aborted transaction's record of a key does not make the cleaner drop
+/// the committed record before it (it never enters the offset map), and no
+/// record at or past the cleanable limit (the LSO: an undecided
+/// transaction) is used or cleaned.
+#[test]
+fn aborted_records_hide_nothing_and_the_limit_bounds_cleaning() {
+    let mem = MemStorage::new();
+    let mgr = manager(Arc::new(mem.clone()), 0);
+    let log = mgr.create_log(&tp(), [3; 16], config()).unwrap();
+    // 0: key 1 committed (plain); 1: key 1 in producer 5's transaction;
+    // 2: its ABORT.
+    log.append(&mut kv_batch(&[(1, Some(10))], 0), 0).unwrap();
+    log.append(&mut txn_kv_batch(5, &[(1, Some(66))]), 0)
+        .unwrap();
+    let abort = AbortMarker {
+        batch: 0,
+        producer_id: 5,
+        first_offset: 1,
+        next_open_offset: None,
+    };
+    let mut m = RecordBatchBuilder::end_txn_marker_batch(0, 0, 5, 0, 0, &EndTxnMarker::abort(0))
+        .unwrap()
+        .as_bytes()
+        .to_vec();
+    log.append_ending_txns(&mut m, 0, None, &[abort]).unwrap();
+    // Key 2 written twice, the second time well after: the limit decides
+    // whether the first may go.
+    log.append(&mut kv_batch(&[(2, Some(20))], 0), 0).unwrap();
+    for i in 0..20u8 {
+        log.append(&mut kv_batch(&[(3 + i % 3, Some(i))], 0), 0)
+            .unwrap();
+    }
+    let limit = log.log_end_offset();
+    log.append(&mut kv_batch(&[(2, Some(21))], 0), 0).unwrap();
+    for i in 0..20u8 {
+        log.append(&mut kv_batch(&[(3 + i % 3, Some(i))], 0), 0)
+            .unwrap();
+    }
+    log.set_high_watermark(log.log_end_offset());
+    let value_of = |key: u8| -> Vec<(i64, u8)> {
+        read_all(&mgr)
+            .0
+            .into_iter()
+            .filter(|(_, k, _)| k.as_deref() == Some(format!("key-{key}").as_bytes()))
+            .map(|(o, _, v)| (o, v.unwrap()[0]))
+            .collect()
+    };
+    let cleaner = LogCleaner::open(CleanerConfig::default(), &mgr).unwrap();
+    cleaner.set_cleanable_limit(Arc::new(move |_| limit));
+    let clock = VClock(AtomicI64::new(1_000));
+    cleaner.clean_now(&mgr, &tp(), &clock).unwrap().unwrap();
+    assert_eq!(
+        value_of(1),
+        [(0, 10), (1, 66)],
+        "the aborted record hid the committed one"
+    );
+    assert_eq!(
+        value_of(2).first(),
+        Some(&(3, 20)),
+        "cleaned past the limit"
+    );
+    assert_eq!(log.all_aborted_txns().len(), 1);
+
+    // Without the limit the later record of key 2 supersedes the first.
+    cleaner.set_cleanable_limit(Arc::new(|_| i64::MAX));
+    cleaner.clean_now(&mgr, &tp(), &clock).unwrap().unwrap();
+    assert_eq!(value_of(1).first(), Some(&(0, 10)));
+    assert_eq!(value_of(2), [(limit, 21)]);
+}
+
 /// Aborted transactions survive a cleaning (markers and transactional
 /// batches are kept for now): the segments' `.txnindex` entries move to the
 /// cleaned segment, also when the cleaning crashes at any file operation.

@@ -67,8 +67,12 @@ pub struct CleanerMetrics {
     pub last_duration_ms: AtomicU64,
 }
 
+/// Where the cleaning of a log must stop (exclusive; the cleaner also stops
+/// at the high watermark): the broker's last stable offset, below which
+/// every transaction is decided. Called without the log's lock.
+pub type CleanableLimit = Arc<dyn Fn(&Log) -> i64 + Send + Sync>;
+
 /// The log cleaner. `Send + Sync`; workers call [`LogCleaner::run_once`].
-#[derive(Debug)]
 pub struct LogCleaner {
     /// Replaced whole by [`LogCleaner::reconfigure`]; a cleaning in
     /// progress keeps the settings it started with.
@@ -79,6 +83,19 @@ pub struct LogCleaner {
     in_progress: Mutex<BTreeSet<TopicPartition>>,
     idle: Condvar,
     metrics: CleanerMetrics,
+    /// See [`LogCleaner::set_cleanable_limit`].
+    limit: Mutex<Option<CleanableLimit>>,
+}
+
+impl std::fmt::Debug for LogCleaner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogCleaner")
+            .field("cfg", &self.cfg)
+            .field("checkpoints", &self.checkpoints)
+            .field("in_progress", &self.in_progress)
+            .field("metrics", &self.metrics)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LogCleaner {
@@ -106,7 +123,21 @@ impl LogCleaner {
             in_progress: Mutex::new(BTreeSet::new()),
             idle: Condvar::new(),
             metrics: CleanerMetrics::default(),
+            limit: Mutex::new(None),
         })
+    }
+
+    /// Bounds every later cleaning of a log by `limit(log)` (the broker's
+    /// last stable offset; without it, the high watermark alone).
+    pub fn set_cleanable_limit(&self, limit: CleanableLimit) {
+        *self.limit.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
+    }
+
+    /// The section of `log` to clean now, bounded by the cleanable limit.
+    fn section(&self, log: &Log, now_ms: i64) -> Section {
+        let limit = self.limit.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let below = limit.map_or(i64::MAX, |f| f(log));
+        log.clean_section_below(self.checkpoint_of(&log.tp), now_ms, below)
     }
 
     /// The settings the next cleaning uses.
@@ -137,7 +168,7 @@ impl LogCleaner {
         if !cfg.compact() {
             return None;
         }
-        let s = log.clean_section(self.checkpoint_of(&log.tp), now_ms);
+        let s = self.section(log, now_ms);
         Some((
             CleanCandidate {
                 tp: log.tp.clone(),
@@ -160,7 +191,14 @@ impl LogCleaner {
     ) -> Result<Option<(TopicPartition, CleanStats)>, StorageError> {
         let now_ms = clock.now_ms();
         let (log, section) = {
-            let busy = self.in_progress.lock().unwrap_or_else(|e| e.into_inner());
+            // The busy set is copied: a candidate's section asks the
+            // cleanable limit, which may load a partition's state. A log
+            // taken meanwhile is skipped by `clean_log`.
+            let busy = self
+                .in_progress
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
             let mut logs = Vec::new();
             let mut cands = Vec::new();
             for log in mgr.logs() {
@@ -172,7 +210,6 @@ impl LogCleaner {
                     cands.push(c);
                 }
             }
-            drop(busy);
             let Some(i) = policy::choose(&cands, now_ms) else {
                 return Ok(None);
             };
@@ -192,7 +229,7 @@ impl LogCleaner {
         let log = mgr
             .get(tp)
             .ok_or_else(|| StorageError::UnknownLog(tp.to_string()))?;
-        let section = log.clean_section(self.checkpoint_of(tp), clock.now_ms());
+        let section = self.section(&log, clock.now_ms());
         self.clean_log(mgr, &log, section, clock)
     }
 

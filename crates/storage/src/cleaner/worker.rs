@@ -29,6 +29,7 @@ use crate::segment::{
     LOG_SUFFIX, SEGMENT_SUFFIXES, Segment, TXN_INDEX_SUFFIX, file_name, read_all,
 };
 use bytes::Bytes;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use weir_protocol::records::{
@@ -73,6 +74,15 @@ impl Log {
     /// The dirty and clean sections of this log for a cleaner checkpoint
     /// `checkpoint` (out-of-range checkpoints restart at the log start).
     pub fn clean_section(&self, checkpoint: Option<i64>, now_ms: i64) -> Section {
+        self.clean_section_below(checkpoint, now_ms, i64::MAX)
+    }
+
+    /// [`Log::clean_section`] with every cleanable offset below `limit`
+    /// (the partition's last stable offset: the records of a transaction
+    /// not yet decided are never cleaned, as Kafka's cleaner stops at the
+    /// first unstable offset; an aborted one must not hide the committed
+    /// record of its key).
+    pub fn clean_section_below(&self, checkpoint: Option<i64>, now_ms: i64, limit: i64) -> Section {
         let g = self.lock();
         let min_lag = g.config.min_compaction_lag_ms;
         let bases: Vec<i64> = g.segments.keys().copied().collect();
@@ -80,7 +90,7 @@ impl Log {
         for (i, seg) in g.segments.values().enumerate() {
             let Some(&next) = bases.get(i + 1) else { break };
             let too_young = min_lag > 0 && now_ms.saturating_sub(seg.max_timestamp) < min_lag;
-            if next > g.hw || too_young {
+            if next > g.hw || next > limit || too_young {
                 cleanable_end = seg.base_offset;
                 break;
             }
@@ -176,8 +186,20 @@ pub(crate) fn clean(
     let start_ms = clock.now_ms();
     let storage = log.storage.clone();
     let dir = log.dir.clone();
-    let (snaps, config) = {
+    let (snaps, config, aborted) = {
         let g = log.lock();
+        // The aborted transactions' offset ranges, by producer: their
+        // records never enter the offset map (a committed record of the
+        // same key must not go for them).
+        let mut aborted: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        for seg in g.segments.values() {
+            for t in seg.txn_index.entries() {
+                aborted
+                    .entry(t.producer_id)
+                    .or_default()
+                    .push((t.first_offset, t.last_offset));
+            }
+        }
         let bases: Vec<i64> = g.segments.keys().copied().collect();
         let snaps: Vec<SegSnap> = g
             .segments
@@ -193,7 +215,15 @@ pub(crate) fn clean(
                 })
             })
             .collect();
-        (snaps, g.config.clone())
+        (snaps, g.config.clone(), aborted)
+    };
+    let is_aborted = |b: &RecordBatch| {
+        b.is_transactional()
+            && aborted.get(&b.header().producer_id).is_some_and(|ranges| {
+                ranges
+                    .iter()
+                    .any(|&(first, last)| first <= b.base_offset() && b.base_offset() <= last)
+            })
     };
     let mut stats = CleanStats {
         map_end: section.first_dirty,
@@ -220,7 +250,7 @@ pub(crate) fn clean(
             if b.last_offset() < section.first_dirty {
                 continue;
             }
-            if !b.is_control() {
+            if !b.is_control() && !is_aborted(&b) {
                 let recs = b
                     .collect_records(&limits)
                     .map_err(|e| corrupt(&path, it.position() as u64, e))?;
