@@ -431,6 +431,36 @@ pub(crate) fn sync_taken(taken: &[UnsyncedTxnIndex]) -> Result<(), StorageError>
     first.map_or(Ok(()), Err)
 }
 
+/// Fuzz entry point (cargo-fuzz target `txn_index` and the smoke test):
+/// parses `data` after its first 8 bytes (the segment's base offset); the
+/// entries kept must satisfy the index's invariants, be exactly the
+/// leading bytes of the input, and parse back without damage.
+#[doc(hidden)]
+#[allow(clippy::expect_used, clippy::indexing_slicing)] // a fuzz target reports a broken property by panicking
+pub fn fuzz_parse(data: &[u8]) {
+    let Some((base, body)) = data.split_first_chunk::<8>() else {
+        return;
+    };
+    let base = i64::from_be_bytes(*base);
+    let (entries, damage) = parse(body, base);
+    let encoded: Vec<u8> = entries.iter().flat_map(|e| e.to_bytes()).collect();
+    assert_eq!(
+        &body[..encoded.len()],
+        &encoded[..],
+        "entries re-encode to the input's prefix"
+    );
+    assert_eq!(damage.is_none(), encoded.len() == body.len());
+    assert_eq!(parse(&encoded, base), (entries.clone(), None));
+    let mut prev: Option<&AbortedTxn> = None;
+    for e in &entries {
+        assert!(check(prev, e, base).is_none(), "{e:?} after {prev:?}");
+        prev = Some(e);
+    }
+    let mut out = Vec::new();
+    collect(&entries, base, base.saturating_add(1), &mut out);
+    assert!(out.iter().all(|t| entries.contains(t)));
+}
+
 impl Log {
     /// The aborted transactions overlapping `[fetch_offset, upper_bound)`,
     /// from the segment holding `fetch_offset` on, stopping as Kafka's

@@ -440,3 +440,32 @@ fn retention_deletes_a_segments_index_with_it() {
     assert_eq!(log.all_aborted_txns(), want);
     assert_eq!(on_disk(&mem), want);
 }
+
+/// Fuzz smoke test of the `.txnindex` parser (the cargo-fuzz target
+/// `txn_index` runs the same entry point): seeds from real entries.
+#[test]
+fn txn_index_files_survive_mutation() {
+    let entries = [
+        AbortedTxn {
+            producer_id: 7,
+            first_offset: 90,
+            last_offset: 104,
+            last_stable_offset: 95,
+        },
+        AbortedTxn {
+            producer_id: 8,
+            first_offset: 100,
+            last_offset: 110,
+            last_stable_offset: 111,
+        },
+    ];
+    let mut seed = 100i64.to_be_bytes().to_vec();
+    seed.extend(entries.iter().flat_map(|e| e.to_bytes()));
+    let seeds = vec![seed, 0i64.to_be_bytes().to_vec()];
+    weir_test_support::fuzz_smoke(
+        "txn_index",
+        &seeds,
+        50_000,
+        weir_storage::txn_index::fuzz_parse,
+    );
+}
