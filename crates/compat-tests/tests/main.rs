@@ -27,3 +27,4 @@ mod replicated_offsets;
 mod replication;
 mod torn_tail;
 mod transactions;
+mod txn_producers;
