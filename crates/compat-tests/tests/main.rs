@@ -27,4 +27,5 @@ mod replicated_offsets;
 mod replication;
 mod torn_tail;
 mod transactions;
+mod transactions_clients;
 mod txn_producers;
