@@ -129,7 +129,8 @@ pub struct PartitionProducers {
     /// The open transactions, by first offset.
     open_txns: BTreeSet<(i64, i64)>,
     /// Ended transactions as (first offset, producer, marker offset) whose
-    /// marker the high watermark may not have passed yet.
+    /// marker the high watermark may not have passed yet (forgotten by
+    /// [`PartitionProducers::first_unstable_offset_at`] once it has).
     unreplicated: BTreeSet<(i64, i64, i64)>,
 }
 

@@ -144,6 +144,9 @@ impl ReplicaManager {
                 info.base_offset,
                 now_ms,
             );
+            // Ended transactions whose marker is replicated are forgotten
+            // here too, not only when a fetch asks for the LSO.
+            state.first_unstable_offset_at(log.high_watermark());
             debug_assert_eq!(
                 done.is_some() && !marker.commit,
                 !aborts.is_empty(),
@@ -201,6 +204,9 @@ impl ReplicaManager {
             }
             match log.append_as_follower_ending_txns(records, now_ms, &aborts) {
                 Ok((info, flush)) => {
+                    // A follower is asked for no LSO: its ended
+                    // transactions below its high watermark go now.
+                    state.first_unstable_offset_at(log.high_watermark());
                     state.debug_check();
                     match flush {
                         Some(end) => log.flush_through(end, now_ms).map(|()| info),

@@ -757,3 +757,83 @@ async fn compaction_stops_at_the_last_stable_offset() {
     assert!(values(&consumed(&pd)).contains(&"new"));
     b.shutdown().await.unwrap();
 }
+
+/// On a leader with followers a committed transaction stays unstable
+/// until the high watermark passes its marker (Kafka's unreplicated
+/// transactions): a new leader without the marker would still see it open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_is_stable_only_once_its_marker_is_replicated() {
+    use weir_broker::cluster::{
+        BrokerNode, ClusterSnapshot, LocalTopicAdmin, PartitionView, TopicView,
+    };
+    use weir_broker::handler::produce::append_partition;
+    use weir_broker::txn_partition::TxnMarker;
+    let dir = tempfile::tempdir().unwrap();
+    let (running, mut c) = broker_with_topic(dir.path()).await;
+    let b = running.broker.clone();
+    let me = b.config.node_id;
+    let id = b.topic("t").unwrap().id_bytes();
+    let (host, port) = b.advertised();
+    let brokers = [me, 2]
+        .into_iter()
+        .map(|n| BrokerNode {
+            id: n,
+            host: if n == me {
+                host.clone()
+            } else {
+                "192.0.2.2".into()
+            },
+            port: if n == me { port } else { 1 },
+            rack: None,
+        })
+        .collect();
+    let snap = ClusterSnapshot::new(
+        brokers,
+        me,
+        vec![TopicView {
+            name: "t".into(),
+            id,
+            partitions: vec![PartitionView {
+                leader: me,
+                leader_epoch: 1,
+                partition_epoch: 1,
+                replicas: vec![me, 2],
+                isr: vec![me, 2],
+                offline_replicas: vec![],
+            }],
+        }],
+    );
+    b.replicas.set_cluster_member();
+    b.set_cluster(FixedView::new(snap), Arc::new(LocalTopicAdmin));
+    b.apply_leadership();
+    let log = b.replicas.log("t", 0).unwrap();
+    let follower_at = |offset: i64| {
+        b.replicas
+            .record_follower_fetch(&log, 2, offset, b.now_ms(), |_| true)
+            .unwrap();
+    };
+
+    let (r, _) = append_partition(&b, "t", 0, Some(&txn_batch(71, 0, 0, &["v"])));
+    assert_eq!(r.base_offset, 0, "{r:?}");
+    follower_at(1);
+    assert_eq!(log.high_watermark(), 1);
+    assert_eq!(b.replicas.last_stable_offset(&log), 0, "open");
+    let marker = TxnMarker {
+        producer_id: 71,
+        producer_epoch: 0,
+        coordinator_epoch: 0,
+        commit: true,
+    };
+    let appended = b.replicas.append_marker(&log, marker, b.now_ms()).unwrap();
+    assert_eq!((appended.offset, appended.replicated_in), (1, Some(1)));
+    // Committed, but the follower does not have the marker yet.
+    assert_eq!(b.replicas.last_stable_offset(&log), 0);
+    let pd = fetch_at(&mut c, 0, true, 0).await;
+    assert_eq!((pd.high_watermark, pd.last_stable_offset), (1, 0));
+    assert!(consumed(&pd).is_empty());
+    follower_at(2);
+    assert_eq!(b.replicas.last_stable_offset(&log), 2);
+    let pd = fetch_at(&mut c, 0, true, 0).await;
+    assert_eq!(values(&consumed(&pd)), ["v"]);
+    running.shutdown().await.unwrap();
+}
