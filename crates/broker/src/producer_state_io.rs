@@ -31,13 +31,13 @@
 //! state of a partition is loaded lazily, the first time it is needed after
 //! start (an idempotent or transactional append, a follower's append, the
 //! last stable offset): from the newest snapshot at or below the log end
-//! offset, then the batches after it, whose ABORT markers are indexed again
+//! offset, then every batch after it, whose ABORT markers are indexed again
 //! when a crash lost their `.txnindex` entry; without a snapshot, from the
-//! batches of the log's tail (at most [`REBUILD_SCAN_OFFSETS`] offsets /
-//! [`REBUILD_SCAN_BYTES`]). Producers older than that window are treated
-//! like expired producers in Kafka: their next sequence is accepted as is;
-//! a transaction open since before it counts from its first batch inside
-//! it.
+//! batches of the log's tail (the last [`REBUILD_SCAN_OFFSETS`] offsets, or
+//! fewer: the segments holding the last [`REBUILD_SCAN_BYTES`]). Producers
+//! older than that window are treated like expired producers in Kafka:
+//! their next sequence is accepted as is; a transaction open since before
+//! it counts from its first batch inside it.
 
 use std::path::{Path, PathBuf};
 
@@ -224,11 +224,14 @@ fn read_snapshot(storage: &dyn Storage, path: &Path) -> Result<PartitionProducer
 /// Replays the batches of `[from, end)` into `state`. With `reindex` (the
 /// state at `from` is known: a snapshot's), an ABORT marker that ends a
 /// transaction gets its `.txnindex` entry back if a crash lost it.
+///
+/// The scan goes on to `end`: a marker left unread would leave its
+/// transaction open, and the partition's last stable offset stuck there.
 fn scan(log: &Log, state: &mut PartitionProducers, from: i64, end: i64, reindex: bool) {
     let mut offset = from.max(log.log_start_offset());
-    let mut scanned = 0usize;
-    while offset < end && scanned < REBUILD_SCAN_BYTES {
+    while offset < end {
         let Ok(read) = log.read(offset, 1 << 20, end, true) else {
+            tracing::warn!(partition = %log.topic_partition(), offset, "producer state rebuilt up to an unreadable offset");
             break;
         };
         let before = offset;
@@ -236,7 +239,6 @@ fn scan(log: &Log, state: &mut PartitionProducers, from: i64, end: i64, reindex:
             let Ok(data) = region.read_to_vec() else {
                 return;
             };
-            scanned += data.len();
             let mut pos = 0;
             while let Some(rest) = data.get(pos..)
                 && let Ok(h) = BatchHeader::parse(rest)
@@ -294,9 +296,25 @@ pub fn rebuild(log: &Log) -> PartitionProducers {
     // The state before the window is unknown: a transaction that ends in
     // it may have begun before it, so nothing is indexed again.
     let mut state = PartitionProducers::default();
-    scan(log, &mut state, end - REBUILD_SCAN_OFFSETS, end, false);
+    scan(log, &mut state, window_start(log, end), end, false);
     state.debug_check();
     state
+}
+
+/// Where a rebuild without a snapshot starts: the last
+/// [`REBUILD_SCAN_OFFSETS`] offsets, or the segments holding the last
+/// [`REBUILD_SCAN_BYTES`] bytes if they start later.
+fn window_start(log: &Log, end: i64) -> i64 {
+    let mut bytes = 0u64;
+    let mut start = end;
+    for s in log.segment_summaries().iter().rev() {
+        if bytes >= REBUILD_SCAN_BYTES as u64 {
+            break;
+        }
+        start = s.base_offset;
+        bytes += s.size;
+    }
+    start.max(end - REBUILD_SCAN_OFFSETS)
 }
 
 /// Fuzz entry point (cargo-fuzz target `producer_snapshot` and the smoke
