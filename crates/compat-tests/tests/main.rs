@@ -24,6 +24,7 @@ mod rdkafka_groups_reset;
 mod rdkafka_record_errors;
 mod reassignment;
 mod replicated_offsets;
+mod replicated_transactions;
 mod replication;
 mod torn_tail;
 mod transactions;
