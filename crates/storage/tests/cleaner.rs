@@ -396,10 +396,10 @@ fn txn_kv_batch(pid: i64, ops: &[Op]) -> Vec<u8> {
     b.build().unwrap().as_bytes().to_vec()
 }
 
-/// An aborted transaction's record of a key does not make the cleaner drop
-/// the committed record before it (it never enters the offset map), and no
-/// record at or past the cleanable limit (the LSO: an undecided
-/// transaction) is used or cleaned.
+/// An aborted transaction's records go and do not make the cleaner drop the
+/// committed record of their key before them (they never enter the offset
+/// map); its marker stays. No record at or past the cleanable limit (the
+/// LSO: an undecided transaction) is used or cleaned.
 #[test]
 fn aborted_records_hide_nothing_and_the_limit_bounds_cleaning() {
     let mem = MemStorage::new();
@@ -447,11 +447,14 @@ fn aborted_records_hide_nothing_and_the_limit_bounds_cleaning() {
     cleaner.set_cleanable_limit(Arc::new(move |_| limit));
     let clock = VClock(AtomicI64::new(1_000));
     cleaner.clean_now(&mgr, &tp(), &clock).unwrap().unwrap();
+    // The aborted record is gone, the committed one before it stays; the
+    // marker and the index entry stay.
     assert_eq!(
         value_of(1),
-        [(0, 10), (1, 66)],
+        [(0, 10)],
         "the aborted record hid the committed one"
     );
+    assert_eq!(read_all(&mgr).1, 1, "the ABORT marker");
     assert_eq!(
         value_of(2).first(),
         Some(&(3, 20)),

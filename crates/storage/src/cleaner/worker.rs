@@ -318,8 +318,16 @@ pub(crate) fn clean(
             while let Some(b) = it.next() {
                 let b = b.map_err(|e| corrupt(&path, 0, e))?;
                 let last_of_group = i == last_seg && it.peek().is_none();
-                let kept = filter_batch(&b, &map, &config, now_ms, last_of_group, &mut stats)
-                    .map_err(|e| corrupt(&path, 0, e))?;
+                let kept = filter_batch(
+                    &b,
+                    &map,
+                    &config,
+                    now_ms,
+                    last_of_group,
+                    is_aborted(&b),
+                    &mut stats,
+                )
+                .map_err(|e| corrupt(&path, 0, e))?;
                 match kept {
                     Some(nb) => {
                         changed |= nb.as_bytes() != b.as_bytes();
@@ -341,18 +349,24 @@ pub(crate) fn clean(
     Ok(stats)
 }
 
-/// The batch to keep in place of `b`, or `None` to drop it.
+/// The batch to keep in place of `b`, or `None` to drop it. The records of
+/// a batch of an aborted transaction (`aborted`) all go, as Kafka's cleaner
+/// discards them.
 fn filter_batch(
     b: &RecordBatch,
     map: &OffsetMap,
     config: &crate::LogConfig,
     now_ms: i64,
     keep_empty: bool,
+    aborted: bool,
     stats: &mut CleanStats,
 ) -> Result<Option<RecordBatch>, weir_protocol::records::RecordsError> {
     let h = *b.header();
     if h.is_control() {
-        // No transactions yet: control batches are always kept.
+        // Transaction markers are kept: a transactional batch left without
+        // its marker would read as an open transaction (Kafka removes
+        // markers once their transaction has no records left and their
+        // delete horizon passed; weir does not yet).
         stats.records_kept += h.records_count.max(0) as u64;
         return Ok(Some(b.clone()));
     }
@@ -368,7 +382,7 @@ fn filter_batch(
         };
         let tombstone = r.value.is_none() && r.key.is_some();
         let expired = tombstone && horizon.is_some_and(|hz| now_ms >= hz);
-        if latest && !expired {
+        if latest && !expired && !aborted {
             tombstones |= tombstone;
             kept.push(r);
         }
@@ -566,11 +580,11 @@ mod tests {
         let cfg = crate::LogConfig::default();
         let mut stats = CleanStats::default();
         assert!(
-            filter_batch(&batch, &map, &cfg, 0, false, &mut stats)
+            filter_batch(&batch, &map, &cfg, 0, false, false, &mut stats)
                 .unwrap()
                 .is_none()
         );
-        let kept = filter_batch(&batch, &map, &cfg, 0, true, &mut stats)
+        let kept = filter_batch(&batch, &map, &cfg, 0, true, false, &mut stats)
             .unwrap()
             .expect("kept as the group's last batch");
         let h = *kept.header();
