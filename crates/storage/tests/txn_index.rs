@@ -469,3 +469,70 @@ fn txn_index_files_survive_mutation() {
         weir_storage::txn_index::fuzz_parse,
     );
 }
+
+/// A write that fails while an ABORT and its entry are appended (any write
+/// of the batch or of the index, a full disk, a file that cannot be
+/// created) leaves neither: the append is refused whole and the log goes
+/// on; after a restart every entry has its marker.
+#[test]
+fn a_failed_abort_append_leaves_neither_the_marker_nor_its_entry() {
+    use std::sync::atomic::Ordering;
+    use weir_storage::backend::FaultyStorage;
+    type Fault = Box<dyn Fn(&FaultyStorage)>;
+    let mut faults: Vec<(String, Fault)> = (0..6u64)
+        .map(|n| {
+            let f: Fault = Box::new(move |s: &FaultyStorage| s.fail_writes_after(n));
+            (format!("writes after {n}"), f)
+        })
+        .collect();
+    faults.push((
+        "full disk".into(),
+        Box::new(|s| s.faults().disk_full.store(true, Ordering::SeqCst)),
+    ));
+    faults.push((
+        "no new file".into(),
+        Box::new(|s| s.faults().creates_left.store(0, Ordering::SeqCst)),
+    ));
+    for (name, fault) in faults {
+        let mem = MemStorage::new();
+        let faulty = FaultyStorage::new(mem.clone());
+        let log = new_log(Arc::new(faulty.clone()), small_config());
+        log.append(&mut txn_batch(1, 1), 1_000).unwrap();
+        let abort = AbortMarker {
+            batch: 0,
+            producer_id: 1,
+            first_offset: 0,
+            next_open_offset: None,
+        };
+        fault(&faulty);
+        let r = log.append_ending_txns(&mut marker(1, false), 1_000, None, &[abort]);
+        faulty.fail_writes_after(u64::MAX);
+        faulty.faults().disk_full.store(false, Ordering::SeqCst);
+        faulty
+            .faults()
+            .creates_left
+            .store(u64::MAX, Ordering::SeqCst);
+        match r {
+            Ok(_) => {
+                assert_eq!(markers(&log), [1], "{name}");
+                assert_eq!(log.all_aborted_txns().len(), 1, "{name}");
+            }
+            Err(_) => {
+                assert_eq!(log.log_end_offset(), 1, "{name}");
+                assert!(log.all_aborted_txns().is_empty(), "{name}");
+                // The log goes on: the retry is appended and indexed.
+                log.append_ending_txns(&mut marker(1, false), 1_000, None, &[abort])
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(log.all_aborted_txns().len(), 1, "{name}");
+            }
+        }
+        for mode in [CrashMode::KeepWritten, CrashMode::LoseUnsynced] {
+            let after: Arc<dyn Storage> = Arc::new(mem.crash(mode));
+            let reopened = reopen(after, small_config(), 0, false).unwrap();
+            let kept = markers(&reopened);
+            for e in reopened.all_aborted_txns() {
+                assert!(kept.contains(&e.last_offset), "{name} {mode:?}: {e:?}");
+            }
+        }
+    }
+}
