@@ -57,6 +57,13 @@ pub enum AppendRole {
     NotLeader,
 }
 
+/// Loads a partition's producer state (its snapshot and the batches after
+/// it, or its log's tail): file reads, kept off the async runtime's worker
+/// (a Fetch asking for the LSO may be the first to need it).
+pub(crate) fn load_producers(log: &Log) -> PartitionProducers {
+    crate::handler::blocking(|| crate::producer_state_io::rebuild(log))
+}
+
 /// Starts `epoch` at `leo` in `log`'s leader-epoch cache (a new leader).
 fn start_epoch(log: &Log, epoch: i32, leo: i64) {
     if let Err(e) = log.assign_epoch_start(epoch, leo) {
@@ -92,7 +99,7 @@ pub struct ReplicaManager {
     /// Long-poll fetches waiting for appends, by partition.
     wakeups: PartitionWakeups,
     /// Per-partition producer state, loaded on first use.
-    producers: Mutex<HashMap<TopicPartition, ProducerSlot>>,
+    producers: RwLock<HashMap<TopicPartition, ProducerSlot>>,
     /// Serialises high-watermark updates so the HW never moves backwards.
     hw_lock: Mutex<()>,
     /// Replication state of the partitions the metadata assigns (cluster
@@ -133,7 +140,7 @@ impl ReplicaManager {
         ReplicaManager {
             logs,
             wakeups: PartitionWakeups::default(),
-            producers: Mutex::new(HashMap::new()),
+            producers: RwLock::new(HashMap::new()),
             hw_lock: Mutex::new(()),
             replication: RwLock::new(HashMap::new()),
             cleaner: std::sync::OnceLock::new(),
@@ -218,9 +225,10 @@ impl ReplicaManager {
     /// Drops the producer state kept for a partition whose log is gone or
     /// changed under it (truncation, a new leader).
     pub fn forget_producers(&self, tp: &TopicPartition) {
-        if let Ok(mut m) = self.producers.lock() {
-            m.remove(tp);
-        }
+        self.producers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tp);
     }
 
     /// Moves the high watermark up to what the partition's replicas allow:
@@ -619,15 +627,23 @@ impl ReplicaManager {
     pub fn with_producers<R>(&self, log: &Log, f: impl FnOnce(&mut PartitionProducers) -> R) -> R {
         let slot = self.producer_slot(log);
         let mut state = slot.lock().unwrap_or_else(|p| p.into_inner());
-        f(state.get_or_insert_with(|| crate::producer_state_io::rebuild(log)))
+        f(state.get_or_insert_with(|| load_producers(log)))
     }
 
-    /// The slot of a partition's producer state (empty until loaded).
+    /// The slot of a partition's producer state (empty until loaded). Every
+    /// Fetch asks for it (the LSO): a read lock finds it.
     pub(crate) fn producer_slot(&self, log: &Log) -> ProducerSlot {
-        let mut map = self.producers.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(log.topic_partition().clone())
-            .or_default()
-            .clone()
+        let tp = log.topic_partition();
+        if let Some(slot) = self
+            .producers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tp)
+        {
+            return slot.clone();
+        }
+        let mut map = self.producers.write().unwrap_or_else(|p| p.into_inner());
+        map.entry(tp.clone()).or_default().clone()
     }
 
     /// Installs the log cleaner truncations must go through, and bounds
@@ -679,7 +695,7 @@ impl ReplicaManager {
     /// in memory, at its current log end offset.
     pub fn snapshot_producers(&self) {
         let slots: Vec<_> = {
-            let map = self.producers.lock().unwrap_or_else(|p| p.into_inner());
+            let map = self.producers.read().unwrap_or_else(|p| p.into_inner());
             map.iter().map(|(tp, s)| (tp.clone(), s.clone())).collect()
         };
         for (tp, slot) in slots {
