@@ -27,6 +27,7 @@ mod replicated_offsets;
 mod replicated_transactions;
 mod replication;
 mod torn_tail;
+mod txn_offsets_clients;
 mod transactions;
 mod transactions_clients;
 mod txn_producers;
