@@ -25,7 +25,8 @@
 //! offset -1 and offset delta 0, as Kafka writes it.
 //!
 //! Snapshots are written at clean shutdown and at every periodic checkpoint
-//! for partitions whose state is in memory, once the partition's
+//! for partitions whose state is in memory and whose log end offset moved
+//! since their last snapshot, once the partition's
 //! aborted-transaction entries are synced (`Log::sync_aborted_txns`): the
 //! entries of markers below a snapshot's offset are then durable. The
 //! state of a partition is loaded lazily, the first time it is needed after
@@ -183,6 +184,11 @@ fn list_snapshots(storage: &dyn Storage, dir: &Path) -> Vec<(i64, PathBuf)> {
         .collect();
     v.sort();
     v
+}
+
+/// Whether `<offset>.snapshot` exists in `dir`.
+pub fn has_snapshot_at(storage: &dyn Storage, dir: &Path, offset: i64) -> bool {
+    storage.exists(&dir.join(format!("{offset:020}{PRODUCER_SNAPSHOT_SUFFIX}")))
 }
 
 /// Writes `<offset>.snapshot` the way checkpoints are written (tmp file,

@@ -706,9 +706,14 @@ impl ReplicaManager {
             let Some(state) = state.as_ref() else {
                 continue;
             };
-            // appends of idempotent batches hold this lock, so the state
-            // covers every batch below this log end offset
+            // appends that change producer state hold this lock, so the
+            // state covers every batch below this log end offset
             let leo = log.log_end_offset();
+            // Only appends change the state: an idle partition's snapshot
+            // at this offset is the one it would write.
+            if crate::producer_state_io::has_snapshot_at(&*log.storage(), &log.dir(), leo) {
+                continue;
+            }
             // The replay after a snapshot indexes the aborted transactions
             // it finds; those below it must already be durable.
             if let Err(e) = log.sync_aborted_txns() {
