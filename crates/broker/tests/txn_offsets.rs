@@ -591,8 +591,13 @@ fn small_segments() -> Vec<(&'static str, &'static str)> {
 }
 
 /// Commits more offsets of t-1 for `group`, so its earlier records are in
-/// segments the cleaner may compact, then compacts its partition now.
-async fn roll_and_compact(c: &mut Client, b: &RunningBroker, group: &str) {
+/// segments the cleaner may compact, then compacts its partition now;
+/// returns the partition's batches after the compaction.
+async fn roll_and_compact(
+    c: &mut Client,
+    b: &RunningBroker,
+    group: &str,
+) -> Vec<(i64, bool, bool, i32)> {
     for i in 0..3 {
         plain_commit(c, group, "t", 1, i).await;
     }
@@ -601,13 +606,13 @@ async fn roll_and_compact(c: &mut Client, b: &RunningBroker, group: &str) {
     cleaner
         .clean_now(b.broker.replicas.logs(), &tp, &Now(b.broker.now_ms()))
         .unwrap();
+    offsets_batches(b, group)
 }
 
 /// The records of an aborted transaction must not displace, in a
 /// compaction, the plain commit of the same partition before them: the
 /// restarted coordinator would load no offset where the live one had one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the log cleaner keeps aborted transactional records as the latest of their key (Kafka leaves them out of the offset map)"]
 async fn compaction_keeps_a_plain_commit_under_an_aborted_transaction() {
     let dir = tempfile::tempdir().unwrap();
     let b = start_broker(dir.path(), &small_segments()).await;
@@ -617,7 +622,17 @@ async fn compaction_keeps_a_plain_commit_under_an_aborted_transaction() {
     let r = txn_commit(&mut c, 3, &Txn::standalone("a"), &[("t", 0, 20)]).await;
     assert_eq!(errors(&r), [NONE]);
     write_marker(&mut c, &b, "a", PID, false).await;
-    roll_and_compact(&mut c, &b, "a").await;
+    let before = offsets_batches(&b, "a").len();
+    let after = roll_and_compact(&mut c, &b, "a").await;
+    // The compaction ran: the superseded commits of t-1 are gone, and so is
+    // the aborted transaction's record (its marker stays).
+    assert!(after.len() < before + 3, "{after:?}");
+    assert!(
+        !after
+            .iter()
+            .any(|&(pid, txn, control, _)| pid == PID && txn && !control),
+        "{after:?}"
+    );
     let want = vec![(0, 10, NONE)];
     assert_eq!(fetch_offsets(&mut c, 8, "a", true, "t", &[0]).await, want);
     b.shutdown().await.unwrap();
@@ -637,7 +652,6 @@ async fn compaction_keeps_a_plain_commit_under_an_aborted_transaction() {
 /// would displace the plain commit before it, which the transaction's
 /// ABORT must leave in place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the log cleaner does not stop at the partition's first unstable offset"]
 async fn compaction_stops_at_an_open_transaction() {
     let dir = tempfile::tempdir().unwrap();
     let b = start_broker(dir.path(), &small_segments()).await;
@@ -646,6 +660,8 @@ async fn compaction_stops_at_an_open_transaction() {
     plain_commit(&mut c, "o", "t", 0, 30).await;
     let r = txn_commit(&mut c, 3, &Txn::standalone("o"), &[("t", 0, 40)]).await;
     assert_eq!(errors(&r), [NONE]);
+    // Nothing at or above the open transaction is cleanable; the plain
+    // commit below it is the only record of its key there.
     roll_and_compact(&mut c, &b, "o").await;
     b.shutdown().await.unwrap();
 
