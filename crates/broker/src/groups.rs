@@ -30,6 +30,7 @@ use weir_protocol::records::{
 use crate::broker::{Broker, CreateTopicError};
 use crate::config::BrokerConfig;
 use crate::producer_state::{BatchMeta, last_seq};
+use crate::replica_manager::AppendRole;
 
 /// The internal topic holding committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -74,6 +75,8 @@ pub enum GroupsError {
     Build(String),
     #[error("append to {OFFSETS_TOPIC} failed: {0}")]
     Append(#[from] weir_storage::StorageError),
+    #[error("this broker does not lead {OFFSETS_TOPIC} partition {0}")]
+    NotLeader(i32),
     #[error("producer {producer_id} epoch {epoch} is older than its current epoch {current}")]
     FencedProducer {
         producer_id: i64,
@@ -431,6 +434,7 @@ pub fn append_error_code(e: &GroupsError) -> ErrorCode {
             return ErrorCode::CoordinatorNotAvailable;
         }
         GroupsError::Build(_) => return ErrorCode::UnknownServerError,
+        GroupsError::NotLeader(_) => return ErrorCode::NotCoordinator,
         GroupsError::FencedProducer { .. } => return ErrorCode::InvalidProducerEpoch,
         GroupsError::Append(e) => crate::codes::from_storage(e),
     };
@@ -504,10 +508,27 @@ fn append(
         .map_err(|e| GroupsError::Build(e.to_string()))?;
     let mut buf = batch.as_bytes().to_vec();
     let do_append = |buf: &mut [u8]| -> Result<weir_storage::AppendInfo, GroupsError> {
-        // A leader with followers stamps its epoch, as for produced batches.
-        let info = match b.replicas.stamp_epoch(log.topic_partition()) {
-            Some(epoch) => log.append_as_leader(buf, now, epoch)?,
-            None => log.append(buf, now)?,
+        // A leader with followers stamps its epoch, as for produced
+        // batches, and appends only while it leads in that epoch.
+        let tp = log.topic_partition();
+        let not_leader = || GroupsError::NotLeader(tp.partition);
+        let info = match b.replicas.append_role(tp) {
+            AppendRole::Standalone => log.append(buf, now)?,
+            AppendRole::Leader {
+                epoch,
+                replicated: true,
+            } => b
+                .replicas
+                .as_leader_in(tp, epoch, || log.append_as_leader(buf, now, epoch))
+                .ok_or_else(not_leader)??,
+            AppendRole::Leader {
+                epoch,
+                replicated: false,
+            } => b
+                .replicas
+                .as_leader_in(tp, epoch, || log.append(buf, now))
+                .ok_or_else(not_leader)??,
+            AppendRole::NotLeader => return Err(not_leader()),
         };
         b.replicas.advance_high_watermark(&log);
         b.replicas.notify_append(&log);

@@ -15,13 +15,14 @@ use crate::cluster::{
 const GROUP: &str = "replicated-offsets";
 const TOPIC: &str = "committed";
 
-/// Kafka's partition of a group: Java's `String.hashCode()` of the group id,
-/// `& 0x7fffffff`, modulo the partition count.
+/// Kafka's partition of a group: `Utils.abs` of Java's `String.hashCode()`
+/// of the group id (`Math.abs`, `Integer.MIN_VALUE` giving 0), modulo the
+/// partition count.
 fn offsets_partition(group: &str, partitions: i32) -> i32 {
     let h = group
         .encode_utf16()
         .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
-    (h & 0x7fff_ffff) % partitions
+    (if h == i32::MIN { 0 } else { h.abs() }) % partitions
 }
 
 fn consumer(bootstrap: &str) -> BaseConsumer {

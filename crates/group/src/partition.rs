@@ -8,7 +8,9 @@ pub fn java_string_hash(s: &str) -> i32 {
 }
 
 /// The `__consumer_offsets` partition that stores `group_id`:
-/// `Utils.abs(hashCode) % partitions` where `Utils.abs(x) = x & 0x7fffffff`.
+/// `Utils.abs(hashCode) % partitions`, where Kafka's `Utils.abs(x)` is
+/// `Math.abs(x)`, except that `Integer.MIN_VALUE` gives 0 (it is not a mask:
+/// that is `Utils.toPositive`, the record partitioner's).
 ///
 /// `partitions` must be positive (validated by `GroupConfig::validate`);
 /// a non-positive count maps everything to partition 0.
@@ -16,7 +18,9 @@ pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
     if partitions <= 0 {
         return 0;
     }
-    (java_string_hash(group_id) & 0x7fff_ffff) % partitions
+    let h = java_string_hash(group_id);
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions
 }
 
 #[cfg(test)]
@@ -42,13 +46,12 @@ mod tests {
 
     #[test]
     fn partition_table() {
-        // Utils.abs keeps the low 31 bits, so MIN_VALUE maps to 0, not to
-        // a negative partition.
+        // Utils.abs maps MIN_VALUE to 0, not to a negative partition.
         assert_eq!(partition_for("polygenelubricants", 50), 0);
         assert_eq!(partition_for("hello", 50), 22);
         assert_eq!(partition_for("console-consumer-12345", 50), 6);
-        // Negative hash: masked, not negated (Math.abs would give 7).
-        assert_eq!(partition_for("consumer-0", 50), 41);
+        // Negative hash: negated, not masked (the mask would give 41).
+        assert_eq!(partition_for("consumer-0", 50), 7);
         assert_eq!(partition_for("x", 0), 0);
     }
 }

@@ -17,6 +17,7 @@ use weir_protocol::messages::offset_commit_response::{
 use weir_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, ResponseBody};
 
 use super::{Reply, RequestContext, blocking};
+use crate::replica_manager::AppendRole;
 
 /// The requested partitions by topic, each with whether it exists.
 pub(super) type Shape = Vec<(String, Vec<(i32, bool)>)>;
@@ -134,7 +135,14 @@ pub(super) async fn replicated(ctx: &RequestContext, group: &str) -> Option<Erro
     let groups = b.groups()?;
     let partition = groups.lock().partition_for(group);
     let tp = weir_storage::TopicPartition::new(crate::groups::OFFSETS_TOPIC, partition);
-    b.replicas.stamp_epoch(&tp)?;
+    let epoch = match b.replicas.append_role(&tp) {
+        AppendRole::Leader {
+            epoch,
+            replicated: true,
+        } => epoch,
+        AppendRole::NotLeader => return Some(ErrorCode::NotCoordinator),
+        _ => return None,
+    };
     let end = b.replicas.logs().get(&tp)?.log_end_offset();
     let timeout_ms = b
         .effective_config()
@@ -143,7 +151,11 @@ pub(super) async fn replicated(ctx: &RequestContext, group: &str) -> Option<Erro
         .max(1);
     let deadline =
         tokio::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64);
-    match b.replicas.wait_for_replication(&tp, end, 1, deadline).await {
+    match b
+        .replicas
+        .wait_for_replication_in(&tp, end, 1, Some(epoch), deadline)
+        .await
+    {
         ErrorCode::None => None,
         // Kafka's coordinator answers a commit that timed out waiting for
         // replicas with REQUEST_TIMED_OUT, which clients retry.
