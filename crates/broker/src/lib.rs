@@ -42,8 +42,8 @@ pub mod replication;
 pub mod server;
 pub mod topic_config;
 pub mod topics;
-pub mod txn_partition;
 pub mod transactions;
+pub mod txn_partition;
 pub mod wakeups;
 
 pub use broker::{Broker, BrokerError};
