@@ -832,3 +832,50 @@ mod metric_tests {
         assert_eq!(sum_samples(text, "weir_requests", &[]), 0.0);
     }
 }
+
+/// Runs the kafka-python check script `script` (in `tests/compat/python`)
+/// against `broker` with `--bootstrap`, prints its output and asserts that
+/// its checks passed; skips (or fails, see [`skip_or_fail`]) without the
+/// kafka-python venv.
+pub fn run_python_check(broker: &WeirProcess, script: &str) {
+    let Some(python) = tools::python() else {
+        skip_or_fail("the kafka-python venv (.test-deps/venv, or WEIR_COMPAT_PYTHON)");
+        return;
+    };
+    let out = run_with_timeout(
+        std::process::Command::new(&python)
+            .arg(tools::python_dir().join(script))
+            .args(["--bootstrap", broker.bootstrap()])
+            .env("PYTHONUNBUFFERED", "1"),
+        None,
+        client_timeout(),
+    )
+    .expect("python spawns");
+    println!("{}", out.stdout);
+    assert_checks_passed(&out, broker, script);
+}
+
+/// Runs the kafkajs check script `script` (in `tests/compat/js`) against
+/// `broker`, as [`run_python_check`] does; skips without node or kafkajs.
+pub fn run_js_check(broker: &WeirProcess, script: &str) {
+    let Some(node) = tools::node() else {
+        skip_or_fail("node (Node.js)");
+        return;
+    };
+    if !tools::kafkajs_installed() {
+        skip_or_fail("kafkajs (npm ci in tests/compat/js)");
+        return;
+    }
+    let dir = tools::js_dir();
+    let out = run_with_timeout(
+        std::process::Command::new(&node)
+            .current_dir(&dir)
+            .arg(dir.join(script))
+            .args(["--bootstrap", broker.bootstrap()]),
+        None,
+        client_timeout(),
+    )
+    .expect("node spawns");
+    println!("{}", out.stdout);
+    assert_checks_passed(&out, broker, script);
+}
