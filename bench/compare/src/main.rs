@@ -26,12 +26,16 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use hdrhistogram::Histogram;
 
 use crate::broker::{ProcSample, WeirProcess};
 use crate::cluster::WeirCluster;
 use crate::limits::{Cores, LimitSizes, Limits};
 use crate::report::{Goal, Report, Row};
-use crate::workloads::{ProduceSpec, consume, create_topic, produce};
+use crate::workloads::{
+    Mode, ProduceOutcome, ProduceSpec, QUEUE_KIB_UNBOUNDED, TxnOutcome, consume, create_topic,
+    produce,
+};
 
 #[derive(Parser)]
 #[command(
@@ -48,9 +52,12 @@ struct Args {
     /// Pid of the external broker, for its CPU seconds and peak RSS.
     #[arg(long, value_name = "PID")]
     broker_pid: Option<u32>,
-    /// Comma-separated subset of P1..P8 (P6 and P8 are compared with P1,
-    /// which they add when missing; P7 and P8 need --weir). P8 is not in
-    /// the default set: it starts a three-node cluster.
+    /// Comma-separated subset of P1..P9 (P6 and P8 are compared with P1,
+    /// which they add when missing; P7 and P8 need --weir). P8 and P9 are
+    /// not in the default set: P8 starts a three-node cluster, P9 produces
+    /// twice P1's records (its own idempotent acks=all baseline and the
+    /// transactions, 1 and 4 partitions each) and would add more than twice
+    /// P1's time.
     #[arg(long, default_value = "P1,P2,P3,P4,P5,P6,P7", value_delimiter = ',')]
     workloads: Vec<String>,
     /// small: a quick smoke run (tens of MiB); full: the sizes.
@@ -235,7 +242,8 @@ fn run(args: Args) -> Result<()> {
                     "P7 starts and kills weir itself: give --weir PATH"
                 )),
             },
-            _ => match &args.weir {
+            "P9" => run_p9(&ctx, &mut created),
+            "P8" => match &args.weir {
                 Some(path) => run_p8(
                     &ctx,
                     path,
@@ -247,6 +255,7 @@ fn run(args: Args) -> Result<()> {
                     "P8 starts its own three-node cluster: give --weir PATH"
                 )),
             },
+            other => Err(anyhow::anyhow!("unknown workload {other}")),
         };
         match result {
             Ok(r) => rows.extend(r),
@@ -293,8 +302,8 @@ fn run(args: Args) -> Result<()> {
 fn workload_list(given: &[String]) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for w in given.iter().map(|w| w.trim().to_uppercase()) {
-        if !["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8"].contains(&w.as_str()) {
-            bail!("unknown workload {w}; expected P1 … P8");
+        if !["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9"].contains(&w.as_str()) {
+            bail!("unknown workload {w}; expected P1 … P9");
         }
         if (w == "P6" || w == "P8") && !out.iter().any(|x| x == "P1") {
             out.push("P1".into());
@@ -415,6 +424,8 @@ fn run_p1(ctx: &Ctx<'_>, partitions: i32, created: &mut Vec<String>) -> Result<V
             rate: None,
             timed: false,
             budget: ctx.scale.budget,
+            mode: Mode::Plain,
+            queue_kib: QUEUE_KIB_UNBOUNDED,
         },
     )?;
     let usage = ctx.end(before);
@@ -456,6 +467,8 @@ fn run_p2(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
             rate: None,
             timed: false,
             budget: ctx.scale.budget,
+            mode: Mode::Plain,
+            queue_kib: QUEUE_KIB_UNBOUNDED,
         },
     )
     .context("produce the backlog")?;
@@ -506,6 +519,8 @@ fn run_p3(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
             rate: None,
             timed: false,
             budget: ctx.scale.budget,
+            mode: Mode::Plain,
+            queue_kib: QUEUE_KIB_UNBOUNDED,
         },
     )?;
     let usage = ctx.end(before);
@@ -547,6 +562,8 @@ fn run_p4(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
         rate: None,
         timed: false,
         budget: ctx.scale.budget,
+        mode: Mode::Plain,
+        queue_kib: QUEUE_KIB_UNBOUNDED,
     };
     let probe = produce(ctx.bootstrap, &spec).context("max-rate probe")?;
     let max_rate = probe.records_per_s();
@@ -734,6 +751,8 @@ fn run_p7(
             rate: None,
             timed: false,
             budget: ctx.scale.budget,
+            mode: Mode::Plain,
+            queue_kib: QUEUE_KIB_UNBOUNDED,
         },
     )
     .context("produce the log to recover")?;
@@ -815,6 +834,8 @@ fn run_p8(
                 rate: None,
                 timed: false,
                 budget: ctx.scale.budget,
+                mode: Mode::Plain,
+                queue_kib: QUEUE_KIB_UNBOUNDED,
             },
         )
         .with_context(|| cluster.describe())?;
@@ -863,6 +884,8 @@ fn run_p8(
             rate: Some(rate),
             timed: true,
             budget: ctx.scale.budget,
+            mode: Mode::Plain,
+            queue_kib: QUEUE_KIB_UNBOUNDED,
         },
     )
     .with_context(|| cluster.describe())?;
@@ -908,6 +931,215 @@ fn run_p8(
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
+
+/// P9: how long each transaction sends before it commits.
+const P9_COMMIT_INTERVAL: Duration = Duration::from_millis(100);
+/// P9's runs: idempotent (false) and transactional (true) in turn, each
+/// producer [`P9_RUNS_EACH`] times and at the same mean position, so a
+/// steady drift of the machine (e.g. dirty pages piling up) cancels.
+const P9_ORDER: [bool; 8] = [false, true, true, false, true, false, false, true];
+/// How many runs of each producer [`P9_ORDER`] holds; together they send
+/// P1's record count.
+const P9_RUNS_EACH: u64 = 4;
+/// P9's producer queue (librdkafka's `queue.buffering.max.kbytes`) in
+/// all its runs: a Java producer's default `buffer.memory`, 32 MiB.
+/// With P1's 1 GiB a whole small run would be queued within the first
+/// 100 ms and go out in one transaction.
+const P9_QUEUE_KIB: u64 = 32 << 10;
+
+/// P9: the cost of transactions. P1's produce (1 KiB records, linger 5 ms,
+/// 1 MiB batches, P1's record count, 1 and 4 partitions) with acks=all,
+/// by an idempotent producer and by a transactional one that commits
+/// every 100 ms (begin, send for 100 ms, commit, repeat). Each producer
+/// sends its records in [`P9_ORDER`]'s interleaved runs, so that the
+/// machine's drifts and bursts of other load weigh on both alike. Reports
+/// both MiB/s (bytes over the time of all its runs), the transactional one
+/// as a ratio to the idempotent one, and the commit latency p50 / p99 (from
+/// the end of a transaction's sending to commit_transaction's return). No
+/// targets.
+fn run_p9(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
+    // The first transactional id creates `__transaction_state` (50
+    // partitions); that is set-up, not the cost of transactions.
+    workloads::init_transactional_id(ctx.bootstrap, &format!("wc-{}-p9-setup", ctx.run_id))
+        .context("set up the transaction coordinator")?;
+    let mut out = Vec::new();
+    for partitions in [1, 4] {
+        let base_name = format!("P9 produce 1KiB acks=all idempotent {partitions}p");
+        let name = format!("P9 produce 1KiB transactional commit/100ms {partitions}p");
+        let idem_topic = ctx.topic(&format!("p9-idem-{partitions}"), partitions, &[], created)?;
+        let txn_topic = ctx.topic(&format!("p9-txn-{partitions}"), partitions, &[], created)?;
+        let per_run = ctx.scale.p1_records / P9_RUNS_EACH;
+        let mut idem = P9Runs::default();
+        let mut txn = P9Runs::default();
+        for (step, transactional) in P9_ORDER.into_iter().enumerate() {
+            let runs = if transactional { &mut txn } else { &mut idem };
+            let nth = runs.runs.len() as u64 + 1;
+            // The last run of each producer takes the remainder.
+            let records = if nth == P9_RUNS_EACH {
+                ctx.scale.p1_records - per_run * (P9_RUNS_EACH - 1)
+            } else {
+                per_run
+            };
+            let id = format!("wc-{}-p9-{partitions}-{step}", ctx.run_id);
+            let (topic, mode, label) = if transactional {
+                let mode = Mode::Transactional {
+                    id: &id,
+                    commit_interval: P9_COMMIT_INTERVAL,
+                };
+                (&txn_topic, mode, &name)
+            } else {
+                (&idem_topic, Mode::Idempotent, &base_name)
+            };
+            eprintln!("{label}: {records} records (run {nth} of {P9_RUNS_EACH})");
+            let before = ctx.begin();
+            let run = produce(
+                ctx.bootstrap,
+                &ProduceSpec {
+                    topic,
+                    partitions,
+                    record_bytes: KIB,
+                    records,
+                    acks: "all",
+                    linger_ms: 5,
+                    rate: None,
+                    timed: false,
+                    budget: ctx.scale.budget,
+                    mode,
+                    queue_kib: P9_QUEUE_KIB,
+                },
+            )?;
+            runs.add(run, ctx.end(before))?;
+        }
+
+        let base_bytes_per_s = idem.bytes_per_s();
+        out.push(
+            idem.usage()
+                .apply(Row::throughput(
+                    &base_name,
+                    base_bytes_per_s,
+                    ctx.limits.page_cache_append_bytes_per_s,
+                    "page-cache append (dd)",
+                    0.0,
+                    idem.cpu,
+                    idem.rss,
+                    idem.details(),
+                ))
+                .report_only(),
+        );
+        let t = txn.txn.as_ref().context("no transactions recorded")?;
+        let ms = |h: &Histogram<u64>| {
+            let q = |q: f64| h.value_at_quantile(q) as f64 / 1e6;
+            serde_json::json!({ "p50": q(0.5), "p99": q(0.99), "max": h.max() as f64 / 1e6 })
+        };
+        let mut details = txn.details();
+        details["commit_interval_ms"] = (P9_COMMIT_INTERVAL.as_millis() as u64).into();
+        details["transactions"] = t.transactions.into();
+        details["records_per_transaction"] = (txn.records as f64 / t.transactions as f64).into();
+        details["transaction_ms"] = ms(&t.period);
+        details["commit_ms"] = ms(&t.commit);
+        details["commit_drain_ms"] = ms(&t.drain);
+        details["commit_end_txn_ms"] = ms(&t.end_txn);
+        details["first_record_ack_ms"] = ms(&t.first_ack);
+        out.push(
+            txn.usage()
+                .apply(Row::throughput(
+                    &name,
+                    txn.bytes_per_s(),
+                    base_bytes_per_s,
+                    &format!("{base_name}, this run"),
+                    0.0,
+                    txn.cpu,
+                    txn.rss,
+                    details.clone(),
+                ))
+                .report_only(),
+        );
+        for (label, q) in [("p50", 0.5), ("p99", 0.99)] {
+            out.push(txn.usage().apply(Row::absolute(
+                &format!(
+                    "P9 commit latency {partitions}p {label} ({} transactions)",
+                    t.transactions
+                ),
+                t.commit.value_at_quantile(q) as f64 / 1e6,
+                "ms",
+                Goal::Report,
+                0.0,
+                txn.cpu,
+                txn.rss,
+                details.clone(),
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// The runs of one P9 producer (idempotent or transactional), summed.
+#[derive(Default)]
+struct P9Runs {
+    runs: Vec<serde_json::Value>,
+    records: u64,
+    payload_bytes: u64,
+    seconds: f64,
+    cpu: Option<f64>,
+    rss: Option<u64>,
+    client_cpu: Option<f64>,
+    /// The transactions of all runs, merged.
+    txn: Option<TxnOutcome>,
+}
+
+impl P9Runs {
+    fn add(&mut self, run: ProduceOutcome, usage: Usage) -> Result<()> {
+        let add = |sum: Option<f64>, x: Option<f64>| match (sum, x) {
+            (None, x) if self.runs.is_empty() => x,
+            (Some(s), Some(x)) => Some(s + x),
+            _ => None,
+        };
+        self.cpu = add(self.cpu, usage.cpu);
+        self.client_cpu = add(self.client_cpu, usage.client_cpu);
+        self.rss = self.rss.max(usage.rss);
+        self.runs.push(serde_json::json!({
+            "records": run.records,
+            "seconds": run.elapsed.as_secs_f64(),
+            "mib_per_s": run.bytes_per_s() / MIB,
+            "broker_cpu_seconds": usage.cpu,
+            "transactions": run.txn.as_ref().map(|t| t.transactions),
+        }));
+        self.records += run.records;
+        self.payload_bytes += run.payload_bytes;
+        self.seconds += run.elapsed.as_secs_f64();
+        match (&mut self.txn, run.txn) {
+            (Some(sum), Some(t)) => sum.merge(&t)?,
+            (None, t) => self.txn = t,
+            (Some(_), None) => {}
+        }
+        Ok(())
+    }
+
+    fn bytes_per_s(&self) -> f64 {
+        self.payload_bytes as f64 / self.seconds
+    }
+
+    fn usage(&self) -> Usage {
+        Usage {
+            cpu: self.cpu,
+            rss: self.rss,
+            client_cpu: self.client_cpu,
+        }
+    }
+
+    fn details(&self) -> serde_json::Value {
+        serde_json::json!({
+            "records": self.records,
+            "payload_bytes": self.payload_bytes,
+            "seconds": self.seconds,
+            "records_per_s": self.records as f64 / self.seconds,
+            "queue_kib": P9_QUEUE_KIB,
+            "broker_cpu_s_per_gb": self.cpu.map(|c| c / (self.payload_bytes as f64 / 1e9)),
+            "client_cpu_s_per_gb": self.client_cpu.map(|c| c / (self.payload_bytes as f64 / 1e9)),
+            "runs": self.runs,
+        })
+    }
+}
 
 /// CPU seconds of every node of a cluster and of this process at one
 /// moment; peak RSS is reset so that [`ClusterMark::end`] reads the peak of
@@ -983,6 +1215,21 @@ mod tests {
         assert_eq!(w(&["p8", "P6"]), ["P1", "P8", "P6"]);
         assert_eq!(w(&["P1", "P8"]), ["P1", "P8"]);
         assert_eq!(w(&["P2"]), ["P2"]);
-        assert!(workload_list(&["P9".to_string()]).is_err());
+        // P9 brings its own baseline.
+        assert_eq!(w(&["p9"]), ["P9"]);
+        assert!(workload_list(&["P10".to_string()]).is_err());
+    }
+
+    #[test]
+    fn p9_order_is_balanced() {
+        let positions = |mode: bool| -> Vec<usize> {
+            (0..P9_ORDER.len())
+                .filter(|&i| P9_ORDER[i] == mode)
+                .collect()
+        };
+        let (idem, txn) = (positions(false), positions(true));
+        assert_eq!(idem.len() as u64, P9_RUNS_EACH);
+        assert_eq!(txn.len() as u64, P9_RUNS_EACH);
+        assert_eq!(idem.iter().sum::<usize>(), txn.iter().sum::<usize>());
     }
 }

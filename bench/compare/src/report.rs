@@ -15,8 +15,10 @@ pub enum Goal {
     AtLeast,
     /// ratio (result / limit) must be at most the target.
     AtMost,
-    /// No target: the value is reported (P6).
+    /// No target: the value is reported, lower is better (P6, latencies).
     Report,
+    /// No target: the value is reported, higher is better (P9's rates).
+    ReportHigher,
 }
 
 /// One workload result. `limit` and `ratio` are absent when the target is
@@ -144,7 +146,7 @@ impl Row {
         let met = match goal {
             Goal::AtLeast => Some(value >= target),
             Goal::AtMost => Some(value <= target),
-            Goal::Report => None,
+            Goal::Report | Goal::ReportHigher => None,
         };
         Row {
             workload: workload.to_string(),
@@ -161,6 +163,21 @@ impl Row {
             client_cpu_seconds: None,
             error: None,
             details,
+        }
+    }
+
+    /// The same row without a target: its value and ratio are reported,
+    /// not judged.
+    pub fn report_only(self) -> Row {
+        let goal = match self.goal {
+            Goal::AtMost | Goal::Report => Goal::Report,
+            Goal::AtLeast | Goal::ReportHigher => Goal::ReportHigher,
+        };
+        Row {
+            goal,
+            target: 0.0,
+            met: None,
+            ..self
         }
     }
 
@@ -344,6 +361,8 @@ fn row_line(r: &Row) -> String {
         "-".into()
     } else if r.goal == Goal::Report {
         "report (lower is better)".into()
+    } else if r.goal == Goal::ReportHigher {
+        "report (higher is better)".into()
     } else if r.limit.is_some() {
         format!("ratio {op} {:.2}", r.target)
     } else {
@@ -466,6 +485,32 @@ mod tests {
         assert_eq!(r.met, None);
         let line = row_line(&r);
         assert!(line.contains("| - |") && !line.contains("error"), "{line}");
+    }
+
+    #[test]
+    fn report_only_rows_keep_their_ratio_without_a_verdict() {
+        let r = Row::throughput(
+            "P9",
+            90.0 * MIB,
+            100.0 * MIB,
+            "P9 idempotent",
+            0.0,
+            None,
+            None,
+            serde_json::Value::Null,
+        )
+        .report_only();
+        assert_eq!((r.goal, r.met), (Goal::ReportHigher, None));
+        assert_eq!(r.ratio, Some(0.9));
+        let line = row_line(&r);
+        assert!(
+            line.contains("| 0.90 | report (higher is better) | - |"),
+            "{line}"
+        );
+        let r = Row::latency("P4", 300.0, 100.0, 2.0, None, None, serde_json::Value::Null)
+            .report_only();
+        assert_eq!((r.goal, r.met), (Goal::Report, None));
+        assert!(row_line(&r).contains("report (lower is better)"));
     }
 
     #[test]

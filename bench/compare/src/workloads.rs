@@ -1,9 +1,10 @@
 //! The workloads, driven with librdkafka: topic creation through the admin
-//! API, a paced or unpaced producer with per-record ack latency, and a
-//! consumer that reads a partition set from the beginning with assign().
+//! API, a paced or unpaced producer (plain, idempotent or transactional)
+//! with per-record ack latency, and a consumer that reads a partition set
+//! from the beginning with assign().
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -17,7 +18,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::DeliveryResult;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 
 /// Timeout of one admin or metadata request.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -124,14 +125,74 @@ pub fn delete_topics(bootstrap: &str, names: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// Delivery bookkeeping shared with librdkafka's callback.
+/// Delivery bookkeeping shared with librdkafka's delivery callback, which
+/// runs on the producer's polling thread.
 struct Deliveries {
     start: Instant,
     acked: AtomicU64,
     failed: AtomicU64,
+    /// `acked + failed`, counted once per delivery report.
+    done: AtomicU64,
     first_error: Mutex<Option<String>>,
     /// Send-to-ack latency in nanoseconds, for records sent with a stamp.
     latency: Mutex<Histogram<u64>>,
+    /// A waiter sleeps on `delivered` until `done` reaches `wake_at`
+    /// (`u64::MAX`: nobody waits). Waiting sleeps instead of polling:
+    /// rust-rdkafka's `poll(1 ms)` spins for that millisecond (its timeout
+    /// is rounded down to 0 ms), and a spinning thread takes the client
+    /// core from librdkafka's own threads.
+    wake_at: AtomicU64,
+    waiting: Mutex<()>,
+    delivered: Condvar,
+}
+
+impl Deliveries {
+    fn new() -> Result<Deliveries> {
+        Ok(Deliveries {
+            start: Instant::now(),
+            acked: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            first_error: Mutex::new(None),
+            latency: Mutex::new(Histogram::new(3)?),
+            wake_at: AtomicU64::new(u64::MAX),
+            waiting: Mutex::new(()),
+            delivered: Condvar::new(),
+        })
+    }
+
+    fn done(&self) -> u64 {
+        self.done.load(Ordering::SeqCst)
+    }
+
+    /// Forgets the warm-up's deliveries (the producer has none in flight).
+    fn reset(&self) {
+        self.acked.store(0, Ordering::SeqCst);
+        self.done.store(0, Ordering::SeqCst);
+    }
+
+    /// Sleeps until `n` records have their delivery report or `timeout`
+    /// passed; returns the number that have.
+    fn wait_done(&self, n: u64, timeout: Duration) -> u64 {
+        let deadline = Instant::now() + timeout;
+        let mut guard = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        // SeqCst on both sides: either this load sees the callback's
+        // increment, or the callback sees `wake_at` and notifies (under the
+        // lock, so not before this thread waits).
+        self.wake_at.store(n, Ordering::SeqCst);
+        loop {
+            let done = self.done();
+            let now = Instant::now();
+            if done >= n || now >= deadline {
+                self.wake_at.store(u64::MAX, Ordering::SeqCst);
+                return done;
+            }
+            guard = match self.delivered.wait_timeout(guard, deadline - now) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    }
 }
 
 impl ClientContext for Deliveries {}
@@ -162,8 +223,33 @@ impl ProducerContext for Deliveries {
                 }
             }
         }
+        let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        if done >= self.wake_at.load(Ordering::SeqCst) {
+            drop(self.waiting.lock());
+            self.delivered.notify_all();
+        }
     }
 }
+
+/// How the producer writes.
+#[derive(Clone, Copy, Debug)]
+pub enum Mode<'a> {
+    /// librdkafka's default: neither idempotent nor transactional.
+    Plain,
+    /// `enable.idempotence=true` (librdkafka then requires acks=all).
+    Idempotent,
+    /// `transactional.id` (idempotent, acks=all): `init_transactions`, then
+    /// transaction after transaction: begin, send for `commit_interval`,
+    /// commit.
+    Transactional {
+        id: &'a str,
+        commit_interval: Duration,
+    },
+}
+
+/// librdkafka's `queue.buffering.max.kbytes` for P1–P8: large enough that
+/// a whole run can be queued ahead of the broker.
+pub const QUEUE_KIB_UNBOUNDED: u64 = 1 << 20;
 
 /// What a producer run is asked to do.
 #[derive(Clone, Debug)]
@@ -175,12 +261,18 @@ pub struct ProduceSpec<'a> {
     /// "1", "all", ...
     pub acks: &'a str,
     pub linger_ms: u32,
-    /// Records per second; None for as fast as possible.
+    /// Records per second; None for as fast as possible (always None for
+    /// [`Mode::Transactional`]).
     pub rate: Option<f64>,
-    /// Stamp every record to measure send-to-ack latency.
+    /// Stamp every record to measure send-to-ack latency. Transactional
+    /// runs stamp the first record of each transaction instead.
     pub timed: bool,
     /// The whole run fails if it takes longer.
     pub budget: Duration,
+    pub mode: Mode<'a>,
+    /// librdkafka's `queue.buffering.max.kbytes`: how far sends may run
+    /// ahead of the acknowledgements before send() has to wait.
+    pub queue_kib: u64,
 }
 
 /// The outcome of a producer run (all records acknowledged).
@@ -193,6 +285,8 @@ pub struct ProduceOutcome {
     pub payload_bytes: u64,
     pub elapsed: Duration,
     pub latency: Option<Histogram<u64>>,
+    /// Present for [`Mode::Transactional`].
+    pub txn: Option<TxnOutcome>,
 }
 
 impl ProduceOutcome {
@@ -204,6 +298,53 @@ impl ProduceOutcome {
     }
 }
 
+/// The transactions of a transactional run (every one committed). The
+/// histograms hold one value per transaction, in nanoseconds.
+#[derive(Clone, Debug)]
+pub struct TxnOutcome {
+    pub transactions: u64,
+    /// From begin_transaction to commit_transaction's return.
+    pub period: Histogram<u64>,
+    /// From the end of the sending window to commit_transaction's return:
+    /// what `commit_transaction` costs an application (it flushes first).
+    pub commit: Histogram<u64>,
+    /// The part of `commit` until every record of the transaction was
+    /// acknowledged.
+    pub drain: Histogram<u64>,
+    /// The rest: `commit_transaction` once nothing is in flight (EndTxn).
+    pub end_txn: Histogram<u64>,
+    /// Send→ack of each transaction's first record: librdkafka adds the
+    /// partition to the transaction (AddPartitionsToTxn) before producing.
+    pub first_ack: Histogram<u64>,
+}
+
+impl TxnOutcome {
+    fn new() -> Result<TxnOutcome> {
+        let h = Histogram::new(3)?;
+        Ok(TxnOutcome {
+            transactions: 0,
+            period: h.clone(),
+            commit: h.clone(),
+            drain: h.clone(),
+            end_txn: h.clone(),
+            first_ack: h,
+        })
+    }
+
+    /// Adds the transactions of another run.
+    pub fn merge(&mut self, other: &TxnOutcome) -> Result<()> {
+        self.transactions += other.transactions;
+        self.period.add(&other.period)?;
+        self.commit.add(&other.commit)?;
+        self.drain.add(&other.drain)?;
+        self.end_txn.add(&other.end_txn)?;
+        self.first_ack.add(&other.first_ack)?;
+        Ok(())
+    }
+}
+
+type Client = ThreadedProducer<Deliveries>;
+
 fn producer_config(bootstrap: &str, spec: &ProduceSpec<'_>) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", bootstrap)
@@ -214,7 +355,7 @@ fn producer_config(bootstrap: &str, spec: &ProduceSpec<'_>) -> ClientConfig {
         .set("message.max.bytes", "8388608")
         .set("compression.type", "none")
         .set("queue.buffering.max.messages", "2000000")
-        .set("queue.buffering.max.kbytes", "1048576")
+        .set("queue.buffering.max.kbytes", spec.queue_kib.to_string())
         .set("batch.num.messages", "1000000")
         .set("message.timeout.ms", "120000")
         // Java's default: while 5 requests are in flight, records queue up
@@ -224,6 +365,17 @@ fn producer_config(bootstrap: &str, spec: &ProduceSpec<'_>) -> ClientConfig {
         // TCP_NODELAY, as Java clients set it; with Nagle the tail of each
         // request waits for the broker's delayed ACK.
         .set("socket.nagle.disable", "true");
+    match spec.mode {
+        Mode::Plain => {}
+        Mode::Idempotent => {
+            c.set("enable.idempotence", "true");
+        }
+        Mode::Transactional { id, .. } => {
+            // librdkafka wants message.timeout.ms ≤ transaction.timeout.ms.
+            c.set("transactional.id", id)
+                .set("transaction.timeout.ms", "120000");
+        }
+    }
     c
 }
 
@@ -231,21 +383,22 @@ fn producer_config(bootstrap: &str, spec: &ProduceSpec<'_>) -> ClientConfig {
 /// for every acknowledgement. Partitions are filled in turn, one batch's
 /// worth of records each (see [`partition_of`]).
 pub fn produce(bootstrap: &str, spec: &ProduceSpec<'_>) -> Result<ProduceOutcome> {
-    let ctx = Deliveries {
-        start: Instant::now(),
-        acked: AtomicU64::new(0),
-        failed: AtomicU64::new(0),
-        first_error: Mutex::new(None),
-        latency: Mutex::new(Histogram::new(3)?),
-    };
-    let producer: BaseProducer<Deliveries> = producer_config(bootstrap, spec)
-        .create_with_context(ctx)
+    let producer: Client = producer_config(bootstrap, spec)
+        .create_with_context(Deliveries::new()?)
         .context("create producer")?;
     let payload: Vec<u8> = (0..spec.record_bytes).map(|i| (i % 251) as u8).collect();
     let partitions = spec.partitions.max(1) as u64;
-    // Warm-up, outside the clock: one acknowledged record per partition, so
-    // connection setup and metadata are not counted as produce time.
+    // Warm-up, outside the clock: one acknowledged record per partition (in
+    // a committed transaction for a transactional producer), so connection
+    // setup, metadata and the producer id are not counted as produce time.
     let warmup_deadline = Instant::now() + spec.budget;
+    let transactional = matches!(spec.mode, Mode::Transactional { .. });
+    if let Mode::Transactional { id, .. } = spec.mode {
+        producer
+            .init_transactions(ADMIN_TIMEOUT)
+            .with_context(|| format!("init_transactions {id}"))?;
+        producer.begin_transaction().context("begin_transaction")?;
+    }
     for p in 0..spec.partitions.max(1) {
         let record = BaseRecord::<(), [u8], usize>::with_opaque_to(spec.topic, 0)
             .partition(p)
@@ -254,68 +407,197 @@ pub fn produce(bootstrap: &str, spec: &ProduceSpec<'_>) -> Result<ProduceOutcome
             bail!("send warm-up record to {} partition {p}: {e}", spec.topic);
         }
     }
-    while producer.context().acked.load(Ordering::Relaxed) < partitions {
-        check_failures(producer.context())?;
-        if Instant::now() > warmup_deadline {
-            bail!(
-                "warm-up records to {} not acknowledged within {:?}",
-                spec.topic,
-                spec.budget
-            );
-        }
-        producer.poll(Duration::from_millis(1));
+    wait_acked(&producer, spec, partitions, warmup_deadline)?;
+    if transactional {
+        commit(&producer, warmup_deadline).context("commit the warm-up transaction")?;
     }
-    producer.context().acked.store(0, Ordering::Relaxed);
+    producer.context().reset();
     let start = Instant::now();
     let deadline = start + spec.budget;
-    for i in 0..spec.records {
-        if let Some(rate) = spec.rate {
-            let due = start + Duration::from_secs_f64(i as f64 / rate);
-            let now = Instant::now();
-            if due > now {
-                // Serve delivery callbacks while waiting for the next slot.
-                producer.poll(due - now);
-            }
-        }
-        let partition = partition_of(i, spec.record_bytes, partitions);
-        let mut record = BaseRecord::<(), [u8], usize>::with_opaque_to(spec.topic, 0)
-            .partition(partition)
-            .payload(&payload[..]);
-        let mut attempts = 0u32;
-        loop {
-            if spec.timed {
-                record = record.delivery_opaque(start_offset_ns(&producer) as usize + 1);
-            }
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
-                    record = r;
-                    attempts += 1;
-                    if Instant::now() > deadline {
-                        bail!(
-                            "produce to {} timed out after {:?}: local queue stayed full at record {i}",
-                            spec.topic,
-                            spec.budget
-                        );
+    let txn = match spec.mode {
+        Mode::Transactional {
+            commit_interval, ..
+        } => Some(send_in_transactions(
+            &producer,
+            spec,
+            &payload,
+            commit_interval,
+            deadline,
+        )?),
+        Mode::Plain | Mode::Idempotent => {
+            for i in 0..spec.records {
+                if let Some(rate) = spec.rate {
+                    let due = start + Duration::from_secs_f64(i as f64 / rate);
+                    let now = Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
                     }
-                    producer.poll(Duration::from_millis(if attempts < 10 { 0 } else { 1 }));
                 }
-                Err((e, _)) => bail!("send record {i} to {}: {e}", spec.topic),
+                send_one(&producer, spec, &payload, i, spec.timed, deadline)?;
+                if i % 1024 == 0 {
+                    check_failures(producer.context())?;
+                }
+            }
+            None
+        }
+    };
+    wait_acked(&producer, spec, spec.records, deadline)?;
+    let elapsed = start.elapsed();
+    let latency = if spec.timed && !transactional {
+        Some(histogram(&producer.context().latency)?)
+    } else {
+        None
+    };
+    let txn = match txn {
+        Some(mut t) => {
+            t.first_ack = histogram(&producer.context().latency)?;
+            Some(t)
+        }
+        None => None,
+    };
+    Ok(ProduceOutcome {
+        warmup_records: partitions,
+        records: spec.records,
+        payload_bytes: spec.records * spec.record_bytes as u64,
+        elapsed,
+        latency,
+        txn,
+    })
+}
+
+/// Gives `id` a producer id (InitProducerId) and forgets the producer: the
+/// broker's transaction coordinator is then set up (`__transaction_state`
+/// created and loaded) before anything is measured.
+pub fn init_transactional_id(bootstrap: &str, id: &str) -> Result<()> {
+    let producer: Client = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", id)
+        .create_with_context(Deliveries::new()?)
+        .context("create producer")?;
+    producer
+        .init_transactions(ADMIN_TIMEOUT)
+        .with_context(|| format!("init_transactions {id}"))
+}
+
+/// Transaction after transaction until `spec.records` are sent: begin,
+/// send for `interval` (at least one record), wait for the records'
+/// acknowledgements, commit. Every transaction commits, or the run fails.
+fn send_in_transactions(
+    producer: &Client,
+    spec: &ProduceSpec<'_>,
+    payload: &[u8],
+    interval: Duration,
+    deadline: Instant,
+) -> Result<TxnOutcome> {
+    let mut out = TxnOutcome::new()?;
+    let ns = |d: Duration| d.as_nanos().max(1) as u64;
+    let mut i = 0;
+    while i < spec.records {
+        let begun = Instant::now();
+        producer.begin_transaction().context("begin_transaction")?;
+        let window_end = begun + interval;
+        let first = i;
+        while i < spec.records && (i == first || Instant::now() < window_end) {
+            send_one(producer, spec, payload, i, i == first, deadline)?;
+            i += 1;
+            if i % 1024 == 0 {
+                check_failures(producer.context())?;
             }
         }
-        if i % 1024 == 0 {
-            producer.poll(Duration::ZERO);
-            check_failures(producer.context())?;
+        let sent = Instant::now();
+        wait_acked(producer, spec, i, deadline)?;
+        let acked = Instant::now();
+        commit(producer, deadline)
+            .with_context(|| format!("commit transaction {}", out.transactions + 1))?;
+        let committed = Instant::now();
+        out.transactions += 1;
+        out.period.record(ns(committed - begun))?;
+        out.commit.record(ns(committed - sent))?;
+        out.drain.record(ns(acked - sent))?;
+        out.end_txn.record(ns(committed - acked))?;
+    }
+    Ok(out)
+}
+
+/// How long to wait for librdkafka to let go of acknowledged records.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Commits the open transaction; every record of it is acknowledged.
+/// librdkafka counts a record as in flight until its delivery report is
+/// destroyed, a moment after the callback, and rust-rdkafka's
+/// commit_transaction flushes first in steps of 100 ms: so this waits
+/// (briefly) until nothing is in flight, and the flush returns at once.
+fn commit(producer: &Client, deadline: Instant) -> Result<()> {
+    let release = Instant::now() + RELEASE_TIMEOUT;
+    while producer.in_flight_count() > 0 && Instant::now() < release {
+        std::thread::sleep(Duration::from_micros(20));
+    }
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    producer
+        .commit_transaction(timeout)
+        .context("commit_transaction")
+}
+
+/// How long one wait for queue space sleeps at most before checking the
+/// deadline again.
+const QUEUE_FULL_WAIT: Duration = Duration::from_millis(10);
+
+/// Hands record `i` to librdkafka; while its queue is full, sleeps until
+/// a batch's worth of records more is acknowledged (as a Java producer's
+/// send() blocks on a full `buffer.memory` until a batch is freed).
+/// Waking at every delivery report would not do: librdkafka frees the
+/// records of a report only after the last of them is handed out, so the
+/// send would find the queue full again once per record.
+fn send_one(
+    producer: &Client,
+    spec: &ProduceSpec<'_>,
+    payload: &[u8],
+    i: u64,
+    stamp: bool,
+    deadline: Instant,
+) -> Result<()> {
+    let partition = partition_of(i, spec.record_bytes, spec.partitions.max(1) as u64);
+    let mut record = BaseRecord::<(), [u8], usize>::with_opaque_to(spec.topic, 0)
+        .partition(partition)
+        .payload(payload);
+    loop {
+        if stamp {
+            record = record.delivery_opaque(start_offset_ns(producer) as usize + 1);
+        }
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                record = r;
+                if Instant::now() > deadline {
+                    bail!(
+                        "produce to {} timed out after {:?}: local queue stayed full at record {i}",
+                        spec.topic,
+                        spec.budget
+                    );
+                }
+                let c = producer.context();
+                let batch = (STICKY_BYTES / spec.record_bytes.max(1)).max(1) as u64;
+                c.wait_done(c.done() + batch, QUEUE_FULL_WAIT);
+                check_failures(c)?;
+            }
+            Err((e, _)) => bail!("send record {i} to {}: {e}", spec.topic),
         }
     }
-    // Wait for every acknowledgement, bounded by the budget.
-    let total = spec.records;
+}
+
+/// Waits until `total` records have their delivery report, bounded by
+/// `deadline`; fails on the first failed delivery.
+fn wait_acked(
+    producer: &Client,
+    spec: &ProduceSpec<'_>,
+    total: u64,
+    deadline: Instant,
+) -> Result<()> {
+    let c = producer.context();
     loop {
-        let c = producer.context();
-        let done = c.acked.load(Ordering::Relaxed) + c.failed.load(Ordering::Relaxed);
         check_failures(c)?;
-        if done >= total {
-            break;
+        if c.done() >= total {
+            return Ok(());
         }
         if Instant::now() > deadline {
             bail!(
@@ -326,28 +608,14 @@ pub fn produce(bootstrap: &str, spec: &ProduceSpec<'_>) -> Result<ProduceOutcome
                 producer.in_flight_count()
             );
         }
-        producer.poll(Duration::from_millis(1));
+        c.wait_done(total, Duration::from_millis(100));
     }
-    let elapsed = start.elapsed();
-    let latency = if spec.timed {
-        Some(
-            producer
-                .context()
-                .latency
-                .lock()
-                .map_err(|_| anyhow::anyhow!("latency lock poisoned"))?
-                .clone(),
-        )
-    } else {
-        None
-    };
-    Ok(ProduceOutcome {
-        warmup_records: partitions,
-        records: total,
-        payload_bytes: total * spec.record_bytes as u64,
-        elapsed,
-        latency,
-    })
+}
+
+fn histogram(h: &Mutex<Histogram<u64>>) -> Result<Histogram<u64>> {
+    Ok(h.lock()
+        .map_err(|_| anyhow::anyhow!("latency lock poisoned"))?
+        .clone())
 }
 
 /// Bytes of records sent to one partition before moving to the next: one
@@ -363,7 +631,7 @@ fn partition_of(i: u64, record_bytes: usize, partitions: u64) -> i32 {
     ((i / per_batch) % partitions.max(1)) as i32
 }
 
-fn start_offset_ns(producer: &BaseProducer<Deliveries>) -> u64 {
+fn start_offset_ns(producer: &Client) -> u64 {
     producer.context().start.elapsed().as_nanos() as u64
 }
 
