@@ -936,7 +936,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 const P9_COMMIT_INTERVAL: Duration = Duration::from_millis(100);
 /// P9's runs: idempotent (false) and transactional (true) in turn, each
 /// producer [`P9_RUNS_EACH`] times and at the same mean position, so a
-/// steady drift of the machine (e.g. dirty pages piling up) cancels.
+/// steady drift of the machine cancels.
 const P9_ORDER: [bool; 8] = [false, true, true, false, true, false, false, true];
 /// How many runs of each producer [`P9_ORDER`] holds; together they send
 /// P1's record count.
@@ -991,6 +991,7 @@ fn run_p9(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
                 (&idem_topic, Mode::Idempotent, &base_name)
             };
             eprintln!("{label}: {records} records (run {nth} of {P9_RUNS_EACH})");
+            write_back_dirty_pages()?;
             let before = ctx.begin();
             let run = produce(
                 ctx.bootstrap,
@@ -1071,6 +1072,20 @@ fn run_p9(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
         }
     }
     Ok(out)
+}
+
+/// Writes every dirty page of the machine back (`sync`) and waits for it.
+/// Before each P9 run, outside its clock: once a few GiB are dirty the
+/// kernel's writeback slows the broker's appends down, and the run that
+/// crosses that line would pay for the runs before it.
+fn write_back_dirty_pages() -> Result<()> {
+    let status = std::process::Command::new("sync")
+        .status()
+        .context("run sync")?;
+    if !status.success() {
+        bail!("sync failed: {status}");
+    }
+    Ok(())
 }
 
 /// The runs of one P9 producer (idempotent or transactional), summed.
