@@ -165,6 +165,15 @@ impl Deliveries {
         self.done.load(Ordering::SeqCst)
     }
 
+    /// Counts one delivery report and wakes a waiter whose count it reaches.
+    fn count_done(&self) {
+        let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        if done >= self.wake_at.load(Ordering::SeqCst) {
+            drop(self.waiting.lock());
+            self.delivered.notify_all();
+        }
+    }
+
     /// Forgets the warm-up's deliveries (the producer has none in flight).
     fn reset(&self) {
         self.acked.store(0, Ordering::SeqCst);
@@ -223,11 +232,7 @@ impl ProducerContext for Deliveries {
                 }
             }
         }
-        let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
-        if done >= self.wake_at.load(Ordering::SeqCst) {
-            drop(self.waiting.lock());
-            self.delivered.notify_all();
-        }
+        self.count_done();
     }
 }
 
@@ -735,6 +740,31 @@ pub fn consume(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_waiter_wakes_when_its_count_is_reached_not_at_its_timeout() {
+        let d = std::sync::Arc::new(Deliveries::new().unwrap());
+        let long = Duration::from_secs(20);
+        let counter = {
+            let d = d.clone();
+            std::thread::spawn(move || {
+                // Count only once the main thread waits for 1000.
+                while d.wake_at.load(Ordering::SeqCst) != 1000 {
+                    std::thread::yield_now();
+                }
+                for _ in 0..1000 {
+                    d.count_done();
+                }
+            })
+        };
+        let start = Instant::now();
+        assert_eq!(d.wait_done(1000, long), 1000);
+        assert!(start.elapsed() < long / 2, "woke at {:?}", start.elapsed());
+        assert_eq!(d.wake_at.load(Ordering::SeqCst), u64::MAX);
+        counter.join().unwrap();
+        // Not reached: returns what there is once the timeout passes.
+        assert_eq!(d.wait_done(1001, Duration::from_millis(20)), 1000);
+    }
 
     #[test]
     fn partitions_are_filled_a_batch_at_a_time() {
