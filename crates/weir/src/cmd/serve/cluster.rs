@@ -549,6 +549,9 @@ pub async fn follow_image(
     let mut last: Option<Vec<HostedTopic>> = None;
     let mut failed = false;
     let mut waited = false;
+    // The lifecycle ended (refused, or shut down): its last state stands,
+    // and there is nothing more to wait for from it.
+    let mut lifecycle_ended = false;
     loop {
         let applied = images.current();
         let hosted = hosted_by(&applied.image, me);
@@ -592,9 +595,9 @@ pub async fn follow_image(
                     return;
                 }
             }
-            r = async { registration.as_mut().expect("guarded").changed().await }, if registration.is_some() && !registered => {
+            r = async { registration.as_mut().expect("guarded").changed().await }, if registration.is_some() && !registered && !lifecycle_ended => {
                 if r.is_err() {
-                    registration = None;
+                    lifecycle_ended = true;
                 }
             }
             _ = stop.changed() => return,
