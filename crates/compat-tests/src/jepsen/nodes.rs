@@ -308,7 +308,9 @@ impl<'n> Cluster<'n> {
             }
         }
         if std::env::var_os("RUST_LOG").is_none() {
-            command.env("RUST_LOG", "info");
+            // Produce decisions at debug: the kept directories of a run
+            // with anomalies show which broker answered what.
+            command.env("RUST_LOG", "info,weir_broker::handler::produce=debug");
         }
         command
             .env("NO_COLOR", "1")
