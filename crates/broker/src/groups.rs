@@ -30,7 +30,6 @@ use weir_protocol::records::{
 use crate::broker::{Broker, CreateTopicError};
 use crate::config::BrokerConfig;
 use crate::producer_state::{BatchMeta, last_seq};
-use crate::replica_manager::AppendRole;
 
 /// The internal topic holding committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -511,25 +510,14 @@ fn append(
         // A leader with followers stamps its epoch, as for produced
         // batches, and appends only while it leads in that epoch.
         let tp = log.topic_partition();
-        let not_leader = || GroupsError::NotLeader(tp.partition);
-        let info = match b.replicas.append_role(tp) {
-            AppendRole::Standalone => log.append(buf, now)?,
-            AppendRole::Leader {
-                epoch,
-                replicated: true,
-            } => b
-                .replicas
-                .as_leader_in(tp, epoch, || log.append_as_leader(buf, now, epoch))
-                .ok_or_else(not_leader)??,
-            AppendRole::Leader {
-                epoch,
-                replicated: false,
-            } => b
-                .replicas
-                .as_leader_in(tp, epoch, || log.append(buf, now))
-                .ok_or_else(not_leader)??,
-            AppendRole::NotLeader => return Err(not_leader()),
-        };
+        let role = b.replicas.append_role(tp);
+        let info = b
+            .replicas
+            .append_in_role(tp, role, |stamp| match stamp {
+                Some(epoch) => log.append_as_leader(buf, now, epoch),
+                None => log.append(buf, now),
+            })
+            .ok_or(GroupsError::NotLeader(tp.partition))??;
         b.replicas.advance_high_watermark(&log);
         b.replicas.notify_append(&log);
         Ok(info)

@@ -57,6 +57,21 @@ pub enum AppendRole {
     NotLeader,
 }
 
+impl AppendRole {
+    /// The leader epoch to stamp on appended batches: the epoch of a
+    /// replicated partition's leader (single-replica partitions and a
+    /// single node keep the batches' own field).
+    pub fn stamp(self) -> Option<i32> {
+        match self {
+            AppendRole::Leader {
+                epoch,
+                replicated: true,
+            } => Some(epoch),
+            _ => None,
+        }
+    }
+}
+
 /// Loads a partition's producer state (its snapshot and the batches after
 /// it, or its log's tail): file reads, kept off the async runtime's worker
 /// (a Fetch asking for the LSO may be the first to need it).
@@ -343,6 +358,26 @@ impl ReplicaManager {
         (s.role == Role::Leader && s.leader_epoch == leader_epoch).then(append)
     }
 
+    /// Runs `append` as `role` (from [`append_role`](Self::append_role))
+    /// allows: at once on a single node; as the leader in its epoch under
+    /// [`as_leader_in`](Self::as_leader_in); not at all when not leading
+    /// (None). `append` gets the leader epoch to stamp on the batches
+    /// ([`AppendRole::stamp`]).
+    pub fn append_in_role<R>(
+        &self,
+        tp: &TopicPartition,
+        role: AppendRole,
+        append: impl FnOnce(Option<i32>) -> R,
+    ) -> Option<R> {
+        match role {
+            AppendRole::Standalone => Some(append(None)),
+            AppendRole::Leader { epoch, .. } => {
+                self.as_leader_in(tp, epoch, || append(role.stamp()))
+            }
+            AppendRole::NotLeader => None,
+        }
+    }
+
     /// Whether `replica` follows `tp` as this broker, its leader, knows it
     /// (a follower's fetch from any other broker is refused).
     pub fn has_follower(&self, tp: &TopicPartition, replica: i32) -> bool {
@@ -366,15 +401,6 @@ impl ReplicaManager {
             epoch: s.leader_epoch,
             replicated: s.replicas.len() > 1,
         }
-    }
-
-    /// The leader epoch to stamp on appends to `tp` when this broker leads
-    /// it with other replicas (single-replica partitions keep the batches'
-    /// own field, as before replication).
-    pub fn stamp_epoch(&self, tp: &TopicPartition) -> Option<i32> {
-        let slot = self.replication_of(tp)?;
-        let s = lock(&slot);
-        (s.role == Role::Leader && s.replicas.len() > 1).then_some(s.leader_epoch)
     }
 
     /// Applies the partition leadership of `snap` to every partition this

@@ -88,11 +88,9 @@ impl ReplicaManager {
     ) -> Result<MarkerAppended, MarkerError> {
         let tp = log.topic_partition();
         let role = self.append_role(tp);
-        let (leader_epoch, replicated) = match role {
-            AppendRole::NotLeader => return Err(MarkerError::NotLeader),
-            AppendRole::Standalone => (None, false),
-            AppendRole::Leader { epoch, replicated } => (Some(epoch), replicated),
-        };
+        if role == AppendRole::NotLeader {
+            return Err(MarkerError::NotLeader);
+        }
         let end = if marker.commit {
             EndTxnMarker::commit(marker.coordinator_epoch)
         } else {
@@ -109,8 +107,6 @@ impl ReplicaManager {
         .map_err(|e| StorageError::InvalidArgument(e.to_string()))?
         .as_bytes()
         .to_vec();
-        // A leader with followers stamps its epoch, as on produced batches.
-        let stamp = leader_epoch.filter(|_| replicated);
         let appended = self.with_producers(log, |state| {
             state
                 .check_marker(
@@ -130,13 +126,13 @@ impl ReplicaManager {
                 })
                 .into_iter()
                 .collect();
-            let mut append = || log.append_ending_txns(&mut batch, now_ms, stamp, &aborts);
-            let (info, flush) = match leader_epoch {
-                None => append(),
-                Some(epoch) => self
-                    .as_leader_in(tp, epoch, append)
-                    .ok_or(MarkerError::NotLeader)?,
-            }?;
+            // A leader with followers stamps its epoch, as on produced
+            // batches.
+            let (info, flush) = self
+                .append_in_role(tp, role, |stamp| {
+                    log.append_ending_txns(&mut batch, now_ms, stamp, &aborts)
+                })
+                .ok_or(MarkerError::NotLeader)??;
             let done = state.end_txn(
                 marker.producer_id,
                 marker.producer_epoch,
@@ -161,7 +157,7 @@ impl ReplicaManager {
             Ok::<_, MarkerError>(MarkerAppended {
                 offset: info.base_offset,
                 flush,
-                replicated_in: stamp,
+                replicated_in: role.stamp(),
             })
         })?;
         self.advance_high_watermark(log);

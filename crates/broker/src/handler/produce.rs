@@ -234,27 +234,12 @@ pub fn append_partition(
             None,
         );
     }
-    let epoch = match role {
-        AppendRole::Leader {
-            epoch,
-            replicated: true,
-        } => Some(epoch),
-        _ => None,
-    };
+    let epoch = role.stamp();
     let mut do_append = |buf: &[u8]| {
-        let tp = log.topic_partition();
-        let appended = match role {
-            AppendRole::Standalone => Some(log.append_shared(buf, now)),
-            AppendRole::Leader {
-                epoch,
-                replicated: true,
-            } => replicas.as_leader_in(tp, epoch, || log.append_shared_as_leader(buf, now, epoch)),
-            AppendRole::Leader {
-                epoch,
-                replicated: false,
-            } => replicas.as_leader_in(tp, epoch, || log.append_shared(buf, now)),
-            AppendRole::NotLeader => None,
-        };
+        let appended = replicas.append_in_role(log.topic_partition(), role, |stamp| match stamp {
+            Some(epoch) => log.append_shared_as_leader(buf, now, epoch),
+            None => log.append_shared(buf, now),
+        });
         match appended {
             Some(Ok((info, flush))) => {
                 replicas.advance_high_watermark(&log);

@@ -86,21 +86,11 @@ pub(super) async fn append(
     let role = b.replicas.append_role(&tp);
     let end = crate::handler::blocking(|| {
         let appended = match role {
-            AppendRole::Standalone => Some(log.append(&mut buf, now)),
             AppendRole::Leader { epoch, .. } if epoch != coordinator_epoch => None,
-            AppendRole::Leader {
-                epoch,
-                replicated: true,
-            } => b
-                .replicas
-                .as_leader_in(&tp, epoch, || log.append_as_leader(&mut buf, now, epoch)),
-            AppendRole::Leader {
-                epoch,
-                replicated: false,
-            } => b
-                .replicas
-                .as_leader_in(&tp, epoch, || log.append(&mut buf, now)),
-            AppendRole::NotLeader => None,
+            _ => b.replicas.append_in_role(&tp, role, |stamp| match stamp {
+                Some(epoch) => log.append_as_leader(&mut buf, now, epoch),
+                None => log.append(&mut buf, now),
+            }),
         };
         let info = appended
             .ok_or(ErrorCode::NotLeaderOrFollower)?
