@@ -6,51 +6,9 @@
 
 use std::sync::Arc;
 
-use weir_broker::cluster::{
-    BrokerNode, ClusterSnapshot, LocalTopicAdmin, PartitionView, TopicView,
-};
+use weir_broker::cluster::LocalTopicAdmin;
 
 use crate::common::*;
-
-fn snapshot(
-    me: i32,
-    host: &str,
-    port: u16,
-    id: [u8; 16],
-    leader: i32,
-    epoch: i32,
-) -> ClusterSnapshot {
-    let brokers = [me, 2, 3]
-        .into_iter()
-        .map(|n| BrokerNode {
-            id: n,
-            host: if n == me {
-                host.to_string()
-            } else {
-                // Unroutable: the fetch task toward broker 2 never connects.
-                format!("192.0.2.{n}")
-            },
-            port: if n == me { port } else { 1 },
-            rack: None,
-        })
-        .collect();
-    ClusterSnapshot::new(
-        brokers,
-        me,
-        vec![TopicView {
-            name: "t".into(),
-            id,
-            partitions: vec![PartitionView {
-                leader,
-                leader_epoch: epoch,
-                partition_epoch: epoch,
-                replicas: vec![me, 2, 3],
-                isr: vec![me, 2, 3],
-                offline_replicas: vec![],
-            }],
-        }],
-    )
-}
 
 /// One batch of `n` records at `base`, written by the leader of `epoch`.
 fn leader_batch(base: i64, epoch: i32, n: usize) -> Bytes {
@@ -74,7 +32,7 @@ async fn an_old_leaders_answer_is_not_applied_after_this_broker_leads() {
     assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
     let id = b.topic("t").unwrap().id_bytes();
     let (host, port) = b.advertised();
-    let view = FixedView::new(snapshot(me, &host, port, id, 2, 1));
+    let view = FixedView::new(three_replicas(me, &host, port, id, 2, 1));
     b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));
     b.apply_leadership();
     let log = b.replicas.log("t", 0).unwrap();
@@ -91,7 +49,7 @@ async fn an_old_leaders_answer_is_not_applied_after_this_broker_leads() {
     assert!(b.replicas.as_follower_of(&tp, 2, 0, || ()).is_none());
 
     // The metadata makes this broker the leader in epoch 2, at 3.
-    *view.0.write().unwrap() = Arc::new(snapshot(me, &host, port, id, me, 2));
+    *view.0.write().unwrap() = Arc::new(three_replicas(me, &host, port, id, me, 2));
     b.apply_leadership();
     assert_eq!(log.latest_epoch(), Some(2));
 
@@ -129,7 +87,7 @@ async fn a_leader_appends_and_acknowledges_only_in_its_own_epoch() {
     assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
     let id = b.topic("t").unwrap().id_bytes();
     let (host, port) = b.advertised();
-    let view = FixedView::new(snapshot(me, &host, port, id, me, 1));
+    let view = FixedView::new(three_replicas(me, &host, port, id, me, 1));
     // A cluster member's partition layer (appends follow the leadership).
     b.replicas.set_cluster_member();
     b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));
@@ -145,7 +103,7 @@ async fn a_leader_appends_and_acknowledges_only_in_its_own_epoch() {
     assert_eq!(log.log_end_offset(), 2);
 
     // Broker 2 leads in epoch 2: no append, not even of the duplicate.
-    *view.0.write().unwrap() = Arc::new(snapshot(me, &host, port, id, 2, 2));
+    *view.0.write().unwrap() = Arc::new(three_replicas(me, &host, port, id, 2, 2));
     b.apply_leadership();
     let (r, _) = append_partition(&b, "t", 0, Some(&idempotent_batch(7, 0, 2, 1)));
     assert_eq!(r.error_code, ErrorCode::NotLeaderOrFollower, "{r:?}");
@@ -156,7 +114,7 @@ async fn a_leader_appends_and_acknowledges_only_in_its_own_epoch() {
 
     // Leading again in epoch 3: a wait for epoch 1's records does not
     // count this epoch's high watermark.
-    *view.0.write().unwrap() = Arc::new(snapshot(me, &host, port, id, me, 3));
+    *view.0.write().unwrap() = Arc::new(three_replicas(me, &host, port, id, me, 3));
     b.apply_leadership();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let code = b

@@ -5,9 +5,7 @@
 
 use std::sync::Arc;
 
-use weir_broker::cluster::{
-    BrokerNode, ClusterSnapshot, LocalTopicAdmin, PartitionView, TopicView,
-};
+use weir_broker::cluster::LocalTopicAdmin;
 use weir_protocol::messages::fetch_response::PartitionData;
 
 use crate::common::*;
@@ -47,36 +45,7 @@ async fn follower_fetches_that_must_not_be_served_are_refused_and_change_nothing
     // This broker leads at epoch 1 with replicas me, 2, 3.
     let id = b.topic("t").unwrap().id_bytes();
     let (host, port) = b.advertised();
-    let brokers = [me, 2, 3]
-        .into_iter()
-        .map(|n| BrokerNode {
-            id: n,
-            host: if n == me {
-                host.clone()
-            } else {
-                format!("10.0.0.{n}")
-            },
-            port: if n == me { port } else { 1 },
-            rack: None,
-        })
-        .collect();
-    let view = PartitionView {
-        leader: me,
-        leader_epoch: 1,
-        partition_epoch: 1,
-        replicas: vec![me, 2, 3],
-        isr: vec![me, 2, 3],
-        offline_replicas: vec![],
-    };
-    let snap = ClusterSnapshot::new(
-        brokers,
-        me,
-        vec![TopicView {
-            name: "t".into(),
-            id,
-            partitions: vec![view],
-        }],
-    );
+    let snap = three_replicas(me, &host, port, id, me, 1);
     b.set_cluster(FixedView::new(snap), Arc::new(LocalTopicAdmin));
     b.apply_leadership();
     let log = b.replicas.log("t", 0).unwrap();

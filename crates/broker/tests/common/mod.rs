@@ -785,3 +785,46 @@ pub fn follower_fetch_request(
         ..Default::default()
     }
 }
+
+/// A cluster of this broker (`me`, at `host:port`) and brokers 2 and 3
+/// (unroutable addresses), with topic `t` (`id`) of one partition on all
+/// three, led by `leader` in `epoch`, its ISR full.
+pub fn three_replicas(
+    me: i32,
+    host: &str,
+    port: u16,
+    id: [u8; 16],
+    leader: i32,
+    epoch: i32,
+) -> weir_broker::cluster::ClusterSnapshot {
+    let brokers = [me, 2, 3]
+        .into_iter()
+        .map(|n| weir_broker::cluster::BrokerNode {
+            id: n,
+            host: if n == me {
+                host.to_string()
+            } else {
+                // Unroutable: the fetch task toward broker 2 never connects.
+                format!("192.0.2.{n}")
+            },
+            port: if n == me { port } else { 1 },
+            rack: None,
+        })
+        .collect();
+    weir_broker::cluster::ClusterSnapshot::new(
+        brokers,
+        me,
+        vec![weir_broker::cluster::TopicView {
+            name: "t".into(),
+            id,
+            partitions: vec![weir_broker::cluster::PartitionView {
+                leader,
+                leader_epoch: epoch,
+                partition_epoch: epoch,
+                replicas: vec![me, 2, 3],
+                isr: vec![me, 2, 3],
+                offline_replicas: vec![],
+            }],
+        }],
+    )
+}
