@@ -321,6 +321,13 @@ impl Broker {
         self.fetchers.assign(self, follow);
     }
 
+    /// Gives up every leadership this broker holds, for a shutdown once it
+    /// no longer follows the metadata (see
+    /// [`ReplicaManager::resign_leaderships`]).
+    pub fn resign_leaderships(&self) -> usize {
+        self.replicas.resign_leaderships()
+    }
+
     /// The cluster as of now: one snapshot per request.
     pub fn cluster(&self) -> Arc<ClusterSnapshot> {
         let view = self

@@ -137,6 +137,9 @@ pub struct ReplicaManager {
     ///
     /// [`apply_leadership`]: ReplicaManager::apply_leadership
     member: std::sync::atomic::AtomicBool,
+    /// Set by [`resign_leaderships`](ReplicaManager::resign_leaderships):
+    /// this broker leads nothing any more.
+    resigned: std::sync::atomic::AtomicBool,
 }
 
 type ReplicationSlot = Arc<Mutex<PartitionReplication>>;
@@ -161,6 +164,7 @@ impl ReplicaManager {
             cleaner: std::sync::OnceLock::new(),
             node_id: AtomicI32::new(-1),
             member: std::sync::atomic::AtomicBool::new(false),
+            resigned: std::sync::atomic::AtomicBool::new(false),
             counters: ReplicationCounters::default(),
         }
     }
@@ -413,6 +417,9 @@ impl ReplicaManager {
         snap: &ClusterSnapshot,
         now_ms: i64,
     ) -> BTreeMap<i32, Vec<Followed>> {
+        if self.resigned.load(Ordering::SeqCst) {
+            return BTreeMap::new();
+        }
         self.node_id.store(me, Ordering::Relaxed);
         let mut follow: BTreeMap<i32, Vec<Followed>> = BTreeMap::new();
         let mut changed = Vec::new();
@@ -489,6 +496,40 @@ impl ReplicaManager {
             self.notify_append(&log);
         }
         follow
+    }
+
+    /// Gives up every leadership this broker holds, for a shutdown once it
+    /// stops following the metadata: appends are refused and waiting
+    /// acks=all produces (and offset commits) answered
+    /// NOT_LEADER_OR_FOLLOWER at once, which a producer retries at the new
+    /// leader with its sequence numbers unchanged, instead of holding them
+    /// to their timeout (a REQUEST_TIMED_OUT leaves the producer unsure
+    /// whether the batch was written). No later [`apply_leadership`] takes
+    /// leadership again. Returns how many leaderships were given up.
+    ///
+    /// [`apply_leadership`]: ReplicaManager::apply_leadership
+    pub fn resign_leaderships(&self) -> usize {
+        self.resigned.store(true, Ordering::SeqCst);
+        let slots: Vec<ReplicationSlot> = self
+            .replication
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut resigned = 0;
+        for slot in slots {
+            let mut s = lock(&slot);
+            if s.role == Role::Leader {
+                s.role = Role::Offline;
+                resigned += 1;
+            }
+        }
+        // Waiting produces and fetches look again at who leads.
+        for log in self.logs.logs() {
+            self.notify_append(&log);
+        }
+        resigned
     }
 
     /// A follower's fetch of `tp` at `fetch_offset` (leader side): records

@@ -123,3 +123,63 @@ async fn a_leader_appends_and_acknowledges_only_in_its_own_epoch() {
         .await;
     assert_eq!(code, ErrorCode::NotLeaderOrFollower);
 }
+
+/// A broker that stops following the metadata (shutting down) gives up its
+/// leaderships: an acks=all produce waiting there is answered
+/// NOT_LEADER_OR_FOLLOWER at once, not held to its timeout (which would
+/// leave its producer unsure whether the batch was written), later
+/// appends are refused, and a later leadership change takes nothing up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resigned_leader_answers_waiting_acks_all_produces_at_once() {
+    use weir_broker::handler::produce::append_partition;
+    use weir_protocol::error_code::ErrorCode;
+
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_broker(dir.path(), &[]).await;
+    let b = running.broker.clone();
+    let me = b.config.node_id;
+    let mut c = Client::connect(running.local_addr).await;
+    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
+    let id = b.topic("t").unwrap().id_bytes();
+    let (host, port) = b.advertised();
+    let view = FixedView::new(three_replicas(me, &host, port, id, me, 1));
+    b.replicas.set_cluster_member();
+    b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));
+    b.apply_leadership();
+    let log = b.replicas.log("t", 0).unwrap();
+    let tp = log.topic_partition().clone();
+
+    let (r, _) = append_partition(&b, "t", 0, Some(&idempotent_batch(7, 0, 0, 2)));
+    assert_eq!(r.error_code, ErrorCode::None, "{r:?}");
+    // The followers (unreachable) never fetch: the wait would last until
+    // its deadline.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    let waiting = {
+        let b = b.clone();
+        let tp = tp.clone();
+        tokio::spawn(async move {
+            b.replicas
+                .wait_for_replication_in(&tp, 2, 1, Some(1), deadline)
+                .await
+        })
+    };
+    // Parked on the partition (not answered before the resignation).
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished());
+
+    assert_eq!(b.resign_leaderships(), 1);
+    let code = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the waiting produce was answered at once")
+        .unwrap();
+    assert_eq!(code, ErrorCode::NotLeaderOrFollower);
+    let (r, _) = append_partition(&b, "t", 0, Some(&idempotent_batch(7, 0, 2, 1)));
+    assert_eq!(r.error_code, ErrorCode::NotLeaderOrFollower, "{r:?}");
+    assert_eq!(log.log_end_offset(), 2);
+
+    // A leadership in a new epoch that a late image would give it is not
+    // taken up.
+    *view.0.write().unwrap() = Arc::new(three_replicas(me, &host, port, id, me, 2));
+    b.apply_leadership();
+    assert!(b.replicas.as_leader_in(&tp, 2, || ()).is_none());
+}

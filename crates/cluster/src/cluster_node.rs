@@ -211,10 +211,20 @@ impl ClusterNode {
     /// `shutdown_timeout`), then stops the listener, session expiry and
     /// raft.
     pub async fn shutdown(mut self) -> Result<(), RaftStartError> {
-        if let Some(lifecycle) = self.lifecycle.take() {
-            lifecycle.shutdown().await;
-        }
+        self.controlled_shutdown().await;
         self.stop().await
+    }
+
+    /// The broker's controlled shutdown alone (bounded by its
+    /// `shutdown_timeout`): the controller moves its leaderships away while
+    /// raft keeps running, so the broker side can still apply those moves
+    /// before [`stop`](Self::stop). Returns whether the controller agreed;
+    /// false too on a node without a broker or when already done.
+    pub async fn controlled_shutdown(&mut self) -> bool {
+        match self.lifecycle.take() {
+            Some(lifecycle) => lifecycle.shutdown().await,
+            None => false,
+        }
     }
 
     /// Stops at once, without a controlled shutdown (as a crash would, but

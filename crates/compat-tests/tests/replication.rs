@@ -987,14 +987,12 @@ fn a_restarted_leader_takes_up_no_leadership_before_its_new_registration() {
     );
 }
 
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+
 /// Sends one record (acks=1) to partition 0 of `topic` straight to `addr`
 /// every 100 ms until the answer is NOT_LEADER_OR_FOLLOWER or a record is
 /// appended; returns every answer (error code, message).
 async fn produce_until_refused(addr: &str, topic: &str) -> Vec<(i16, Option<String>)> {
-    use weir_protocol::messages::ProduceRequest;
-    use weir_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    use weir_protocol::records::{Compression, RecordBatchBuilder};
-    const NOT_LEADER_OR_FOLLOWER: i16 = 6;
     let deadline = Instant::now() + ISR_CHANGE;
     let mut answers = Vec::new();
     loop {
@@ -1002,36 +1000,104 @@ async fn produce_until_refused(addr: &str, topic: &str) -> Vec<(i16, Option<Stri
             Instant::now() < deadline,
             "{addr} never refused the produce: {answers:?}"
         );
-        let mut batch = RecordBatchBuilder::new(Compression::None);
-        batch
-            .push(0, None, Some(bytes::Bytes::from_static(b"zombie")), vec![])
-            .unwrap();
-        let req = ProduceRequest {
-            acks: 1,
-            timeout_ms: 5_000,
-            topic_data: vec![TopicProduceData {
-                name: topic.to_string(),
-                partition_data: vec![PartitionProduceData {
-                    index: 0,
-                    records: Some(batch.build().unwrap().as_bytes().clone()),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        if let Ok(mut conn) = weir_client::Connection::connect(addr, "incarnation-test").await
-            && let Ok(resp) = conn.send(&req).await
-            && let Some(p) = resp
-                .responses
-                .first()
-                .and_then(|t| t.partition_responses.first())
-        {
-            answers.push((p.error_code, p.error_message.clone()));
-            if p.error_code == NOT_LEADER_OR_FOLLOWER || p.error_code == 0 {
+        if let Ok(answer) = produce_one(addr, topic, 1, 5_000, b"zombie").await {
+            answers.push(answer.clone());
+            if answer.0 == NOT_LEADER_OR_FOLLOWER || answer.0 == 0 {
                 return answers;
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// One produce of one record `value` to partition 0 of `topic`, sent
+/// straight to `addr` with `acks` and `timeout_ms`: the partition's error
+/// code and message, or why no answer came.
+async fn produce_one(
+    addr: &str,
+    topic: &str,
+    acks: i16,
+    timeout_ms: i32,
+    value: &'static [u8],
+) -> Result<(i16, Option<String>), String> {
+    use weir_protocol::messages::ProduceRequest;
+    use weir_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use weir_protocol::records::{Compression, RecordBatchBuilder};
+    let mut batch = RecordBatchBuilder::new(Compression::None);
+    batch
+        .push(0, None, Some(bytes::Bytes::from_static(value)), vec![])
+        .unwrap();
+    let req = ProduceRequest {
+        acks,
+        timeout_ms,
+        topic_data: vec![TopicProduceData {
+            name: topic.to_string(),
+            partition_data: vec![PartitionProduceData {
+                index: 0,
+                records: Some(batch.build().unwrap().as_bytes().clone()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut conn = weir_client::Connection::connect(addr, "replication-test")
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let resp = conn.send(&req).await.map_err(|e| format!("produce: {e}"))?;
+    resp.responses
+        .first()
+        .and_then(|t| t.partition_responses.first())
+        .map(|p| (p.error_code, p.error_message.clone()))
+        .ok_or_else(|| "no partition in the answer".to_string())
+}
+
+/// A leader stopped with SIGTERM answers an acks=all produce waiting on a
+/// follower with NOT_LEADER_OR_FOLLOWER before it exits: its leadership
+/// moves in the controlled shutdown while it still follows the metadata,
+/// and whatever it still leads after that it gives up. Holding the produce
+/// to its timeout instead (REQUEST_TIMED_OUT) leaves an idempotent producer
+/// unsure whether the batch was written; librdkafka then renumbers it under
+/// a new epoch after the next out-of-order answer, and a batch that was
+/// written is written twice.
+#[test]
+fn a_leader_stopped_with_sigterm_answers_its_waiting_acks_all_produces() {
+    // The stopped follower stays in the ISR (and registered) for the whole
+    // test: the produce waits on it.
+    let (mut cluster, r) = start(&[
+        ("broker.heartbeat.interval.ms", "200"),
+        ("broker.session.timeout.ms", "60000"),
+        ("replica.lag.time.max.ms", "60000"),
+    ]);
+    let topic = "sigterm";
+    create_assigned(&cluster.bootstrap(), topic, &r.replicas(), &[]);
+    wait_isr(&cluster, &ALL, topic, r.leader, &ALL, READY);
+    let addr = cluster.node(r.leader).bootstrap().to_string();
+    let leader_dir = cluster.node(r.leader).data_dir().to_path_buf();
+
+    assert!(cluster.signal(r.follower, libc::SIGSTOP), "SIGSTOP");
+    // A timeout far beyond the test's wait: only an early answer counts.
+    let (answered, answer) = mpsc::channel();
+    let waiting = thread::spawn(move || {
+        let r = runtime().block_on(produce_one(&addr, topic, -1, 120_000, b"held"));
+        let _ = answered.send(r);
+    });
+    wait_until(&cluster, "the leader appended the record", READY, || {
+        let batches = stored_batches(&leader_dir, topic, 0).map_err(|e| e.to_string())?;
+        (!batches.is_empty())
+            .then_some(())
+            .ok_or("no batch yet".to_string())
+    });
+    assert!(!waiting.is_finished(), "answered before SIGTERM");
+
+    assert!(cluster.signal(r.leader, libc::SIGTERM), "SIGTERM");
+    let answer = answer
+        .recv_timeout(ISR_CHANGE)
+        .expect("no answer to the waiting produce within 30 s of SIGTERM");
+    assert!(cluster.signal(r.follower, libc::SIGCONT), "SIGCONT");
+    assert_eq!(
+        answer.map(|(code, _)| code),
+        Ok(NOT_LEADER_OR_FOLLOWER),
+        "the answer of the stopped leader"
+    );
 }

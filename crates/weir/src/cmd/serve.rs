@@ -256,6 +256,8 @@ struct Member {
     voters: std::collections::BTreeMap<u64, String>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The broker side, which gives up its leaderships on shutdown.
+    broker: std::sync::Arc<weir_broker::Broker>,
 }
 
 impl Member {
@@ -273,20 +275,35 @@ impl Member {
         }
     }
 
-    /// Controlled shutdown (leadership moves away first), then the control
-    /// plane stops; the broker itself is stopped by the caller afterwards.
-    async fn shutdown(self) -> Result<(), String> {
+    /// Controlled shutdown (leadership moves away first, and the broker
+    /// keeps following the image meanwhile, so it stops leading what moved
+    /// and answers what waits there), then the broker gives up whatever it
+    /// still leads, then the control plane stops; the broker itself is
+    /// stopped by the caller afterwards.
+    async fn shutdown(mut self) -> Result<(), String> {
+        if let Some(node) = self.node.as_mut() {
+            node.controlled_shutdown().await;
+        }
+        // A broker-only node's image stays current until the tasks stop.
+        let observer = match self.observer.take() {
+            Some((observer, lifecycle)) => {
+                lifecycle.shutdown().await;
+                Some(observer)
+            }
+            None => None,
+        };
         let _ = self.stop.send(true);
         for t in self.tasks {
             let _ = t.await;
         }
-        if let Some((observer, lifecycle)) = self.observer {
-            // The image stays current while leadership moves away.
-            lifecycle.shutdown().await;
-            drop(observer);
-        }
+        // Without the metadata the broker cannot learn that a leadership
+        // moved: acks=all produces waiting on it would be held to their
+        // timeout, leaving their producers unsure whether they were written.
+        let resigned = self.broker.resign_leaderships();
+        tracing::info!(resigned, "gave up the remaining partition leaderships");
+        drop(observer);
         match self.node {
-            Some(node) => node.shutdown().await.map_err(|e| e.to_string()),
+            Some(node) => node.stop().await.map_err(|e| e.to_string()),
             None => Ok(()),
         }
     }
@@ -602,6 +619,7 @@ async fn start_member(
             voters,
             stop,
             tasks,
+            broker,
         },
     ))
 }
