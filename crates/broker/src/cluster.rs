@@ -29,7 +29,7 @@
 //! assert!(snap.check_leader(2, "t", 0, -1).is_err());
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
@@ -102,6 +102,10 @@ pub struct ClusterSnapshot {
     by_id: HashMap<[u8; 16], String>,
     /// Config overrides by topic name; a topic without overrides has none.
     configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Live brokers in their controlled shutdown: still served to clients,
+    /// but no ISR takes them back (the controller would refuse it with
+    /// INELIGIBLE_REPLICA, KIP-841).
+    shutting_down: BTreeSet<i32>,
 }
 
 /// Why this broker does not serve a partition request as its leader, with
@@ -124,7 +128,20 @@ impl ClusterSnapshot {
             topics: topics.into_iter().map(|t| (t.name.clone(), t)).collect(),
             by_id,
             configs: BTreeMap::new(),
+            shutting_down: BTreeSet::new(),
         }
+    }
+
+    /// This snapshot with `ids` in their controlled shutdown.
+    pub fn with_shutting_down(mut self, ids: impl IntoIterator<Item = i32>) -> Self {
+        self.shutting_down = ids.into_iter().collect();
+        self
+    }
+
+    /// Whether broker `id` may join an ISR: live and not in its
+    /// controlled shutdown (Kafka's ISR eligibility, KIP-841).
+    pub fn may_join_isr(&self, id: i32) -> bool {
+        self.broker(id).is_some() && !self.shutting_down.contains(&id)
     }
 
     /// This snapshot with the topics' config overrides (by topic name;

@@ -87,3 +87,67 @@ async fn follower_fetches_that_must_not_be_served_are_refused_and_change_nothing
         state.followers
     );
 }
+
+/// A follower in its controlled shutdown that catches up is not asked back
+/// into the ISR (the controller would refuse it with INELIGIBLE_REPLICA,
+/// over and over while it keeps fetching); once it is no longer shutting
+/// down, the same fetch asks for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_in_controlled_shutdown_is_not_asked_back_into_the_isr() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_broker(dir.path(), &[]).await;
+    let b = running.broker.clone();
+    let me = b.config.node_id;
+    let mut c = Client::connect(running.local_addr).await;
+    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
+    let (err, _) = produce(&mut c, "t", 0, batch(&["a", "b", "c"], 1), 1).await;
+    assert_eq!(err, NONE);
+
+    // Leading at epoch 1, broker 2 out of the ISR and shutting down.
+    let id = b.topic("t").unwrap().id_bytes();
+    let (host, port) = b.advertised();
+    let without_2 = |snap: weir_broker::cluster::ClusterSnapshot| {
+        let mut topics: Vec<_> = snap.topics().cloned().collect();
+        topics[0].partitions[0].isr = vec![me, 3];
+        weir_broker::cluster::ClusterSnapshot::new(snap.brokers.clone(), me, topics)
+    };
+    let snap = without_2(three_replicas(me, &host, port, id, me, 1)).with_shutting_down([2]);
+    let view = FixedView::new(snap);
+    b.replicas.set_cluster_member();
+    b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));
+    let asked = Arc::new(RecordedIsrChanges::default());
+    b.set_isr_changer(asked.clone());
+    b.apply_leadership();
+    let tp = b.replicas.log("t", 0).unwrap().topic_partition().clone();
+    let pending = || b.replicas.replication_state(&tp).unwrap().pending_isr;
+
+    // Broker 3 and broker 2 both fetch at the log end: the high watermark
+    // is 3 and 2 is caught up, but is not asked for.
+    let id = Uuid(id);
+    assert_eq!(fetch(&mut c, id, 3, 3, 1, 1).await.error_code, NONE);
+    assert_eq!(fetch(&mut c, id, 2, 3, 1, 1).await.error_code, NONE);
+    assert_eq!(pending(), None);
+    assert!(asked.0.lock().unwrap().is_empty());
+
+    // The same fetch once broker 2 is not shutting down.
+    *view.0.write().unwrap() = Arc::new(without_2(three_replicas(me, &host, port, id.0, me, 1)));
+    assert_eq!(fetch(&mut c, id, 2, 3, 1, 1).await.error_code, NONE);
+    assert_eq!(pending(), Some(vec![me, 3, 2]));
+    let asked = asked.0.lock().unwrap();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].new_isr, vec![me, 3, 2]);
+}
+
+/// An ISR changer that records what it is asked and never answers.
+#[derive(Default)]
+struct RecordedIsrChanges(std::sync::Mutex<Vec<weir_broker::replication::state::IsrChange>>);
+
+impl weir_broker::replication::IsrChanger for RecordedIsrChanges {
+    fn alter_partition(
+        &self,
+        change: weir_broker::replication::state::IsrChange,
+    ) -> std::pin::Pin<Box<dyn Future<Output = weir_broker::replication::IsrAnswer> + Send>> {
+        self.0.lock().unwrap().push(change);
+        Box::pin(std::future::pending())
+    }
+}

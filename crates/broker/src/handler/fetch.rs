@@ -150,7 +150,7 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
                     parts.push(pd);
                     continue;
                 }
-                let live = |id: i32| snap.broker(id).is_some();
+                let live = |id: i32| snap.may_join_isr(id);
                 match b.replicas.record_follower_fetch(
                     &log,
                     replica,

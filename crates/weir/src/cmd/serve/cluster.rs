@@ -164,7 +164,13 @@ pub fn snapshot_of(image: &MetadataImage, controller_id: i32) -> ClusterSnapshot
             image.configs(TOPIC_RESOURCE, &t.name)?.clone(),
         ))
     });
-    ClusterSnapshot::new(brokers, controller_id, topics).with_topic_configs(configs)
+    let shutting_down = image
+        .brokers()
+        .filter(|b| !b.fenced && b.in_controlled_shutdown)
+        .map(|b| b.id);
+    ClusterSnapshot::new(brokers, controller_id, topics)
+        .with_topic_configs(configs)
+        .with_shutting_down(shutting_down)
 }
 
 /// The topics with a replica on broker `me`, as `reconcile_hosted` takes
