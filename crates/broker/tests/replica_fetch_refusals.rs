@@ -88,12 +88,13 @@ async fn follower_fetches_that_must_not_be_served_are_refused_and_change_nothing
     );
 }
 
-/// A follower in its controlled shutdown that catches up is not asked back
-/// into the ISR (the controller would refuse it with INELIGIBLE_REPLICA,
-/// over and over while it keeps fetching); once it is no longer shutting
-/// down, the same fetch asks for it.
+/// A follower that is fenced, or in its controlled shutdown, and catches up
+/// is served but not asked back into the ISR (the controller would refuse
+/// it with INELIGIBLE_REPLICA, over and over while it keeps fetching), as
+/// Kafka's ISR eligibility rules; once it is live and not shutting down,
+/// the same fetch asks for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_follower_in_controlled_shutdown_is_not_asked_back_into_the_isr() {
+async fn a_fenced_or_stopping_follower_is_not_asked_back_into_the_isr() {
     let dir = tempfile::tempdir().unwrap();
     let running = start_broker(dir.path(), &[]).await;
     let b = running.broker.clone();
@@ -126,6 +127,21 @@ async fn a_follower_in_controlled_shutdown_is_not_asked_back_into_the_isr() {
     let id = Uuid(id);
     assert_eq!(fetch(&mut c, id, 3, 3, 1, 1).await.error_code, NONE);
     assert_eq!(fetch(&mut c, id, 2, 3, 1, 1).await.error_code, NONE);
+    assert_eq!(pending(), None);
+    // Fenced: not among the live brokers.
+    let fenced = without_2(three_replicas(me, &host, port, id.0, me, 1));
+    let live: Vec<_> = fenced
+        .brokers
+        .iter()
+        .filter(|n| n.id != 2)
+        .cloned()
+        .collect();
+    let topics: Vec<_> = fenced.topics().cloned().collect();
+    *view.0.write().unwrap() =
+        Arc::new(weir_broker::cluster::ClusterSnapshot::new(live, me, topics));
+    let p = fetch(&mut c, id, 2, 3, 1, 1).await;
+    assert_eq!(p.error_code, NONE);
+    assert_eq!(p.high_watermark, 3);
     assert_eq!(pending(), None);
     assert!(asked.0.lock().unwrap().is_empty());
 
