@@ -22,6 +22,9 @@
 //! - [`Engine::revoking`] / [`Engine::revoke_finish`]: stop submitting, let
 //!   in-flight work finish within the caller's bound, commit the completed
 //!   prefix. [`Engine::lost`]: drop everything, commit nothing.
+//! - [`Engine::rewind`]: start a partition again at its last confirmed
+//!   commit under a new generation (exactly-once mode, after an aborted
+//!   transaction: the aborted records must run again).
 
 use std::collections::HashMap;
 
@@ -39,6 +42,12 @@ pub struct EngineConfig {
     /// Delivered records per partition that may be tracked above the
     /// watermark (unfinished or completed) before fetching pauses.
     pub max_tracked_per_partition: usize,
+    /// Whether commits carry the completed set above the watermark in their
+    /// metadata, and a set found at assignment is honoured (its records are
+    /// acknowledged without running). Off in exactly-once mode: a record
+    /// above the watermark has not had its outputs written, so a new owner
+    /// must run it again.
+    pub completed_set: bool,
 }
 
 impl Default for EngineConfig {
@@ -47,6 +56,7 @@ impl Default for EngineConfig {
             scheduler: SchedulerConfig::default(),
             max_metadata_bytes: metadata::DEFAULT_MAX_METADATA_BYTES,
             max_tracked_per_partition: 10_000,
+            completed_set: true,
         }
     }
 }
@@ -139,6 +149,9 @@ struct PartInfo {
     commits_stopped: bool,
     revoking: bool,
     skipped: u64,
+    /// The first offset delivered under this generation: where a rewind
+    /// goes when nothing was ever committed.
+    first_delivered: Option<i64>,
     /// Whether the completed set fitted the metadata bound when last checked
     /// (rechecked only after the set changed).
     metadata_fits: bool,
@@ -181,9 +194,13 @@ impl<T> Engine<T> {
         let (generation, restored, metadata_error, confirmed) = match committed {
             Some((offset, meta)) => {
                 let generation = self.tracker.assign(tp.clone(), offset);
-                let (restored, err) = match metadata::decode(meta, offset) {
-                    Ok(set) => (set, None),
-                    Err(e) => (CompletedSet::default(), Some(e)),
+                let (restored, err) = if !self.config.completed_set {
+                    (CompletedSet::default(), None)
+                } else {
+                    match metadata::decode(meta, offset) {
+                        Ok(set) => (set, None),
+                        Err(e) => (CompletedSet::default(), Some(e)),
+                    }
                 };
                 (generation, restored, err, Some((offset, meta.to_string())))
             }
@@ -204,11 +221,54 @@ impl<T> Engine<T> {
                 commits_stopped: false,
                 revoking: false,
                 skipped: 0,
+                first_delivered: None,
                 metadata_fits: true,
                 metadata_dirty: false,
             },
         );
         generation
+    }
+
+    /// Starts `tp` again at its last confirmed commit (or, with none, at the
+    /// first record delivered under the current generation) under a new
+    /// generation: waiting records are dropped, results of running tasks
+    /// will be stale, and the records from there on are delivered again.
+    /// Returns the new generation and the offset the consumer must seek to,
+    /// or `None` when `tp` is not owned or nothing was delivered or
+    /// committed yet (there is nothing to run again).
+    pub fn rewind(&mut self, tp: &TopicPartition) -> Option<(u64, i64)> {
+        let part = self.parts.get(tp)?;
+        if part.revoking {
+            return None;
+        }
+        let confirmed = part.confirmed.clone();
+        let offset = confirmed
+            .as_ref()
+            .map(|(o, _)| *o)
+            .or(part.first_delivered)?;
+        self.scheduler.add_partition(tp.clone());
+        let generation = self.tracker.assign(tp.clone(), offset);
+        self.parts.insert(
+            tp.clone(),
+            PartInfo {
+                generation,
+                restored: CompletedSet::default(),
+                metadata_error: None,
+                confirmed,
+                commits_stopped: false,
+                revoking: false,
+                skipped: 0,
+                first_delivered: None,
+                metadata_fits: true,
+                metadata_dirty: false,
+            },
+        );
+        debug_assert!(
+            self.tracker
+                .partition(tp)
+                .is_some_and(|t| t.next_commit() == offset && t.tracked() == 0)
+        );
+        Some((generation, offset))
     }
 
     /// The generation `tp` is owned under.
@@ -243,6 +303,7 @@ impl<T> Engine<T> {
             Ok(None) => return Delivered::NotOwned,
             Err(e) => return Delivered::Rejected(e),
         };
+        part.first_delivered.get_or_insert(offset);
         part.restored.forget_below(offset);
         if part.restored.contains(offset) {
             part.skipped += 1;
@@ -300,7 +361,7 @@ impl<T> Engine<T> {
             let Some(t) = self.tracker.partition(tp) else {
                 continue;
             };
-            if part.metadata_dirty {
+            if part.metadata_dirty && self.config.completed_set {
                 part.metadata_dirty = false;
                 part.metadata_fits = metadata::encode(
                     t.next_commit(),
@@ -329,11 +390,16 @@ impl<T> Engine<T> {
         if !t.started() {
             return None;
         }
-        let Encoded { text, .. } = metadata::encode(
-            t.next_commit(),
-            &t.completed_above_watermark(),
-            self.config.max_metadata_bytes,
-        );
+        let text = if self.config.completed_set {
+            let Encoded { text, .. } = metadata::encode(
+                t.next_commit(),
+                &t.completed_above_watermark(),
+                self.config.max_metadata_bytes,
+            );
+            text
+        } else {
+            String::new()
+        };
         let offset = t.next_commit();
         if part
             .confirmed

@@ -20,6 +20,9 @@
 //!   metadata with a size bound.
 //! - [`engine`]: the consumer owner's state machine over the three above,
 //!   plus commit bookkeeping and per-partition [`engine::PartitionStats`].
+//! - [`exactly_once`]: in exactly-once mode, the outputs of completed
+//!   records waiting for the watermark, and what the next transaction
+//!   carries.
 //! - [`record`], [`metrics`]: the handler's record, retry backoff,
 //!   dead-letter headers; Prometheus text.
 //! - [`driver`]: [`driver::ParallelConsumer`], one thread owning an rdkafka
@@ -44,6 +47,7 @@
 
 pub mod driver;
 pub mod engine;
+pub mod exactly_once;
 pub mod metadata;
 pub mod metrics;
 pub mod record;

@@ -1,0 +1,444 @@
+//! What goes into a transaction, given the engine's state: outputs of the
+//! completed prefix only, in input order, never an output of another
+//! generation; and a seeded model run of deliveries, completions in any
+//! order, committed and aborted transactions and crashes, after which the
+//! committed outputs are every input exactly once.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::engine::{Delivered, Engine, EngineConfig, Outcome, Task, TaskRef};
+use crate::scheduler::{Decision, Ordering, SchedulerConfig, TaskId};
+
+fn tp(p: i32) -> TopicPartition {
+    TopicPartition {
+        topic: "in".into(),
+        partition: p,
+    }
+}
+
+fn engine(ordering: Ordering) -> Engine<()> {
+    Engine::new(EngineConfig {
+        scheduler: SchedulerConfig {
+            ordering,
+            max_concurrency: 8,
+            max_buffered_per_partition: 100,
+            resume_at_buffered: 50,
+        },
+        completed_set: false,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+fn out(p: i32, offset: i64) -> OutputRecord {
+    OutputRecord::to("out").payload(format!("{p}:{offset}"))
+}
+
+fn submitted(decisions: Vec<Decision<Task<()>>>) -> Vec<(TaskId, TaskRef)> {
+    decisions
+        .into_iter()
+        .filter_map(|d| match d {
+            Decision::Submit { id, payload, .. } => Some((id, payload.task_ref())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Finishes the task of `offset` and, as the driver does, buffers its
+/// output when the engine applied the result.
+fn complete(
+    e: &mut Engine<()>,
+    buffer: &mut OutputBuffer,
+    tasks: &[(TaskId, TaskRef)],
+    offset: i64,
+) -> bool {
+    let (id, t) = tasks
+        .iter()
+        .find(|(_, t)| t.offset == offset)
+        .cloned()
+        .unwrap_or_else(|| panic!("offset {offset} was not submitted"));
+    let applied = e.finished(id, &t, Outcome::Success);
+    if applied {
+        buffer.insert(
+            &t.tp,
+            t.generation,
+            t.offset,
+            vec![out(t.tp.partition, offset)],
+        );
+    }
+    applied
+}
+
+fn payloads(plan: &TxnPlan) -> Vec<String> {
+    plan.outputs()
+        .map(|o| String::from_utf8(o.payload.clone().unwrap()).unwrap())
+        .collect()
+}
+
+#[test]
+fn only_the_completed_prefix_goes_into_the_transaction_in_input_order() {
+    let mut e = engine(Ordering::Unordered);
+    let mut buffer = OutputBuffer::default();
+    e.assign(tp(0), Some((10, "")));
+    for o in 10..15 {
+        assert_eq!(e.deliver(&tp(0), o, None, (), 0), Delivered::Queued);
+    }
+    let tasks = submitted(e.actions());
+    // Completed out of order; 12 still runs.
+    for o in [14, 11, 10, 13] {
+        assert!(complete(&mut e, &mut buffer, &tasks, o));
+    }
+    let plan = buffer.plan(e.commits());
+    assert_eq!(plan.commits().len(), 1);
+    assert_eq!(plan.parts[0].commit.offset, 12);
+    assert_eq!(payloads(&plan), ["0:10", "0:11"]);
+    assert_eq!(buffer.records(), 2, "13 and 14 wait above the watermark");
+    e.commit_succeeded(&plan.commits());
+
+    assert!(e.commits().is_empty(), "nothing moved");
+    assert!(complete(&mut e, &mut buffer, &tasks, 12));
+    let plan = buffer.plan(e.commits());
+    assert_eq!(plan.parts[0].commit.offset, 15);
+    assert_eq!(payloads(&plan), ["0:12", "0:13", "0:14"]);
+    assert_eq!(buffer.records(), 0);
+}
+
+#[test]
+fn commits_carry_no_completed_set_and_a_stored_one_is_not_honoured() {
+    let mut e = engine(Ordering::Unordered);
+    // Metadata of an at-least-once commit saying 11 was done.
+    let stored = crate::metadata::encode(10, &[11], 4096).text;
+    e.assign(tp(0), Some((10, stored.as_str())));
+    for o in 10..13 {
+        assert_eq!(
+            e.deliver(&tp(0), o, None, (), 0),
+            Delivered::Queued,
+            "{o} must run: its outputs were never written"
+        );
+    }
+    let tasks = submitted(e.actions());
+    let mut buffer = OutputBuffer::default();
+    assert!(complete(&mut e, &mut buffer, &tasks, 12));
+    let commits = e.commits();
+    assert_eq!(commits.len(), 1);
+    assert_eq!(commits[0].offset, 10);
+    assert_eq!(commits[0].metadata, "", "12 is done but not committed");
+}
+
+#[test]
+fn a_record_without_outputs_still_moves_the_offset() {
+    let mut e = engine(Ordering::Partition);
+    let mut buffer = OutputBuffer::default();
+    e.assign(tp(0), Some((0, "")));
+    assert_eq!(e.deliver(&tp(0), 0, None, (), 0), Delivered::Queued);
+    let tasks = submitted(e.actions());
+    let (id, t) = tasks[0].clone();
+    assert!(e.finished(id, &t, Outcome::Success));
+    buffer.insert(&t.tp, t.generation, 0, Vec::new());
+    let plan = buffer.plan(e.commits());
+    assert_eq!(plan.output_count(), 0);
+    assert_eq!(plan.commits()[0].offset, 1);
+}
+
+#[test]
+fn partitions_are_planned_in_order_each_with_its_own_outputs() {
+    let mut e = engine(Ordering::Unordered);
+    let mut buffer = OutputBuffer::default();
+    for p in [2, 0, 1] {
+        e.assign(tp(p), Some((0, "")));
+        for o in 0..2 {
+            assert_eq!(e.deliver(&tp(p), o, None, (), 0), Delivered::Queued);
+        }
+    }
+    let tasks = submitted(e.actions());
+    for (id, t) in tasks {
+        assert!(e.finished(id, &t, Outcome::Success));
+        buffer.insert(
+            &t.tp,
+            t.generation,
+            t.offset,
+            vec![out(t.tp.partition, t.offset)],
+        );
+    }
+    let plan = buffer.plan(e.commits());
+    assert_eq!(payloads(&plan), ["0:0", "0:1", "1:0", "1:1", "2:0", "2:1"]);
+}
+
+#[test]
+fn a_rewind_makes_earlier_outputs_and_late_results_stale() {
+    let mut e = engine(Ordering::Unordered);
+    let mut buffer = OutputBuffer::default();
+    e.assign(tp(0), Some((5, "")));
+    for o in 5..8 {
+        e.deliver(&tp(0), o, None, (), 0);
+    }
+    let old = submitted(e.actions());
+    assert!(complete(&mut e, &mut buffer, &old, 5));
+    // A transaction with 5's output aborted: run from 5 again.
+    let plan = buffer.plan(e.commits());
+    assert_eq!(payloads(&plan), ["0:5"]);
+    let (generation, offset) = e.rewind(&tp(0)).expect("rewound");
+    buffer.drop_partition(&tp(0));
+    assert_eq!(offset, 5, "back to the last confirmed commit");
+    assert!(e.commits().iter().all(|c| c.offset == 5));
+    // 6 and 7 of the old run finish late: discarded.
+    assert!(!complete(&mut e, &mut buffer, &old, 6));
+    assert!(!complete(&mut e, &mut buffer, &old, 7));
+    assert_eq!(buffer.records(), 0);
+    for o in 5..8 {
+        assert_eq!(e.deliver(&tp(0), o, None, (), 0), Delivered::Queued);
+    }
+    let new = submitted(e.actions());
+    assert!(complete(&mut e, &mut buffer, &new, 5));
+    // An output of the old generation arriving now is ignored.
+    buffer.insert(&tp(0), generation - 1, 6, vec![out(0, 6)]);
+    assert_eq!(buffer.records(), 1);
+    for o in 6..8 {
+        assert!(complete(&mut e, &mut buffer, &new, o));
+    }
+    let plan = buffer.plan(e.commits());
+    assert_eq!(plan.parts[0].commit.generation, generation);
+    assert_eq!(payloads(&plan), ["0:5", "0:6", "0:7"]);
+}
+
+#[test]
+fn a_rewind_without_a_commit_goes_back_to_the_first_delivered_record() {
+    let mut e = engine(Ordering::Unordered);
+    e.assign(tp(0), None);
+    assert_eq!(e.rewind(&tp(0)), None, "nothing delivered, nothing to run");
+    e.deliver(&tp(0), 40, None, (), 0);
+    e.deliver(&tp(0), 41, None, (), 0);
+    assert_eq!(e.rewind(&tp(0)).map(|(_, o)| o), Some(40));
+}
+
+#[test]
+fn a_plan_for_another_generation_takes_nothing() {
+    let mut buffer = OutputBuffer::default();
+    buffer.insert(&tp(0), 3, 0, vec![out(0, 0)]);
+    let request = CommitRequest {
+        tp: tp(0),
+        generation: 4,
+        offset: 1,
+        metadata: String::new(),
+    };
+    let plan = buffer.plan(vec![request]);
+    assert_eq!(plan.output_count(), 0);
+    assert_eq!(buffer.records(), 0, "the stale entry is dropped");
+}
+
+#[test]
+fn dead_letter_output_keeps_the_record_and_says_why() {
+    let record = Record {
+        topic: "in".into(),
+        partition: 2,
+        offset: 9,
+        key: Some(b"k".to_vec()),
+        payload: Some(b"v".to_vec()),
+        timestamp_ms: Some(77),
+        ..Record::default()
+    };
+    let o = OutputRecord::dead_letter("dead", &record, 3, "bad input");
+    assert_eq!(o.topic, "dead");
+    assert_eq!(
+        (o.key.as_deref(), o.payload.as_deref()),
+        (Some(&b"k"[..]), Some(&b"v"[..]))
+    );
+    assert_eq!(o.timestamp_ms, Some(77));
+    assert!(
+        o.headers
+            .contains(&(crate::record::DLT_OFFSET.into(), Some(b"9".to_vec())))
+    );
+    assert_eq!(
+        o.size_bytes(),
+        2 + o
+            .headers
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+            .sum::<usize>()
+    );
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Deliver(i32),
+    Actions,
+    Finish(usize),
+    Transaction { commit: bool },
+    Crash,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0i32..2).prop_map(Op::Deliver),
+        3 => Just(Op::Actions),
+        6 => any::<usize>().prop_map(Op::Finish),
+        2 => prop::bool::weighted(0.75).prop_map(|commit| Op::Transaction { commit }),
+        1 => Just(Op::Crash),
+    ]
+}
+
+/// One partition of the model: its log (offsets with gaps, as compaction
+/// or transaction markers leave them), the consumer's position in it and
+/// the committed offset.
+#[derive(Debug)]
+struct Source {
+    log: Vec<i64>,
+    next: usize,
+    committed: i64,
+    /// Outputs committed by transactions, in the order they were written.
+    written: Vec<i64>,
+}
+
+impl Source {
+    fn seek(&mut self, offset: i64) {
+        self.next = self.log.partition_point(|o| *o < offset);
+    }
+}
+
+struct Run {
+    e: Engine<()>,
+    buffer: OutputBuffer,
+    running: Vec<(TaskId, TaskRef)>,
+}
+
+impl Run {
+    fn start(ordering: Ordering, sources: &mut HashMap<i32, Source>) -> Run {
+        let mut e = engine(ordering);
+        for (p, s) in sources.iter_mut() {
+            e.assign(tp(*p), Some((s.committed, "")));
+            s.seek(s.committed);
+        }
+        Run {
+            e,
+            buffer: OutputBuffer::default(),
+            running: Vec::new(),
+        }
+    }
+
+    fn deliver(&mut self, p: i32, s: &mut Source) {
+        if let Some(&o) = s.log.get(s.next) {
+            assert_eq!(
+                self.e.deliver(&tp(p), o, Some(vec![(o % 3) as u8]), (), 0),
+                Delivered::Queued
+            );
+            s.next += 1;
+        }
+    }
+
+    fn finish(&mut self, i: usize) {
+        if self.running.is_empty() {
+            return;
+        }
+        let (id, t) = self.running.remove(i % self.running.len());
+        if self.e.finished(id, &t, Outcome::Success) {
+            self.buffer.insert(
+                &t.tp,
+                t.generation,
+                t.offset,
+                vec![out(t.tp.partition, t.offset)],
+            );
+        }
+    }
+
+    /// Plans a transaction and commits or aborts it, as the driver does.
+    fn transaction(
+        &mut self,
+        commit: bool,
+        sources: &mut HashMap<i32, Source>,
+    ) -> Result<(), TestCaseError> {
+        let plan = self.buffer.plan(self.e.commits());
+        for part in &plan.parts {
+            let s = &sources[&part.commit.tp.partition];
+            let want: Vec<i64> = s
+                .log
+                .iter()
+                .copied()
+                .filter(|o| *o >= s.committed && *o < part.commit.offset)
+                .collect();
+            let got: Vec<i64> = part.outputs.iter().map(|(o, _)| *o).collect();
+            prop_assert_eq!(got, want, "the plan is not the records between the commits");
+        }
+        if commit {
+            for part in &plan.parts {
+                let s = sources.get_mut(&part.commit.tp.partition).unwrap();
+                s.written.extend(part.outputs.iter().map(|(o, _)| *o));
+                s.committed = part.commit.offset;
+            }
+            self.e.commit_succeeded(&plan.commits());
+        } else {
+            for part in &plan.parts {
+                let p = part.commit.tp.partition;
+                self.buffer.drop_partition(&part.commit.tp);
+                if let Some((_, offset)) = self.e.rewind(&part.commit.tp) {
+                    prop_assert_eq!(offset, sources[&p].committed);
+                    sources.get_mut(&p).unwrap().seek(offset);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+proptest! {
+    /// Exactly once over the pure layer: whatever the order of completions,
+    /// aborted transactions (rewind) and crashes (a new engine from the
+    /// committed offsets, buffered outputs lost), the outputs committed per
+    /// partition are its input offsets, each once, in order.
+    #[test]
+    fn committed_outputs_are_every_input_once_in_order(
+        ordering in prop_oneof![Just(Ordering::Partition), Just(Ordering::Key), Just(Ordering::Unordered)],
+        gaps in proptest::collection::vec(0i64..3, 2..40),
+        ops in proptest::collection::vec(op(), 0..300),
+    ) {
+        let mut sources: HashMap<i32, Source> = HashMap::new();
+        for p in 0..2 {
+            let mut offset = 0;
+            let log = gaps
+                .iter()
+                .map(|g| {
+                    offset += g + p as i64;
+                    let o = offset;
+                    offset += 1;
+                    o
+                })
+                .collect();
+            sources.insert(p, Source { log, next: 0, committed: 0, written: Vec::new() });
+        }
+        let mut run = Run::start(ordering, &mut sources);
+        for op in ops {
+            match op {
+                Op::Deliver(p) => {
+                    let s = sources.get_mut(&p).unwrap();
+                    run.deliver(p, s);
+                }
+                Op::Actions => run.running.extend(submitted(run.e.actions())),
+                Op::Finish(i) => run.finish(i),
+                Op::Transaction { commit } => run.transaction(commit, &mut sources)?,
+                Op::Crash => run = Run::start(ordering, &mut sources),
+            }
+        }
+        // Drain: everything delivered and finished, then one transaction.
+        loop {
+            for p in 0..2 {
+                let s = sources.get_mut(&p).unwrap();
+                while s.next < s.log.len() {
+                    run.deliver(p, s);
+                }
+            }
+            run.running.extend(submitted(run.e.actions()));
+            if run.running.is_empty() {
+                break;
+            }
+            while !run.running.is_empty() {
+                run.finish(0);
+            }
+        }
+        run.transaction(true, &mut sources)?;
+        for s in sources.values() {
+            prop_assert_eq!(&s.written, &s.log, "not every input exactly once, in order");
+        }
+    }
+}
