@@ -299,7 +299,9 @@ impl Run {
             // caught up with the metadata log; until then it asks again
             // soon rather than a whole interval later, so a new broker is
             // usable (and counted for replica placement) quickly.
-            let wait = if epoch.is_some() && self.state.borrow().fenced {
+            // So does a broker in its controlled shutdown, told to wait
+            // while its leaderships move.
+            let wait = if epoch.is_some() && (self.state.borrow().fenced || shutting_down) {
                 self.interval.min(FENCED_HEARTBEAT_INTERVAL)
             } else {
                 self.interval

@@ -135,7 +135,12 @@ fn start(settings: &[(&str, &str)]) -> (WeirCluster, Roles) {
 
 /// Creates `name` with one partition on `replicas` (the first leads) and
 /// the topic `configs`.
-fn create_assigned(bootstrap: &str, name: &str, replicas: &[i32], configs: &[(&str, &str)]) {
+pub(crate) fn create_assigned(
+    bootstrap: &str,
+    name: &str,
+    replicas: &[i32],
+    configs: &[(&str, &str)],
+) {
     let assignment: &[&[i32]] = &[replicas];
     let mut topic = NewTopic::new(name, 1, TopicReplication::Variable(assignment));
     for (k, v) in configs {
@@ -1059,7 +1064,7 @@ async fn produce_one(
 /// to its timeout instead (REQUEST_TIMED_OUT) leaves an idempotent producer
 /// unsure whether the batch was written; librdkafka then renumbers it under
 /// a new epoch after the next out-of-order answer, and a batch that was
-/// written is written twice.
+/// written is written twice. Started again, the node is taken back at once.
 #[test]
 fn a_leader_stopped_with_sigterm_answers_its_waiting_acks_all_produces() {
     // The stopped follower stays in the ISR (and registered) for the whole
@@ -1099,5 +1104,27 @@ fn a_leader_stopped_with_sigterm_answers_its_waiting_acks_all_produces() {
         answer.map(|(code, _)| code),
         Ok(NOT_LEADER_OR_FOLLOWER),
         "the answer of the stopped leader"
+    );
+
+    // Its controlled shutdown ended with it fenced: started again at once,
+    // the node registers and is unfenced long before its old session (60 s)
+    // would have expired, instead of being refused as a duplicate.
+    cluster
+        .node(r.leader)
+        .restart()
+        .expect("clean exit, start again");
+    let listed = cluster.node(r.leader).bootstrap().to_string();
+    wait_until(
+        &cluster,
+        "the restarted node is a live broker again",
+        ISR_CHANGE,
+        || {
+            let m = cluster
+                .metadata_from(r.controller)
+                .map_err(|e| e.to_string())?;
+            (m.brokers.get(&r.leader) == Some(&listed))
+                .then_some(())
+                .ok_or(format!("brokers {:?}", m.brokers))
+        },
     );
 }

@@ -317,11 +317,28 @@ fn controlled_shutdown_moves_leadership() {
     let mut h = hb(&image, 1);
     h.want_shutdown = true;
     let r = c.heartbeat(&image, &h, 10, 100).unwrap();
-    assert!(r.should_shut_down);
+    // It leads: its leadership moves first, and it must wait.
+    assert!(!r.should_shut_down);
     let image = apply(&image, &r.records);
     let p = image.partition(id, 0).unwrap();
     assert_eq!((p.leader, p.isr.clone()), (2, vec![2, 3]));
     assert!(image.broker(1).unwrap().in_controlled_shutdown);
+    assert!(!image.broker(1).unwrap().fenced);
+    // Leading nothing now: fenced and told to stop, so a new incarnation
+    // registers at once although this session is still alive.
+    let r = c.heartbeat(&image, &h, 10, 200).unwrap();
+    assert!(r.should_shut_down);
+    let stopped = apply(&image, &r.records);
+    assert!(stopped.broker(1).unwrap().fenced);
+    let again = reg(1, 9);
+    let (epoch, records) = c.register_broker(&stopped, &again, 300).unwrap();
+    let restarted = apply(&stopped, &records);
+    assert_eq!(restarted.broker(1).unwrap().epoch, epoch);
+    // Without the fence, the live session refuses the new incarnation.
+    assert_eq!(
+        c.register_broker(&image, &again, 300).unwrap_err().code,
+        ErrorCode::DuplicateBrokerRegistration
+    );
     // A shutting-down broker gets no new replicas.
     let (t2, records) = c.create_topic(&image, &topic("u", 3, 2)).unwrap();
     let image = apply(&image, &records);

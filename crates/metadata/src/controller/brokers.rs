@@ -111,12 +111,29 @@ impl Controller {
             },
         );
         if hb.want_shutdown {
-            let records = self.controlled_shutdown(image, hb.broker_id, hb.broker_epoch)?;
-            // Once these apply the broker leads nothing (see
-            // `controlled_shutdown`), so it may stop.
+            // Kafka's controlled shutdown: while the broker leads anything,
+            // its leaderships move (and it leaves the ISRs) and it is told
+            // to wait; once it leads nothing, it is fenced and told to stop
+            // (SHUTDOWN_NOW), so a new incarnation may register at once
+            // instead of being refused until this session expires.
+            if b.fenced {
+                return Ok(HeartbeatReply {
+                    records: Vec::new(),
+                    is_fenced: true,
+                    should_shut_down: true,
+                });
+            }
+            if leads_any(image, hb.broker_id) {
+                let records = self.controlled_shutdown(image, hb.broker_id, hb.broker_epoch)?;
+                return Ok(HeartbeatReply {
+                    records,
+                    is_fenced: false,
+                    should_shut_down: false,
+                });
+            }
             return Ok(HeartbeatReply {
-                records,
-                is_fenced: b.fenced,
+                records: fence(image, hb.broker_id, b.epoch),
+                is_fenced: true,
                 should_shut_down: true,
             });
         }
@@ -205,4 +222,11 @@ impl Controller {
         records.extend(leader_and_isr_updates(image, broker_id));
         Ok(records)
     }
+}
+
+/// Whether broker `id` leads any partition in `image`.
+fn leads_any(image: &MetadataImage, id: i32) -> bool {
+    image
+        .topics()
+        .any(|t| t.partitions.values().any(|p| p.leader == id))
 }
