@@ -330,8 +330,15 @@ impl Groups {
                     if let Err(e) = &result {
                         tracing::warn!(partition, "group coordinator append failed: {e}");
                     }
-                    let outcome = match result {
-                        Ok(base_offset) => AppendOutcome::Appended { base_offset },
+                    let outcome = match &result {
+                        Ok(at) => {
+                            if !records.is_empty() {
+                                failures.appended.insert(partition, *at);
+                            }
+                            AppendOutcome::Appended {
+                                base_offset: at.base_offset,
+                            }
+                        }
                         Err(_) => AppendOutcome::Failed,
                     };
                     let done = coord.append_completed(write, outcome, b.now_ms());
@@ -401,10 +408,23 @@ impl Groups {
 }
 
 /// Appends that failed during one [`Groups::execute`], with the error code
-/// to answer (first failure per `__consumer_offsets` partition).
+/// to answer (first failure per `__consumer_offsets` partition), and where
+/// the last successful one of each partition landed (what a commit waits
+/// to see replicated).
 #[derive(Debug, Default)]
 pub struct AppendFailures {
     pub by_partition: BTreeMap<i32, ErrorCode>,
+    pub appended: BTreeMap<i32, AppendedAt>,
+}
+
+/// Where records were appended to a `__consumer_offsets` partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendedAt {
+    pub base_offset: i64,
+    /// One past the last record.
+    pub end_offset: i64,
+    /// The leader epoch they were appended in (None: no followers).
+    pub leader_epoch: Option<i32>,
 }
 
 impl AppendFailures {
@@ -482,13 +502,18 @@ fn append(
     partition: i32,
     records: &[OffsetsRecord],
     transaction: Option<TxnProducer>,
-) -> Result<i64, GroupsError> {
+) -> Result<AppendedAt, GroupsError> {
     let log = b
         .replicas
         .log(OFFSETS_TOPIC, partition)
         .ok_or(GroupsError::MissingPartition(partition))?;
     if records.is_empty() {
-        return Ok(log.log_end_offset());
+        let end = log.log_end_offset();
+        return Ok(AppendedAt {
+            base_offset: end,
+            end_offset: end,
+            leader_epoch: None,
+        });
     }
     let now = b.now_ms();
     let mut builder = RecordBatchBuilder::new(Compression::None);
@@ -506,23 +531,24 @@ fn append(
         .build()
         .map_err(|e| GroupsError::Build(e.to_string()))?;
     let mut buf = batch.as_bytes().to_vec();
-    let do_append = |buf: &mut [u8]| -> Result<weir_storage::AppendInfo, GroupsError> {
-        // A leader with followers stamps its epoch, as for produced
-        // batches, and appends only while it leads in that epoch.
-        let tp = log.topic_partition();
-        let role = b.replicas.append_role(tp);
-        let info = b
-            .replicas
-            .append_in_role(tp, role, |stamp| match stamp {
-                Some(epoch) => log.append_as_leader(buf, now, epoch),
-                None => log.append(buf, now),
-            })
-            .ok_or(GroupsError::NotLeader(tp.partition))??;
-        b.replicas.advance_high_watermark(&log);
-        b.replicas.notify_append(&log);
-        Ok(info)
-    };
-    let info = match transaction {
+    let do_append =
+        |buf: &mut [u8]| -> Result<(weir_storage::AppendInfo, Option<i32>), GroupsError> {
+            // A leader with followers stamps its epoch, as for produced
+            // batches, and appends only while it leads in that epoch.
+            let tp = log.topic_partition();
+            let role = b.replicas.append_role(tp);
+            let info = b
+                .replicas
+                .append_in_role(tp, role, |stamp| match stamp {
+                    Some(epoch) => log.append_as_leader(buf, now, epoch),
+                    None => log.append(buf, now),
+                })
+                .ok_or(GroupsError::NotLeader(tp.partition))??;
+            b.replicas.advance_high_watermark(&log);
+            b.replicas.notify_append(&log);
+            Ok((info, role.stamp()))
+        };
+    let (info, leader_epoch) = match transaction {
         None => do_append(&mut buf)?,
         Some(t) => b.replicas.with_producers(&log, |state| {
             if let Some(current) = state.get(t.producer_id).map(|e| e.epoch)
@@ -534,7 +560,7 @@ fn append(
                     current,
                 });
             }
-            let info = do_append(&mut buf)?;
+            let (info, leader_epoch) = do_append(&mut buf)?;
             let count = i32::try_from(records.len()).unwrap_or(i32::MAX);
             // Opens the producer's transaction on this partition (if not
             // open yet): the partition's last stable offset stays below it
@@ -551,10 +577,14 @@ fn append(
                 }),
                 true,
             );
-            Ok(info)
+            Ok((info, leader_epoch))
         })?,
     };
-    Ok(info.base_offset)
+    Ok(AppendedAt {
+        base_offset: info.base_offset,
+        end_offset: info.last_offset + 1,
+        leader_epoch,
+    })
 }
 
 /// Replays one partition of `__consumer_offsets` into the coordinator.

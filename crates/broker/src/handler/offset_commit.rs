@@ -9,6 +9,8 @@
 //! before the group coordinator sees the commit. The admin client's
 //! AlterConsumerGroupOffsets is this request, so it is refused the same way.
 
+use std::collections::BTreeMap;
+
 use weir_group::{CommitPartition, OffsetCommitRequest as Commit};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::offset_commit_response::{
@@ -17,6 +19,7 @@ use weir_protocol::messages::offset_commit_response::{
 use weir_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, ResponseBody};
 
 use super::{Reply, RequestContext, blocking};
+use crate::groups::AppendedAt;
 use crate::replica_manager::AppendRole;
 
 /// The requested partitions by topic, each with whether it exists.
@@ -103,13 +106,13 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
         }
         let (results, out) = coord.commit_offsets(&commit, now);
         let failures = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
-        (results, failures.first())
+        (results, failures)
     };
     // With followers, the commit is acknowledged once every in-sync replica
     // of its `__consumer_offsets` partition has it (Kafka's acks=all for
     // offset commits), so it survives the loss of this coordinator.
-    let appended = match appended {
-        None => replicated(ctx, &commit.group_id).await,
+    let appended = match appended.first() {
+        None => replicated(ctx, &commit.group_id, &appended.appended).await,
         failed => failed,
     };
     // A failed append leaves the commit invisible (the coordinator applies
@@ -126,24 +129,35 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
     })
 }
 
-/// Waits until the `__consumer_offsets` partition of `group` is replicated
-/// to its ISR up to its current end (bounded by
-/// `offsets.commit.timeout.ms`); the error when it is not. Nothing to wait
-/// for without followers.
-pub(super) async fn replicated(ctx: &RequestContext, group: &str) -> Option<ErrorCode> {
+/// Waits until the records appended for `group` (`appended`, by
+/// `__consumer_offsets` partition) are replicated to the ISR of its
+/// partition, in the leader epoch they were appended in (bounded by
+/// `offsets.commit.timeout.ms`); the error when they are not. Nothing to
+/// wait for without followers. Without a record of an append, it waits for
+/// the partition's current end in the current epoch.
+pub(super) async fn replicated(
+    ctx: &RequestContext,
+    group: &str,
+    appended: &BTreeMap<i32, AppendedAt>,
+) -> Option<ErrorCode> {
     let b = &ctx.broker;
     let groups = b.groups()?;
     let partition = groups.lock().partition_for(group);
     let tp = weir_storage::TopicPartition::new(crate::groups::OFFSETS_TOPIC, partition);
-    let epoch = match b.replicas.append_role(&tp) {
-        AppendRole::Leader {
-            epoch,
-            replicated: true,
-        } => epoch,
-        AppendRole::NotLeader => return Some(ErrorCode::NotCoordinator),
-        _ => return None,
+    let (epoch, end) = match appended.get(&partition) {
+        Some(at) => (at.leader_epoch?, at.end_offset),
+        None => {
+            let epoch = match b.replicas.append_role(&tp) {
+                AppendRole::Leader {
+                    epoch,
+                    replicated: true,
+                } => epoch,
+                AppendRole::NotLeader => return Some(ErrorCode::NotCoordinator),
+                _ => return None,
+            };
+            (epoch, b.replicas.logs().get(&tp)?.log_end_offset())
+        }
     };
-    let end = b.replicas.logs().get(&tp)?.log_end_offset();
     let timeout_ms = b
         .effective_config()
         .integer("offsets.commit.timeout.ms")
@@ -158,7 +172,10 @@ pub(super) async fn replicated(ctx: &RequestContext, group: &str) -> Option<Erro
     {
         ErrorCode::None => None,
         // Kafka's coordinator answers a commit that timed out waiting for
-        // replicas with REQUEST_TIMED_OUT, which clients retry.
+        // replicas with REQUEST_TIMED_OUT, which clients retry; one whose
+        // partition moved gets NOT_COORDINATOR (the client looks up the
+        // new coordinator and commits again).
+        ErrorCode::NotLeaderOrFollower => Some(ErrorCode::NotCoordinator),
         code => Some(code),
     }
 }

@@ -82,7 +82,7 @@ pub async fn handle(ctx: &RequestContext, req: TxnOffsetCommitRequest) -> Reply 
             Err(e) => Err(e),
             Ok((results, out)) => {
                 let failures = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
-                Ok((results, failures.first()))
+                Ok((results, failures))
             }
         }
     };
@@ -94,8 +94,8 @@ pub async fn handle(ctx: &RequestContext, req: TxnOffsetCommitRequest) -> Reply 
             return respond(v, &shape, |_, _| e);
         }
     };
-    let appended = match appended {
-        None => replicated(ctx, &commit.group_id).await,
+    let appended = match appended.first() {
+        None => replicated(ctx, &commit.group_id, &appended.appended).await,
         failed => failed,
     };
     respond(v, &shape, |topic, partition| {
