@@ -30,5 +30,6 @@ mod replication;
 mod torn_tail;
 mod transactions;
 mod transactions_clients;
+mod txn_marker_recovery;
 mod txn_offsets_clients;
 mod txn_producers;

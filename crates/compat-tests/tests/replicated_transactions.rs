@@ -25,7 +25,7 @@ const RECORDS: usize = 30;
 
 /// Kafka's partition of a transactional id: `Utils.abs(id.hashCode())`
 /// modulo the partition count (`Utils.abs(Integer.MIN_VALUE)` is 0).
-fn transaction_partition(id: &str, partitions: i32) -> i32 {
+pub(crate) fn transaction_partition(id: &str, partitions: i32) -> i32 {
     let h = id
         .encode_utf16()
         .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
