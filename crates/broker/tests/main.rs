@@ -10,6 +10,7 @@ mod conformance;
 mod console;
 mod console_cluster;
 mod console_corrupt;
+mod console_transactions;
 mod damaged_segments;
 mod data;
 mod decoders_fuzz_smoke;

@@ -699,6 +699,92 @@
     );
   }
 
+  // The transactional ids this broker coordinates: open transactions first
+  // (oldest first), then the others by id.
+  async function transactionsView() {
+    const data = await api('/api/transactions');
+    refreshBrokerLine();
+    const k = data.counts;
+    const open = (t) => t.open_age_ms !== null;
+    // a transaction open for more than its timeout is about to be aborted
+    const late = (t) => open(t) && t.open_age_ms > t.timeout_ms;
+    const rows = data.transactions.map((t) =>
+      h(
+        'tr',
+        { class: 'txn-row', 'data-transactional-id': t.transactional_id },
+        h('td', { class: 'mono wrap' }, t.transactional_id),
+        h(
+          'td',
+          null,
+          h('span', { class: `pill state-${t.state}` }, t.state),
+          t.pending_state ? h('span', { class: 'pill pending-state', title: 'being written to __transaction_state' }, `→ ${t.pending_state}`) : null
+        ),
+        h('td', { class: 'num' }, String(t.producer_id)),
+        h('td', { class: 'num' }, String(t.producer_epoch)),
+        h('td', { class: 'num' }, duration(t.timeout_ms)),
+        h(
+          'td',
+          { class: 'mono wrap txn-partitions' },
+          t.partitions.length
+            ? t.partitions.map((p, i) => [i ? ', ' : null, link(`#/topics/${enc(p.topic)}`, `${p.topic}-${p.partition}`)])
+            : h('span', { class: 'muted' }, '–')
+        ),
+        h(
+          'td',
+          { class: `num open-age ${late(t) ? 'lag-pos' : ''}`, title: t.start_ms === null ? 'no transaction yet' : `started ${time(t.start_ms)}` },
+          open(t) ? duration(t.open_age_ms) : '–'
+        ),
+        h('td', { class: 'num' }, t.coordinator_partition)
+      )
+    );
+    const coordinated = data.coordinated_partitions;
+    return h(
+      'div',
+      { class: 'transactions' },
+      h('h1', null, 'Transactions'),
+      h(
+        'p',
+        { class: 'sub' },
+        coordinated.length
+          ? `Transactional ids of the __transaction_state partition${coordinated.length === 1 ? '' : 's'} this broker leads (${coordinated.join(', ')}).`
+          : 'This broker leads no __transaction_state partition (or the topic does not exist yet).',
+        data.loading_partitions.length ? ` Loading partition${data.loading_partitions.length === 1 ? '' : 's'} ${data.loading_partitions.join(', ')}.` : ''
+      ),
+      h(
+        'div',
+        { class: 'cards' },
+        card('Transactional ids', num(k.transactional_ids)),
+        card('Open', num(k.open)),
+        card('Oldest open', k.open ? duration(k.oldest_open_age_ms) : '–'),
+        card('Writing markers', num(k.completing)),
+        card('Committed', num(k.committed)),
+        card('Aborted', num(k.aborted)),
+        card('Timed out', num(k.timed_out), k.timed_out ? 'lag-pos' : '')
+      ),
+      rows.length
+        ? h(
+            'section',
+            { class: 'panel' },
+            table(
+              [
+                'Transactional id',
+                'State',
+                { text: 'Producer id', cls: 'num' },
+                { text: 'Epoch', cls: 'num' },
+                { text: 'Timeout', cls: 'num' },
+                'Partitions',
+                { text: 'Open for', cls: 'num' },
+                { text: 'Log partition', cls: 'num' },
+              ],
+              rows,
+              { class: 'txns' }
+            ),
+            data.total > data.transactions.length ? h('p', { class: 'muted' }, `showing ${num(data.transactions.length)} of ${num(data.total)}`) : null
+          )
+        : h('p', { class: 'muted' }, 'No transactional ids here.')
+    );
+  }
+
   async function recordsView(params) {
     const topics = await api('/api/topics');
     refreshBrokerLine();
@@ -944,6 +1030,7 @@
     if (parts[0] === 'topics') return { nav: 'topics', poll: true, load: () => topicView(parts[1]) };
     if (parts[0] === 'groups' && parts.length === 1) return { nav: 'groups', poll: true, load: groupsView };
     if (parts[0] === 'groups') return { nav: 'groups', poll: true, load: () => groupView(parts[1]) };
+    if (parts[0] === 'transactions') return { nav: 'transactions', poll: true, load: transactionsView };
     if (parts[0] === 'records') return { nav: 'records', poll: false, load: () => recordsView(params) };
     if (parts[0] === 'broker') return { nav: 'broker', poll: false, load: brokerView };
     if (parts[0] === 'cluster') return { nav: 'cluster', poll: true, load: clusterView };

@@ -13,6 +13,7 @@
 //! | `/api/topics/{t}` | one topic: the same per partition, with segment files where local |
 //! | `/api/groups` | every consumer group with state, members and total lag |
 //! | `/api/groups/{g}` | one group: members, assignments, committed offsets and lag |
+//! | `/api/transactions` | the transactional ids this broker coordinates: producer, state, timeout, partitions, age of the open transaction; the coordinator's counts |
 //! | `/api/config` | broker configuration with the source of each value |
 //! | `/api/records?topic=T&partition=P[&offset=O \| &timestamp=MS][&limit=N]` | up to [`records::MAX_LIMIT`] records |
 //!
@@ -24,6 +25,7 @@ mod api;
 mod query;
 pub mod records;
 mod topics;
+pub mod transactions;
 
 use std::sync::Arc;
 
@@ -76,6 +78,8 @@ pub enum ConsoleError {
     NoSuchPath(String),
     #[error("the group coordinator is not running")]
     CoordinatorUnavailable,
+    #[error("the transaction coordinator is not running")]
+    TxnCoordinatorUnavailable,
     #[error("group {group:?}: {code}")]
     Group { group: String, code: &'static str },
     #[error("storage: {0}")]
@@ -89,7 +93,9 @@ impl ConsoleError {
         match self {
             ConsoleError::BadRequest(_) => 400,
             ConsoleError::NotFound { .. } | ConsoleError::NoSuchPath(_) => 404,
-            ConsoleError::CoordinatorUnavailable | ConsoleError::Group { .. } => 503,
+            ConsoleError::CoordinatorUnavailable
+            | ConsoleError::TxnCoordinatorUnavailable
+            | ConsoleError::Group { .. } => 503,
             ConsoleError::Storage(_) | ConsoleError::Encode(_) => 500,
         }
     }

@@ -1,5 +1,6 @@
 //! The console's JSON API: overview, cluster, groups and broker config
-//! (topics are in [`super::topics`]). Everything is read from the broker's
+//! (topics are in [`super::topics`], transactions in
+//! [`super::transactions`]). Everything is read from the broker's
 //! live state on each request.
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use weir_protocol::codec::Decodable;
 use weir_protocol::messages::ConsumerProtocolAssignment;
 
 use super::query::{Query, percent_decode};
-use super::{ConsoleError, ConsoleResponse, json_response, records, topics};
+use super::{ConsoleError, ConsoleResponse, json_response, records, topics, transactions};
 use crate::broker::Broker;
 use crate::configdef;
 use crate::topic_config::ConfigSource;
@@ -46,6 +47,10 @@ pub fn route(b: &Arc<Broker>, rest: &str, query: &str) -> Result<ConsoleResponse
             no_query(query)?;
             let id = percent_decode(id, false)?;
             Ok(json_response(200, &group_detail(b, &id)?))
+        }
+        ["transactions"] => {
+            no_query(query)?;
+            Ok(json_response(200, &transactions::transactions(b)?))
         }
         ["config"] => {
             no_query(query)?;
