@@ -42,16 +42,129 @@ pub enum ConfigError {
     },
 }
 
-/// A listener address: only PLAINTEXT is supported.
+/// A listener address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listener {
     pub host: String,
     pub port: u16,
 }
 
-/// Kafka's security protocols other than PLAINTEXT; weir serves none of
-/// them yet, so a listener that uses one is refused, never skipped.
-const UNSUPPORTED_PROTOCOLS: &[&str] = &["SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+/// The security protocols weir serves on a client listener. Kafka's
+/// SASL_PLAINTEXT and SASL_SSL are refused, never skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+}
+
+impl SecurityProtocol {
+    /// Kafka's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+        }
+    }
+
+    /// Kafka's id (`SecurityProtocol.id`), as in broker registrations.
+    pub fn id(self) -> i16 {
+        match self {
+            SecurityProtocol::Plaintext => 0,
+            SecurityProtocol::Ssl => 1,
+        }
+    }
+}
+
+/// One entry of `listeners` (or `advertised.listeners`): its name (upper
+/// case; a scheme-less `host:port` is `PLAINTEXT`), the security protocol
+/// `listener.security.protocol.map` gives that name (the name itself when
+/// the map has no entry for it) and its address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ListenerEntry {
+    name: String,
+    protocol: String,
+    text: String,
+    address: Listener,
+}
+
+/// Splits a listener list into its entries; each name at most once.
+fn listener_entries(s: &str, protocol_map: &str) -> Result<Vec<ListenerEntry>, String> {
+    let protocol_of = |name: &str| -> String {
+        protocol_map
+            .split(',')
+            .filter_map(|m| m.split_once(':'))
+            .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+            .map_or(name, |(_, p)| p.trim())
+            .to_ascii_uppercase()
+    };
+    let mut out: Vec<ListenerEntry> = Vec::new();
+    for e in s.split(',').map(str::trim).filter(|l| !l.is_empty()) {
+        let (name, rest) = match e.split_once("://") {
+            Some((name, rest)) => (name.trim().to_ascii_uppercase(), rest),
+            None => ("PLAINTEXT".to_string(), e),
+        };
+        if out.iter().any(|o| o.name == name) {
+            return Err(format!("listener name {name} appears twice"));
+        }
+        out.push(ListenerEntry {
+            protocol: protocol_of(&name),
+            name,
+            text: e.to_string(),
+            address: Listener::parse_address(rest)?,
+        });
+    }
+    if out.is_empty() {
+        return Err("empty listener".to_string());
+    }
+    Ok(out)
+}
+
+/// The client listeners among `entries` (those not named in `skip`, the
+/// `controller.listener.names`), each with its protocol.
+fn client_entries(
+    entries: Vec<ListenerEntry>,
+    skip: &[String],
+) -> Result<Vec<(ListenerEntry, SecurityProtocol)>, String> {
+    let mut out = Vec::new();
+    for e in entries {
+        if skip.iter().any(|n| n.eq_ignore_ascii_case(&e.name)) {
+            continue;
+        }
+        let protocol = match e.protocol.as_str() {
+            "PLAINTEXT" => SecurityProtocol::Plaintext,
+            "SSL" => SecurityProtocol::Ssl,
+            "SASL_PLAINTEXT" | "SASL_SSL" => {
+                return Err(format!(
+                    "security protocol {} in {:?} is not supported (PLAINTEXT and SSL are)",
+                    e.protocol, e.text
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "no security protocol for listener {} in listener.security.protocol.map",
+                    e.name
+                ));
+            }
+        };
+        out.push((e, protocol));
+    }
+    Ok(out)
+}
+
+/// A client listener as configured: `listeners` entry, protocol,
+/// `advertised.listeners` entry and, for SSL, its TLS settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientListener {
+    /// Upper case, e.g. `PLAINTEXT`, `SSL`, `EXTERNAL`.
+    pub name: String,
+    pub protocol: SecurityProtocol,
+    pub address: Listener,
+    /// Its `advertised.listeners` entry; None: the bound address is
+    /// advertised.
+    pub advertised: Option<Listener>,
+    /// Some exactly for SSL listeners.
+    pub tls: Option<crate::tls::TlsSettings>,
+}
 
 impl Listener {
     /// [`Listener::parse_with_map`] without a `listener.security.protocol.map`.
@@ -59,63 +172,28 @@ impl Listener {
         Listener::parse_with_map(s, "")
     }
 
-    /// Parses `PLAINTEXT://host:port`, `host:port` or a comma-separated list
-    /// of those: the first PLAINTEXT (or scheme-less) entry is used. An
-    /// entry whose security protocol is not PLAINTEXT (`SSL://`,
-    /// `SASL_SSL://`, or a listener name that `protocol_map` — Kafka's
-    /// `listener.security.protocol.map`, `NAME:PROTOCOL,…` — maps to one)
-    /// is an error. Other listener names (e.g. `CONTROLLER://:9093` in a
-    /// Kafka server.properties) are not served and ignored.
+    /// Parses `NAME://host:port`, `host:port` or a comma-separated list of
+    /// those and returns the first client listener's address. Every entry
+    /// needs a security protocol weir serves (PLAINTEXT or SSL, by scheme
+    /// or through `protocol_map`, Kafka's `listener.security.protocol.map`,
+    /// `NAME:PROTOCOL,…`).
     pub fn parse_with_map(s: &str, protocol_map: &str) -> Result<Listener, String> {
         Listener::parse_excluding(s, protocol_map, &[])
     }
 
     /// [`Listener::parse_with_map`], never choosing a listener whose name
-    /// is in `skip` (the `controller.listener.names`): those are checked
-    /// like the others but are not the client listener.
+    /// is in `skip` (the `controller.listener.names`).
     pub fn parse_excluding(
         s: &str,
         protocol_map: &str,
         skip: &[String],
     ) -> Result<Listener, String> {
-        let entries: Vec<&str> = s
-            .split(',')
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect();
-        if entries.is_empty() {
-            return Err("empty listener".to_string());
-        }
-        let protocol_of = |name: &str| -> String {
-            protocol_map
-                .split(',')
-                .filter_map(|m| m.split_once(':'))
-                .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
-                .map_or(name, |(_, p)| p.trim())
-                .to_ascii_uppercase()
-        };
-        let mut chosen = None;
-        for e in &entries {
-            let (protocol, rest) = match e.split_once("://") {
-                Some((name, rest)) => (protocol_of(name), rest),
-                None => ("PLAINTEXT".to_string(), *e),
-            };
-            let skipped = e
-                .split_once("://")
-                .is_some_and(|(name, _)| skip.iter().any(|n| n.eq_ignore_ascii_case(name)));
-            if UNSUPPORTED_PROTOCOLS.contains(&protocol.as_str()) {
-                return Err(format!(
-                    "security protocol {protocol} in {e:?} is not supported (only PLAINTEXT)"
-                ));
-            }
-            if protocol == "PLAINTEXT" && !skipped && chosen.is_none() {
-                chosen = Some(rest);
-            }
-        }
-        let Some(rest) = chosen else {
-            return Err("no PLAINTEXT listener (only PLAINTEXT is supported)".to_string());
-        };
-        Listener::parse_address(rest)
+        let clients = client_entries(listener_entries(s, protocol_map)?, skip)?;
+        clients
+            .into_iter()
+            .next()
+            .map(|(e, _)| e.address)
+            .ok_or_else(|| "no client listener (only controller listeners)".to_string())
     }
 
     /// Parses `host:port` (`[v6]:port`; an empty host is all interfaces).
@@ -159,8 +237,13 @@ impl Listener {
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub node_id: i32,
+    /// The first client listener's address (`listeners[0]`).
     pub listener: Listener,
+    /// The first client listener's `advertised.listeners` entry.
     pub advertised_listener: Option<Listener>,
+    /// Every client listener of `listeners` (not the controller ones), in
+    /// the order given; never empty. Each is bound and serves clients.
+    pub listeners: Vec<ClientListener>,
     /// The listener named in `controller.listener.names` (`CONTROLLER://…`
     /// in Kafka's server.properties), as `(name, address)`. Opened only in
     /// a cluster ([`BrokerConfig::is_cluster`]); a single node is its own
@@ -301,7 +384,10 @@ impl BrokerConfig {
         }
         let mut unused = Vec::new();
         for (k, v) in &explicit {
-            match configdef::broker_def(k) {
+            // `listener.name.<name>.ssl.…` overrides `ssl.…` for a listener
+            let def = configdef::broker_def(k)
+                .or_else(|| listener_override(k).and_then(|(_, base)| configdef::broker_def(base)));
+            match def {
                 Some(def) => def
                     .validate(v)
                     .map_err(|ConfigValueError(reason)| invalid(k, v, reason))?,
@@ -320,7 +406,6 @@ impl BrokerConfig {
             v.parse::<i64>()
                 .map_err(|_| invalid(name, &v, "expected an integer"))
         };
-        let protocol_map = get("listener.security.protocol.map");
         let listener_s = get("listeners");
         let node_id = int("node.id")?;
         if !(0..=i32::MAX as i64).contains(&node_id) {
@@ -331,30 +416,20 @@ impl BrokerConfig {
             ));
         }
         let kraft = kraft(&explicit, &get, node_id as i32)?;
-        let listener = match &kraft.controller_listener {
+        let listeners = if kraft.roles.iter().any(|r| r == "broker") {
+            client_listeners(&explicit, &get, &kraft.controller_names)?
+        } else {
+            Vec::new()
+        };
+        let (listener, advertised_listener) = match (listeners.first(), &kraft.controller_listener)
+        {
+            (Some(l), _) => (l.address.clone(), l.advertised.clone()),
             // A controller-only node has no client listener; its CONTROLLER
             // listener stands in (nothing opens `listener` there).
-            Some((_, l)) if !kraft.roles.iter().any(|r| r == "broker") => l.clone(),
-            _ => Listener::parse_excluding(&listener_s, &protocol_map, &kraft.controller_names)
-                .map_err(|e| invalid("listeners", &listener_s, e))?,
-        };
-        listener
-            .bind_addr()
-            .map_err(|e| invalid("listeners", &listener_s, e))?;
-        let advertised_listener = match explicit.get("advertised.listeners") {
-            Some(s) if !s.is_empty() => {
-                let l = Listener::parse_excluding(s, &protocol_map, &kraft.controller_names)
-                    .map_err(|e| invalid("advertised.listeners", s, e))?;
-                if l.host.is_empty() || l.port == 0 {
-                    return Err(invalid(
-                        "advertised.listeners",
-                        s,
-                        "needs a concrete host and port",
-                    ));
-                }
-                Some(l)
+            (None, Some((_, l))) => (l.clone(), None),
+            (None, None) => {
+                return Err(invalid("listeners", &listener_s, "no client listener"));
             }
-            _ => None,
         };
         let http_s = get("http.listeners");
         let http_listener =
@@ -391,6 +466,7 @@ impl BrokerConfig {
             node_id: node_id as i32,
             listener,
             advertised_listener,
+            listeners,
             controller_listener: kraft.controller_listener,
             process_roles: kraft.roles,
             quorum_voters: kraft.voters,
@@ -448,6 +524,24 @@ impl BrokerConfig {
             dynamic_broker: BTreeMap::new(),
             unused,
         };
+        if cfg.is_cluster()
+            && let Some(l) = cfg
+                .listeners
+                .iter()
+                .find(|l| l.protocol != SecurityProtocol::Plaintext)
+        {
+            return Err(invalid(
+                "listeners",
+                &listener_s,
+                format!(
+                    "listener {} is {}: a cluster member serves PLAINTEXT listeners only for now \
+                     (brokers register and replicate over PLAINTEXT); SSL listeners are served by \
+                     a single node",
+                    l.name,
+                    l.protocol.name()
+                ),
+            ));
+        }
         if cfg.default_replication_factor > 1 && !cfg.is_cluster() {
             return Err(invalid(
                 "default.replication.factor",
@@ -503,6 +597,105 @@ impl BrokerConfig {
     pub fn integer(&self, name: &str) -> Option<i64> {
         self.value(name).and_then(|v| v.trim().parse::<i64>().ok())
     }
+}
+
+/// Splits `listener.name.<name>.<config>` into the listener name (as
+/// written, Kafka writes it in lower case) and the config it overrides;
+/// only `ssl.*` configs have per-listener forms here.
+fn listener_override(key: &str) -> Option<(&str, &str)> {
+    let rest = key.strip_prefix("listener.name.")?;
+    let (name, base) = rest.split_once('.')?;
+    (!name.is_empty() && crate::tls::SSL_SETTINGS.contains(&base)).then_some((name, base))
+}
+
+/// The client listeners of `listeners` with their advertised addresses
+/// and, for SSL ones, their TLS settings.
+fn client_listeners(
+    explicit: &BTreeMap<String, String>,
+    get: &dyn Fn(&str) -> String,
+    controller_names: &[String],
+) -> Result<Vec<ClientListener>, ConfigError> {
+    let map = get("listener.security.protocol.map");
+    let listeners_s = get("listeners");
+    let entries = listener_entries(&listeners_s, &map)
+        .and_then(|e| client_entries(e, controller_names))
+        .map_err(|e| invalid("listeners", &listeners_s, e))?;
+    if entries.is_empty() {
+        return Err(invalid("listeners", &listeners_s, "no client listener"));
+    }
+    let mut ports = std::collections::BTreeSet::new();
+    for (e, _) in &entries {
+        if e.address.port != 0 && !ports.insert(e.address.port) {
+            return Err(invalid(
+                "listeners",
+                &listeners_s,
+                format!("port {} is used by two listeners", e.address.port),
+            ));
+        }
+        e.address
+            .bind_addr()
+            .map_err(|reason| invalid("listeners", &listeners_s, reason))?;
+    }
+    let mut advertised: BTreeMap<String, Listener> = BTreeMap::new();
+    if let Some(s) = explicit
+        .get("advertised.listeners")
+        .filter(|s| !s.is_empty())
+    {
+        let bad = |reason: String| invalid("advertised.listeners", s, reason);
+        let adv = listener_entries(s, &map)
+            .and_then(|e| client_entries(e, controller_names))
+            .map_err(bad)?;
+        for (a, _) in adv {
+            if !entries.iter().any(|(e, _)| e.name == a.name) {
+                return Err(bad(format!(
+                    "listener {} is not among the listeners ({listeners_s})",
+                    a.name
+                )));
+            }
+            if a.address.host.is_empty() || a.address.port == 0 {
+                return Err(bad(format!("{} needs a concrete host and port", a.text)));
+            }
+            advertised.insert(a.name, a.address);
+        }
+    }
+    entries
+        .into_iter()
+        .map(|(e, protocol)| {
+            let tls = match protocol {
+                SecurityProtocol::Plaintext => None,
+                SecurityProtocol::Ssl => Some(tls_settings(explicit, &e.name)?),
+            };
+            Ok(ClientListener {
+                advertised: advertised.remove(&e.name),
+                name: e.name,
+                protocol,
+                address: e.address,
+                tls,
+            })
+        })
+        .collect()
+}
+
+/// The TLS settings of SSL listener `name`: each `ssl.*` value from
+/// `listener.name.<name>.ssl.*` (the name in any case), else `ssl.*`.
+fn tls_settings(
+    explicit: &BTreeMap<String, String>,
+    name: &str,
+) -> Result<crate::tls::TlsSettings, ConfigError> {
+    let get = |config: &str| -> Option<(String, String)> {
+        let own = explicit.iter().find(|(k, _)| {
+            listener_override(k)
+                .is_some_and(|(l, base)| base == config && l.eq_ignore_ascii_case(name))
+        });
+        own.or_else(|| explicit.get_key_value(config))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .or_else(|| {
+                configdef::broker_def(config)
+                    .and_then(|d| d.default)
+                    .map(|d| (config.to_string(), d.to_string()))
+            })
+    };
+    crate::tls::TlsSettings::parse(name, &get).map_err(|e| invalid(&e.name, &e.value, e.reason))
 }
 
 /// What the KRaft settings say, once validated.
@@ -1005,7 +1198,7 @@ mod tests {
     fn unsupported_security_protocols_are_refused_not_skipped() {
         for v in [
             "SASL_SSL://127.0.0.1:9093",
-            "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093",
+            "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093",
             "sasl_plaintext://h:1",
         ] {
             let e = BrokerConfig::from_pairs([("listeners", v)])
@@ -1024,10 +1217,180 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("SASL_SSL"), "{e}");
+        // an advertised listener that is not among the listeners
         let e = BrokerConfig::from_pairs([("advertised.listeners", "SSL://h:1")])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("advertised.listeners"), "{e}");
+        assert!(
+            e.contains("advertised.listeners") && e.contains("not among the listeners"),
+            "{e}"
+        );
+        // a name the protocol map does not know
+        let e = BrokerConfig::from_pairs([("listeners", "CLIENT://127.0.0.1:1")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no security protocol for listener CLIENT"),
+            "{e}"
+        );
+    }
+
+    fn ssl_pairs() -> Vec<(&'static str, &'static str)> {
+        vec![
+            (
+                "listeners",
+                "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+            ),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,SSL:SSL,INTERNAL:SSL",
+            ),
+            ("ssl.keystore.location", "/etc/weir/broker.pem"),
+            (
+                "listener.name.internal.ssl.keystore.location",
+                "/etc/weir/internal.p12",
+            ),
+            ("listener.name.internal.ssl.keystore.type", "PKCS12"),
+            ("listener.name.internal.ssl.keystore.password", "secret"),
+            (
+                "listener.name.internal.ssl.truststore.location",
+                "/etc/weir/ca.pem",
+            ),
+            ("listener.name.internal.ssl.client.auth", "required"),
+            ("advertised.listeners", "SSL://broker.example:9093"),
+        ]
+    }
+
+    #[test]
+    fn several_listeners_with_protocols_advertised_addresses_and_overrides() {
+        use crate::tls::{ClientAuth, KeyStoreSource, StoreType, TrustStoreSource};
+        let c = BrokerConfig::from_pairs(ssl_pairs()).unwrap();
+        let names: Vec<(&str, SecurityProtocol)> = c
+            .listeners
+            .iter()
+            .map(|l| (l.name.as_str(), l.protocol))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("PLAINTEXT", SecurityProtocol::Plaintext),
+                ("SSL", SecurityProtocol::Ssl),
+                ("INTERNAL", SecurityProtocol::Ssl),
+            ]
+        );
+        let [plain, ssl, internal] = &c.listeners[..] else {
+            panic!("three listeners")
+        };
+        assert!(plain.tls.is_none() && plain.advertised.is_none());
+        assert_eq!(c.listener, plain.address);
+        assert_eq!(
+            ssl.advertised,
+            Some(Listener {
+                host: "broker.example".into(),
+                port: 9093
+            })
+        );
+        let ssl_tls = ssl.tls.as_ref().unwrap();
+        assert_eq!(
+            ssl_tls.keystore,
+            KeyStoreSource::File {
+                path: "/etc/weir/broker.pem".into(),
+                kind: None,
+                password: None
+            }
+        );
+        assert_eq!(ssl_tls.client_auth, ClientAuth::None);
+        assert!(ssl_tls.truststore.is_none());
+        // listener.name.internal.ssl.* wins for INTERNAL only
+        let int_tls = internal.tls.as_ref().unwrap();
+        assert!(matches!(
+            &int_tls.keystore,
+            KeyStoreSource::File { path, kind: Some(StoreType::Pkcs12), password: Some(p) }
+                if path.ends_with("internal.p12") && p.0 == "secret"
+        ));
+        assert!(matches!(
+            &int_tls.truststore,
+            Some(TrustStoreSource::File { path, .. }) if path.ends_with("ca.pem")
+        ));
+        assert_eq!(int_tls.client_auth, ClientAuth::Required);
+        // per-listener keys are known, not reported unused
+        assert!(c.unused.is_empty(), "{:?}", c.unused);
+    }
+
+    #[test]
+    fn bad_listener_and_ssl_settings_name_the_setting() {
+        let with = |change: (&'static str, &'static str)| {
+            let mut pairs = ssl_pairs();
+            pairs.retain(|(k, _)| *k != change.0);
+            pairs.push(change);
+            BrokerConfig::from_pairs(pairs)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        for (change, words) in [
+            (
+                ("listener.name.internal.ssl.client.auth", "always"),
+                "listener.name.internal.ssl.client.auth",
+            ),
+            (("ssl.keystore.location", ""), "needs a keystore"),
+            (("ssl.keystore.type", "JKS"), "JKS stores are not supported"),
+            (
+                ("listener.name.internal.ssl.truststore.location", ""),
+                "truststore",
+            ),
+            (
+                (
+                    "listeners",
+                    "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9092",
+                ),
+                "port 9092 is used by two listeners",
+            ),
+            (
+                (
+                    "listeners",
+                    "PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2",
+                ),
+                "appears twice",
+            ),
+            (
+                ("advertised.listeners", "SSL://:9093"),
+                "needs a concrete host and port",
+            ),
+            (
+                ("ssl.principal.mapping.rules", "RULE:x/y"),
+                "ssl.principal.mapping.rules",
+            ),
+        ] {
+            let e = with(change);
+            assert!(e.contains(words) && !e.contains('\n'), "{change:?}: {e}");
+        }
+        // a password is never echoed in an error
+        let e = with(("ssl.key.password", "hunter2"));
+        assert!(
+            e.contains("ssl.key.password") && !e.contains("hunter2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_cluster_member_refuses_ssl_listeners() {
+        let e = BrokerConfig::from_pairs([
+            ("node.id", "1"),
+            (
+                "listeners",
+                "SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
+            ),
+            ("controller.listener.names", "CONTROLLER"),
+            (
+                "controller.quorum.voters",
+                "1@127.0.0.1:19093,2@127.0.0.1:19094",
+            ),
+            ("ssl.keystore.location", "/k.pem"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cluster member serves PLAINTEXT"), "{e}");
     }
 
     #[test]
@@ -1059,8 +1422,10 @@ mod tests {
             ),
             "{e}"
         );
-        let e = listen(None, "SSL://127.0.0.1:1").unwrap_err().to_string();
-        assert!(e.contains("--listen") && e.contains("SSL"), "{e}");
+        let e = listen(None, "SASL_SSL://127.0.0.1:1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--listen") && e.contains("SASL_SSL"), "{e}");
     }
 
     #[test]
@@ -1074,11 +1439,20 @@ mod tests {
     #[test]
     fn listener_forms() {
         assert_eq!(
-            Listener::parse("CONTROLLER://:9093,PLAINTEXT://h:1").unwrap(),
+            Listener::parse_excluding(
+                "CONTROLLER://:9093,PLAINTEXT://h:1",
+                "",
+                &["CONTROLLER".into()]
+            )
+            .unwrap(),
             Listener {
                 host: "h".into(),
                 port: 1
             }
+        );
+        assert_eq!(
+            Listener::parse("SSL://h:2,PLAINTEXT://h:1").unwrap().port,
+            2
         );
         assert_eq!(
             Listener::parse("PLAINTEXT://:9093").unwrap(),
@@ -1338,7 +1712,7 @@ mod tests {
             (
                 vec![(
                     "listeners",
-                    "PLAINTEXT://:9092,SSL://:9094,CONTROLLER://:9093",
+                    "PLAINTEXT://:9092,SASL_SSL://:9094,CONTROLLER://:9093",
                 )],
                 "listeners",
                 "not supported",

@@ -88,6 +88,11 @@ const fn syn(mut d: ConfigDef, s: &'static str) -> ConfigDef {
     d.synonym = Some(s);
     d
 }
+/// A value that is never reported (passwords, keys).
+const fn secret(mut d: ConfigDef) -> ConfigDef {
+    d.sensitive = true;
+    d
+}
 /// A broker config that can change at run time, cluster-wide or per broker.
 const fn cw(mut d: ConfigDef) -> ConfigDef {
     d.dynamic = DynamicMode::ClusterWide;
@@ -131,12 +136,37 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("inter.broker.listener.name", Str, None),
     def("listeners", List, Some("PLAINTEXT://127.0.0.1:9092")),
     def("advertised.listeners", List, None),
-    // listener name → security protocol; only PLAINTEXT is served
+    // listener name → security protocol; PLAINTEXT and SSL are served
     def(
         "listener.security.protocol.map",
         Str,
         Some("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
     ),
+    // TLS of SSL listeners (crate::tls); each may also be given per
+    // listener as listener.name.<name>.ssl.*. The store types have no
+    // default: weir tells PEM from PKCS12 by the file's content.
+    one_of(
+        def("ssl.keystore.type", Str, None),
+        &["PEM", "PKCS12", "JKS"],
+    ),
+    def("ssl.keystore.location", Str, None),
+    secret(def("ssl.keystore.password", Str, None)),
+    secret(def("ssl.key.password", Str, None)),
+    secret(def("ssl.keystore.certificate.chain", Str, None)),
+    secret(def("ssl.keystore.key", Str, None)),
+    one_of(
+        def("ssl.truststore.type", Str, None),
+        &["PEM", "PKCS12", "JKS"],
+    ),
+    def("ssl.truststore.location", Str, None),
+    secret(def("ssl.truststore.password", Str, None)),
+    secret(def("ssl.truststore.certificates", Str, None)),
+    one_of(
+        def("ssl.client.auth", Str, Some("none")),
+        &["none", "requested", "required"],
+    ),
+    def("ssl.principal.mapping.rules", Str, Some("DEFAULT")),
+    def("ssl.enabled.protocols", List, Some("TLSv1.2,TLSv1.3")),
     // weir-specific: the HTTP listener for /metrics and the console
     def("http.listeners", Str, Some("127.0.0.1:9644")),
     // weir-specific: Host names the HTTP listener answers besides IPs,

@@ -1,5 +1,7 @@
 //! One client connection: framing, in-order request processing and the
-//! response writer (with sendfile for fetched record data).
+//! response writer (with sendfile for fetched record data on PLAINTEXT
+//! connections; TLS connections copy it through a reused buffer, see
+//! [`Connection::write_parts`]).
 //!
 //! Requests are read and answered strictly in order. A client may pipeline
 //! (send many requests without waiting); they wait in the socket buffer and
@@ -16,8 +18,10 @@
 //! budget is used up the connection does not read its socket.
 
 mod budget;
+mod transport;
 
 pub use budget::{RequestBudget, Reservation};
+pub use transport::Transport;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -37,6 +41,7 @@ use weir_storage::FileRegion;
 
 use crate::broker::Broker;
 use crate::handler::{self, Reply, RequestContext};
+use crate::session::Session;
 
 /// Bytes sent with sendfile(2) since start (all connections); a cheap
 /// observable that the zero-copy path is in use.
@@ -44,6 +49,13 @@ pub static SENDFILE_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// Grow the frame buffer by at most this much ahead of received bytes.
 const READ_CHUNK: usize = 64 * 1024;
+
+/// A TLS connection's response copy buffer is written out once it holds
+/// this much (rustls then cuts it into 16 KiB records).
+const TLS_WRITE_BATCH: usize = 256 * 1024;
+/// A copy buffer grown past this (by one large region) is not kept after
+/// the response.
+const TLS_BUFFER_KEEP: usize = 2 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectionError {
@@ -99,8 +111,13 @@ pub enum ResponsePart {
 }
 
 pub struct Connection {
-    stream: TcpStream,
+    stream: Transport,
     peer: SocketAddr,
+    /// The listener and the authenticated principal.
+    session: Arc<Session>,
+    /// TLS only: where file regions are copied before encryption; kept
+    /// across responses so steady fetching allocates nothing.
+    copy_buf: Vec<u8>,
     read_buf: BytesMut,
     max_request_bytes: u32,
     idle: Duration,
@@ -118,17 +135,43 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// A PLAINTEXT connection (anonymous, on an internal PLAINTEXT
+    /// listener description); the server uses [`Connection::with_transport`].
     pub fn new(
         stream: TcpStream,
         peer: SocketAddr,
         max_request_bytes: u32,
         idle: Duration,
     ) -> Self {
-        let _ = stream.set_nodelay(true);
         let local = stream.local_addr().ok();
+        let session = Session::internal(
+            &local.map_or_else(|| "127.0.0.1".to_string(), |a| a.ip().to_string()),
+            local.map_or(0, |a| a.port()),
+        );
+        Connection::with_transport(
+            Transport::Plain(stream),
+            peer,
+            session,
+            max_request_bytes,
+            idle,
+        )
+    }
+
+    /// A connection over `stream` (TLS already handshaken) for `session`.
+    pub fn with_transport(
+        stream: Transport,
+        peer: SocketAddr,
+        session: Arc<Session>,
+        max_request_bytes: u32,
+        idle: Duration,
+    ) -> Self {
+        let _ = stream.tcp().set_nodelay(true);
+        let local = stream.tcp().local_addr().ok();
         Connection {
             stream,
             peer,
+            session,
+            copy_buf: Vec::new(),
             read_buf: BytesMut::with_capacity(4096),
             max_request_bytes,
             idle,
@@ -215,17 +258,23 @@ impl Connection {
         self.stream.read_buf(&mut self.read_buf).await
     }
 
-    /// Writes a response made of in-memory parts and file regions.
+    /// Writes a response made of in-memory parts and file regions: on a
+    /// plain TCP connection file regions go out with sendfile(2); TLS
+    /// must encrypt in user space, so there they are read into a reused
+    /// buffer and written in batches (see [`Connection::write_parts_tls`]).
     pub async fn write_parts(&mut self, parts: Vec<ResponsePart>) -> Result<(), ConnectionError> {
+        let Transport::Plain(stream) = &mut self.stream else {
+            return self.write_parts_tls(parts).await;
+        };
         for part in parts {
             match part {
                 ResponsePart::Bytes(b) => {
-                    self.stream.write_all(&b).await?;
+                    stream.write_all(&b).await?;
                     self.written += b.len() as u64;
                 }
                 ResponsePart::File(region) => match region.raw_fd() {
                     Some(fd) => {
-                        send_file(&self.stream, fd, region.position(), region.len()).await?;
+                        send_file(stream, fd, region.position(), region.len()).await?;
                         self.written += region.len() as u64;
                     }
                     None => {
@@ -237,14 +286,58 @@ impl Connection {
                                 missing: region.len().saturating_sub(data.len()),
                             });
                         }
-                        self.stream.write_all(&data).await?;
+                        stream.write_all(&data).await?;
                         self.written += data.len() as u64;
                     }
                 },
             }
         }
-        self.stream.flush().await?;
+        stream.flush().await?;
         Ok(())
+    }
+
+    /// The TLS copy path: parts are gathered into `copy_buf` (file regions
+    /// read straight into it, whole batches as stored, nothing per record)
+    /// and written whenever it holds [`TLS_WRITE_BATCH`] bytes, so a fetch
+    /// response becomes a few large writes that rustls encrypts record by
+    /// record. The buffer is kept for the next response.
+    async fn write_parts_tls(&mut self, parts: Vec<ResponsePart>) -> Result<(), ConnectionError> {
+        let mut buf = std::mem::take(&mut self.copy_buf);
+        buf.clear();
+        let result = async {
+            for part in parts {
+                let len = match &part {
+                    ResponsePart::Bytes(b) => b.len(),
+                    ResponsePart::File(r) => r.len(),
+                };
+                if !buf.is_empty() && buf.len() + len > TLS_WRITE_BATCH {
+                    self.stream.write_all(&buf).await?;
+                    buf.clear();
+                }
+                match part {
+                    ResponsePart::Bytes(b) => buf.extend_from_slice(&b),
+                    ResponsePart::File(region) => {
+                        let start = buf.len();
+                        buf.resize(start + region.len(), 0);
+                        // just resized to hold the region past `start`
+                        region
+                            .read_into(buf.get_mut(start..).unwrap_or_default())
+                            .map_err(|e| ConnectionError::Io(std::io::Error::other(e)))?;
+                    }
+                }
+                self.written += len as u64;
+            }
+            if !buf.is_empty() {
+                self.stream.write_all(&buf).await?;
+            }
+            self.stream.flush().await?;
+            Ok(())
+        }
+        .await;
+        if buf.capacity() <= TLS_BUFFER_KEEP {
+            self.copy_buf = buf;
+        }
+        result
     }
 
     /// Serves requests until EOF, an error, or shutdown.
@@ -436,6 +529,7 @@ impl Connection {
             client_id: header.client_id.clone().unwrap_or_default(),
             peer: self.peer,
             local: self.local,
+            session: self.session.clone(),
             shutdown: shutdown.clone(),
         };
         let reply = handler::handle(&ctx, body).await;

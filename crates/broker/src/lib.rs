@@ -40,6 +40,8 @@ pub mod producer_state_io;
 pub mod replica_manager;
 pub mod replication;
 pub mod server;
+pub mod session;
+pub mod tls;
 pub mod topic_config;
 pub mod topics;
 pub mod transactions;

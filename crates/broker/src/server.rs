@@ -11,13 +11,21 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::broker::{Broker, BrokerError, Clock, system_clock};
-use crate::config::BrokerConfig;
-use crate::connection::Connection;
+use crate::config::{BrokerConfig, ClientListener};
+use crate::connection::{Connection, Transport};
+use crate::session::{ListenerInfo, Principal, Session};
+use crate::tls::ListenerTls;
 
 /// How often time-driven storage work (flush.ms, segment.ms) runs.
 const TICK_INTERVAL: Duration = Duration::from_millis(500);
 /// How often recovery points and log start offsets are checkpointed.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
+/// How often SSL listeners look whether their keystore or truststore
+/// files changed (a stat per file).
+const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(1);
+/// Longest a TLS handshake may take (also bounded by
+/// `connections.max.idle.ms`); a client that stalls it loses its slot.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Counts open connections, in total and per client IP.
 #[derive(Debug, Default)]
@@ -100,13 +108,18 @@ impl Drop for ConnectionSlot {
 
 /// A started broker.
 pub struct RunningBroker {
+    /// The bound address of the first client listener.
     pub local_addr: SocketAddr,
+    /// Every client listener's name and bound address, in `listeners`
+    /// order.
+    pub listener_addrs: Vec<(String, SocketAddr)>,
     pub broker: Arc<Broker>,
     /// The bound HTTP listener (`/metrics`, console); None when disabled.
     http_addr: Option<SocketAddr>,
     http_task: Option<JoinHandle<()>>,
     shutdown_tx: watch::Sender<bool>,
-    task: JoinHandle<()>,
+    /// The accept loops, one per client listener, and the TLS reloader.
+    tasks: Vec<JoinHandle<()>>,
     done_rx: mpsc::Receiver<()>,
     ticker: JoinHandle<()>,
     group_timer: JoinHandle<()>,
@@ -134,14 +147,20 @@ pub async fn start_with_setup(
     clock: Clock,
     setup: impl FnOnce(&Arc<Broker>),
 ) -> Result<RunningBroker, BrokerError> {
-    let bind = config.listener.bind_addr().map_err(BrokerError::Config)?;
-    // bind first: a port in use fails before the data dir is touched
-    let listener = TcpListener::bind(bind)
-        .await
-        .map_err(|source| BrokerError::Bind {
-            addr: bind.to_string(),
-            source,
-        })?;
+    // TLS stores are read and ports bound first: a bad keystore or a port
+    // in use fails before the data dir is touched
+    let tls = load_tls(&config).await?;
+    let mut bound = Vec::with_capacity(config.listeners.len());
+    for (l, tls) in config.listeners.iter().zip(tls) {
+        let bind = l.address.bind_addr().map_err(BrokerError::Config)?;
+        let listener = TcpListener::bind(bind)
+            .await
+            .map_err(|source| BrokerError::Bind {
+                addr: bind.to_string(),
+                source,
+            })?;
+        bound.push((l, listener, tls));
+    }
     let http_listener = bind_http(&config).await?;
     let cfg = config.clone();
     let broker = tokio::task::spawn_blocking(move || Broker::open(cfg, clock))
@@ -159,20 +178,53 @@ pub async fn start_with_setup(
     })
     .await
     .map_err(|e| BrokerError::Config(format!("transaction load task failed: {e}")))?;
-    let local_addr = listener.local_addr()?;
-    broker.set_bound_addr(local_addr);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     // every connection task holds a clone of `done_tx`; recv() returns None
     // once all of them have finished
     let (done_tx, done_rx) = mpsc::channel::<()>(1);
     let limits = ConnectionLimits::new(config.max_connections, config.max_connections_per_ip);
-    let task = tokio::spawn(accept_loop(
-        listener,
-        broker.clone(),
-        limits,
-        shutdown_rx.clone(),
-        done_tx,
-    ));
+    let budget = crate::connection::RequestBudget::new(
+        broker.config.queued_max_request_bytes,
+        broker.metrics.request_memory.clone(),
+    );
+    let mut tasks = Vec::new();
+    let mut listener_addrs = Vec::new();
+    let mut reloading = Vec::new();
+    for (i, (l, listener, tls)) in bound.into_iter().enumerate() {
+        let addr = listener.local_addr()?;
+        if i == 0 {
+            broker.set_bound_addr(addr);
+        }
+        let info = Arc::new(listener_info(l, addr));
+        tracing::info!(%addr, listener = %l.name, protocol = l.protocol.name(), "listening");
+        listener_addrs.push((l.name.clone(), addr));
+        if let Some(t) = &tls {
+            reloading.push(t.clone());
+        }
+        tasks.push(tokio::spawn(accept_loop(
+            Accepting {
+                listener,
+                info,
+                tls,
+                limits: limits.clone(),
+                budget: budget.clone(),
+            },
+            broker.clone(),
+            shutdown_rx.clone(),
+            done_tx.clone(),
+        )));
+    }
+    drop(done_tx);
+    let local_addr = listener_addrs
+        .first()
+        .map(|(_, a)| *a)
+        .ok_or_else(|| BrokerError::Config("no client listener".into()))?;
+    if !reloading.is_empty() {
+        tasks.push(tokio::spawn(tls_reload_loop(
+            reloading,
+            shutdown_rx.clone(),
+        )));
+    }
     let group_timer = tokio::spawn(crate::groups::timer_loop(
         broker.clone(),
         shutdown_rx.clone(),
@@ -193,11 +245,12 @@ pub async fn start_with_setup(
     tracing::info!(%local_addr, "broker listening");
     Ok(RunningBroker {
         local_addr,
+        listener_addrs,
         broker,
         http_addr,
         http_task,
         shutdown_tx,
-        task,
+        tasks,
         done_rx,
         ticker,
         group_timer,
@@ -228,22 +281,60 @@ async fn bind_http(config: &BrokerConfig) -> Result<Option<TcpListener>, BrokerE
     }
 }
 
-async fn accept_loop(
+/// Loads the TLS stores of the SSL listeners (blocking reads, on a
+/// blocking thread), one entry per client listener.
+async fn load_tls(config: &BrokerConfig) -> Result<Vec<Option<Arc<ListenerTls>>>, BrokerError> {
+    let settings: Vec<_> = config.listeners.iter().map(|l| l.tls.clone()).collect();
+    tokio::task::spawn_blocking(move || {
+        settings
+            .into_iter()
+            .map(|s| {
+                s.map(|s| ListenerTls::load(s).map(Arc::new))
+                    .transpose()
+                    .map_err(|e| BrokerError::Config(e.to_string()))
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| BrokerError::Config(format!("TLS load task failed: {e}")))?
+}
+
+/// What connections of `l`, bound at `bound`, see of their listener.
+fn listener_info(l: &ClientListener, bound: SocketAddr) -> ListenerInfo {
+    let (advertised_host, advertised_port) = match &l.advertised {
+        Some(a) => (a.host.clone(), a.port),
+        None if bound.ip().is_unspecified() => ("127.0.0.1".to_string(), bound.port()),
+        None => (bound.ip().to_string(), bound.port()),
+    };
+    ListenerInfo {
+        name: l.name.clone(),
+        protocol: l.protocol,
+        advertised_host,
+        advertised_port,
+    }
+}
+
+/// One bound client listener and what its accept loop shares.
+struct Accepting {
     listener: TcpListener,
-    broker: Arc<Broker>,
+    info: Arc<ListenerInfo>,
+    /// Some for an SSL listener.
+    tls: Option<Arc<ListenerTls>>,
     limits: Arc<ConnectionLimits>,
+    budget: crate::connection::RequestBudget,
+}
+
+async fn accept_loop(
+    a: Accepting,
+    broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
     done_tx: mpsc::Sender<()>,
 ) {
     let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
     let max_request = broker.config.socket_request_max_bytes;
-    let budget = crate::connection::RequestBudget::new(
-        broker.config.queued_max_request_bytes,
-        broker.metrics.request_memory.clone(),
-    );
-    while let Some((stream, peer)) = accept_next(&listener, &mut shutdown, "Kafka").await {
-        limits.set_limits_from(&broker.effective_config());
-        let Some(slot) = limits.acquire(peer.ip()) else {
+    while let Some((stream, peer)) = accept_next(&a.listener, &mut shutdown, "Kafka").await {
+        a.limits.set_limits_from(&broker.effective_config());
+        let Some(slot) = a.limits.acquire(peer.ip()) else {
             tracing::warn!(%peer, "connection refused: max.connections or max.connections.per.ip reached");
             broker
                 .metrics
@@ -252,19 +343,98 @@ async fn accept_loop(
             drop(stream);
             continue;
         };
-        let conn = Connection::new(stream, peer, max_request, idle)
-            .with_inline_max_bytes(broker.config.fetch_inline_max_bytes)
-            .with_budget(budget.clone());
         let broker = broker.clone();
-        let shutdown = shutdown.clone();
+        let mut shutdown = shutdown.clone();
         let done = done_tx.clone();
         let open = OpenConnection::new(broker.clone());
+        let info = a.info.clone();
+        let tls = a.tls.clone();
+        let budget = a.budget.clone();
         tokio::spawn(async move {
-            conn.run(broker, shutdown).await;
+            let established = tokio::select! {
+                r = establish(stream, peer, &info, tls.as_deref(), idle) => r,
+                _ = shutdown.changed() => None,
+            };
+            if let Some((transport, principal)) = established {
+                let conn = Connection::with_transport(
+                    transport,
+                    peer,
+                    Session::new(info, principal),
+                    max_request,
+                    idle,
+                )
+                .with_inline_max_bytes(broker.config.fetch_inline_max_bytes)
+                .with_budget(budget);
+                conn.run(broker, shutdown).await;
+            }
             drop(open);
             drop(slot);
             drop(done);
         });
+    }
+}
+
+/// Sets up a new connection's transport: the TLS handshake on an SSL
+/// listener, and the client's principal. None when the handshake fails or
+/// the principal cannot be established (logged; the connection closes).
+async fn establish(
+    stream: TcpStream,
+    peer: SocketAddr,
+    info: &ListenerInfo,
+    tls: Option<&ListenerTls>,
+    idle: Duration,
+) -> Option<(Transport, Principal)> {
+    let Some(tls) = tls else {
+        return Some((Transport::Plain(stream), Principal::anonymous()));
+    };
+    let handshake = tls.acceptor().accept(stream);
+    let stream = match tokio::time::timeout(idle.min(TLS_HANDSHAKE_TIMEOUT), handshake).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::info!(%peer, listener = %info.name, "TLS handshake failed: {e}");
+            return None;
+        }
+        Err(_) => {
+            tracing::info!(%peer, listener = %info.name, "TLS handshake timed out");
+            return None;
+        }
+    };
+    match tls.principal(stream.get_ref().1) {
+        Ok(principal) => {
+            tracing::debug!(%peer, listener = %info.name, %principal, "TLS connection");
+            Some((Transport::Tls(Box::new(stream)), principal))
+        }
+        Err(reason) => {
+            tracing::warn!(%peer, listener = %info.name, "TLS client refused: {reason}");
+            None
+        }
+    }
+}
+
+/// Reloads each SSL listener's certificates when its files change.
+async fn tls_reload_loop(listeners: Vec<Arc<ListenerTls>>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(TLS_RELOAD_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        let ls = listeners.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            for l in &ls {
+                match l.reload_if_changed() {
+                    Ok(true) => tracing::info!(
+                        listener = %l.settings().listener,
+                        "TLS keystore or truststore changed: new connections use the new files"
+                    ),
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::error!("TLS reload failed, the previous certificate stays: {e}")
+                    }
+                }
+            }
+        })
+        .await;
     }
 }
 
@@ -466,11 +636,21 @@ impl RunningBroker {
         self.http_addr
     }
 
+    /// The bound address of the client listener `name` (case-insensitive).
+    pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.listener_addrs
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, a)| *a)
+    }
+
     /// Stops accepting, closes connections after their current request,
     /// then flushes, checkpoints and writes the clean-shutdown marker.
     pub async fn shutdown(mut self) -> Result<(), BrokerError> {
         let _ = self.shutdown_tx.send(true);
-        let _ = self.task.await;
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
         if let Some(t) = self.http_task.take() {
             let _ = t.await;
         }

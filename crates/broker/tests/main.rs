@@ -33,6 +33,7 @@ mod replication_metrics;
 mod retention;
 mod retention_live;
 mod startup_faults;
+mod tls;
 mod transactions;
 mod txn_markers;
 mod txn_offsets;

@@ -7,6 +7,7 @@
 //!   can never pass a test that did not run.
 //! - [`soak`] / [`scaled`]: long runs (hundreds of thousands of records)
 //!   only with `WEIR_SOAK=1`; by default a short run that asserts the same.
+//! - [`pki`]: a test CA and the certificates SSL listener tests need.
 //!
 //! ```
 //! use weir_test_support::{scaled, skip_or_fail};
@@ -20,6 +21,8 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+
+pub mod pki;
 
 /// True when running in CI (`CI` set to anything but empty/`false`/`0`).
 pub fn in_ci() -> bool {

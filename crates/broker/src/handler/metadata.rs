@@ -74,6 +74,7 @@ async fn auto_create(ctx: &RequestContext, name: &str) -> MetadataResponseTopic 
         client_id: ctx.client_id.clone(),
         peer: ctx.peer,
         local: ctx.local,
+        session: ctx.session.clone(),
         shutdown: ctx.shutdown.clone(),
     };
     let req = CreateTopicsRequest {
@@ -200,17 +201,27 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
             t.topic_authorized_operations = ops;
         }
     }
+    // This broker is announced at the address of the listener the client
+    // came in on (Kafka answers with the connection's listener).
+    let own = &ctx.session.listener;
     Reply::Body(ResponseBody::Metadata(MetadataResponse {
         throttle_time_ms: 0,
         brokers: snap
             .brokers
             .iter()
-            .map(|n| MetadataResponseBroker {
-                node_id: n.id,
-                host: n.host.clone(),
-                port: i32::from(n.port),
-                rack: n.rack.clone(),
-                ..Default::default()
+            .map(|n| {
+                let (host, port) = if n.id == b.config.node_id {
+                    (own.advertised_host.clone(), own.advertised_port)
+                } else {
+                    (n.host.clone(), n.port)
+                };
+                MetadataResponseBroker {
+                    node_id: n.id,
+                    host,
+                    port: i32::from(port),
+                    rack: n.rack.clone(),
+                    ..Default::default()
+                }
             })
             .collect(),
         cluster_id: Some(b.meta.cluster_id.clone()),

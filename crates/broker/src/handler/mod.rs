@@ -74,6 +74,8 @@ pub struct RequestContext {
     pub client_id: String,
     pub peer: SocketAddr,
     pub local: Option<SocketAddr>,
+    /// The connection's listener and authenticated principal.
+    pub session: Arc<crate::session::Session>,
     /// Becomes true when the broker shuts down (ends long polls early).
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }

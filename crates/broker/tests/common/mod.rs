@@ -34,17 +34,41 @@ impl weir_broker::cluster::ClusterView for FixedView {
     }
 }
 
+/// A client's byte stream: plain TCP or TLS.
+pub trait ClientStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> ClientStream for T {}
+
 pub struct Client {
-    pub stream: TcpStream,
+    pub stream: Box<dyn ClientStream>,
     pub correlation_id: i32,
 }
 
 impl Client {
     pub async fn connect(addr: SocketAddr) -> Client {
         Client {
-            stream: TcpStream::connect(addr).await.unwrap(),
+            stream: Box::new(TcpStream::connect(addr).await.unwrap()),
             correlation_id: 0,
         }
+    }
+
+    /// A TLS client of an SSL listener; `Err` when the handshake fails.
+    pub async fn connect_tls(
+        addr: SocketAddr,
+        config: std::sync::Arc<rustls::ClientConfig>,
+    ) -> std::io::Result<(Client, rustls::pki_types::CertificateDer<'static>)> {
+        let tcp = TcpStream::connect(addr).await?;
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await?;
+        let cert = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
+        Ok((
+            Client {
+                stream: Box::new(tls),
+                correlation_id: 0,
+            },
+            cert,
+        ))
     }
 
     pub async fn send_only(&mut self, body: RequestBody, version: i16) -> i32 {
