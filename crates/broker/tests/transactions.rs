@@ -341,6 +341,22 @@ async fn init_producer_id_checks_its_arguments() {
         panic!()
     };
     assert_eq!(code(r.error_code), ErrorCode::InvalidRequest);
+    // An empty transactional id is refused, as Kafka's coordinator does;
+    // none at all (null) is an idempotent producer.
+    let (e, pid, _) = init_txn_v(&mut c, "", 1_000, 4).await;
+    assert_eq!((code(e), pid), (ErrorCode::InvalidRequest, -1));
+    let req = InitProducerIdRequest {
+        transactional_id: None,
+        transaction_timeout_ms: 1_000,
+        producer_id: -1,
+        producer_epoch: -1,
+        ..Default::default()
+    };
+    let ResponseBody::InitProducerId(r) = c.call(RequestBody::InitProducerId(req), 4).await else {
+        panic!()
+    };
+    assert_eq!(code(r.error_code), ErrorCode::None);
+    assert!(r.producer_id >= 0);
     b.shutdown().await.unwrap();
 }
 

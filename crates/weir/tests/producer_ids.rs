@@ -18,6 +18,7 @@ async fn init_producer_id(addr: &str) -> i64 {
         let last = match Connection::connect(addr, "producer-ids-test").await {
             Ok(mut conn) => match conn
                 .send(&InitProducerIdRequest {
+                    transactional_id: None,
                     transaction_timeout_ms: 60_000,
                     producer_id: -1,
                     producer_epoch: -1,

@@ -6,8 +6,8 @@
 //! A request naming only one of `producer_id` and `producer_epoch` is
 //! INVALID_REQUEST, as Kafka's; v0-3 clients get INVALID_PRODUCER_EPOCH
 //! where newer ones get PRODUCER_FENCED. An empty transactional id is
-//! treated as none (an idempotent producer), as weir always did; Kafka
-//! refuses it with INVALID_REQUEST.
+//! INVALID_REQUEST, as Kafka's coordinator answers it (an idempotent
+//! producer sends none: null).
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ResponseBody};
@@ -25,7 +25,10 @@ pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> Reply {
         (-1, _) | (_, -1) => return respond(Err(ErrorCode::InvalidRequest)),
         (producer_id, epoch) => Some(ProducerIdAndEpoch { producer_id, epoch }),
     };
-    if let Some(id) = req.transactional_id.as_deref().filter(|t| !t.is_empty()) {
+    if let Some(id) = req.transactional_id.as_deref() {
+        if id.is_empty() {
+            return respond(Err(ErrorCode::InvalidRequest));
+        }
         let result = transactional(ctx, id, req.transaction_timeout_ms, expected).await;
         let result =
             result.map_err(|e| crate::transactions::fenced_code(e, ctx.api_version, FENCED_SINCE));
