@@ -140,49 +140,6 @@ fn committed_all(bootstrap: &str, group: &str, topic: &str) -> Vec<i64> {
         .collect()
 }
 
-fn worker_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("WEIR_PC_E2E_WORKER") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    // .../target/<profile>/deps/<test>  ->  .../target/<profile>
-    let profile = exe
-        .parent()
-        .filter(|d| d.ends_with("deps"))
-        .and_then(Path::parent)
-        .expect("test binary under target/<profile>/deps");
-    let candidate = profile.join("examples").join("e2e_worker");
-    if candidate.is_file() {
-        return candidate;
-    }
-    // The outer cargo holds the lock on its target dir: build elsewhere.
-    let target = profile
-        .parent()
-        .map(|t| t.join("pc-e2e-worker-build"))
-        .expect("target dir");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!(
-        "no e2e_worker next to the tests; building it into {}",
-        target.display()
-    );
-    let status = Command::new(cargo)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "build",
-            "-p",
-            "weir-parallel-consumer",
-            "--example",
-            "e2e_worker",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .stdin(Stdio::null())
-        .status()
-        .expect("running cargo");
-    assert!(status.success(), "building e2e_worker failed: {status}");
-    target.join("debug").join("examples").join("e2e_worker")
-}
-
 /// One consumer process.
 struct Worker {
     id: usize,
@@ -367,7 +324,7 @@ fn hundred_thousand_records_survive_a_killed_process_and_a_new_one() {
         });
     eprintln!("end-to-end seed: WEIR_PC_E2E_SEED={seed}");
     broker.create_topic(&rt, &topic, PARTITIONS);
-    let bin = worker_binary();
+    let bin = common::example_binary("e2e_worker", "WEIR_PC_E2E_WORKER");
     let started = Instant::now();
     let counts = produce_sequenced(&bootstrap, &topic, seed);
     let ends = end_offsets(&bootstrap, &topic);

@@ -5,6 +5,8 @@
 mod common;
 
 mod end_to_end;
+mod exactly_once;
+mod exactly_once_e2e;
 mod idempotent_effects;
 mod metadata_fuzz_smoke;
 mod mock_cluster;

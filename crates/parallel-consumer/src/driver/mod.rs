@@ -34,9 +34,51 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Exactly-once mode ([`ParallelConsumer::start_exactly_once`]): the handler
+//! returns the output records of its input record; they are written, and
+//! the input offsets committed, in one transaction per batch of completed
+//! work (see [`txn`]).
+//!
+//! ```no_run
+//! use rdkafka::ClientConfig;
+//! use weir_parallel_consumer::driver::{DriverConfig, ExactlyOnceConfig, ParallelConsumer};
+//! use weir_parallel_consumer::exactly_once::OutputRecord;
+//! use weir_parallel_consumer::record::Record;
+//! use weir_parallel_consumer::scheduler::Ordering;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = tokio::runtime::Runtime::new()?;
+//! let mut client = ClientConfig::new();
+//! client
+//!     .set("bootstrap.servers", "127.0.0.1:9092")
+//!     .set("group.id", "enricher");
+//! let mut config = DriverConfig::default();
+//! config.engine.scheduler.ordering = Ordering::Key;
+//! let consumer = ParallelConsumer::start_exactly_once(
+//!     client,
+//!     &["payments"],
+//!     config,
+//!     ExactlyOnceConfig::new("enricher-0"),
+//!     runtime.handle().clone(),
+//!     |record: Record| async move {
+//!         let mut out = OutputRecord::to("payments-enriched")
+//!             .payload(record.payload.clone().unwrap_or_default());
+//!         if let Some(key) = &record.key {
+//!             out = out.key(key.clone());
+//!         }
+//!         Ok::<_, std::io::Error>(vec![out])
+//!     },
+//! )?;
+//! // ... later
+//! consumer.shutdown()?;
+//! # Ok(())
+//! # }
+//! ```
 
 mod owner;
 mod rebalance;
+pub mod txn;
 mod worker;
 
 use std::future::Future;
@@ -52,10 +94,14 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::FutureProducer;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use crate::engine::{CommitRequest, Engine, EngineConfig, PartitionStats};
+use crate::engine::{CommitRequest, Engine, EngineConfig, Outcome, PartitionStats};
+use crate::exactly_once::OutputRecord;
 use crate::record::{FailurePolicy, Record, RetryPolicy};
 use crate::scheduler::ConfigError;
+use crate::tracker::TopicPartition;
 use rebalance::PcContext;
+use txn::Transactional;
+pub use txn::{ExactlyOnceConfig, TxnEvent, TxnObserver, TxnSummary};
 use worker::{BoxHandler, Report, WorkerEnv};
 
 /// Settings of the driver (the Kafka client's own settings are the
@@ -127,8 +173,22 @@ pub enum DriverError {
     NoGroupId,
     #[error("{setting} must not be set: the driver commits explicit offsets itself")]
     ForbiddenSetting { setting: &'static str },
+    #[error("exactly-once mode needs a transactional id")]
+    NoTransactionalId,
     #[error("kafka client error: {0}")]
     Kafka(#[from] KafkaError),
+    /// Another producer with the same `transactional.id` took over: this
+    /// consumer stopped without committing anything more.
+    #[error("the transactional producer was fenced: {0}")]
+    ProducerFenced(#[source] KafkaError),
+    /// A fatal transaction error (or a commit whose outcome stayed unknown):
+    /// the consumer stopped.
+    #[error("transaction failed: {0}")]
+    Transaction(#[source] KafkaError),
+    /// Seeking back after an aborted transaction failed: the consumer's
+    /// position is unknown, so it stopped.
+    #[error("cannot rewind after an aborted transaction: {0}")]
+    Rewind(#[source] KafkaError),
     #[error("cannot spawn the consumer thread: {0}")]
     Spawn(#[source] std::io::Error),
     #[error("the consumer thread panicked")]
@@ -153,6 +213,8 @@ pub fn is_ownership_error(code: RDKafkaErrorCode) -> bool {
 const RUN: u8 = 0;
 const SHUTDOWN: u8 = 1;
 const ABORT: u8 = 2;
+/// A fatal error stopped the consumer (the error is in `Shared::failure`).
+const FAILED: u8 = 3;
 
 /// State shared by the poll loop and the rebalance callbacks. Both run on
 /// the owner thread; the mutexes are never contended (they make the context
@@ -164,6 +226,10 @@ pub(crate) struct Shared {
     stats: Mutex<Vec<PartitionStats>>,
     started: Instant,
     state: AtomicU8,
+    /// Exactly-once mode: the transactional producer and waiting outputs.
+    txn: Option<Transactional>,
+    /// What stopped the consumer, with state `FAILED`.
+    failure: Mutex<Option<DriverError>>,
 }
 
 impl Shared {
@@ -177,12 +243,43 @@ impl Shared {
         i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
     }
 
-    fn apply(&self, report: Report) {
-        let applied = self
-            .lock_engine()
-            .finished(report.id, &report.task, report.outcome);
-        if !applied {
+    /// Applies a worker's result; in exactly-once mode a record that
+    /// completed leaves its outputs to wait for the watermark.
+    fn apply(&self, engine: &mut Engine<Record>, report: Report) {
+        if !engine.finished(report.id, &report.task, report.outcome) {
             tracing::debug!(task = ?report.task, "stale result discarded");
+            return;
+        }
+        let completed = matches!(
+            report.outcome,
+            Outcome::Success | Outcome::DeadLettered { .. }
+        );
+        if let Some(txn) = &self.txn
+            && completed
+        {
+            let t = &report.task;
+            txn.lock_outputs()
+                .insert(&t.tp, t.generation, t.offset, report.outputs);
+        }
+    }
+
+    /// Stops the consumer with a fatal error (the first one is kept).
+    fn fail(&self, error: DriverError) {
+        tracing::error!(error = %error, "stopping");
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(error);
+        self.state.store(FAILED, AtomicOrdering::SeqCst);
+    }
+
+    /// Forgets the waiting outputs of partitions that are gone.
+    fn forget_outputs(&self, tps: &[TopicPartition]) {
+        if let Some(txn) = &self.txn {
+            let mut outputs = txn.lock_outputs();
+            for tp in tps {
+                outputs.drop_partition(tp);
+            }
         }
     }
 
@@ -196,7 +293,7 @@ impl Shared {
             .recv_timeout(timeout);
         match r {
             Ok(report) => {
-                self.apply(report);
+                self.apply(&mut self.lock_engine(), report);
                 true
             }
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => false,
@@ -207,9 +304,7 @@ impl Shared {
         let rx = self.results.lock().unwrap_or_else(|p| p.into_inner());
         let mut engine = self.lock_engine();
         while let Ok(report) = rx.try_recv() {
-            if !engine.finished(report.id, &report.task, report.outcome) {
-                tracing::debug!(task = ?report.task, "stale result discarded");
-            }
+            self.apply(&mut engine, report);
         }
     }
 
@@ -256,7 +351,7 @@ pub struct ShutdownReport {
 /// [`ParallelConsumer::shutdown`].
 pub struct ParallelConsumer {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<ShutdownReport>>,
+    thread: Option<JoinHandle<Result<ShutdownReport, DriverError>>>,
 }
 
 impl ParallelConsumer {
@@ -266,7 +361,7 @@ impl ParallelConsumer {
     /// commits explicit offsets). Handlers run on `runtime`, which needs the
     /// time driver enabled (retries sleep).
     pub fn start<H, F, E>(
-        mut client: ClientConfig,
+        client: ClientConfig,
         topics: &[&str],
         config: DriverConfig,
         runtime: tokio::runtime::Handle,
@@ -277,6 +372,61 @@ impl ParallelConsumer {
         F: Future<Output = Result<(), E>> + Send + 'static,
         E: std::fmt::Display + Send + 'static,
     {
+        let handler: BoxHandler = Arc::new(move |r| {
+            let fut = handler(r);
+            Box::pin(async move { fut.await.map(|()| Vec::new()).map_err(|e| e.to_string()) })
+        });
+        Self::start_inner(client, topics, config, None, runtime, handler)
+    }
+
+    /// Starts in exactly-once mode (consume-transform-produce): `handler`
+    /// returns the output records of its input record. Per batch of
+    /// completed work (every `commit_interval`, at a revoke and at
+    /// shutdown) one transaction writes the outputs of the records below
+    /// the new commit offsets, in input order per partition, and commits
+    /// those offsets through `send_offsets_to_transaction`; offsets are
+    /// committed in no other way. Outputs of a record completed above an
+    /// unfinished one wait for it. After an aborted transaction its
+    /// partitions run again from their committed offsets.
+    ///
+    /// The consumer reads with `isolation.level=read_committed`
+    /// (`read_uncommitted` is refused). The producer's transactions are
+    /// initialised here, which fences an earlier producer with the same
+    /// `transactional.id` and aborts its open transaction. If this producer
+    /// is fenced later, the consumer stops: [`ParallelConsumer::is_running`]
+    /// turns false and [`ParallelConsumer::shutdown`] returns
+    /// [`DriverError::ProducerFenced`].
+    ///
+    /// With [`FailurePolicy::DeadLetter`] the dead-letter copy of a record
+    /// is its output, written in the transaction.
+    pub fn start_exactly_once<H, F, E>(
+        client: ClientConfig,
+        topics: &[&str],
+        config: DriverConfig,
+        exactly_once: ExactlyOnceConfig,
+        runtime: tokio::runtime::Handle,
+        handler: H,
+    ) -> Result<ParallelConsumer, DriverError>
+    where
+        H: Fn(Record) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<Vec<OutputRecord>, E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let handler: BoxHandler = Arc::new(move |r| {
+            let fut = handler(r);
+            Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
+        });
+        Self::start_inner(client, topics, config, Some(exactly_once), runtime, handler)
+    }
+
+    fn start_inner(
+        mut client: ClientConfig,
+        topics: &[&str],
+        mut config: DriverConfig,
+        exactly_once: Option<ExactlyOnceConfig>,
+        runtime: tokio::runtime::Handle,
+        handler: BoxHandler,
+    ) -> Result<ParallelConsumer, DriverError> {
         config.validate()?;
         if client.get("group.id").is_none() {
             return Err(DriverError::NoGroupId);
@@ -288,8 +438,22 @@ impl ParallelConsumer {
         }
         client.set("enable.auto.commit", "false");
         client.set("enable.auto.offset.store", "false");
+        if exactly_once.is_some() {
+            // Records of aborted upstream transactions must not be
+            // transformed; committed offsets pending in an open transaction
+            // are waited for (OffsetFetch with require_stable).
+            if client.get("isolation.level") == Some("read_uncommitted") {
+                return Err(DriverError::ForbiddenSetting {
+                    setting: "isolation.level=read_uncommitted",
+                });
+            }
+            client.set("isolation.level", "read_committed");
+            // Records above the watermark have no outputs written yet: a new
+            // owner must run them again.
+            config.engine.completed_set = false;
+        }
         let dead_letter = match &config.on_failure {
-            FailurePolicy::DeadLetter { .. } => {
+            FailurePolicy::DeadLetter { .. } if exactly_once.is_none() => {
                 let mut p = ClientConfig::new();
                 for key in ["bootstrap.servers", "client.id", "security.protocol"] {
                     if let Some(v) = client.get(key) {
@@ -299,31 +463,36 @@ impl ParallelConsumer {
                 p.set("acks", "all");
                 Some(p.create::<FutureProducer>()?)
             }
-            FailurePolicy::StopPartition => None,
+            _ => None,
         };
+        let engine = Engine::new(config.engine.clone())?;
+        // Before subscribing: fencing the previous producer aborts its open
+        // transaction, so the offsets this consumer starts from are settled.
+        let txn = exactly_once
+            .map(|eos| Transactional::start(&client, eos))
+            .transpose()?;
         let (results_tx, results_rx) = channel();
         let shared = Arc::new(Shared {
-            engine: Mutex::new(Engine::new(config.engine.clone())?),
+            engine: Mutex::new(engine),
             results: Mutex::new(results_rx),
             stats: Mutex::new(Vec::new()),
             started: Instant::now(),
             state: AtomicU8::new(RUN),
+            txn,
+            failure: Mutex::new(None),
             config: config.clone(),
         });
         let consumer: BaseConsumer<PcContext> = client.create_with_context(PcContext {
             shared: shared.clone(),
         })?;
         consumer.subscribe(topics)?;
-        let handler: BoxHandler = Arc::new(move |r| {
-            let fut = handler(r);
-            Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
-        });
         let env = WorkerEnv {
             handler,
             retry: config.retry.clone(),
             on_failure: config.on_failure.clone(),
             dead_letter,
             dead_letter_timeout: config.dead_letter_timeout,
+            dead_letter_as_output: shared.txn.is_some(),
             results: results_tx,
         };
         let thread_shared = shared.clone();
@@ -351,13 +520,15 @@ impl ParallelConsumer {
         crate::metrics::render_prometheus(&self.stats())
     }
 
-    /// Whether the owner thread is still running.
+    /// Whether the owner thread is still running (false after a fatal
+    /// error, which [`ParallelConsumer::shutdown`] returns).
     pub fn is_running(&self) -> bool {
         self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
 
     /// Stops fetching, waits (bounded) for in-flight work, commits the
-    /// completed prefix and leaves the group.
+    /// completed prefix and leaves the group. If a fatal error had already
+    /// stopped the consumer, returns it.
     pub fn shutdown(mut self) -> Result<ShutdownReport, DriverError> {
         self.stop(SHUTDOWN)
     }
@@ -376,7 +547,7 @@ impl ParallelConsumer {
             AtomicOrdering::SeqCst,
         );
         match self.thread.take() {
-            Some(t) => t.join().map_err(|_| DriverError::ThreadPanicked),
+            Some(t) => t.join().map_err(|_| DriverError::ThreadPanicked)?,
             None => Ok(ShutdownReport::default()),
         }
     }

@@ -12,7 +12,9 @@ use rdkafka::topic_partition_list::TopicPartitionList;
 
 use super::rebalance::PcContext;
 use super::worker::{self, WorkerEnv};
-use super::{ABORT, RUN, Shared, ShutdownReport, commit, is_ownership_error};
+use super::{
+    ABORT, DriverError, FAILED, RUN, Shared, ShutdownReport, commit, is_ownership_error, txn,
+};
 use crate::engine::{Delivered, Task};
 use crate::record::Record;
 use crate::scheduler::Decision;
@@ -101,7 +103,7 @@ pub(super) fn run(
     shared: Arc<Shared>,
     env: WorkerEnv,
     runtime: tokio::runtime::Handle,
-) -> ShutdownReport {
+) -> Result<ShutdownReport, DriverError> {
     let config = shared.config.clone();
     let mut next_commit = Instant::now() + config.commit_interval;
     while shared.state.load(AtomicOrdering::SeqCst) == RUN {
@@ -109,7 +111,15 @@ pub(super) fn run(
         let decisions = shared.lock_engine().actions();
         execute(&consumer, decisions, &env, &runtime);
         if Instant::now() >= next_commit {
-            periodic_commit(&consumer, &shared);
+            match &shared.txn {
+                None => periodic_commit(&consumer, &shared),
+                Some(t) => {
+                    if let Err(e) = txn::commit_round(&consumer, &shared, t) {
+                        shared.fail(e);
+                        break;
+                    }
+                }
+            }
             next_commit = Instant::now() + config.commit_interval;
         }
         // With tasks running, a finished task must not wait for `poll` to
@@ -159,13 +169,16 @@ pub(super) fn run(
         }
         shared.publish_stats();
     }
-    let report = if shared.state.load(AtomicOrdering::SeqCst) == ABORT {
+    let state = shared.state.load(AtomicOrdering::SeqCst);
+    let report = if state == ABORT || state == FAILED {
         let mut engine = shared.lock_engine();
         let owned = engine.owned();
         let abandoned = engine.running();
         for tp in &owned {
             engine.lost(tp);
         }
+        drop(engine);
+        shared.forget_outputs(&owned);
         ShutdownReport {
             abandoned,
             ..ShutdownReport::default()
@@ -176,7 +189,15 @@ pub(super) fn run(
     shared.publish_stats();
     // Leaving the group runs the revoke callback, which finds nothing left.
     drop(consumer);
-    report
+    match shared
+        .failure
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+    {
+        Some(error) => Err(error),
+        None => Ok(report),
+    }
 }
 
 /// Shutdown: stop submitting, wait for in-flight work, commit the prefix.
@@ -205,15 +226,27 @@ fn finish(consumer: &BaseConsumer<PcContext>, shared: &Shared) -> ShutdownReport
             .collect();
         (requests, abandoned)
     };
-    let errors: Vec<String> = commit(consumer, &final_commits)
-        .into_iter()
-        .zip(&final_commits)
-        .filter_map(|(r, c)| {
-            r.err()
-                .map(|e| format!("{}-{}: {e}", c.tp.topic, c.tp.partition))
-        })
-        .collect();
-    let final_commit_error = (!errors.is_empty()).then(|| errors.join("; "));
+    let final_commit_error = match &shared.txn {
+        None => {
+            let errors: Vec<String> = commit(consumer, &final_commits)
+                .into_iter()
+                .zip(&final_commits)
+                .filter_map(|(r, c)| {
+                    r.err()
+                        .map(|e| format!("{}-{}: {e}", c.tp.topic, c.tp.partition))
+                })
+                .collect();
+            (!errors.is_empty()).then(|| errors.join("; "))
+        }
+        Some(t) => match txn::commit_leaving(consumer, t, final_commits.clone(), &owned) {
+            Ok(aborted) => aborted,
+            Err(e) => {
+                let text = e.to_string();
+                shared.fail(e);
+                Some(text)
+            }
+        },
+    };
     ShutdownReport {
         final_commits,
         final_commit_error,

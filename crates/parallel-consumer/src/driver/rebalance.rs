@@ -9,7 +9,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaResult;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use super::{Shared, commit};
+use super::{Shared, commit, txn};
 use crate::tracker::TopicPartition;
 
 pub(crate) struct PcContext {
@@ -51,6 +51,8 @@ impl PcContext {
             for tp in tps {
                 engine.lost(tp);
             }
+            drop(engine);
+            shared.forget_outputs(tps);
             tracing::warn!(partitions = ?tps, "assignment lost: nothing committed");
             return;
         }
@@ -84,6 +86,20 @@ impl PcContext {
                 partitions = ?tps, abandoned,
                 "revoke: in-flight work did not finish in time; it will run again on the new owner"
             );
+        }
+        if let Some(t) = &shared.txn {
+            // Kafka's rule for a transactional consumer: before the
+            // partitions go, commit what is completed (with its outputs) and
+            // drop the rest. No transaction is open here: they run between
+            // polls and this callback runs inside one.
+            match txn::commit_leaving(consumer, t, requests, tps) {
+                Ok(None) => {}
+                Ok(Some(e)) => {
+                    tracing::warn!(partitions = ?tps, error = %e, "revoke: transaction aborted; the new owner runs the records again")
+                }
+                Err(e) => shared.fail(e),
+            }
+            return;
         }
         if !requests.is_empty() {
             for (request, result) in requests.iter().zip(commit(consumer, &requests)) {

@@ -12,12 +12,17 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use crate::engine::{Outcome, TaskRef};
+use crate::exactly_once::OutputRecord;
 use crate::record::{FailurePolicy, Record, RetryPolicy};
 use crate::scheduler::TaskId;
 
-/// The user's handler with its error turned into text.
-pub(crate) type BoxHandler =
-    Arc<dyn Fn(Record) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+/// The user's handler with its error turned into text. Returns the
+/// record's outputs (exactly-once mode; always none otherwise).
+pub(crate) type BoxHandler = Arc<
+    dyn Fn(Record) -> Pin<Box<dyn Future<Output = Result<Vec<OutputRecord>, String>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// A finished task, sent from a worker to the owner thread.
 #[derive(Debug)]
@@ -25,6 +30,8 @@ pub(crate) struct Report {
     pub id: TaskId,
     pub task: TaskRef,
     pub outcome: Outcome,
+    /// What the record writes once committed (exactly-once mode).
+    pub outputs: Vec<OutputRecord>,
 }
 
 /// Everything a worker needs besides its record.
@@ -35,24 +42,32 @@ pub(crate) struct WorkerEnv {
     pub on_failure: FailurePolicy,
     pub dead_letter: Option<FutureProducer>,
     pub dead_letter_timeout: Duration,
+    /// Exactly-once mode: a dead-letter copy is an output of the record
+    /// (written in the transaction) instead of a write of its own.
+    pub dead_letter_as_output: bool,
     pub results: Sender<Report>,
 }
 
 /// Runs one record to its outcome and reports it.
 pub(crate) async fn run(env: WorkerEnv, id: TaskId, task: TaskRef, record: Record) {
-    let outcome = outcome_of(&env, record).await;
+    let (outcome, outputs) = outcome_of(&env, record).await;
     // The owner thread may be gone (shutdown): then nobody needs the result.
-    let _ = env.results.send(Report { id, task, outcome });
+    let _ = env.results.send(Report {
+        id,
+        task,
+        outcome,
+        outputs,
+    });
 }
 
-async fn outcome_of(env: &WorkerEnv, record: Record) -> Outcome {
+async fn outcome_of(env: &WorkerEnv, record: Record) -> (Outcome, Vec<OutputRecord>) {
     let mut attempts = 0u32;
     let error = loop {
         attempts = attempts.saturating_add(1);
         // Run the handler as its own task so that a panic becomes a failed
         // attempt instead of a record that never finishes.
         let error = match tokio::spawn((env.handler)(record.clone())).await {
-            Ok(Ok(())) => return Outcome::Success,
+            Ok(Ok(outputs)) => return (Outcome::Success, outputs),
             Ok(Err(e)) => e,
             Err(join) => format!("handler panicked: {join}"),
         };
@@ -73,7 +88,16 @@ async fn outcome_of(env: &WorkerEnv, record: Record) -> Outcome {
                 topic = %record.topic, partition = record.partition, offset = record.offset,
                 attempts, error = %error, "handler failed every attempt: partition stopped"
             );
-            Outcome::Failed { attempts }
+            (Outcome::Failed { attempts }, Vec::new())
+        }
+        FailurePolicy::DeadLetter { topic } if env.dead_letter_as_output => {
+            tracing::warn!(
+                topic = %record.topic, partition = record.partition, offset = record.offset,
+                dead_letter_topic = %topic, attempts, error = %error,
+                "record goes to the dead-letter topic with the next transaction"
+            );
+            let copy = OutputRecord::dead_letter(topic, &record, attempts, &error);
+            (Outcome::DeadLettered { attempts }, vec![copy])
         }
         FailurePolicy::DeadLetter { topic } => {
             match dead_letter(env, topic, &record, attempts, &error).await {
@@ -83,7 +107,7 @@ async fn outcome_of(env: &WorkerEnv, record: Record) -> Outcome {
                         offset = record.offset, dead_letter_topic = %topic, attempts,
                         error = %error, "record sent to the dead-letter topic"
                     );
-                    Outcome::DeadLettered { attempts }
+                    (Outcome::DeadLettered { attempts }, Vec::new())
                 }
                 Err(e) => {
                     tracing::error!(
@@ -91,7 +115,7 @@ async fn outcome_of(env: &WorkerEnv, record: Record) -> Outcome {
                         offset = record.offset, dead_letter_topic = %topic,
                         error = %e, "dead-letter write failed: partition stopped"
                     );
-                    Outcome::Failed { attempts }
+                    (Outcome::Failed { attempts }, Vec::new())
                 }
             }
         }
@@ -156,6 +180,7 @@ mod tests {
             on_failure,
             dead_letter: None,
             dead_letter_timeout: Duration::from_secs(1),
+            dead_letter_as_output: false,
             results,
         };
         (env, rx)
@@ -192,7 +217,7 @@ mod tests {
                     }
                     return Err(format!("failure {n}"));
                 }
-                Ok(())
+                Ok(vec![OutputRecord::to("out").payload(format!("call {n}"))])
             })
         });
         (h, calls)
@@ -206,6 +231,11 @@ mod tests {
         assert_eq!(r.outcome, Outcome::Success);
         assert_eq!((r.id, r.task.generation, r.task.offset), (TaskId(1), 7, 42));
         assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            r.outputs,
+            vec![OutputRecord::to("out").payload("call 2")],
+            "the outputs of the successful attempt only"
+        );
     }
 
     #[test]
@@ -234,5 +264,26 @@ mod tests {
             },
         );
         assert_eq!(report(env, rx).outcome, Outcome::Failed { attempts: 3 });
+    }
+
+    #[test]
+    fn in_exactly_once_mode_the_dead_letter_copy_is_the_output() {
+        let (h, _) = flaky(u32::MAX, false);
+        let (mut env, rx) = env(
+            h,
+            FailurePolicy::DeadLetter {
+                topic: "dead".into(),
+            },
+        );
+        env.dead_letter_as_output = true;
+        let r = report(env, rx);
+        assert_eq!(r.outcome, Outcome::DeadLettered { attempts: 3 });
+        assert_eq!(r.outputs.len(), 1);
+        assert_eq!(r.outputs[0].topic, "dead");
+        assert!(
+            r.outputs[0]
+                .headers
+                .contains(&(crate::record::DLT_ERROR.into(), Some(b"failure 2".to_vec())))
+        );
     }
 }

@@ -16,6 +16,8 @@
 pub mod effects;
 
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -106,6 +108,54 @@ impl TestBroker {
             _ => create_topic(rt, &self.bootstrap(), topic, partitions),
         }
     }
+}
+
+/// The example binary `name` (a consumer process of the end-to-end
+/// tests): `$env` if set, else `target/<profile>/examples/<name>`, which
+/// `cargo test` builds with the tests; when missing (`cargo test --test
+/// integration` alone does not build examples) it is built into
+/// `target/pc-e2e-worker-build`.
+pub fn example_binary(name: &str, env: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    // .../target/<profile>/deps/<test>  ->  .../target/<profile>
+    let profile = exe
+        .parent()
+        .filter(|d| d.ends_with("deps"))
+        .and_then(Path::parent)
+        .expect("test binary under target/<profile>/deps");
+    let candidate = profile.join("examples").join(name);
+    if candidate.is_file() {
+        return candidate;
+    }
+    // The outer cargo holds the lock on its target dir: build elsewhere.
+    let target = profile
+        .parent()
+        .map(|t| t.join("pc-e2e-worker-build"))
+        .expect("target dir");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!(
+        "no {name} next to the tests; building it into {}",
+        target.display()
+    );
+    let status = Command::new(cargo)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "build",
+            "-p",
+            "weir-parallel-consumer",
+            "--example",
+            name,
+            "--target-dir",
+        ])
+        .arg(&target)
+        .stdin(Stdio::null())
+        .status()
+        .expect("running cargo");
+    assert!(status.success(), "building {name} failed: {status}");
+    target.join("debug").join("examples").join(name)
 }
 
 pub fn unique(name: &str) -> String {
@@ -255,6 +305,15 @@ pub type Log = Arc<Mutex<Vec<(&'static str, i32, i64)>>>;
 
 pub type BoxFuture =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
+
+/// What an exactly-once (transform) handler returns.
+pub type OutputFuture = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<Vec<weir_parallel_consumer::exactly_once::OutputRecord>, String>,
+            > + Send,
+    >,
+>;
 
 /// A handler that logs, and blocks the offsets in `blocked` until `gate`
 /// turns true.
