@@ -127,6 +127,10 @@ struct Inner {
     /// serialized and each sees the image of the one before.
     active: Mutex<Active>,
     counters: ControllerCounters,
+    /// Heartbeats as they arrive (broker id to its epoch and the arrival
+    /// time), before their decision waits for the quorum: each decision
+    /// renews those sessions first (`Controller::heard_from`).
+    heard: std::sync::Mutex<BTreeMap<i32, (i64, u64)>>,
 }
 
 /// A request's decision: given the controller and the image at `offset`,
@@ -160,6 +164,7 @@ impl QuorumController {
                     controller,
                 }),
                 counters: ControllerCounters::default(),
+                heard: std::sync::Mutex::new(BTreeMap::new()),
             }),
         }
     }
@@ -191,6 +196,17 @@ impl QuorumController {
         hb: Heartbeat,
         now_ms: u64,
     ) -> Result<HeartbeatReply, ControllerError> {
+        self.inner
+            .heard
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(hb.broker_id)
+            .and_modify(|(epoch, at)| {
+                if *epoch != hb.broker_epoch || *at < now_ms {
+                    (*epoch, *at) = (hb.broker_epoch, now_ms);
+                }
+            })
+            .or_insert((hb.broker_epoch, now_ms));
         self.decide(move |c, image, offset| {
             let reply = c.heartbeat(image, &hb, offset, now_ms)?;
             let records = reply.records.clone();
@@ -398,6 +414,13 @@ impl QuorumController {
                 active.term = Some(term);
             }
             let applied = self.inner.images.current();
+            let heard =
+                std::mem::take(&mut *self.inner.heard.lock().unwrap_or_else(|p| p.into_inner()));
+            for (broker, (epoch, at)) in heard {
+                active
+                    .controller
+                    .heard_from(&applied.image, broker, epoch, at);
+            }
             let offset = i64::try_from(applied.index).unwrap_or(i64::MAX);
             let (answer, records) = decide(&mut active.controller, &applied.image, offset)?;
             if !records.is_empty() {

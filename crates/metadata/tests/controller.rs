@@ -311,6 +311,29 @@ fn session_expiry_fences_and_elects_from_the_isr() {
     assert_eq!(image.partition(id, 0).unwrap().leader, last);
 }
 
+/// A heartbeat that reached the controller while it could not commit (no
+/// quorum) still renews the session: the quorum coming back fences only the
+/// brokers that were silent, not every one whose heartbeats waited.
+#[test]
+fn heartbeats_heard_without_a_quorum_renew_their_sessions() {
+    let (mut c, image, _) = three_replicas();
+    let mut image = image;
+    for b in [1, 2, 3] {
+        let r = c.heartbeat(&image, &hb(&image, b), 10, 8_000).unwrap();
+        image = apply(&image, &r.records);
+    }
+    // Brokers 1 and 2 kept heartbeating at 12 000 while nothing could be
+    // decided; 3 went silent. One of 2's is of an old epoch.
+    let epoch = |b: i32| image.broker(b).unwrap().epoch;
+    c.heard_from(&image, 1, epoch(1), 12_000);
+    c.heard_from(&image, 2, epoch(2) - 1, 12_000);
+    let (image, delta) = image.apply(&c.expire_sessions(&image, 17_001)).unwrap();
+    assert!(!delta.brokers_fenced.contains(&1), "{delta:?}");
+    assert!(delta.brokers_fenced.contains(&2), "{delta:?}");
+    assert!(delta.brokers_fenced.contains(&3), "{delta:?}");
+    assert!(image.is_active(1));
+}
+
 #[test]
 fn controlled_shutdown_moves_leadership() {
     let (mut c, image, id) = three_replicas();

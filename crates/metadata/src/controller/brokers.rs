@@ -161,6 +161,31 @@ impl Controller {
         })
     }
 
+    /// A heartbeat of broker `broker_id` at `broker_epoch` reached this
+    /// controller at `at_ms` but could not be decided then (the quorum was
+    /// not confirmed): it still renews the broker's session, as Kafka's
+    /// controller counts a heartbeat on arrival, so a quorum that comes back
+    /// does not fence every broker whose heartbeats it could not commit.
+    /// Heartbeats of another epoch, or of a broker without a session here
+    /// (a new term starts them afresh), change nothing.
+    pub fn heard_from(
+        &mut self,
+        image: &MetadataImage,
+        broker_id: i32,
+        broker_epoch: i64,
+        at_ms: u64,
+    ) {
+        if image
+            .broker(broker_id)
+            .is_none_or(|b| b.epoch != broker_epoch)
+        {
+            return;
+        }
+        if let Some(s) = self.sessions.get_mut(&broker_id) {
+            s.last_heartbeat_ms = s.last_heartbeat_ms.max(at_ms);
+        }
+    }
+
     /// Fences every unfenced broker whose session expired at `now_ms`, moving
     /// its leadership away and removing it from ISRs. A broker this
     /// controller has not heard from yet starts its session now.
