@@ -237,9 +237,12 @@ impl Listener {
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub node_id: i32,
-    /// The first client listener's address (`listeners[0]`).
+    /// The inter-broker listener's address: `inter.broker.listener.name`,
+    /// else the first PLAINTEXT client listener, else the first one. Its
+    /// advertised address is what this broker registers in a cluster and
+    /// where transaction markers reach it (both PLAINTEXT clients).
     pub listener: Listener,
-    /// The first client listener's `advertised.listeners` entry.
+    /// The inter-broker listener's `advertised.listeners` entry.
     pub advertised_listener: Option<Listener>,
     /// Every client listener of `listeners` (not the controller ones), in
     /// the order given; never empty. Each is bound and serves clients.
@@ -421,8 +424,21 @@ impl BrokerConfig {
         } else {
             Vec::new()
         };
-        let (listener, advertised_listener) = match (listeners.first(), &kraft.controller_listener)
+        if let Some(l) = inter_broker(&listeners, explicit.get("inter.broker.listener.name"))
+            .filter(|l| l.protocol != SecurityProtocol::Plaintext)
+            && explicit.contains_key("inter.broker.listener.name")
         {
+            return Err(invalid(
+                "inter.broker.listener.name",
+                &l.name,
+                "the inter-broker listener must be PLAINTEXT: weir's broker-to-broker clients \
+                 (transaction markers, replication) do not speak TLS yet",
+            ));
+        }
+        let (listener, advertised_listener) = match (
+            inter_broker(&listeners, explicit.get("inter.broker.listener.name")),
+            &kraft.controller_listener,
+        ) {
             (Some(l), _) => (l.address.clone(), l.advertised.clone()),
             // A controller-only node has no client listener; its CONTROLLER
             // listener stands in (nothing opens `listener` there).
@@ -606,6 +622,32 @@ fn listener_override(key: &str) -> Option<(&str, &str)> {
     let rest = key.strip_prefix("listener.name.")?;
     let (name, base) = rest.split_once('.')?;
     (!name.is_empty() && crate::tls::SSL_SETTINGS.contains(&base)).then_some((name, base))
+}
+
+/// The inter-broker listener among `listeners` (see
+/// [`BrokerConfig::listener`]).
+fn inter_broker<'a>(
+    listeners: &'a [ClientListener],
+    name: Option<&String>,
+) -> Option<&'a ClientListener> {
+    name.and_then(|n| listeners.iter().find(|l| l.name.eq_ignore_ascii_case(n)))
+        .or_else(|| {
+            listeners
+                .iter()
+                .find(|l| l.protocol == SecurityProtocol::Plaintext)
+        })
+        .or_else(|| listeners.first())
+}
+
+impl BrokerConfig {
+    /// The inter-broker listener (see [`BrokerConfig::listener`]); None on
+    /// a controller-only node.
+    pub fn inter_broker_listener(&self) -> Option<&ClientListener> {
+        inter_broker(
+            &self.listeners,
+            self.explicit.get("inter.broker.listener.name"),
+        )
+    }
 }
 
 /// The client listeners of `listeners` with their advertised addresses
@@ -1371,6 +1413,33 @@ mod tests {
             e.contains("ssl.key.password") && !e.contains("hunter2"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_inter_broker_listener_is_the_first_plaintext_one() {
+        let mut pairs = ssl_pairs();
+        pairs[0] = (
+            "listeners",
+            "SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:7,INTERNAL://127.0.0.1:0",
+        );
+        let c = BrokerConfig::from_pairs(pairs.clone()).unwrap();
+        assert_eq!(c.listeners[0].name, "SSL");
+        assert_eq!(c.inter_broker_listener().unwrap().name, "PLAINTEXT");
+        assert_eq!(c.listener.port, 7);
+        assert_eq!(c.advertised_listener, None);
+        pairs.push(("inter.broker.listener.name", "INTERNAL"));
+        let e = BrokerConfig::from_pairs(pairs).unwrap_err().to_string();
+        assert!(
+            e.contains("inter.broker.listener.name") && e.contains("must be PLAINTEXT"),
+            "{e}"
+        );
+        // with SSL listeners only, the first is announced
+        let c = BrokerConfig::from_pairs([
+            ("listeners", "SSL://127.0.0.1:9"),
+            ("ssl.keystore.location", "/k.pem"),
+        ])
+        .unwrap();
+        assert_eq!(c.listener.port, 9);
     }
 
     #[test]

@@ -190,9 +190,10 @@ pub async fn start_with_setup(
     let mut tasks = Vec::new();
     let mut listener_addrs = Vec::new();
     let mut reloading = Vec::new();
-    for (i, (l, listener, tls)) in bound.into_iter().enumerate() {
+    let inter_broker = config.inter_broker_listener().map(|l| l.name.clone());
+    for (l, listener, tls) in bound {
         let addr = listener.local_addr()?;
-        if i == 0 {
+        if inter_broker.as_ref() == Some(&l.name) {
             broker.set_bound_addr(addr);
         }
         let info = Arc::new(listener_info(l, addr));

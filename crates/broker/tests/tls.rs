@@ -110,6 +110,28 @@ async fn plaintext_and_ssl_listeners_each_advertise_their_own_address() {
     let m = metadata(&mut tls, None, false).await;
     assert_eq!(m.brokers[0].port, i32::from(ssl_addr.port()));
     assert_eq!(m.brokers[0].host, "127.0.0.1");
+    // every answer that names a broker names it on the client's listener
+    let find = RequestBody::FindCoordinator(FindCoordinatorRequest {
+        key_type: 0,
+        coordinator_keys: vec!["g".into()],
+        ..Default::default()
+    });
+    for (c, addr) in [(&mut plain, plain_addr), (&mut tls, ssl_addr)] {
+        match c.call(find.clone(), 4).await {
+            ResponseBody::FindCoordinator(r) => {
+                assert_eq!(r.coordinators[0].error_code, NONE);
+                assert_eq!(r.coordinators[0].port, i32::from(addr.port()));
+            }
+            other => panic!("{other:?}"),
+        }
+        let describe = RequestBody::DescribeCluster(DescribeClusterRequest::default());
+        match c.call(describe, 1).await {
+            ResponseBody::DescribeCluster(r) => {
+                assert_eq!(r.brokers[0].port, i32::from(addr.port()))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     // a plaintext client on the TLS port gets at most a TLS alert, then
     // the connection closes

@@ -838,6 +838,12 @@ mod metric_tests {
 /// its checks passed; skips (or fails, see [`skip_or_fail`]) without the
 /// kafka-python venv.
 pub fn run_python_check(broker: &WeirProcess, script: &str) {
+    run_python_check_with(broker, script, &[]);
+}
+
+/// [`run_python_check`] with more arguments for the script (after
+/// `--bootstrap`).
+pub fn run_python_check_with(broker: &WeirProcess, script: &str, args: &[&str]) {
     let Some(python) = tools::python() else {
         skip_or_fail("the kafka-python venv (.test-deps/venv, or WEIR_COMPAT_PYTHON)");
         return;
@@ -846,6 +852,7 @@ pub fn run_python_check(broker: &WeirProcess, script: &str) {
         std::process::Command::new(&python)
             .arg(tools::python_dir().join(script))
             .args(["--bootstrap", broker.bootstrap()])
+            .args(args)
             .env("PYTHONUNBUFFERED", "1"),
         None,
         client_timeout(),

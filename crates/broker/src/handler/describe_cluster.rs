@@ -20,12 +20,15 @@ pub fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> Reply {
         brokers: snap
             .brokers
             .iter()
-            .map(|n| DescribeClusterBroker {
-                broker_id: n.id,
-                host: n.host.clone(),
-                port: i32::from(n.port),
-                rack: n.rack.clone(),
-                ..Default::default()
+            .map(|n| {
+                let (host, port) = ctx.node_address(n);
+                DescribeClusterBroker {
+                    broker_id: n.id,
+                    host,
+                    port,
+                    rack: n.rack.clone(),
+                    ..Default::default()
+                }
             })
             .collect(),
         cluster_authorized_operations: authorized_operations(

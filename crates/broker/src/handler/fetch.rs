@@ -367,6 +367,15 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
         }
         b.metrics.fetch_wakeups.fetch_add(1, Ordering::Relaxed);
     };
+    let mut pass = pass;
+    // this broker as the client's listener announces it
+    for e in &mut pass.node_endpoints {
+        if e.node_id == b.config.node_id {
+            let own = &ctx.session.listener;
+            e.host.clone_from(&own.advertised_host);
+            e.port = i32::from(own.advertised_port);
+        }
+    }
     if replica_id(&req, version) >= 0 {
         b.replicas
             .replication_counters()

@@ -42,7 +42,10 @@ async fn lookup(ctx: &RequestContext, key_type: i8, key: &str) -> Lookup {
                 snap.broker(t.partitions.get(p)?.leader)
             });
             match leader {
-                Some(n) => Ok((n.id, n.host.clone(), i32::from(n.port))),
+                Some(n) => {
+                    let (host, port) = ctx.node_address(n);
+                    Ok((n.id, host, port))
+                }
                 None => Err((ErrorCode::CoordinatorNotAvailable, None)),
             }
         }
@@ -64,7 +67,10 @@ async fn lookup(ctx: &RequestContext, key_type: i8, key: &str) -> Lookup {
                 snap.broker(t.partitions.get(p)?.leader)
             });
             match leader {
-                Some(n) => Ok((n.id, n.host.clone(), i32::from(n.port))),
+                Some(n) => {
+                    let (host, port) = ctx.node_address(n);
+                    Ok((n.id, host, port))
+                }
                 None => Err((ErrorCode::CoordinatorNotAvailable, None)),
             }
         }

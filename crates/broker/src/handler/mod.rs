@@ -80,6 +80,20 @@ pub struct RequestContext {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
+impl RequestContext {
+    /// Where a client of this connection reaches broker `n`: for this
+    /// broker, the address advertised on the listener the client came in
+    /// on (as Kafka answers); for another broker, its registered one.
+    pub fn node_address(&self, n: &crate::cluster::BrokerNode) -> (String, i32) {
+        let own = &self.session.listener;
+        if n.id == self.broker.config.node_id {
+            (own.advertised_host.clone(), i32::from(own.advertised_port))
+        } else {
+            (n.host.clone(), i32::from(n.port))
+        }
+    }
+}
+
 /// Supported versions: Kafka 4.0's minimums (KIP-896 removed older ones),
 /// up to the newest version in the message definitions.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
