@@ -122,13 +122,21 @@ struct PartOutputs {
     generation: u64,
     /// Completed records not yet in a transaction: offset → outputs.
     by_offset: BTreeMap<i64, Vec<OutputRecord>>,
+    /// [`OutputRecord::size_bytes`] summed over `by_offset`.
+    bytes: usize,
 }
 
 /// Outputs of completed records waiting for the watermark, per partition.
-/// See the module documentation for its invariants.
+/// See the module documentation for its invariants; besides, `bytes` is
+/// always the sum of the partitions' bytes.
 #[derive(Debug, Default)]
 pub struct OutputBuffer {
     parts: HashMap<TopicPartition, PartOutputs>,
+    bytes: usize,
+}
+
+fn size_of(outputs: &[OutputRecord]) -> usize {
+    outputs.iter().map(OutputRecord::size_bytes).sum()
 }
 
 /// One partition's share of a transaction.
@@ -189,17 +197,36 @@ impl OutputBuffer {
             return;
         }
         if generation > part.generation {
+            self.bytes -= part.bytes;
             *part = PartOutputs {
                 generation,
-                by_offset: BTreeMap::new(),
+                ..PartOutputs::default()
             };
         }
-        part.by_offset.insert(offset, outputs);
+        let added = size_of(&outputs);
+        if let Some(replaced) = part.by_offset.insert(offset, outputs) {
+            let removed = size_of(&replaced);
+            part.bytes -= removed;
+            self.bytes -= removed;
+        }
+        part.bytes += added;
+        self.bytes += added;
+        self.check();
     }
 
     /// Forgets `tp` (revoked, lost or rewound).
     pub fn drop_partition(&mut self, tp: &TopicPartition) {
-        self.parts.remove(tp);
+        if let Some(part) = self.parts.remove(tp) {
+            self.bytes -= part.bytes;
+        }
+        self.check();
+    }
+
+    fn check(&self) {
+        debug_assert_eq!(
+            self.bytes,
+            self.parts.values().map(|p| p.bytes).sum::<usize>()
+        );
     }
 
     /// Completed records whose outputs wait, over all partitions.
@@ -207,13 +234,10 @@ impl OutputBuffer {
         self.parts.values().map(|p| p.by_offset.len()).sum()
     }
 
-    /// Bytes of the waiting outputs, over all partitions.
+    /// Bytes of the waiting outputs ([`OutputRecord::size_bytes`]), over
+    /// all partitions.
     pub fn bytes(&self) -> usize {
-        self.parts
-            .values()
-            .flat_map(|p| p.by_offset.values().flatten())
-            .map(OutputRecord::size_bytes)
-            .sum()
+        self.bytes
     }
 
     /// The next transaction for `requests` (the engine's commits: the new
@@ -229,13 +253,16 @@ impl OutputBuffer {
                     Some(part) if part.generation == commit.generation => {
                         let above = part.by_offset.split_off(&commit.offset);
                         let below = std::mem::replace(&mut part.by_offset, above);
+                        let taken: usize = below.values().map(|o| size_of(o)).sum();
+                        part.bytes -= taken;
+                        self.bytes -= taken;
                         below
                             .into_iter()
                             .flat_map(|(offset, outs)| outs.into_iter().map(move |o| (offset, o)))
                             .collect()
                     }
                     Some(_) => {
-                        self.parts.remove(&commit.tp);
+                        self.drop_partition(&commit.tp);
                         Vec::new()
                     }
                     None => Vec::new(),
@@ -253,6 +280,7 @@ impl OutputBuffer {
                 PlannedPartition { commit, outputs }
             })
             .collect();
+        self.check();
         TxnPlan { parts }
     }
 }

@@ -366,3 +366,53 @@ fn a_second_producer_with_the_same_transactional_id_stops_the_first() {
     let got = read_all(b, &output, 1, "read_committed");
     assert_eq!(not_exactly_once(&want, &got), vec![]);
 }
+
+#[test]
+fn waiting_outputs_over_their_byte_bound_start_a_transaction_early() {
+    let broker = broker();
+    let b = &broker.bootstrap();
+    let rt = common::runtime();
+    let (input, output, group) = (
+        common::unique("eos-full-in"),
+        common::unique("eos-full-out"),
+        common::unique("eos-full-g"),
+    );
+    broker.create_topic(&rt, &input, 1);
+    broker.create_topic(&rt, &output, 1);
+    let want = produce_keyed(b, &input, 1, 50, 5);
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let mut eos = ExactlyOnceConfig::new(common::unique("txn"));
+    eos.observer = Some(observer(events.clone()));
+    // An output is 10 or 11 bytes (key `p0kN`, payload `p0kN/M`): four
+    // waiting records fill the bound.
+    eos.max_pending_output_bytes = 40;
+    let mut config = common::config(Ordering::Key, 4);
+    config.commit_interval = Duration::from_secs(3600);
+    let pc = ParallelConsumer::start_exactly_once(
+        common::client(b, &group),
+        &[input.as_str()],
+        config,
+        eos,
+        rt.handle().clone(),
+        transform(output.clone()),
+    )
+    .expect("start");
+    common::wait_until_or(
+        "50 committed long before the commit interval",
+        || common::committed(b, &group, &input, 0).is_some_and(|(o, _)| o == 50),
+        || format!("{:#?}", events.lock().unwrap()),
+    );
+    let transactions = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e, TxnEvent::Committed(s) if s.outputs > 0))
+        .count();
+    assert!(
+        transactions >= 2,
+        "{transactions} transactions with outputs for 50 records"
+    );
+    pc.shutdown().expect("shutdown");
+    let got = read_all(b, &output, 1, "read_committed");
+    assert_eq!(not_exactly_once(&want, &got), vec![]);
+}

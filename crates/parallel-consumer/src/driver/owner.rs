@@ -110,7 +110,8 @@ pub(super) fn run(
         shared.apply_ready_results();
         let decisions = shared.lock_engine().actions();
         execute(&consumer, decisions, &env, &runtime);
-        if Instant::now() >= next_commit {
+        let outputs_full = shared.txn.as_ref().is_some_and(|t| t.outputs_full());
+        if Instant::now() >= next_commit || outputs_full {
             match &shared.txn {
                 None => periodic_commit(&consumer, &shared),
                 Some(t) => {

@@ -65,6 +65,12 @@ pub struct ExactlyOnceConfig {
     /// `send_offsets_to_transaction`, `commit_transaction`,
     /// `abort_transaction`) and of the seek of a rewind.
     pub operation_timeout: Duration,
+    /// Once the outputs waiting for a transaction reach this many bytes
+    /// (keys, values, headers), the next transaction starts without waiting
+    /// for `commit_interval`. Outputs of records completed above an
+    /// unfinished one cannot go yet; they are bounded by
+    /// `max_tracked_per_partition` records.
+    pub max_pending_output_bytes: usize,
     pub observer: Option<TxnObserver>,
 }
 
@@ -75,6 +81,7 @@ impl ExactlyOnceConfig {
             producer: None,
             transaction_timeout: Duration::from_secs(30),
             operation_timeout: Duration::from_secs(30),
+            max_pending_output_bytes: 16 << 20,
             observer: None,
         }
     }
@@ -113,6 +120,7 @@ impl fmt::Debug for ExactlyOnceConfig {
             .field("producer", &self.producer)
             .field("transaction_timeout", &self.transaction_timeout)
             .field("operation_timeout", &self.operation_timeout)
+            .field("max_pending_output_bytes", &self.max_pending_output_bytes)
             .field("observer", &self.observer.as_ref().map(|_| "<fn>"))
             .finish()
     }
@@ -188,6 +196,12 @@ impl Transactional {
             config,
             transactions: AtomicU64::new(0),
         })
+    }
+
+    /// Whether the waiting outputs reached
+    /// [`ExactlyOnceConfig::max_pending_output_bytes`].
+    pub(crate) fn outputs_full(&self) -> bool {
+        self.lock_outputs().bytes() >= self.config.max_pending_output_bytes
     }
 
     pub(crate) fn lock_outputs(&self) -> MutexGuard<'_, OutputBuffer> {

@@ -214,6 +214,49 @@ fn a_rewind_without_a_commit_goes_back_to_the_first_delivered_record() {
     assert_eq!(e.rewind(&tp(0)).map(|(_, o)| o), Some(40));
 }
 
+/// [`OutputBuffer::bytes`] recomputed from what a plan of everything
+/// would take.
+fn bytes_by_hand(buffer: &OutputBuffer) -> usize {
+    buffer
+        .parts
+        .values()
+        .flat_map(|p| p.by_offset.values().flatten())
+        .map(OutputRecord::size_bytes)
+        .sum()
+}
+
+#[test]
+fn waiting_bytes_follow_inserts_plans_and_drops() {
+    let mut buffer = OutputBuffer::default();
+    let big = |n: usize| OutputRecord::to("out").key("k").payload(vec![0u8; n]);
+    buffer.insert(&tp(0), 1, 0, vec![big(10), big(20)]);
+    buffer.insert(&tp(0), 1, 1, vec![big(5)]);
+    buffer.insert(&tp(1), 1, 0, vec![big(100)]);
+    assert_eq!(buffer.bytes(), 11 + 21 + 6 + 101);
+    // The same offset again (a result applied twice) replaces, not adds.
+    buffer.insert(&tp(0), 1, 1, vec![big(7)]);
+    assert_eq!(buffer.bytes(), bytes_by_hand(&buffer));
+    let request = |p: i32, generation: u64, offset: i64| CommitRequest {
+        tp: tp(p),
+        generation,
+        offset,
+        metadata: String::new(),
+    };
+    buffer.plan(vec![request(0, 1, 1)]);
+    assert_eq!(buffer.bytes(), 8 + 101);
+    buffer.insert(&tp(1), 2, 5, vec![big(1)]);
+    assert_eq!(
+        buffer.bytes(),
+        8 + 2,
+        "a newer generation replaced partition 1"
+    );
+    buffer.drop_partition(&tp(0));
+    assert_eq!(buffer.bytes(), 2);
+    buffer.plan(vec![request(1, 3, 9)]);
+    assert_eq!(buffer.bytes(), 0);
+    assert_eq!(bytes_by_hand(&buffer), 0);
+}
+
 #[test]
 fn a_plan_for_another_generation_takes_nothing() {
     let mut buffer = OutputBuffer::default();
@@ -341,6 +384,7 @@ impl Run {
                 vec![out(t.tp.partition, t.offset)],
             );
         }
+        assert_eq!(self.buffer.bytes(), bytes_by_hand(&self.buffer));
     }
 
     /// Plans a transaction and commits or aborts it, as the driver does.
