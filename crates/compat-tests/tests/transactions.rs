@@ -6,7 +6,9 @@
 //! `transactional.id` fences the first and aborts its open transaction;
 //! a consume-transform-produce loop with `send_offsets_to_transaction`
 //! processes every input record exactly once across a crash of the
-//! processor and a kill -9 of the broker.
+//! processor and a kill -9 of the broker; a transaction open when the
+//! broker is killed with -9 is aborted on its timeout by the restarted
+//! coordinator, and none of its records reaches a read_committed consumer.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -19,7 +21,12 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use weir_client::Connection;
 use weir_compat_tests::WeirProcess;
+use weir_protocol::messages::DescribeTransactionsRequest;
+use weir_protocol::messages::describe_transactions_response::TransactionState;
+
+use crate::txn_marker_recovery::{fetch_read_committed, read_committed};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -59,10 +66,17 @@ fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
 
 /// A transactional producer, its transactions initialised.
 fn transactional(bootstrap: &str, id: &str) -> BaseProducer {
+    transactional_with_timeout(bootstrap, id, "60000")
+}
+
+/// [`transactional`] with `transaction.timeout.ms` (and
+/// `message.timeout.ms`, which librdkafka requires to be no longer).
+fn transactional_with_timeout(bootstrap: &str, id: &str, timeout_ms: &str) -> BaseProducer {
     let p: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("transactional.id", id)
-        .set("transaction.timeout.ms", "60000")
+        .set("transaction.timeout.ms", timeout_ms)
+        .set("message.timeout.ms", timeout_ms)
         .set("linger.ms", "5")
         .create()
         .expect("transactional producer");
@@ -384,4 +398,128 @@ fn consume_transform_produce_is_exactly_once_across_crashes() {
         uncommitted.len() > total,
         "the crashed transaction wrote records that read_committed skipped"
     );
+}
+
+/// `transaction.timeout.ms` of the transaction left open by the crash:
+/// short, so the restarted coordinator's abort comes soon.
+const OPEN_TXN_TIMEOUT_MS: &str = "4000";
+
+/// kill -9 of the broker with a transaction open. The restarted
+/// coordinator replays the transaction as Ongoing and aborts it once its
+/// timeout has passed (its producer fenced); until then it holds
+/// read_committed readers at its first record, afterwards its records are
+/// listed as aborted. At no point does a read_committed Fetch hand out one
+/// of them, and the transactional id serves a new producer afterwards.
+#[test]
+fn a_transaction_open_at_kill_9_of_the_broker_is_aborted_on_its_timeout() {
+    // The coordinator looks for timed-out transactions every 200 ms.
+    let mut broker = WeirProcess::start_with_args(&[
+        "--set",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms=200",
+    ])
+    .unwrap_or_else(|e| panic!("weir did not start: {e}"));
+    let bootstrap = broker.bootstrap().to_string();
+    let (topic, id) = ("txn-open-at-crash", "open-at-crash");
+    create_topic(&bootstrap, topic, 1);
+    let p = transactional_with_timeout(&bootstrap, id, OPEN_TXN_TIMEOUT_MS);
+    p.begin_transaction().unwrap();
+    let open = values("open", 10);
+    send_all(&p, topic, &open);
+    let before = describe_txn(&bootstrap, id).expect("DescribeTransactions");
+    assert_eq!(before.transaction_state, "Ongoing", "{before:?}");
+    let held = fetch_read_committed(&bootstrap, topic).expect("Fetch");
+    assert_eq!(
+        (held.high_watermark, held.last_stable_offset),
+        (10, 0),
+        "the open transaction holds the last stable offset at its first record"
+    );
+
+    broker.kill_hard().expect("kill -9");
+    drop(p);
+    broker.restart().expect("start again on the same data");
+    let bootstrap = broker.bootstrap().to_string();
+
+    let deadline = Instant::now() + TIMEOUT;
+    let aborted = loop {
+        // Whenever a Fetch is answered, the records are either above the
+        // last stable offset or listed as aborted.
+        if let Ok(f) = fetch_read_committed(&bootstrap, topic) {
+            let listed = f
+                .aborted_transactions
+                .iter()
+                .flatten()
+                .any(|a| (a.producer_id, a.first_offset) == (before.producer_id, 0));
+            assert!(
+                f.last_stable_offset <= 0 || listed,
+                "undecided records below the last stable offset and not listed as aborted: {f:?}"
+            );
+        }
+        match describe_txn(&bootstrap, id) {
+            Ok(d) if d.transaction_state == "CompleteAbort" => break d,
+            other => assert!(
+                Instant::now() < deadline,
+                "{id} not aborted within {TIMEOUT:?} of the restart: {other:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(aborted.producer_id, before.producer_id);
+    assert!(
+        aborted.producer_epoch > before.producer_epoch,
+        "the timed-out producer is fenced: {aborted:?}"
+    );
+
+    let after = fetch_read_committed(&bootstrap, topic).expect("Fetch");
+    assert_eq!(
+        (after.high_watermark, after.last_stable_offset),
+        (11, 11),
+        "the ABORT marker is written and the last stable offset is the high watermark"
+    );
+    let listed: Vec<(i64, i64)> = after
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|a| (a.producer_id, a.first_offset))
+        .collect();
+    assert_eq!(listed, [(before.producer_id, 0)]);
+    assert_eq!(
+        read_committed(&bootstrap, topic),
+        Vec::<String>::new(),
+        "read_committed reads nothing of the aborted transaction"
+    );
+    let uncommitted = read_until(&bootstrap, topic, "read_uncommitted", open.len());
+    assert_eq!(
+        uncommitted.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+        open,
+        "read_uncommitted reads the aborted records"
+    );
+
+    let next = transactional(&bootstrap, id);
+    next.begin_transaction().unwrap();
+    send_all(&next, topic, &values("after", 3));
+    next.commit_transaction(TIMEOUT).expect("commit");
+    assert_eq!(read_committed(&bootstrap, topic), values("after", 3));
+}
+
+/// DescribeTransactions of `id` at the broker `addr`; an error code is an
+/// error.
+fn describe_txn(addr: &str, id: &str) -> Result<TransactionState, String> {
+    let req = DescribeTransactionsRequest {
+        transactional_ids: vec![id.to_string()],
+        ..Default::default()
+    };
+    let mut resp = runtime().block_on(async {
+        let mut conn = Connection::connect_timeout(addr, "weir-txn-compat", TIMEOUT)
+            .await
+            .map_err(|e| format!("connect to {addr}: {e}"))?;
+        conn.set_request_timeout(TIMEOUT);
+        conn.send(&req)
+            .await
+            .map_err(|e| format!("DescribeTransactions: {e}"))
+    })?;
+    match resp.transaction_states.pop() {
+        Some(s) if s.error_code == 0 => Ok(s),
+        Some(s) => Err(format!("error {}", s.error_code)),
+        None => Err("an empty answer".to_string()),
+    }
 }

@@ -325,7 +325,7 @@ fn partitions(s: &TransactionState) -> Vec<(String, i32)> {
 
 /// One read_committed Fetch of partition 0 of `topic` from offset 0, sent
 /// to `addr`.
-fn fetch_read_committed(addr: &str, topic: &str) -> Result<PartitionData, String> {
+pub(crate) fn fetch_read_committed(addr: &str, topic: &str) -> Result<PartitionData, String> {
     let req = FetchRequest {
         replica_id: -1,
         max_wait_ms: 0,
@@ -370,7 +370,7 @@ fn fetch_read_committed(addr: &str, topic: &str) -> Result<PartitionData, String
 
 /// Every value a librdkafka read_committed consumer reads from partition 0
 /// of `topic` up to its end.
-fn read_committed(bootstrap: &str, topic: &str) -> Vec<String> {
+pub(crate) fn read_committed(bootstrap: &str, topic: &str) -> Vec<String> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "txn-marker-recovery-reader")
