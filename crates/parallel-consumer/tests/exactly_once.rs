@@ -416,3 +416,108 @@ fn waiting_outputs_over_their_byte_bound_start_a_transaction_early() {
     let got = read_all(b, &output, 1, "read_committed");
     assert_eq!(not_exactly_once(&want, &got), vec![]);
 }
+
+/// A second member joins while record 2 of every partition runs and 0, 1,
+/// 3, 4 are done. With a one-hour commit interval only the revoke can
+/// commit: one transaction with the offsets at 2 and the outputs of 0 and
+/// 1 (3 and 4 are above the watermark: dropped, they run again).
+#[test]
+fn a_revoke_commits_the_completed_prefix_in_a_transaction() {
+    let broker = broker();
+    let b = &broker.bootstrap();
+    let rt = common::runtime();
+    let (input, output, group) = (
+        common::unique("eos-revoke-in"),
+        common::unique("eos-revoke-out"),
+        common::unique("eos-revoke-g"),
+    );
+    broker.create_topic(&rt, &input, 2);
+    broker.create_topic(&rt, &output, 1);
+    let want = produce_keyed(b, &input, 2, 5, 5);
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let gated = {
+        let output = output.clone();
+        move |r: Record| {
+            let mut gate = gate.clone();
+            let out =
+                OutputRecord::to(output.clone()).payload(r.payload.clone().unwrap_or_default());
+            async move {
+                if r.offset == 2 {
+                    gate.wait_for(|open| *open)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                Ok::<_, String>(vec![out])
+            }
+        }
+    };
+    let first_events = Arc::new(Mutex::new(Vec::new()));
+    let mut eos = ExactlyOnceConfig::new(common::unique("txn-first"));
+    eos.observer = Some(observer(first_events.clone()));
+    let mut slow = common::config(Ordering::Unordered, 8);
+    slow.commit_interval = Duration::from_secs(3600);
+    let first = ParallelConsumer::start_exactly_once(
+        common::client(b, &group),
+        &[input.as_str()],
+        slow,
+        eos,
+        rt.handle().clone(),
+        gated,
+    )
+    .expect("first");
+    common::wait_until("0, 1, 3, 4 done and 2 running on both partitions", || {
+        let s = first.stats();
+        s.len() == 2
+            && s.iter()
+                .all(|p| p.position == 5 && p.effect_watermark == 2 && p.in_flight == 1)
+    });
+    assert!(
+        first_events.lock().unwrap().is_empty(),
+        "nothing committed yet"
+    );
+    let second = ParallelConsumer::start_exactly_once(
+        common::client(b, &group),
+        &[input.as_str()],
+        common::config(Ordering::Unordered, 8),
+        ExactlyOnceConfig::new(common::unique("txn-second")),
+        rt.handle().clone(),
+        transform(output.clone()),
+    )
+    .expect("second");
+    let revoke_commit = {
+        let events = first_events.clone();
+        move || {
+            events.lock().unwrap().iter().find_map(|e| match e {
+                TxnEvent::Committed(s) => Some(s.clone()),
+                _ => None,
+            })
+        }
+    };
+    common::wait_until_or(
+        "the first member's revoke transaction",
+        || revoke_commit().is_some(),
+        || format!("{:#?}", first_events.lock().unwrap()),
+    );
+    let s = revoke_commit().expect("committed");
+    let offsets: Vec<(i32, i64)> = s.offsets.iter().map(|(tp, o)| (tp.partition, *o)).collect();
+    assert_eq!(offsets, vec![(0, 2), (1, 2)], "{s:?}");
+    assert_eq!(
+        s.outputs, 4,
+        "the outputs of 0 and 1 of both partitions: {s:?}"
+    );
+    open.send(true).expect("open gate");
+    common::wait_until(
+        "the second member owns a partition and committed it",
+        || second.stats().iter().any(|p| p.committed == Some(5)),
+    );
+    second.shutdown().expect("shutdown second");
+    first.shutdown().expect("shutdown first");
+    for p in 0..2 {
+        assert_eq!(
+            common::committed(b, &group, &input, p).map(|(o, _)| o),
+            Some(5)
+        );
+    }
+    let got = read_all(b, &output, 1, "read_committed");
+    assert_eq!(not_exactly_once(&want, &got), vec![]);
+}
