@@ -9,10 +9,17 @@
 //! 2. CPU time per record with a no-op handler (getrusage of this whole
 //!    process: owner thread, librdkafka threads, handler runtime), versus a
 //!    plain rdkafka consumer reading the same records.
+//! 3. Exactly-once mode against at-least-once on the same records, with a
+//!    handler returning one output per record (100 bytes, written in the
+//!    transactions), both with the 10 ms handler at concurrency 256 and with
+//!    a no-op handler.
 //!
 //! ```text
 //! WEIR_BIN=target/release/weir cargo bench -p weir-parallel-consumer --bench throughput
 //! ```
+//!
+//! `WEIR_PC_BENCH_SECTIONS` picks sections (comma-separated `sleep`,
+//! `noop`, `eos`; all by default).
 //!
 //! The broker is `WEIR_PC_BOOTSTRAP` when set, else a `weir serve` started
 //! like the tests start it (`WEIR_BIN` picks the binary).
@@ -30,7 +37,8 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use weir_compat_tests::WeirProcess;
-use weir_parallel_consumer::driver::{DriverConfig, ParallelConsumer};
+use weir_parallel_consumer::driver::{DriverConfig, ExactlyOnceConfig, ParallelConsumer};
+use weir_parallel_consumer::exactly_once::OutputRecord;
 use weir_parallel_consumer::record::Record;
 use weir_parallel_consumer::scheduler::Ordering;
 
@@ -140,7 +148,9 @@ impl Run {
     }
 }
 
-/// Consumes `records` records of `topic` with the parallel consumer.
+/// Consumes `records` records of `topic` with the parallel consumer; with
+/// `output`, in exactly-once mode writing one output per record there.
+#[allow(clippy::too_many_arguments)]
 fn parallel(
     rt: &tokio::runtime::Runtime,
     bootstrap: &str,
@@ -149,6 +159,7 @@ fn parallel(
     ordering: Ordering,
     concurrency: usize,
     sleep: Option<Duration>,
+    output: Option<&str>,
 ) -> Run {
     let done = Arc::new(AtomicU64::new(0));
     let first_start: Arc<OnceLock<Instant>> = Arc::default();
@@ -158,9 +169,14 @@ fn parallel(
     config.engine.scheduler.max_concurrency = concurrency;
     let handler = {
         let (done, first_start, last_end) = (done.clone(), first_start.clone(), last_end.clone());
-        move |_r: Record| {
+        let output = output.map(str::to_string);
+        move |r: Record| {
             let (done, first_start, last_end) =
                 (done.clone(), first_start.clone(), last_end.clone());
+            let out: Vec<OutputRecord> = output
+                .iter()
+                .map(|o| OutputRecord::to(o.clone()).payload(r.payload.clone().unwrap_or_default()))
+                .collect();
             async move {
                 first_start.get_or_init(Instant::now);
                 if let Some(d) = sleep {
@@ -170,18 +186,31 @@ fn parallel(
                 let mut last = last_end.lock().unwrap_or_else(|p| p.into_inner());
                 done.fetch_add(1, AtomicOrdering::SeqCst);
                 *last = Some(last.map_or(now, |l| l.max(now)));
-                Ok::<(), String>(())
+                Ok::<_, String>(out)
             }
         }
     };
     let cpu_before = process_cpu();
-    let pc = ParallelConsumer::start(
-        client(bootstrap),
-        &[topic],
-        config,
-        rt.handle().clone(),
-        handler,
-    )
+    let pc = match output {
+        None => ParallelConsumer::start(
+            client(bootstrap),
+            &[topic],
+            config,
+            rt.handle().clone(),
+            move |r: Record| {
+                let f = handler(r);
+                async move { f.await.map(|_| ()) }
+            },
+        ),
+        Some(_) => ParallelConsumer::start_exactly_once(
+            client(bootstrap),
+            &[topic],
+            config,
+            ExactlyOnceConfig::new(unique("txn")),
+            rt.handle().clone(),
+            handler,
+        ),
+    }
     .expect("start");
     let deadline = Instant::now() + RUN_WAIT;
     while done.load(AtomicOrdering::SeqCst) < records {
@@ -274,9 +303,9 @@ fn main() {
     println!(
         "broker {bootstrap}, {PARTITIONS} partitions, {KEYS} keys, handler sleeps {SLEEP:?}\n"
     );
+    let sections = std::env::var("WEIR_PC_BENCH_SECTIONS").unwrap_or_default();
+    let section = |name: &str| sections.is_empty() || sections.split(',').any(|s| s == name);
 
-    println!("| consumer | ordering | concurrency | records | records/s | ideal/s | ratio |");
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
     let row = |name: &str, ordering: &str, c: usize, run: &Run| {
         let ideal = c as f64 / SLEEP.as_secs_f64();
         println!(
@@ -287,24 +316,30 @@ fn main() {
         );
     };
     let per_run = |c: usize| (IDEAL_RUN.as_secs_f64() * c as f64 / SLEEP.as_secs_f64()) as u64;
-    {
+    let header = || {
+        println!("| consumer | ordering | concurrency | records | records/s | ideal/s | ratio |");
+        println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
+    };
+    if section("sleep") {
+        header();
         let n = per_run(1);
         let topic = topic_with(&rt, &bootstrap, n);
         let run = plain(&bootstrap, &topic, n, Some(SLEEP), true);
         row("plain rdkafka (poll, sleep, commit)", "partition", 1, &run);
-    }
-    for c in [1usize, 16, 256] {
-        let n = per_run(c);
-        for (ordering, name) in [(Ordering::Unordered, "unordered"), (Ordering::Key, "key")] {
-            let topic = topic_with(&rt, &bootstrap, n);
-            let run = parallel(&rt, &bootstrap, &topic, n, ordering, c, Some(SLEEP));
-            row("parallel consumer", name, c, &run);
+        for c in [1usize, 16, 256] {
+            let n = per_run(c);
+            for (ordering, name) in [(Ordering::Unordered, "unordered"), (Ordering::Key, "key")] {
+                let topic = topic_with(&rt, &bootstrap, n);
+                let run = parallel(&rt, &bootstrap, &topic, n, ordering, c, Some(SLEEP), None);
+                row("parallel consumer", name, c, &run);
+            }
         }
     }
 
-    println!("\n| consumer (no-op handler) | records | CPU ms | CPU µs/record | records/s |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    let topic = topic_with(&rt, &bootstrap, NOOP_RECORDS);
+    let cpu_header = || {
+        println!("\n| consumer (no-op handler) | records | CPU ms | CPU µs/record | records/s |");
+        println!("| --- | ---: | ---: | ---: | ---: |");
+    };
     let cpu_row = |name: &str, run: &Run| {
         println!(
             "| {name} | {} | {:.0} | {:.2} | {:.0} |",
@@ -314,10 +349,56 @@ fn main() {
             run.per_second()
         );
     };
-    let run = plain(&bootstrap, &topic, NOOP_RECORDS, None, false);
-    cpu_row("plain rdkafka (poll loop, auto commit)", &run);
-    for (ordering, name) in [(Ordering::Unordered, "unordered"), (Ordering::Key, "key")] {
-        let run = parallel(&rt, &bootstrap, &topic, NOOP_RECORDS, ordering, 256, None);
-        cpu_row(&format!("parallel consumer, {name}, concurrency 256"), &run);
+    if section("noop") {
+        cpu_header();
+        let topic = topic_with(&rt, &bootstrap, NOOP_RECORDS);
+        let run = plain(&bootstrap, &topic, NOOP_RECORDS, None, false);
+        cpu_row("plain rdkafka (poll loop, auto commit)", &run);
+        for (ordering, name) in [(Ordering::Unordered, "unordered"), (Ordering::Key, "key")] {
+            let run = parallel(
+                &rt,
+                &bootstrap,
+                &topic,
+                NOOP_RECORDS,
+                ordering,
+                256,
+                None,
+                None,
+            );
+            cpu_row(&format!("parallel consumer, {name}, concurrency 256"), &run);
+        }
+    }
+
+    if section("eos") {
+        // Same records for both modes; the exactly-once runs write one
+        // output per record into a topic of their own.
+        let modes = |rt: &tokio::runtime::Runtime, topic: &str, n: u64, sleep| {
+            let at_least_once = parallel(rt, &bootstrap, topic, n, Ordering::Key, 256, sleep, None);
+            let output = unique("out");
+            create_topic(rt, &bootstrap, &output);
+            let exactly_once = parallel(
+                rt,
+                &bootstrap,
+                topic,
+                n,
+                Ordering::Key,
+                256,
+                sleep,
+                Some(&output),
+            );
+            (at_least_once, exactly_once)
+        };
+        println!("\nExactly-once vs at-least-once, key order, concurrency 256:");
+        header();
+        let n = per_run(256);
+        let topic = topic_with(&rt, &bootstrap, n);
+        let (alo, eos) = modes(&rt, &topic, n, Some(SLEEP));
+        row("at-least-once", "key", 256, &alo);
+        row("exactly-once (1 output/record)", "key", 256, &eos);
+        cpu_header();
+        let topic = topic_with(&rt, &bootstrap, NOOP_RECORDS);
+        let (alo, eos) = modes(&rt, &topic, NOOP_RECORDS, None);
+        cpu_row("at-least-once, key, concurrency 256", &alo);
+        cpu_row("exactly-once (1 output/record), key, concurrency 256", &eos);
     }
 }
