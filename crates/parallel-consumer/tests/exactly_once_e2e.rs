@@ -10,10 +10,11 @@
 //! transactions' outputs (so the kills did land with outputs written).
 //!
 //! How a kill lands mid-transaction without timing: the worker's
-//! transaction observer, at the transaction numbered `WEIR_PC_HOLD_AT`,
-//! prints `holding <txn> <outputs>` after the outputs were acknowledged and
-//! the offsets sent, and then blocks the owner thread; the test waits for
-//! that line (with a deadline) and kills the process.
+//! transaction observer, at the first transaction from the
+//! `WEIR_PC_HOLD_AT`-th on that writes outputs, prints `holding <txn>
+//! <outputs>` after the outputs were acknowledged and the offsets sent, and
+//! then blocks the owner thread; the test waits for that line (with a
+//! deadline) and kills the process.
 
 use crate::common;
 use crate::exactly_once::{assert_key_order, not_exactly_once, produce_keyed, read_all};
@@ -170,10 +171,11 @@ fn held_outputs(line: &str) -> usize {
         .unwrap_or_else(|| panic!("bad line {line:?}"))
 }
 
-/// Holds at transaction `hold_at`, checks the transaction is open with
-/// outputs written, kills the process. Returns the held outputs.
+/// Waits until the process holds a transaction (the first from its
+/// `hold_at`-th on that writes outputs), checks it is open with outputs
+/// written, kills the process. Returns the held outputs.
 fn kill_mid_transaction(w: &mut Worker, hold_at: u64) -> usize {
-    let line = w.wait_line(&format!("holding {hold_at} "));
+    let line = w.wait_line("holding ");
     let outputs = held_outputs(&line);
     assert!(
         outputs > 0,
@@ -187,8 +189,9 @@ fn kill_mid_transaction(w: &mut Worker, hold_at: u64) -> usize {
     );
     w.kill();
     eprintln!(
-        "killed {} in transaction {hold_at} with {outputs} outputs written, after {} committed transactions",
+        "killed {} in transaction {} (held from {hold_at} on) with {outputs} outputs written, after {} committed transactions",
         w.name,
+        line.split(' ').nth(1).unwrap_or("?"),
         w.committed()
     );
     outputs

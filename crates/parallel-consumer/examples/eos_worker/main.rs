@@ -7,10 +7,11 @@
 //! Settings come from the environment: `WEIR_BOOTSTRAP`, `WEIR_INPUT`,
 //! `WEIR_OUTPUT`, `WEIR_GROUP`, `WEIR_TXN_ID` (its `transactional.id`),
 //! `WEIR_PC_SEED` (latency seed), `WEIR_PC_CONCURRENCY` (default 32) and
-//! `WEIR_PC_HOLD_AT`: the number of the transaction (counted from 1 in this
-//! process) at which the process stops in the middle of the transaction,
-//! its outputs written and its offsets sent but not committed, until it is
-//! killed (it exits with status 3 after two minutes).
+//! `WEIR_PC_HOLD_AT`: from the transaction with this number on (counted
+//! from 1 in this process), the first one that writes outputs is held: the
+//! process stops in the middle of it, its outputs written and its offsets
+//! sent but not committed, until it is killed (it exits with status 3 after
+//! two minutes).
 //!
 //! Standard output, one line per transaction event:
 //!
@@ -64,7 +65,7 @@ fn say(line: String) {
 
 fn observer(hold_at: Option<u64>) -> TxnObserver {
     Arc::new(move |event: &TxnEvent| match event {
-        TxnEvent::Committing(s) if Some(s.id) == hold_at => {
+        TxnEvent::Committing(s) if hold_at.is_some_and(|n| s.id >= n) && s.outputs > 0 => {
             say(format!("holding {} {}", s.id, s.outputs));
             let since = Instant::now();
             while since.elapsed() < HOLD_LIMIT {
