@@ -186,6 +186,12 @@ fn list_snapshots(storage: &dyn Storage, dir: &Path) -> Vec<(i64, PathBuf)> {
     v
 }
 
+/// The offset of the oldest producer snapshot in `dir`, if any: where the
+/// earliest rebuild of the partition's producer state would start.
+pub fn oldest_snapshot(storage: &dyn Storage, dir: &Path) -> Option<i64> {
+    list_snapshots(storage, dir).first().map(|(o, _)| *o)
+}
+
 /// Whether `<offset>.snapshot` exists in `dir`.
 pub fn has_snapshot_at(storage: &dyn Storage, dir: &Path, offset: i64) -> bool {
     storage.exists(&dir.join(format!("{offset:020}{PRODUCER_SNAPSHOT_SUFFIX}")))

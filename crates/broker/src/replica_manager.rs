@@ -715,13 +715,22 @@ impl ReplicaManager {
 
     /// Installs the log cleaner truncations must go through, and bounds
     /// its cleanings by each partition's last stable offset (an undecided
-    /// transaction's records are never compacted).
+    /// transaction's records are never compacted). Transaction markers at
+    /// or past a partition's oldest producer snapshot are never removed: a
+    /// rebuild of its producer state replays the log after the snapshot,
+    /// and a marker there may end a transaction the snapshot holds open.
+    /// Without a snapshot a rebuild starts from no state, and a marker
+    /// whose transaction has no batch left ends nothing it would open.
     pub fn set_cleaner(self: &Arc<Self>, cleaner: Arc<weir_storage::cleaner::LogCleaner>) {
         let replicas = Arc::downgrade(self);
         cleaner.set_cleanable_limit(Arc::new(move |log: &Log| {
             replicas
                 .upgrade()
                 .map_or_else(|| log.log_start_offset(), |r| r.last_stable_offset(log))
+        }));
+        cleaner.set_marker_removal_limit(Arc::new(|log: &Log| {
+            crate::producer_state_io::oldest_snapshot(&*log.storage(), &log.dir())
+                .unwrap_or(i64::MAX)
         }));
         let _ = self.cleaner.set(cleaner);
     }

@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use weir_protocol::messages::fetch_response::PartitionData;
 use weir_protocol::messages::write_txn_markers_request::{
@@ -756,6 +757,204 @@ async fn compaction_stops_at_the_last_stable_offset() {
     assert!(!has_old(&pd), "{:?}", all_records(&pd));
     assert!(values(&consumed(&pd)).contains(&"new"));
     b.shutdown().await.unwrap();
+}
+
+/// The transaction markers in a read_uncommitted Fetch answer (control
+/// batches with a record): offset, COMMIT (true) or ABORT, delete horizon.
+fn markers(pd: &PartitionData) -> Vec<(i64, bool, Option<i64>)> {
+    BatchIter::new(pd.records.clone().unwrap_or_default())
+        .map(|b| b.unwrap())
+        .filter(|b| b.is_control() && b.header().records_count > 0)
+        .map(|b| {
+            let h = *b.header();
+            let kind = b.end_txn_marker(&Default::default()).unwrap().kind;
+            let commit = kind == weir_protocol::records::ControlRecordType::Commit;
+            (
+                b.base_offset(),
+                commit,
+                h.has_delete_horizon().then_some(h.base_timestamp),
+            )
+        })
+        .collect()
+}
+
+/// Compaction removes a transaction's marker only once no batch of the
+/// transaction is left and its delete horizon has passed, and never at or
+/// past the partition's oldest producer snapshot: a rebuild of the
+/// producer state from that snapshot replays the marker. Throughout,
+/// read_committed reads the same records and the last stable offset
+/// reaches the high watermark, also after the producer state is rebuilt
+/// and after restarts with and without a snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_removes_markers_once_their_transactions_have_no_batches() {
+    struct At(AtomicI64);
+    impl weir_storage::cleaner::Clock for At {
+        fn now_ms(&self) -> i64 {
+            self.0.load(Ordering::SeqCst)
+        }
+        fn sleep_ms(&self, _: u64) {}
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The background cleaner stays idle; the test cleans in its own time.
+    let b = start_broker(dir.path(), &[("log.cleaner.backoff.ms", "3600000")]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    // Segments of about seven batches: the first holds every transaction,
+    // and none of their records is the last batch of a cleaned group
+    // (which a cleaning keeps, emptied, and which keeps its marker).
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("segment.bytes", "600"),
+        ("delete.retention.ms", "1000"),
+    ];
+    assert_eq!(create_topic(&mut c, "t", 1, &configs).await, NONE);
+    // Records stamped now, as the markers are (a segment rolls when its
+    // timestamps span more than segment.ms).
+    let keyed = |pid: Option<i64>, key: &str, value: &str| {
+        let mut rb = RecordBatchBuilder::new(Compression::None);
+        if let Some(pid) = pid {
+            rb = rb.producer(pid, 0, 0).transactional(true);
+        }
+        rb.push(
+            b.broker.now_ms(),
+            Some(Bytes::copy_from_slice(key.as_bytes())),
+            Some(Bytes::copy_from_slice(value.as_bytes())),
+            vec![],
+        )
+        .unwrap();
+        rb.build().unwrap().into_bytes()
+    };
+    // 0: k (plain); 1: 81 aborts a; 2: 82 commits k; the producer snapshot
+    // is taken with both open.
+    assert_eq!(
+        produce(&mut c, "t", 0, keyed(None, "k", "k-old"), 1)
+            .await
+            .0,
+        NONE
+    );
+    for (pid, key, value) in [(81, "a", "a-aborted"), (82, "k", "k-txn")] {
+        let txn = keyed(Some(pid), key, value);
+        assert_eq!(produce_as(&mut c, Some("x"), txn).await.0, NONE);
+    }
+    let log = b.broker.replicas.log("t", 0).unwrap();
+    let tp = log.topic_partition().clone();
+    b.broker.replicas.checkpoint().unwrap();
+    // 3: ABORT 81; 4: COMMIT 82; 5, 6: 83 commits c; 7: k (plain), which
+    // supersedes 82's record; then records that roll the segments.
+    assert_eq!(
+        write_marker(&mut c, 81, 0, 0, false, "t", &[0]).await,
+        [NONE]
+    );
+    assert_eq!(
+        write_marker(&mut c, 82, 0, 0, true, "t", &[0]).await,
+        [NONE]
+    );
+    assert_eq!(
+        produce_as(&mut c, Some("y"), keyed(Some(83), "c", "c-txn"))
+            .await
+            .0,
+        NONE
+    );
+    assert_eq!(
+        write_marker(&mut c, 83, 0, 0, true, "t", &[0]).await,
+        [NONE]
+    );
+    assert_eq!(
+        produce(&mut c, "t", 0, keyed(None, "k", "k-new"), 1)
+            .await
+            .0,
+        NONE
+    );
+    for i in 0..8 {
+        let (code, _) = produce(&mut c, "t", 0, keyed(None, &format!("f{i}"), "filler"), 1).await;
+        assert_eq!(code, NONE);
+    }
+    let hw = log.high_watermark();
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 1 && bases[1] >= 7, "{bases:?}");
+    let fillers = vec!["filler"; 8];
+    let read_committed_values = [vec!["c-txn", "k-new"], fillers].concat();
+
+    let cleaner = b.broker.metrics.cleaner().expect("a cleaner").clone();
+    let now = b.broker.now_ms();
+    let clock = At(AtomicI64::new(now));
+    let clean = || {
+        cleaner
+            .clean_now(b.broker.replicas.logs(), &tp, &clock)
+            .unwrap()
+    };
+    let index_files = || txn_index_files(&log.dir()).len();
+    // The records of 81 and 82 go; every marker stays (their batches were
+    // read by this cleaning), and 81's entry.
+    clean();
+    let pd = fetch_at(&mut c, 0, true, 0).await;
+    assert_eq!((pd.high_watermark, pd.last_stable_offset), (hw, hw));
+    assert_eq!(values(&consumed(&pd)), read_committed_values);
+    let all = fetch_at(&mut c, 0, false, 0).await;
+    assert_eq!(
+        markers(&all),
+        [(3, false, None), (4, true, None), (6, true, None)]
+    );
+    assert_eq!((log.all_aborted_txns().len(), index_files()), (1, 1));
+
+    // No batch of 81's and 82's transactions is left: their markers get a
+    // delete horizon, 81's entry goes.
+    clean();
+    let horizon = Some(now + 1_000);
+    let waiting = [(3, false, horizon), (4, true, horizon), (6, true, None)];
+    assert_eq!(markers(&fetch_at(&mut c, 0, false, 0).await), waiting);
+    assert_eq!((log.all_aborted_txns().len(), index_files()), (0, 0));
+    assert_eq!(
+        values(&consumed(&fetch_at(&mut c, 0, true, 0).await)),
+        read_committed_values
+    );
+
+    // Past the horizon, but at or past the snapshot (offset 3): they stay,
+    // and a rebuild from the snapshot ends both transactions.
+    clock.0.store(now + 1_000, Ordering::SeqCst);
+    clean();
+    b.broker.replicas.forget_producers(&tp);
+    let pd = fetch_at(&mut c, 0, true, 0).await;
+    assert_eq!(
+        (pd.high_watermark, pd.last_stable_offset),
+        (hw, hw),
+        "a transaction is open after a rebuild from the snapshot"
+    );
+    assert_eq!(values(&consumed(&pd)), read_committed_values);
+    assert_eq!(markers(&fetch_at(&mut c, 0, false, 0).await), waiting);
+
+    // A snapshot past them: they go; 83's stays with its record.
+    b.broker.replicas.checkpoint().unwrap();
+    clean();
+    assert_eq!(
+        markers(&fetch_at(&mut c, 0, false, 0).await),
+        [(6, true, None)]
+    );
+    b.broker.replicas.forget_producers(&tp);
+    let pd = fetch_at(&mut c, 0, true, 0).await;
+    assert_eq!((pd.high_watermark, pd.last_stable_offset), (hw, hw));
+    assert_eq!(values(&consumed(&pd)), read_committed_values);
+    b.shutdown().await.unwrap();
+
+    for without_snapshot in [false, true] {
+        if without_snapshot {
+            for e in std::fs::read_dir(dir.path().join("t-0")).unwrap() {
+                let p = e.unwrap().path();
+                if p.extension().is_some_and(|x| x == "snapshot") {
+                    std::fs::remove_file(p).unwrap();
+                }
+            }
+        }
+        let b = start_broker(dir.path(), &[("log.cleaner.backoff.ms", "3600000")]).await;
+        let mut c = Client::connect(b.local_addr).await;
+        let pd = fetch_at(&mut c, 0, true, 0).await;
+        assert_eq!(
+            (pd.high_watermark, pd.last_stable_offset),
+            (hw, hw),
+            "without snapshot: {without_snapshot}"
+        );
+        assert_eq!(values(&consumed(&pd)), read_committed_values);
+        b.shutdown().await.unwrap();
+    }
 }
 
 /// On a leader with followers a committed transaction stays unstable

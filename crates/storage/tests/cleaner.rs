@@ -17,9 +17,9 @@ use weir_storage::{
     AbortMarker, AbortedTxn, LogConfig, LogManager, LogManagerConfig, Ratio, TopicPartition,
 };
 
-const DELETE_RETENTION: i64 = 10_000;
+pub(crate) const DELETE_RETENTION: i64 = 10_000;
 
-struct VClock(AtomicI64);
+pub(crate) struct VClock(pub(crate) AtomicI64);
 impl Clock for VClock {
     fn now_ms(&self) -> i64 {
         self.0.load(Ordering::SeqCst)
@@ -29,11 +29,11 @@ impl Clock for VClock {
     }
 }
 
-fn tp() -> TopicPartition {
+pub(crate) fn tp() -> TopicPartition {
     TopicPartition::new("c", 0)
 }
 
-fn config() -> LogConfig {
+pub(crate) fn config() -> LogConfig {
     LogConfig {
         segment_bytes: 400,
         segment_index_bytes: 4096,
@@ -47,10 +47,10 @@ fn config() -> LogConfig {
     }
 }
 
-type Op = (u8, Option<u8>);
+pub(crate) type Op = (u8, Option<u8>);
 
 /// One uncompressed batch of keyed records (value `None` = tombstone).
-fn kv_batch(ops: &[Op], ts: i64) -> Vec<u8> {
+pub(crate) fn kv_batch(ops: &[Op], ts: i64) -> Vec<u8> {
     let mut b = RecordBatchBuilder::new(Compression::None);
     for (k, v) in ops {
         let key = Bytes::from(format!("key-{k}"));
@@ -60,17 +60,17 @@ fn kv_batch(ops: &[Op], ts: i64) -> Vec<u8> {
     b.build().unwrap().as_bytes().to_vec()
 }
 
-fn manager(storage: Arc<dyn Storage>, now: i64) -> LogManager {
+pub(crate) fn manager(storage: Arc<dyn Storage>, now: i64) -> LogManager {
     let mut mc = LogManagerConfig::with_storage(vec![PathBuf::from("/data")], storage);
     mc.default_log_config = config();
     LogManager::open(mc, now).unwrap()
 }
 
 /// (offset, key, value) of one record.
-type Rec = (i64, Option<Bytes>, Option<Bytes>);
+pub(crate) type Rec = (i64, Option<Bytes>, Option<Bytes>);
 
 /// Every record in the log, and the number of control batches.
-fn read_all(mgr: &LogManager) -> (Vec<Rec>, usize) {
+pub(crate) fn read_all(mgr: &LogManager) -> (Vec<Rec>, usize) {
     let log = mgr.get(&tp()).unwrap();
     let r = log
         .read(log.log_start_offset(), usize::MAX, i64::MAX, true)
@@ -224,32 +224,6 @@ fn small_offset_map_cleans_in_rounds() {
     assert_eq!(ends[9], active);
 }
 
-#[test]
-fn control_batches_are_kept() {
-    let mem = MemStorage::new();
-    let mgr = manager(Arc::new(mem.clone()), 0);
-    let log = mgr.create_log(&tp(), [3; 16], config()).unwrap();
-    for i in 0..30u8 {
-        log.append(&mut kv_batch(&[(i % 3, Some(i))], 0), 0)
-            .unwrap();
-        if i % 10 == 0 {
-            let m =
-                RecordBatchBuilder::end_txn_marker_batch(0, 0, 7, 0, 0, &EndTxnMarker::commit(0))
-                    .unwrap();
-            log.append(&mut m.as_bytes().to_vec(), 0).unwrap();
-        }
-    }
-    log.set_high_watermark(log.log_end_offset());
-    let (_, before) = read_all(&mgr);
-    let cleaner = LogCleaner::open(CleanerConfig::default(), &mgr).unwrap();
-    let s = cleaner
-        .clean_now(&mgr, &tp(), &VClock(AtomicI64::new(0)))
-        .unwrap()
-        .unwrap();
-    assert!(s.records_dropped > 0);
-    assert_eq!(read_all(&mgr).1, before);
-}
-
 // ---- crash at every file operation ----
 
 #[derive(Debug)]
@@ -384,7 +358,7 @@ fn crash_at_every_step_of_a_cleaning() {
 }
 
 /// A transactional batch of `pid` with the records `ops`.
-fn txn_kv_batch(pid: i64, ops: &[Op]) -> Vec<u8> {
+pub(crate) fn txn_kv_batch(pid: i64, ops: &[Op]) -> Vec<u8> {
     let mut b = RecordBatchBuilder::new(Compression::None)
         .producer(pid, 0, 0)
         .transactional(true);
@@ -396,84 +370,81 @@ fn txn_kv_batch(pid: i64, ops: &[Op]) -> Vec<u8> {
     b.build().unwrap().as_bytes().to_vec()
 }
 
-/// An aborted transaction's records go and do not make the cleaner drop the
-/// committed record of their key before them (they never enter the offset
-/// map); its marker stays. No record at or past the cleanable limit (the
-/// LSO: an undecided transaction) is used or cleaned.
-#[test]
-fn aborted_records_hide_nothing_and_the_limit_bounds_cleaning() {
-    let mem = MemStorage::new();
-    let mgr = manager(Arc::new(mem.clone()), 0);
-    let log = mgr.create_log(&tp(), [3; 16], config()).unwrap();
-    // 0: key 1 committed (plain); 1: key 1 in producer 5's transaction;
-    // 2: its ABORT.
-    log.append(&mut kv_batch(&[(1, Some(10))], 0), 0).unwrap();
-    log.append(&mut txn_kv_batch(5, &[(1, Some(66))]), 0)
-        .unwrap();
-    let abort = AbortMarker {
-        batch: 0,
-        producer_id: 5,
-        first_offset: 1,
-        next_open_offset: None,
-    };
-    let mut m = RecordBatchBuilder::end_txn_marker_batch(0, 0, 5, 0, 0, &EndTxnMarker::abort(0))
-        .unwrap()
-        .as_bytes()
-        .to_vec();
-    log.append_ending_txns(&mut m, 0, None, &[abort]).unwrap();
-    // Key 2 written twice, the second time well after: the limit decides
-    // whether the first may go.
-    log.append(&mut kv_batch(&[(2, Some(20))], 0), 0).unwrap();
-    for i in 0..20u8 {
-        log.append(&mut kv_batch(&[(3 + i % 3, Some(i))], 0), 0)
-            .unwrap();
-    }
-    let limit = log.log_end_offset();
-    log.append(&mut kv_batch(&[(2, Some(21))], 0), 0).unwrap();
-    for i in 0..20u8 {
-        log.append(&mut kv_batch(&[(3 + i % 3, Some(i))], 0), 0)
-            .unwrap();
-    }
-    log.set_high_watermark(log.log_end_offset());
-    let value_of = |key: u8| -> Vec<(i64, u8)> {
-        read_all(&mgr)
-            .0
-            .into_iter()
-            .filter(|(_, k, _)| k.as_deref() == Some(format!("key-{key}").as_bytes()))
-            .map(|(o, _, v)| (o, v.unwrap()[0]))
-            .collect()
-    };
-    let cleaner = LogCleaner::open(CleanerConfig::default(), &mgr).unwrap();
-    cleaner.set_cleanable_limit(Arc::new(move |_| limit));
-    let clock = VClock(AtomicI64::new(1_000));
-    cleaner.clean_now(&mgr, &tp(), &clock).unwrap().unwrap();
-    // The aborted record is gone, the committed one before it stays; the
-    // marker and the index entry stay.
-    assert_eq!(
-        value_of(1),
-        [(0, 10)],
-        "the aborted record hid the committed one"
-    );
-    assert_eq!(read_all(&mgr).1, 1, "the ABORT marker");
-    assert_eq!(
-        value_of(2).first(),
-        Some(&(3, 20)),
-        "cleaned past the limit"
-    );
-    assert_eq!(log.all_aborted_txns().len(), 1);
-
-    // Without the limit the later record of key 2 supersedes the first.
-    cleaner.set_cleanable_limit(Arc::new(|_| i64::MAX));
-    cleaner.clean_now(&mgr, &tp(), &clock).unwrap().unwrap();
-    assert_eq!(value_of(1).first(), Some(&(0, 10)));
-    assert_eq!(value_of(2), [(limit, 21)]);
-}
-
-/// Aborted transactions survive a cleaning (markers and transactional
-/// batches are kept for now): the segments' `.txnindex` entries move to the
-/// cleaned segment, also when the cleaning crashes at any file operation.
+/// The `.txnindex` entries through a crash at any file operation of a
+/// cleaning. The first cleaning after the aborts reads their batches (and
+/// drops them): every entry moves to the cleaned segment. The next one
+/// finds the aborted transactions without batches: their entries leave
+/// the index (the markers stay until their delete horizon), group by
+/// group, so a crash leaves the entries of the groups not yet swapped.
 #[test]
 fn crash_at_every_step_of_a_cleaning_keeps_the_aborted_transactions() {
+    crash_at_every_step_of_a_cleaning_with_transactions(0);
+}
+
+#[test]
+fn crash_at_every_step_of_a_cleaning_that_unindexes_aborted_transactions() {
+    crash_at_every_step_of_a_cleaning_with_transactions(1);
+}
+
+/// Appends 24 transactions of three producers (one record each, keys
+/// shared, every other one aborted): the entries of the aborts.
+fn append_transactions(log: &weir_storage::Log) -> Vec<AbortedTxn> {
+    let mut entries = Vec::new();
+    for i in 0..24u8 {
+        let pid = i64::from(i % 3);
+        let mut data = RecordBatchBuilder::new(Compression::None)
+            .producer(pid, 0, 0)
+            .transactional(true);
+        data.push(
+            0,
+            Some(Bytes::from(format!("key-{}", i % 4))),
+            Some(Bytes::from(vec![i; 20])),
+            Vec::new(),
+        )
+        .unwrap();
+        let first = log
+            .append(&mut data.build().unwrap().as_bytes().to_vec(), 0)
+            .unwrap()
+            .base_offset;
+        let abort = i % 2 == 0;
+        let m = if abort {
+            EndTxnMarker::abort(0)
+        } else {
+            EndTxnMarker::commit(0)
+        };
+        let mut marker = RecordBatchBuilder::end_txn_marker_batch(0, 0, pid, 0, 0, &m)
+            .unwrap()
+            .as_bytes()
+            .to_vec();
+        let aborts: Vec<AbortMarker> = abort
+            .then_some(AbortMarker {
+                batch: 0,
+                producer_id: pid,
+                first_offset: first,
+                next_open_offset: None,
+            })
+            .into_iter()
+            .collect();
+        let (info, _) = log
+            .append_ending_txns(&mut marker, 0, None, &aborts)
+            .unwrap();
+        if abort {
+            entries.push(AbortedTxn {
+                producer_id: pid,
+                first_offset: first,
+                last_offset: info.base_offset,
+                last_stable_offset: info.base_offset + 1,
+            });
+        }
+    }
+    entries
+}
+
+/// Crashes the cleaning after `cleanings_before` complete ones at every
+/// file operation; every control batch survives, the entries are a
+/// subsequence of the ones before the cleaning, and all of what it leaves
+/// once it completes.
+fn crash_at_every_step_of_a_cleaning_with_transactions(cleanings_before: usize) {
     let mut step = 0u64;
     loop {
         let mem = MemStorage::new();
@@ -481,72 +452,47 @@ fn crash_at_every_step_of_a_cleaning_keeps_the_aborted_transactions() {
         let storage = Arc::new(CrashStorage(mem.clone(), budget.clone()));
         let mgr = manager(storage, 0);
         let log = mgr.create_log(&tp(), [3; 16], config()).unwrap();
-        let mut entries = Vec::new();
-        for i in 0..24u8 {
-            let pid = i64::from(i % 3);
-            let mut data = RecordBatchBuilder::new(Compression::None)
-                .producer(pid, 0, 0)
-                .transactional(true);
-            data.push(
-                0,
-                Some(Bytes::from(format!("key-{}", i % 4))),
-                Some(Bytes::from(vec![i; 20])),
-                Vec::new(),
-            )
-            .unwrap();
-            let first = log
-                .append(&mut data.build().unwrap().as_bytes().to_vec(), 0)
-                .unwrap()
-                .base_offset;
-            let abort = i % 2 == 0;
-            let m = if abort {
-                EndTxnMarker::abort(0)
-            } else {
-                EndTxnMarker::commit(0)
-            };
-            let mut marker = RecordBatchBuilder::end_txn_marker_batch(0, 0, pid, 0, 0, &m)
-                .unwrap()
-                .as_bytes()
-                .to_vec();
-            let aborts: Vec<AbortMarker> = abort
-                .then_some(AbortMarker {
-                    batch: 0,
-                    producer_id: pid,
-                    first_offset: first,
-                    next_open_offset: None,
-                })
-                .into_iter()
-                .collect();
-            let (info, _) = log
-                .append_ending_txns(&mut marker, 0, None, &aborts)
-                .unwrap();
-            if abort {
-                entries.push(AbortedTxn {
-                    producer_id: pid,
-                    first_offset: first,
-                    last_offset: info.base_offset,
-                    last_stable_offset: info.base_offset + 1,
-                });
-            }
-        }
+        let appended = append_transactions(&log);
         log.flush().unwrap();
         log.set_high_watermark(log.log_end_offset());
-        assert_eq!(log.all_aborted_txns(), entries);
+        assert_eq!(log.all_aborted_txns(), appended);
         let cleaner = LogCleaner::open(CleanerConfig::default(), &mgr).unwrap();
+        let clock = VClock(AtomicI64::new(1_000));
+        for _ in 0..cleanings_before {
+            cleaner.clean_now(&mgr, &tp(), &clock).unwrap();
+        }
+        let before = log.all_aborted_txns();
+        // The active segment is not cleaned.
+        let active = *log.segment_base_offsets().last().unwrap();
+        let after_cleaning: Vec<AbortedTxn> = appended
+            .iter()
+            .filter(|t| cleanings_before == 0 || t.last_offset >= active)
+            .copied()
+            .collect();
         budget.0.store(step, Ordering::SeqCst);
-        let r = cleaner.clean_now(&mgr, &tp(), &VClock(AtomicI64::new(1_000)));
+        let r = cleaner.clean_now(&mgr, &tp(), &clock);
         let finished = r.is_ok();
         if finished {
             let s = r.unwrap().unwrap();
-            assert!(s.segments_swapped > 1 && s.records_dropped > 0, "{s:?}");
-            assert_eq!(log.all_aborted_txns(), entries);
+            assert!(s.segments_swapped > 1, "{s:?}");
+            assert_eq!(s.markers_removed, 0, "{s:?}");
+            assert_eq!(log.all_aborted_txns(), after_cleaning);
         }
         for mode in [CrashMode::LoseUnsynced, CrashMode::KeepWritten] {
             let after = mem.crash(mode);
             let mgr2 = manager(Arc::new(after.clone()), 2_000);
             assert!(mgr2.failed_logs().is_empty(), "step {step}");
             let log2 = mgr2.get(&tp()).unwrap();
-            assert_eq!(log2.all_aborted_txns(), entries, "step {step} {mode:?}");
+            let entries = log2.all_aborted_txns();
+            let mut rest = before.iter();
+            assert!(
+                entries.iter().all(|e| rest.any(|b| b == e)),
+                "step {step} {mode:?}: {entries:?} not among {before:?}"
+            );
+            if finished {
+                assert_eq!(entries, after_cleaning, "step {step} {mode:?}");
+            }
+            assert_eq!(read_all(&mgr2).1, 24, "step {step} {mode:?}: the markers");
             let leftovers: Vec<String> = after
                 .list_dir(&PathBuf::from("/data/c-0"))
                 .unwrap()

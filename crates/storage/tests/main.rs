@@ -6,6 +6,7 @@ mod common;
 
 mod checkpoint_fuzz_smoke;
 mod cleaner;
+mod cleaner_txn;
 mod crash;
 mod data_safety;
 mod flush;

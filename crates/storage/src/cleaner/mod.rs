@@ -1,7 +1,8 @@
 //! Log compaction (`cleanup.policy=compact`): keeps, per key, only the
 //! record at the latest offset; offsets are never renumbered.
 //!
-//! [`policy::choose`] decides purely which log to clean; [`LogCleaner`]
+//! [`policy::choose`] decides purely which log to clean, [`txn`] which
+//! batches of transactions and which markers a cleaning drops; [`LogCleaner`]
 //! runs one cleaning at a time per worker thread (the broker runs
 //! `log.cleaner.threads` of them) and keeps `cleaner-offset-checkpoint`.
 //! The swap protocol that makes a crash at any step safe is described in
@@ -9,6 +10,7 @@
 
 pub mod offset_map;
 pub mod policy;
+pub mod txn;
 mod worker;
 
 pub use worker::{CleanStats, Section, throttle_delay_ms};
@@ -72,6 +74,14 @@ pub struct CleanerMetrics {
 /// every transaction is decided. Called without the log's lock.
 pub type CleanableLimit = Arc<dyn Fn(&Log) -> i64 + Send + Sync>;
 
+/// Below which offset (exclusive) the cleaner may remove transaction
+/// markers of a log: the broker's oldest producer snapshot. A rebuild of
+/// the partition's producer state starts from a snapshot and replays the
+/// log after it; a marker above the snapshot may end a transaction the
+/// snapshot holds open, so it must stay readable. Called without the log's
+/// lock.
+pub type MarkerRemovalLimit = Arc<dyn Fn(&Log) -> i64 + Send + Sync>;
+
 /// The log cleaner. `Send + Sync`; workers call [`LogCleaner::run_once`].
 pub struct LogCleaner {
     /// Replaced whole by [`LogCleaner::reconfigure`]; a cleaning in
@@ -85,6 +95,8 @@ pub struct LogCleaner {
     metrics: CleanerMetrics,
     /// See [`LogCleaner::set_cleanable_limit`].
     limit: Mutex<Option<CleanableLimit>>,
+    /// See [`LogCleaner::set_marker_removal_limit`].
+    marker_limit: Mutex<Option<MarkerRemovalLimit>>,
 }
 
 impl std::fmt::Debug for LogCleaner {
@@ -124,6 +136,7 @@ impl LogCleaner {
             idle: Condvar::new(),
             metrics: CleanerMetrics::default(),
             limit: Mutex::new(None),
+            marker_limit: Mutex::new(None),
         })
     }
 
@@ -131,6 +144,23 @@ impl LogCleaner {
     /// last stable offset; without it, the high watermark alone).
     pub fn set_cleanable_limit(&self, limit: CleanableLimit) {
         *self.limit.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
+    }
+
+    /// Keeps every later cleaning of a log from removing transaction
+    /// markers at or past `limit(log)` (without it, any marker whose
+    /// transaction has no batch left may go once its delete horizon has
+    /// passed).
+    pub fn set_marker_removal_limit(&self, limit: MarkerRemovalLimit) {
+        *self.marker_limit.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
+    }
+
+    fn marker_limit(&self, log: &Log) -> i64 {
+        let limit = self
+            .marker_limit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        limit.map_or(i64::MAX, |f| f(log))
     }
 
     /// The section of `log` to clean now, bounded by the cleanable limit.
@@ -253,7 +283,15 @@ impl LogCleaner {
             dedupe_buffer_size: cfg.dedupe_buffer_size / cfg.threads.max(1),
             ..cfg
         };
-        let r = worker::clean(log, section, &per_thread, clock, clock.now_ms());
+        let marker_limit = self.marker_limit(log);
+        let r = worker::clean(
+            log,
+            section,
+            &per_thread,
+            clock,
+            clock.now_ms(),
+            marker_limit,
+        );
         let r = r.and_then(|stats| {
             self.checkpoints
                 .lock()
@@ -283,6 +321,7 @@ impl LogCleaner {
                     bytes_written = s.bytes_written,
                     records_kept = s.records_kept,
                     records_dropped = s.records_dropped,
+                    markers_removed = s.markers_removed,
                     segments = s.segments_swapped,
                     duration_ms = s.duration_ms,
                     "cleaned log"

@@ -4,8 +4,9 @@
 //! Swap order for a group whose first segment has base `B` (the log's lock
 //! is held throughout, so appends and reads see old or new segments):
 //! 1. `B.log.cleaned` written and fsynced; when the group's segments hold
-//!    aborted transactions, their entries (markers are kept) written to
-//!    `B.txnindex.cleaned`, fsynced and renamed `B.txnindex.swap`;
+//!    aborted transactions whose ABORT marker still has data (see the `txn`
+//!    module), their entries written to `B.txnindex.cleaned`, fsynced and
+//!    renamed `B.txnindex.swap`;
 //! 2. `B.log.cleaned` renamed `B.log.swap`, dir fsynced — from here recovery
 //!    completes the swap (it replaces every segment whose base lies in the
 //!    swap file's offset range; the last batch of a group is always kept,
@@ -21,6 +22,7 @@
 //! into place.
 
 use super::offset_map::OffsetMap;
+use super::txn::{Marker, MarkerAction, TxnCleaning, marker_action};
 use super::{CleanerConfig, Clock};
 use crate::backend::{Storage, StorageFile};
 use crate::error::{IoContext, StorageError};
@@ -28,12 +30,14 @@ use crate::log::{Log, roll_jitter};
 use crate::segment::{
     LOG_SUFFIX, SEGMENT_SUFFIXES, Segment, TXN_INDEX_SUFFIX, file_name, read_all,
 };
+use crate::txn_index::AbortedTxn;
 use bytes::Bytes;
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use weir_protocol::records::{
-    BatchIter, Compression, DecompressLimits, RecordBatch, RecordBatchBuilder,
+    BatchIter, Compression, ControlRecordType, DecompressLimits, RecordBatch, RecordBatchBuilder,
+    RecordsError,
 };
 
 /// The part of a log a cleaning looks at.
@@ -56,6 +60,8 @@ pub struct CleanStats {
     pub bytes_written: u64,
     pub records_kept: u64,
     pub records_dropped: u64,
+    /// Transaction markers (control batches) removed.
+    pub markers_removed: u64,
     pub segments_swapped: u64,
     /// The offset map covered `[first_dirty, map_end)`: the next first
     /// dirty offset (`cleaner-offset-checkpoint`).
@@ -68,6 +74,8 @@ struct SegSnap {
     next_base: i64,
     size: u64,
     file: Arc<dyn StorageFile>,
+    /// Its `.txnindex` entries.
+    aborted: Vec<AbortedTxn>,
 }
 
 impl Log {
@@ -174,32 +182,63 @@ impl Throttle<'_> {
     }
 }
 
+/// The type of the first control record of control batch `b`, `None`
+/// when it has none left (a batch emptied by an earlier cleaning). A
+/// record that does not read as a control record is of an unknown type
+/// (kept, like every type but COMMIT and ABORT).
+fn control_kind(b: &RecordBatch) -> Option<ControlRecordType> {
+    if b.header().records_count == 0 {
+        return None;
+    }
+    Some(
+        b.control_type(&DecompressLimits::default())
+            .unwrap_or(ControlRecordType::Unknown(-1)),
+    )
+}
+
+/// Feeds batch `b` to `txns`: for a data batch whether it belongs to an
+/// aborted transaction, for a control batch what it still marks.
+fn track(txns: &mut TxnCleaning, b: &RecordBatch) -> Txn {
+    let h = b.header();
+    if h.is_control() {
+        Txn::Marker(txns.on_marker(h.producer_id, b.last_offset(), control_kind(b)))
+    } else {
+        Txn::Data {
+            aborted: txns.on_data(h.producer_id, h.is_transactional(), b.last_offset()),
+        }
+    }
+}
+
+/// What a batch is to the transactions of a cleaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Txn {
+    Data { aborted: bool },
+    Marker(Marker),
+}
+
 /// Cleans `log` over `section` at `now_ms` (the time that decides delete
-/// horizons). Returns what it did; the caller checkpoints `map_end`.
+/// horizons). Transaction markers at or past `marker_limit` are never
+/// removed. Returns what it did; the caller checkpoints `map_end`.
 pub(crate) fn clean(
     log: &Log,
     section: Section,
     cfg: &CleanerConfig,
     clock: &dyn Clock,
     now_ms: i64,
+    marker_limit: i64,
 ) -> Result<CleanStats, StorageError> {
     let start_ms = clock.now_ms();
     let storage = log.storage.clone();
     let dir = log.dir.clone();
     let (snaps, config, aborted) = {
         let g = log.lock();
-        // The aborted transactions' offset ranges, by producer: their
-        // records never enter the offset map (a committed record of the
-        // same key must not go for them).
-        let mut aborted: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
-        for seg in g.segments.values() {
-            for t in seg.txn_index.entries() {
-                aborted
-                    .entry(t.producer_id)
-                    .or_default()
-                    .push((t.first_offset, t.last_offset));
-            }
-        }
+        // Every aborted transaction, also those whose marker lies past the
+        // cleaned range (in the segment of its marker).
+        let aborted: Vec<AbortedTxn> = g
+            .segments
+            .values()
+            .flat_map(|s| s.txn_index.entries().iter().copied())
+            .collect();
         let bases: Vec<i64> = g.segments.keys().copied().collect();
         let snaps: Vec<SegSnap> = g
             .segments
@@ -212,18 +251,11 @@ pub(crate) fn clean(
                     next_base: *bases.get(i + 1)?,
                     size: s.size,
                     file: s.log.clone(),
+                    aborted: s.txn_index.entries().to_vec(),
                 })
             })
             .collect();
         (snaps, g.config.clone(), aborted)
-    };
-    let is_aborted = |b: &RecordBatch| {
-        b.is_transactional()
-            && aborted.get(&b.header().producer_id).is_some_and(|ranges| {
-                ranges
-                    .iter()
-                    .any(|&(first, last)| first <= b.base_offset() && b.base_offset() <= last)
-            })
     };
     let mut stats = CleanStats {
         map_end: section.first_dirty,
@@ -237,8 +269,18 @@ pub(crate) fn clean(
     };
     let limits = DecompressLimits::default();
 
-    // 1. Offset map over the dirty section, whole batches until full.
+    // 1. Offset map over the dirty section, whole batches until full. The
+    // records of aborted transactions never enter it (a committed record
+    // of the same key must not go for them). Reading starts in the
+    // segment of the first dirty offset: an aborted transaction whose
+    // marker lies below it has no batch left to read.
     let mut map = OffsetMap::new(cfg.dedupe_buffer_size);
+    let mut map_txns = TxnCleaning::new(
+        aborted
+            .iter()
+            .filter(|t| t.last_offset >= section.first_dirty)
+            .copied(),
+    );
     'build: for s in snaps.iter().filter(|s| s.next_base > section.first_dirty) {
         let path = dir.join(file_name(s.base, LOG_SUFFIX));
         let bytes = read_segment(s, &dir)?;
@@ -247,10 +289,11 @@ pub(crate) fn clean(
         let mut it = BatchIter::new(bytes);
         while let Some(b) = it.next() {
             let b = b.map_err(|e| corrupt(&path, it.position() as u64, e))?;
+            let txn = track(&mut map_txns, &b);
             if b.last_offset() < section.first_dirty {
                 continue;
             }
-            if !b.is_control() && !is_aborted(&b) {
+            if txn == (Txn::Data { aborted: false }) {
                 let recs = b
                     .collect_records(&limits)
                     .map_err(|e| corrupt(&path, it.position() as u64, e))?;
@@ -300,7 +343,10 @@ pub(crate) fn clean(
         groups.push(vec![s]);
     }
 
-    // 3. Rewrite and swap each group.
+    // 3. Rewrite and swap each group, reading the log from its start: a
+    // marker goes only once a whole pass finds no batch of its
+    // transaction.
+    let mut txns = TxnCleaning::new(aborted);
     for group in groups {
         let mut out: Vec<u8> = Vec::new();
         let mut changed = false;
@@ -318,13 +364,25 @@ pub(crate) fn clean(
             while let Some(b) = it.next() {
                 let b = b.map_err(|e| corrupt(&path, 0, e))?;
                 let last_of_group = i == last_seg && it.peek().is_none();
+                let retention = match track(&mut txns, &b) {
+                    Txn::Data { aborted } => Retention::Records { aborted },
+                    Txn::Marker(m) => Retention::Marker(marker_action(
+                        m,
+                        b.header()
+                            .has_delete_horizon()
+                            .then_some(b.header().base_timestamp),
+                        now_ms,
+                        config.delete_retention_ms,
+                        b.last_offset() < marker_limit,
+                    )),
+                };
                 let kept = filter_batch(
                     &b,
                     &map,
                     &config,
                     now_ms,
                     last_of_group,
-                    is_aborted(&b),
+                    retention,
                     &mut stats,
                 )
                 .map_err(|e| corrupt(&path, 0, e))?;
@@ -337,39 +395,55 @@ pub(crate) fn clean(
                 }
             }
         }
+        // The entries of ABORT markers whose transaction has no batch
+        // left leave the index (their markers wait for their horizon).
+        let unindexed: HashSet<AbortedTxn> = txns.removed_entries().iter().copied().collect();
+        changed |= group
+            .iter()
+            .flat_map(|s| &s.aborted)
+            .any(|t| unindexed.contains(t));
         if !changed {
             continue;
         }
         stats.bytes_written += out.len() as u64;
         throttle.add(out.len() as u64);
-        swap_in(log, &*storage, &dir, &group, &out, &config, now_ms)?;
+        swap_in(
+            log, &*storage, &dir, &group, &out, &unindexed, &config, now_ms,
+        )?;
         stats.segments_swapped += group.len() as u64;
     }
     stats.duration_ms = clock.now_ms().saturating_sub(start_ms);
     Ok(stats)
 }
 
-/// The batch to keep in place of `b`, or `None` to drop it. The records of
-/// a batch of an aborted transaction (`aborted`) all go, as Kafka's cleaner
-/// discards them.
+/// What a cleaning keeps of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retention {
+    /// A data batch: the latest record of each key (by the offset map),
+    /// tombstones until their horizon; nothing of an aborted transaction
+    /// (`aborted`), as Kafka's cleaner discards them.
+    Records { aborted: bool },
+    /// A control batch.
+    Marker(MarkerAction),
+}
+
+/// The batch to keep in place of `b`, or `None` to drop it. `keep_empty`:
+/// a batch left without records is still written, as a header that keeps
+/// its offset range (the last batch of a group).
 fn filter_batch(
     b: &RecordBatch,
     map: &OffsetMap,
     config: &crate::LogConfig,
     now_ms: i64,
     keep_empty: bool,
-    aborted: bool,
+    retention: Retention,
     stats: &mut CleanStats,
-) -> Result<Option<RecordBatch>, weir_protocol::records::RecordsError> {
+) -> Result<Option<RecordBatch>, RecordsError> {
     let h = *b.header();
-    if h.is_control() {
-        // Transaction markers are kept: a transactional batch left without
-        // its marker would read as an open transaction (Kafka removes
-        // markers once their transaction has no records left and their
-        // delete horizon passed; weir does not yet).
-        stats.records_kept += h.records_count.max(0) as u64;
-        return Ok(Some(b.clone()));
-    }
+    let aborted = match retention {
+        Retention::Records { aborted } => aborted,
+        Retention::Marker(action) => return filter_marker(b, keep_empty, action, stats),
+    };
     let recs = b.collect_records(&DecompressLimits::default())?;
     let horizon = h.has_delete_horizon().then_some(h.base_timestamp);
     let mut kept = Vec::with_capacity(recs.len());
@@ -398,24 +472,11 @@ fn filter_batch(
         return Ok(Some(b.clone()));
     }
     if kept.is_empty() {
-        if !keep_empty {
-            return Ok(None);
-        }
-        // As Kafka's `writeEmptyHeader`: a header-only, uncompressed batch
-        // that keeps the offset range. (A compressed batch with an empty
-        // payload makes librdkafka abort.)
-        let mut nb = RecordBatchBuilder::new(Compression::None)
-            .base_offset(h.base_offset)
-            .partition_leader_epoch(h.partition_leader_epoch)
-            .producer(h.producer_id, h.producer_epoch, h.base_sequence)
-            .transactional(h.is_transactional())
-            .last_offset_delta(h.last_offset_delta);
-        nb = if h.is_log_append_time() {
-            nb.log_append_time(h.max_timestamp)
+        return if keep_empty {
+            empty_header(b).map(Some)
         } else {
-            nb.base_timestamp(h.max_timestamp)
+            Ok(None)
         };
-        return nb.build().map(Some);
     }
     let mut nb = RecordBatchBuilder::new(Compression::from_id(h.compression())?)
         .base_offset(h.base_offset)
@@ -441,18 +502,96 @@ fn filter_batch(
     nb.build().map(Some)
 }
 
+/// As Kafka's `writeEmptyHeader`: `b` without records, a header-only,
+/// uncompressed batch that keeps its offset range, producer and flags. (A
+/// compressed batch with an empty payload makes librdkafka abort.)
+fn empty_header(b: &RecordBatch) -> Result<RecordBatch, RecordsError> {
+    let h = b.header();
+    let nb = RecordBatchBuilder::new(Compression::None)
+        .base_offset(h.base_offset)
+        .partition_leader_epoch(h.partition_leader_epoch)
+        .producer(h.producer_id, h.producer_epoch, h.base_sequence)
+        .transactional(h.is_transactional())
+        .control(h.is_control())
+        .last_offset_delta(h.last_offset_delta);
+    if h.is_log_append_time() {
+        nb.log_append_time(h.max_timestamp)
+    } else {
+        nb.base_timestamp(h.max_timestamp)
+    }
+    .build()
+}
+
+/// [`filter_batch`] for a control batch: kept, given a delete horizon, or
+/// removed (written as an empty header if `keep_empty`).
+fn filter_marker(
+    b: &RecordBatch,
+    keep_empty: bool,
+    action: MarkerAction,
+    stats: &mut CleanStats,
+) -> Result<Option<RecordBatch>, RecordsError> {
+    let h = *b.header();
+    let count = h.records_count.max(0) as u64;
+    match action {
+        MarkerAction::Keep => {
+            stats.records_kept += count;
+            Ok(Some(b.clone()))
+        }
+        MarkerAction::SetHorizon(horizon) => {
+            stats.records_kept += count;
+            let mut nb = RecordBatchBuilder::new(Compression::from_id(h.compression())?)
+                .base_offset(h.base_offset)
+                .partition_leader_epoch(h.partition_leader_epoch)
+                .producer(h.producer_id, h.producer_epoch, h.base_sequence)
+                .transactional(h.is_transactional())
+                .control(true)
+                .last_offset_delta(h.last_offset_delta)
+                .delete_horizon(Some(horizon));
+            if h.is_log_append_time() {
+                nb = nb.log_append_time(h.max_timestamp);
+            }
+            for r in b.collect_records(&DecompressLimits::default())? {
+                nb.push_at(
+                    r.offset(h.base_offset),
+                    r.timestamp(h.base_timestamp),
+                    r.key,
+                    r.value,
+                    r.headers,
+                )?;
+            }
+            nb.build().map(Some)
+        }
+        MarkerAction::Remove => {
+            stats.records_dropped += count;
+            if count > 0 {
+                stats.markers_removed += 1;
+            }
+            match keep_empty {
+                // already a bare header: nothing to rewrite
+                true if count == 0 => Ok(Some(b.clone())),
+                true => empty_header(b).map(Some),
+                false => Ok(None),
+            }
+        }
+    }
+}
+
 fn deleted_path(p: &Path) -> PathBuf {
     let mut d = p.as_os_str().to_owned();
     d.push(".deleted");
     PathBuf::from(d)
 }
 
+/// Swaps the cleaned `out` in for the segments of `group`; the group's
+/// `.txnindex` entries go with it, except those in `unindexed`.
+#[allow(clippy::too_many_arguments)]
 fn swap_in(
     log: &Log,
     storage: &dyn Storage,
     dir: &Path,
     group: &[&SegSnap],
     out: &[u8],
+    unindexed: &HashSet<AbortedTxn>,
     config: &crate::LogConfig,
     now_ms: i64,
 ) -> Result<(), StorageError> {
@@ -480,12 +619,13 @@ fn swap_in(
         storage.remove_file(&cleaned).at(&cleaned)?;
         return Ok(());
     }
-    // The group's aborted transactions (their markers are kept) index the
+    // The group's aborted transactions that still have batches index the
     // new segment.
-    let txns: Vec<crate::AbortedTxn> = group
+    let txns: Vec<AbortedTxn> = group
         .iter()
         .filter_map(|s| g.segments.get(&s.base))
         .flat_map(|seg| seg.txn_index.entries().iter().copied())
+        .filter(|t| !unindexed.contains(t))
         .collect();
     let txn_final = dir.join(file_name(base, TXN_INDEX_SUFFIX));
     let txn_swap = PathBuf::from(format!("{}.swap", txn_final.display()));
@@ -579,12 +719,13 @@ mod tests {
         assert!(map.put(b"k", 200));
         let cfg = crate::LogConfig::default();
         let mut stats = CleanStats::default();
+        const KEEP: Retention = Retention::Records { aborted: false };
         assert!(
-            filter_batch(&batch, &map, &cfg, 0, false, false, &mut stats)
+            filter_batch(&batch, &map, &cfg, 0, false, KEEP, &mut stats)
                 .unwrap()
                 .is_none()
         );
-        let kept = filter_batch(&batch, &map, &cfg, 0, true, false, &mut stats)
+        let kept = filter_batch(&batch, &map, &cfg, 0, true, KEEP, &mut stats)
             .unwrap()
             .expect("kept as the group's last batch");
         let h = *kept.header();
