@@ -33,4 +33,3 @@ mod transactions;
 mod transactions_clients;
 mod txn_marker_recovery;
 mod txn_offsets_clients;
-mod txn_producers;

@@ -20,6 +20,13 @@
 //   fenced at send     the same, the old producer's next send failing with
 //                      INVALID_PRODUCER_EPOCH (the partition has the newer
 //                      epoch of the abort marker)
+//   fenced between     the old producer has committed and is idle when the
+//                      new one starts: its next transaction fails
+//                      (INVALID_PRODUCER_EPOCH or PRODUCER_FENCED)
+//   timeout            a transaction left open past its transactionTimeout
+//                      is aborted by the coordinator: the read_committed end
+//                      offset (the LSO) moves past it and its marker, and its
+//                      producer's commit fails
 //   sendOffsets        consume-transform-produce in a consumer group with
 //                      autoCommit off: the input offsets the transactions
 //                      commit with sendOffsets become the group's committed
@@ -28,6 +35,8 @@
 //                      aborted round's input again; every input is in the
 //                      output exactly once for read_committed
 //
+// The broker must run with a short
+// `transaction.abort.timed.out.transaction.cleanup.interval.ms` (timeout).
 // A reader never waits for records to stop coming: the last transaction of
 // every check commits an end record, and reading stops when it arrives
 // (records of a partition arrive in order). Each check prints `PASS <name>`
@@ -64,10 +73,19 @@ async function createTopic(admin, topic, numPartitions) {
   return topic
 }
 
-async function transactional(kafka, transactionalId) {
-  const p = kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 })
+async function transactional(kafka, transactionalId, extra = {}) {
+  const p = kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1, ...extra })
   await p.connect()
   return p
+}
+
+async function waitFor(what, fn) {
+  const deadline = Date.now() + TIMEOUT_MS
+  for (;;) {
+    if (await fn()) return
+    expect(Date.now() < deadline, `${what} within ${TIMEOUT_MS} ms`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
 }
 
 // One transaction writing `vals` to partition 0 of `topic`.
@@ -190,6 +208,58 @@ async function checkFenced(kafka, admin, at) {
   expect(same(raw.slice(0, 4), values('zombie', 4)), `read_uncommitted read ${raw}: no zombie batch`)
   expect(!raw.includes('zombie-late'), `the fenced send was written: ${raw}`)
   seen(`the old producer's ${at} failed with ${fenced}; read_committed read only ${JSON.stringify(got)}`)
+}
+
+async function checkFencedBetween(kafka, admin) {
+  const topic = await createTopic(admin, `js-txn-fence-idle-${rand()}`, 1)
+  const id = `js-fence-idle-${rand()}`
+  const first = await transactional(kafka, id)
+  const second = await transactional(kafka, id)
+  let fenced
+  try {
+    await inTransaction(first, topic, ['first'], true)
+    // kafkajs initializes a transactional producer at its first transaction
+    const live = await second.transaction()
+    try {
+      await inTransaction(first, topic, ['zombie'], true)
+    } catch (e) {
+      fenced = errorType(e)
+    }
+    expect(fenced !== undefined, 'the idle producer was not fenced')
+    expect(/INVALID_PRODUCER_EPOCH|PRODUCER_FENCED/.test(fenced), `the idle producer failed with ${fenced}`)
+    await live.send({ topic, messages: ['second', 'end'].map((value) => ({ value, partition: 0 })) })
+    await live.commit()
+  } finally {
+    await first.disconnect()
+    await second.disconnect()
+  }
+  const got = (await readThrough(kafka, topic, false, 'end')).map(([, , v]) => v)
+  expect(same(got, ['first', 'second', 'end']), `read_committed read ${JSON.stringify(got)}`)
+  seen(`its next transaction failed with ${fenced}; read_committed read ${JSON.stringify(got)}`)
+}
+
+async function checkTimeout(kafka, admin) {
+  const topic = await createTopic(admin, `js-txn-slow-${rand()}`, 1)
+  const p = await transactional(kafka, `js-slow-${rand()}`, { transactionTimeout: 1000 })
+  let failed
+  try {
+    const tx = await p.transaction()
+    await tx.send({ topic, messages: [{ value: 'left-open', partition: 0 }] })
+    // ListOffsets (read_committed) answers the LSO: 0 while the transaction
+    // is open, 2 (past the record and the ABORT marker) once the
+    // coordinator aborted it
+    const lso = async () => (await admin.fetchTopicOffsets(topic))[0].offset
+    await waitFor('the coordinator aborting the transaction', async () => (await lso()) === '2')
+    try {
+      await tx.commit()
+    } catch (e) {
+      failed = errorType(e)
+    }
+    expect(failed !== undefined, 'committing an aborted transaction succeeded')
+  } finally {
+    await p.disconnect()
+  }
+  seen(`the last stable offset moved past the aborted record; the commit failed with ${failed}`)
 }
 
 // The group's committed offsets of `topic`, by partition.
@@ -338,6 +408,8 @@ async function main() {
   await checkVisibility(kafka, admin)
   await check('fenced at commit', () => checkFenced(kafka, admin, 'commit'))
   await check('fenced at send', () => checkFenced(kafka, admin, 'send'))
+  await check('fenced between', () => checkFencedBetween(kafka, admin))
+  await check('timeout', () => checkTimeout(kafka, admin))
   await check('sendOffsets', () => checkSendOffsets(kafka, admin))
   await admin.disconnect()
   return results.length > 0 && results.every(([, ok]) => ok) ? 0 : 1

@@ -26,10 +26,23 @@ Checks, each on its own single-partition topic:
                      attempt to recover by bumping its epoch (InitProducerId
                      with its old epoch) is refused PRODUCER_FENCED, after
                      which its commit fails naming ProducerFencedError
+  fenced between     the old producer has committed and is idle when the new
+                     one starts: its next transaction fails fenced
+                     (ProducerFencedError or InvalidProducerEpochError)
+  two partitions     transactions over the two partitions of a topic, keyed:
+                     read_committed reads the committed ones of both
+                     partitions, read_uncommitted the aborted one too
+  timeout            a transaction left open past its transaction.timeout.ms
+                     is aborted by the coordinator: the read_committed end
+                     offset (the LSO) reaches the high watermark, its
+                     producer's commit fails, read_committed never reads it
 
+The broker must run with a short
+`transaction.abort.timed.out.transaction.cleanup.interval.ms` (timeout).
 A reader never waits for records to stop coming: every transaction is
 followed by a committed end record, and reading stops when it arrives
-(records of a partition are read in order). Every check prints one line,
+(records of a partition are read in order), or it reads up to the end
+offsets it was given. Every check prints one line,
 `PASS <name>: <what was seen>` or `FAIL <name>: <reason>`, and the script
 exits non-zero if any check failed. Every wait is bounded.
 """
@@ -66,22 +79,23 @@ def expect(cond, msg):
         raise AssertionError(msg)
 
 
-def create_topic(admin, topic):
-    admin.create_topics({topic: {"num_partitions": 1, "replication_factor": 1}})
+def create_topic(admin, topic, partitions=1):
+    """Creates `topic` and waits until it is visible; its partition 0."""
+    admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1}})
     deadline = time.monotonic() + TIMEOUT_S
     while True:
         info = {t["name"]: t for t in admin.describe_topics([topic])}.get(topic)
-        if info and info.get("error_code", 0) == 0 and len(info.get("partitions") or []) == 1:
+        if info and info.get("error_code", 0) == 0 and len(info.get("partitions") or []) == partitions:
             return TopicPartition(topic, 0)
         expect(time.monotonic() < deadline, f"topic {topic} not visible: {info}")
         time.sleep(0.1)
 
 
-def transactional(bootstrap, tid):
+def transactional(bootstrap, tid, transaction_timeout_ms=60000):
     p = KafkaProducer(
         bootstrap_servers=bootstrap,
         transactional_id=tid,
-        transaction_timeout_ms=60000,
+        transaction_timeout_ms=transaction_timeout_ms,
         request_timeout_ms=TIMEOUT_S * 1000,
         max_block_ms=TIMEOUT_S * 1000,
     )
@@ -136,6 +150,27 @@ def read_through(bootstrap, tp, isolation, last):
                     if out[-1][1] == last:
                         return out
         raise AssertionError(f"{isolation}: no {last!r} within {TIMEOUT_S}s; read {out}")
+    finally:
+        c.close()
+
+
+def read_to_end(bootstrap, topic, partitions, isolation):
+    """Every value of `topic` up to the end offsets a consumer at
+    `isolation` is given (the LSO for read_committed, the high watermark
+    otherwise), sorted."""
+    c = consumer(bootstrap, isolation)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        end = c.end_offsets(tps)
+        out = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while any(c.position(tp) < end[tp] for tp in tps):
+            expect(time.monotonic() < deadline, f"not read to {end} within {TIMEOUT_S}s")
+            for records in c.poll(timeout_ms=200).values():
+                out.extend(r.value.decode() for r in records)
+        return sorted(out)
     finally:
         c.close()
 
@@ -267,6 +302,87 @@ def check_fenced(bootstrap, admin, at):
     return f"old producer's {at} raised {fenced}; read_committed read only the new producer's records {got}"
 
 
+def check_fenced_between(bootstrap, admin):
+    tp = create_topic(admin, f"py-txn-fence-idle-{uuid.uuid4().hex[:8]}")
+    tid = f"py-fence-idle-{uuid.uuid4().hex[:8]}"
+    first = transactional(bootstrap, tid)
+    second = None
+    try:
+        committed_txn(first, tp, ["first"])
+        second = transactional(bootstrap, tid)
+        fenced = None
+        try:
+            committed_txn(first, tp, ["zombie"])
+        except Exception as exc:  # noqa: BLE001
+            fenced = exc
+        expect(
+            isinstance(fenced, (ProducerFencedError, InvalidProducerEpochError))
+            or "ProducerFenced" in repr(fenced)
+            or "InvalidProducerEpoch" in repr(fenced),
+            f"the idle producer was not fenced: {fenced!r}",
+        )
+        committed_txn(second, tp, ["second", "end"])
+    finally:
+        first.close(timeout=10)
+        if second is not None:
+            second.close(timeout=10)
+    got = [v for _, v in read_through(bootstrap, tp, "read_committed", "end")]
+    expect(got == ["first", "second", "end"], f"read_committed read {got}")
+    return f"its next transaction raised {type(fenced).__name__}; read_committed read {got}"
+
+
+def check_two_partitions(bootstrap, admin):
+    topic = create_topic(admin, f"py-txn-two-{uuid.uuid4().hex[:8]}", partitions=2).topic
+    p = transactional(bootstrap, f"py-two-{uuid.uuid4().hex[:8]}")
+    try:
+        # Keys spread each transaction over both partitions.
+        p.begin_transaction()
+        for i in range(4):
+            p.send(topic, key=b"k%d" % i, value=b"committed-%d" % i)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(3):
+            p.send(topic, key=b"k%d" % i, value=b"aborted-%d" % i)
+        p.flush()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(topic, key=b"z", value=b"committed-last")
+        p.commit_transaction()
+    finally:
+        p.close(timeout=10)
+    committed = [f"committed-{i}" for i in range(4)] + ["committed-last"]
+    got = read_to_end(bootstrap, topic, 2, "read_committed")
+    expect(got == sorted(committed), f"read_committed: {got}")
+    got = read_to_end(bootstrap, topic, 2, "read_uncommitted")
+    expect(got == sorted(committed + [f"aborted-{i}" for i in range(3)]), f"read_uncommitted: {got}")
+    return f"read_committed read the {len(committed)} committed records of both partitions"
+
+
+def check_timeout(bootstrap, admin):
+    tp = create_topic(admin, f"py-txn-slow-{uuid.uuid4().hex[:8]}")
+    p = transactional(bootstrap, f"py-slow-{uuid.uuid4().hex[:8]}", transaction_timeout_ms=1000)
+    try:
+        p.begin_transaction()
+        send_all(p, tp, ["left-open"])
+        # The coordinator aborts it: the read_committed end offset (the LSO)
+        # reaches the high watermark, past the ABORT marker.
+        deadline = time.monotonic() + TIMEOUT_S
+        while end_offset(bootstrap, tp, "read_committed") < end_offset(bootstrap, tp, "read_uncommitted"):
+            expect(time.monotonic() < deadline, f"the open transaction was not aborted within {TIMEOUT_S}s")
+            time.sleep(0.1)
+        failed = None
+        try:
+            p.commit_transaction()
+        except Exception as exc:  # noqa: BLE001
+            failed = exc
+        expect(failed is not None, "committing an aborted transaction succeeded")
+    finally:
+        p.close(timeout=10)
+    got = read_to_end(bootstrap, tp.topic, 1, "read_committed")
+    expect("left-open" not in got, f"read_committed read the aborted record: {got}")
+    return f"aborted by the coordinator; the commit raised {type(failed).__name__}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True)
@@ -283,6 +399,9 @@ def main():
     run_check("lso", check_lso, args.bootstrap, admin)
     run_check("fenced at commit", check_fenced, args.bootstrap, admin, "commit")
     run_check("fenced at send", check_fenced, args.bootstrap, admin, "send")
+    run_check("fenced between", check_fenced_between, args.bootstrap, admin)
+    run_check("two partitions", check_two_partitions, args.bootstrap, admin)
+    run_check("timeout", check_timeout, args.bootstrap, admin)
     admin.close()
     return 0 if RESULTS and all(ok for _, ok in RESULTS) else 1
 
