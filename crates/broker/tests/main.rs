@@ -35,6 +35,7 @@ mod retention_live;
 mod startup_faults;
 mod tls;
 mod transactions;
+mod txn_compaction;
 mod txn_markers;
 mod txn_offsets;
 mod txn_partitions;

@@ -18,6 +18,8 @@ const GROUP_CONFIG: &[(&str, &str)] = &[
 const OFFSETS: &str = "__consumer_offsets";
 const PID: i64 = 7000;
 const EPOCH: i16 = 2;
+/// The offsets most tests commit in a transaction: t-0 at 20, t-1 at 5.
+const TXN_OFFSETS: &[(&str, i32, i64)] = &[("t", 0, 20), ("t", 1, 5)];
 
 fn code(e: ErrorCode) -> i16 {
     e.code()
@@ -278,11 +280,47 @@ fn offsets_lso(b: &RunningBroker, group: &str) -> i64 {
     b.broker.replicas.last_stable_offset(&log)
 }
 
-async fn setup(dir: &std::path::Path) -> (RunningBroker, Client) {
-    let b = start_broker(dir, GROUP_CONFIG).await;
-    let mut c = Client::connect(b.local_addr).await;
+/// A broker with `config` on `dir` (started again on the same data), and
+/// a client.
+async fn start(dir: &std::path::Path, config: &[(&str, &str)]) -> (RunningBroker, Client) {
+    let b = start_broker(dir, config).await;
+    let c = Client::connect(b.local_addr).await;
+    (b, c)
+}
+
+/// A broker with `config` and topic `t` of two partitions.
+async fn setup_with(dir: &std::path::Path, config: &[(&str, &str)]) -> (RunningBroker, Client) {
+    let (b, mut c) = start(dir, config).await;
     assert_eq!(create_topic(&mut c, "t", 2, &[]).await, NONE);
     (b, c)
+}
+
+async fn setup(dir: &std::path::Path) -> (RunningBroker, Client) {
+    setup_with(dir, GROUP_CONFIG).await
+}
+
+/// A TxnOffsetCommit that every partition accepts.
+async fn txn_commit_ok(c: &mut Client, version: i16, t: &Txn<'_>, offsets: &[(&str, i32, i64)]) {
+    let r = txn_commit(c, version, t, offsets).await;
+    assert!(errors(&r).iter().all(|&e| e == NONE), "{r:?}");
+}
+
+/// t-0 and t-1 of `group` with a transaction's offsets pending: OffsetFetch
+/// answers the committed `offsets`, and UNSTABLE_OFFSET_COMMIT with
+/// `require_stable`.
+async fn assert_pending(c: &mut Client, group: &str, offsets: [i64; 2]) {
+    let unstable = code(ErrorCode::UnstableOffsetCommit);
+    let (plain, stable) = both(c, group).await;
+    assert_eq!(plain, vec![(0, offsets[0], NONE), (1, offsets[1], NONE)]);
+    assert_eq!(stable, vec![(0, -1, unstable), (1, -1, unstable)]);
+}
+
+/// t-0 and t-1 of `group` with nothing pending: OffsetFetch answers the
+/// committed `offsets`, with and without `require_stable`.
+async fn assert_committed(c: &mut Client, group: &str, offsets: [i64; 2]) {
+    let (plain, stable) = both(c, group).await;
+    assert_eq!(plain, vec![(0, offsets[0], NONE), (1, offsets[1], NONE)]);
+    assert_eq!(stable, plain);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,25 +331,16 @@ async fn txn_offsets_are_pending_until_the_commit_marker() {
     let before = offsets_batches(&b, "g").len();
     let txn_start = offsets_end(&b, "g");
     assert_eq!(offsets_lso(&b, "g"), txn_start);
-    let r = txn_commit(
-        &mut c,
-        3,
-        &Txn::standalone("g"),
-        &[("t", 0, 20), ("t", 1, 5)],
-    )
-    .await;
-    assert_eq!(errors(&r), vec![NONE, NONE]);
+    txn_commit_ok(&mut c, 3, &Txn::standalone("g"), TXN_OFFSETS).await;
     // One transactional batch of the producer with both records, which
     // opens its transaction on the partition: the last stable offset stays
     // at the batch until the marker.
     assert_eq!(offsets_batches(&b, "g")[before..], [(PID, true, false, 2)]);
     assert_eq!(offsets_lso(&b, "g"), txn_start);
 
-    let unstable = code(ErrorCode::UnstableOffsetCommit);
-    let (plain, stable) = both(&mut c, "g").await;
-    assert_eq!(plain, vec![(0, 10, NONE), (1, -1, NONE)]);
-    assert_eq!(stable, vec![(0, -1, unstable), (1, -1, unstable)]);
+    assert_pending(&mut c, "g", [10, -1]).await;
     // v7 (one group) answers per partition too.
+    let unstable = code(ErrorCode::UnstableOffsetCommit);
     assert_eq!(
         fetch_offsets(&mut c, 7, "g", true, "t", &[0, 1]).await,
         vec![(0, -1, unstable), (1, -1, unstable)]
@@ -324,9 +353,7 @@ async fn txn_offsets_are_pending_until_the_commit_marker() {
     );
 
     write_marker(&mut c, &b, "g", PID, true).await;
-    let (plain, stable) = both(&mut c, "g").await;
-    assert_eq!(plain, vec![(0, 20, NONE), (1, 5, NONE)]);
-    assert_eq!(stable, plain);
+    assert_committed(&mut c, "g", [20, 5]).await;
     assert_eq!(
         offsets_batches(&b, "g")[before..],
         [(PID, true, false, 2), (PID, true, true, 1)]
@@ -341,18 +368,9 @@ async fn abort_marker_keeps_the_old_offsets() {
     let (b, mut c) = setup(dir.path()).await;
     plain_commit(&mut c, "g", "t", 0, 10).await;
     // v0 carries no member fields at all.
-    let r = txn_commit(
-        &mut c,
-        0,
-        &Txn::standalone("g"),
-        &[("t", 0, 20), ("t", 1, 5)],
-    )
-    .await;
-    assert_eq!(errors(&r), vec![NONE, NONE]);
+    txn_commit_ok(&mut c, 0, &Txn::standalone("g"), TXN_OFFSETS).await;
     write_marker(&mut c, &b, "g", PID, false).await;
-    let (plain, stable) = both(&mut c, "g").await;
-    assert_eq!(plain, vec![(0, 10, NONE), (1, -1, NONE)]);
-    assert_eq!(stable, plain);
+    assert_committed(&mut c, "g", [10, -1]).await;
     b.shutdown().await.unwrap();
 }
 
@@ -362,28 +380,20 @@ async fn abort_marker_keeps_the_old_offsets() {
 async fn later_plain_commit_stays_over_the_committed_transaction() {
     let dir = tempfile::tempdir().unwrap();
     let (b, mut c) = setup(dir.path()).await;
-    let r = txn_commit(
+    txn_commit_ok(
         &mut c,
         4,
         &Txn::standalone("g"),
         &[("t", 0, 20), ("t", 1, 21)],
     )
     .await;
-    assert_eq!(errors(&r), vec![NONE, NONE]);
     plain_commit(&mut c, "g", "t", 0, 30).await;
     write_marker(&mut c, &b, "g", PID, true).await;
-    assert_eq!(
-        fetch_offsets(&mut c, 8, "g", true, "t", &[0, 1]).await,
-        vec![(0, 30, NONE), (1, 21, NONE)]
-    );
+    assert_committed(&mut c, "g", [30, 21]).await;
     b.shutdown().await.unwrap();
     // The replayed log agrees.
-    let b = start_broker(dir.path(), GROUP_CONFIG).await;
-    let mut c = Client::connect(b.local_addr).await;
-    assert_eq!(
-        fetch_offsets(&mut c, 8, "g", true, "t", &[0, 1]).await,
-        vec![(0, 30, NONE), (1, 21, NONE)]
-    );
+    let (b, mut c) = start(dir.path(), GROUP_CONFIG).await;
+    assert_committed(&mut c, "g", [30, 21]).await;
     b.shutdown().await.unwrap();
 }
 
@@ -395,14 +405,7 @@ async fn pending_offsets_are_replayed_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (b, mut c) = setup(dir.path()).await;
     plain_commit(&mut c, "g", "t", 0, 10).await;
-    let r = txn_commit(
-        &mut c,
-        3,
-        &Txn::standalone("g"),
-        &[("t", 0, 20), ("t", 1, 5)],
-    )
-    .await;
-    assert_eq!(errors(&r), vec![NONE, NONE]);
+    txn_commit_ok(&mut c, 3, &Txn::standalone("g"), TXN_OFFSETS).await;
     // Two more producers, completed before the restart: one committed,
     // one aborted.
     for (group, pid, committed) in [("done", PID + 1, true), ("dropped", PID + 2, false)] {
@@ -410,20 +413,13 @@ async fn pending_offsets_are_replayed_after_a_restart() {
             producer_id: pid,
             ..Txn::standalone(group)
         };
-        assert_eq!(
-            errors(&txn_commit(&mut c, 3, &t, &[("t", 0, 7)]).await),
-            [NONE]
-        );
+        txn_commit_ok(&mut c, 3, &t, &[("t", 0, 7)]).await;
         write_marker(&mut c, &b, group, pid, committed).await;
     }
     b.shutdown().await.unwrap();
 
-    let b = start_broker(dir.path(), GROUP_CONFIG).await;
-    let mut c = Client::connect(b.local_addr).await;
-    let unstable = code(ErrorCode::UnstableOffsetCommit);
-    let (plain, stable) = both(&mut c, "g").await;
-    assert_eq!(plain, vec![(0, 10, NONE), (1, -1, NONE)]);
-    assert_eq!(stable, vec![(0, -1, unstable), (1, -1, unstable)]);
+    let (b, mut c) = start(dir.path(), GROUP_CONFIG).await;
+    assert_pending(&mut c, "g", [10, -1]).await;
     assert_eq!(
         fetch_offsets(&mut c, 8, "done", true, "t", &[0]).await,
         vec![(0, 7, NONE)]
@@ -433,9 +429,7 @@ async fn pending_offsets_are_replayed_after_a_restart() {
         vec![(0, -1, NONE)]
     );
     write_marker(&mut c, &b, "g", PID, true).await;
-    let (plain, stable) = both(&mut c, "g").await;
-    assert_eq!(plain, vec![(0, 20, NONE), (1, 5, NONE)]);
-    assert_eq!(stable, plain);
+    assert_committed(&mut c, "g", [20, 5]).await;
     b.shutdown().await.unwrap();
 }
 
@@ -476,10 +470,7 @@ async fn refused_txn_offset_commits_write_nothing() {
         instance: Some("instance-1"),
         ..Txn::standalone("g")
     };
-    assert_eq!(
-        errors(&txn_commit(&mut c, 3, &ok, &[("t", 0, 1)]).await),
-        [NONE]
-    );
+    txn_commit_ok(&mut c, 3, &ok, &[("t", 0, 1)]).await;
 
     /// (what is wrong, the commit, its offsets, the expected error codes)
     type Case<'a> = (&'a str, Txn<'a>, Vec<(&'a str, i32, i64)>, Vec<i16>);
@@ -570,16 +561,6 @@ async fn refused_txn_offset_commits_write_nothing() {
     b.shutdown().await.unwrap();
 }
 
-/// The broker's clock for an explicit cleaner run.
-struct Now(i64);
-
-impl weir_storage::cleaner::Clock for Now {
-    fn now_ms(&self) -> i64 {
-        self.0
-    }
-    fn sleep_ms(&self, _ms: u64) {}
-}
-
 /// `__consumer_offsets` in 200-byte segments, so the cleaner may compact
 /// everything but the last few commits.
 fn small_segments() -> Vec<(&'static str, &'static str)> {
@@ -604,7 +585,11 @@ async fn roll_and_compact(
     let tp = weir_storage::TopicPartition::new(OFFSETS, offsets_partition(b, group));
     let cleaner = b.broker.metrics.cleaner().expect("a log cleaner");
     cleaner
-        .clean_now(b.broker.replicas.logs(), &tp, &Now(b.broker.now_ms()))
+        .clean_now(
+            b.broker.replicas.logs(),
+            &tp,
+            &CleanerClock::at(b.broker.now_ms()),
+        )
         .unwrap();
     offsets_batches(b, group)
 }
@@ -615,12 +600,9 @@ async fn roll_and_compact(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_keeps_a_plain_commit_under_an_aborted_transaction() {
     let dir = tempfile::tempdir().unwrap();
-    let b = start_broker(dir.path(), &small_segments()).await;
-    let mut c = Client::connect(b.local_addr).await;
-    assert_eq!(create_topic(&mut c, "t", 2, &[]).await, NONE);
+    let (b, mut c) = setup_with(dir.path(), &small_segments()).await;
     plain_commit(&mut c, "a", "t", 0, 10).await;
-    let r = txn_commit(&mut c, 3, &Txn::standalone("a"), &[("t", 0, 20)]).await;
-    assert_eq!(errors(&r), [NONE]);
+    txn_commit_ok(&mut c, 3, &Txn::standalone("a"), &[("t", 0, 20)]).await;
     write_marker(&mut c, &b, "a", PID, false).await;
     let before = offsets_batches(&b, "a").len();
     let after = roll_and_compact(&mut c, &b, "a").await;
@@ -637,8 +619,7 @@ async fn compaction_keeps_a_plain_commit_under_an_aborted_transaction() {
     assert_eq!(fetch_offsets(&mut c, 8, "a", true, "t", &[0]).await, want);
     b.shutdown().await.unwrap();
 
-    let b = start_broker(dir.path(), &small_segments()).await;
-    let mut c = Client::connect(b.local_addr).await;
+    let (b, mut c) = start(dir.path(), &small_segments()).await;
     assert_eq!(
         fetch_offsets(&mut c, 8, "a", true, "t", &[0]).await,
         want,
@@ -654,19 +635,15 @@ async fn compaction_keeps_a_plain_commit_under_an_aborted_transaction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_stops_at_an_open_transaction() {
     let dir = tempfile::tempdir().unwrap();
-    let b = start_broker(dir.path(), &small_segments()).await;
-    let mut c = Client::connect(b.local_addr).await;
-    assert_eq!(create_topic(&mut c, "t", 2, &[]).await, NONE);
+    let (b, mut c) = setup_with(dir.path(), &small_segments()).await;
     plain_commit(&mut c, "o", "t", 0, 30).await;
-    let r = txn_commit(&mut c, 3, &Txn::standalone("o"), &[("t", 0, 40)]).await;
-    assert_eq!(errors(&r), [NONE]);
+    txn_commit_ok(&mut c, 3, &Txn::standalone("o"), &[("t", 0, 40)]).await;
     // Nothing at or above the open transaction is cleanable; the plain
     // commit below it is the only record of its key there.
     roll_and_compact(&mut c, &b, "o").await;
     b.shutdown().await.unwrap();
 
-    let b = start_broker(dir.path(), &small_segments()).await;
-    let mut c = Client::connect(b.local_addr).await;
+    let (b, mut c) = start(dir.path(), &small_segments()).await;
     assert_eq!(
         fetch_offsets(&mut c, 8, "o", true, "t", &[0]).await,
         vec![(0, -1, code(ErrorCode::UnstableOffsetCommit))]

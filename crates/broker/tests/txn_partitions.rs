@@ -5,7 +5,6 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use weir_protocol::messages::fetch_response::PartitionData;
 use weir_protocol::messages::write_txn_markers_request::{
@@ -41,33 +40,16 @@ fn txn_batch(pid: i64, epoch: i16, seq: i32, values: &[&str]) -> Bytes {
 }
 
 /// Produces `records` to `t-0` with `transactional_id`: (error, base offset).
-async fn produce_as(c: &mut Client, transactional_id: Option<&str>, records: Bytes) -> (i16, i64) {
-    let req = ProduceRequest {
-        transactional_id: transactional_id.map(Into::into),
-        acks: -1,
-        timeout_ms: 5000,
-        topic_data: vec![produce_request::TopicProduceData {
-            name: "t".into(),
-            partition_data: vec![produce_request::PartitionProduceData {
-                index: 0,
-                records: Some(records),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    match c.call(RequestBody::Produce(req), 9).await {
-        ResponseBody::Produce(r) => {
-            let p = &r.responses[0].partition_responses[0];
-            (p.error_code, p.base_offset)
-        }
-        other => panic!("{other:?}"),
-    }
+pub(crate) async fn produce_txn(
+    c: &mut Client,
+    transactional_id: Option<&str>,
+    records: Bytes,
+) -> (i16, i64) {
+    produce_as(c, transactional_id, "t", 0, records, -1).await
 }
 
 /// Writes one marker to partitions of `topic`: the error of each.
-async fn write_marker(
+pub(crate) async fn write_marker(
     c: &mut Client,
     pid: i64,
     epoch: i16,
@@ -106,7 +88,7 @@ async fn write_marker(
 
 /// Fetches `t-0` from `offset` (read_committed or not): the partition's
 /// answer.
-async fn fetch_at(
+pub(crate) async fn fetch_at(
     c: &mut Client,
     offset: i64,
     read_committed: bool,
@@ -144,7 +126,7 @@ async fn fetch_at(
 /// skipped from the first batch whose last offset reaches the
 /// transaction's first offset until its ABORT marker; control batches are
 /// never delivered.
-fn consumed(pd: &PartitionData) -> Vec<(i64, String)> {
+pub(crate) fn consumed(pd: &PartitionData) -> Vec<(i64, String)> {
     let mut aborted: Vec<(i64, i64)> = pd
         .aborted_transactions
         .iter()
@@ -188,7 +170,7 @@ fn consumed(pd: &PartitionData) -> Vec<(i64, String)> {
 }
 
 /// Every data record of `pd`, as (offset, value).
-fn all_records(pd: &PartitionData) -> Vec<(i64, String)> {
+pub(crate) fn all_records(pd: &PartitionData) -> Vec<(i64, String)> {
     let mut out = Vec::new();
     for b in BatchIter::new(pd.records.clone().unwrap_or_default()) {
         let b = b.unwrap();
@@ -203,7 +185,7 @@ fn all_records(pd: &PartitionData) -> Vec<(i64, String)> {
     out
 }
 
-fn values(records: &[(i64, String)]) -> Vec<&str> {
+pub(crate) fn values(records: &[(i64, String)]) -> Vec<&str> {
     records.iter().map(|(_, v)| v.as_str()).collect()
 }
 
@@ -234,6 +216,77 @@ async fn latest(c: &mut Client, read_committed: bool) -> i64 {
     }
 }
 
+/// A cluster of this broker and broker 2 (unroutable: no fetch ever
+/// reaches it), with topic `t` of one partition on both, led by `leader`
+/// in `epoch` with `isr`.
+fn two_replicas(
+    b: &weir_broker::Broker,
+    leader: i32,
+    epoch: i32,
+    isr: Vec<i32>,
+) -> weir_broker::cluster::ClusterSnapshot {
+    use weir_broker::cluster::{BrokerNode, ClusterSnapshot, PartitionView, TopicView};
+    let me = b.config.node_id;
+    let (host, port) = b.advertised();
+    let brokers = [me, 2]
+        .into_iter()
+        .map(|n| BrokerNode {
+            id: n,
+            host: if n == me {
+                host.clone()
+            } else {
+                "192.0.2.2".into()
+            },
+            port: if n == me { port } else { 1 },
+            rack: None,
+        })
+        .collect();
+    ClusterSnapshot::new(
+        brokers,
+        me,
+        vec![TopicView {
+            name: "t".into(),
+            id: b.topic("t").unwrap().id_bytes(),
+            partitions: vec![PartitionView {
+                leader,
+                leader_epoch: epoch,
+                partition_epoch: epoch,
+                replicas: vec![me, 2],
+                isr,
+                offline_replicas: vec![],
+            }],
+        }],
+    )
+}
+
+/// Makes the broker a cluster member whose view is [`two_replicas`] (a
+/// test may replace it through the view returned) and applies its
+/// leadership.
+fn join_two_replicas(
+    b: &Arc<weir_broker::Broker>,
+    leader: i32,
+    epoch: i32,
+    isr: Vec<i32>,
+) -> Arc<FixedView> {
+    let view = FixedView::new(two_replicas(b, leader, epoch, isr));
+    b.replicas.set_cluster_member();
+    b.set_cluster(
+        view.clone(),
+        Arc::new(weir_broker::cluster::LocalTopicAdmin),
+    );
+    b.apply_leadership();
+    view
+}
+
+/// The producer snapshots in partition directory `dir`.
+pub(crate) fn snapshots(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "snapshot"))
+        .collect()
+}
+
 async fn broker_with_topic(dir: &std::path::Path) -> (RunningBroker, Client) {
     let b = start_broker(dir, &[]).await;
     let mut c = Client::connect(b.local_addr).await;
@@ -251,7 +304,7 @@ async fn read_committed_stops_at_an_open_transaction_until_it_commits() {
         (NONE, 0)
     );
     assert_eq!(
-        produce_as(&mut c, Some("tx"), txn_batch(pid, 0, 0, &["t1", "t2"])).await,
+        produce_txn(&mut c, Some("tx"), txn_batch(pid, 0, 0, &["t1", "t2"])).await,
         (NONE, 1)
     );
     assert_eq!(
@@ -314,11 +367,11 @@ async fn an_aborted_transaction_is_listed_and_filtered_out() {
     let (p1, p2) = (11, 12);
     // 0: p1 opens; 1: p2 opens; 2: plain; 3: p1 again.
     assert_eq!(
-        produce_as(&mut c, Some("x1"), txn_batch(p1, 0, 0, &["x1"])).await,
+        produce_txn(&mut c, Some("x1"), txn_batch(p1, 0, 0, &["x1"])).await,
         (NONE, 0)
     );
     assert_eq!(
-        produce_as(&mut c, Some("x2"), txn_batch(p2, 0, 0, &["y1"])).await,
+        produce_txn(&mut c, Some("x2"), txn_batch(p2, 0, 0, &["y1"])).await,
         (NONE, 1)
     );
     assert_eq!(
@@ -326,7 +379,7 @@ async fn an_aborted_transaction_is_listed_and_filtered_out() {
         (NONE, 2)
     );
     assert_eq!(
-        produce_as(&mut c, Some("x1"), txn_batch(p1, 0, 1, &["x2"])).await,
+        produce_txn(&mut c, Some("x1"), txn_batch(p1, 0, 1, &["x2"])).await,
         (NONE, 3)
     );
     // 4: p1 aborts; p2 is still open: the LSO is its first offset.
@@ -388,7 +441,7 @@ async fn an_aborted_transaction_is_listed_and_filtered_out() {
 
 /// The contents of every `.txnindex` file in a partition directory (one
 /// per segment holding an ABORT that ended a transaction).
-fn txn_index_files(dir: &std::path::Path) -> Vec<Vec<u8>> {
+pub(crate) fn txn_index_files(dir: &std::path::Path) -> Vec<Vec<u8>> {
     let mut names: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -408,7 +461,7 @@ async fn stale_markers_are_fenced_and_append_nothing() {
     let log = b.broker.replicas.log("t", 0).unwrap();
     let pid = 21;
     assert_eq!(
-        produce_as(&mut c, Some("f"), txn_batch(pid, 3, 0, &["v"])).await,
+        produce_txn(&mut c, Some("f"), txn_batch(pid, 3, 0, &["v"])).await,
         (NONE, 0)
     );
     // An older producer epoch: fenced, nothing appended, still open.
@@ -448,7 +501,7 @@ async fn stale_markers_are_fenced_and_append_nothing() {
         [NONE]
     );
     assert_eq!(
-        produce_as(&mut c, Some("f"), txn_batch(pid, 3, 1, &["late"]))
+        produce_txn(&mut c, Some("f"), txn_batch(pid, 3, 1, &["late"]))
             .await
             .0,
         INVALID_PRODUCER_EPOCH
@@ -464,30 +517,30 @@ async fn transactional_produce_follows_the_producer_rules() {
     let pid = 31;
     // Transactional records need the transactional id they are sent for.
     assert_eq!(
-        produce_as(&mut c, None, txn_batch(pid, 0, 0, &["v"]))
+        produce_txn(&mut c, None, txn_batch(pid, 0, 0, &["v"]))
             .await
             .0,
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     );
     assert_eq!(
-        produce_as(&mut c, Some("r"), txn_batch(pid, 0, 0, &["v"])).await,
+        produce_txn(&mut c, Some("r"), txn_batch(pid, 0, 0, &["v"])).await,
         (NONE, 0)
     );
     // The sequence rules of idempotence hold: a retry is answered with the
     // original offset, a gap is refused.
     assert_eq!(
-        produce_as(&mut c, Some("r"), txn_batch(pid, 0, 0, &["v"])).await,
+        produce_txn(&mut c, Some("r"), txn_batch(pid, 0, 0, &["v"])).await,
         (NONE, 0)
     );
     assert_eq!(
-        produce_as(&mut c, Some("r"), txn_batch(pid, 0, 5, &["v"]))
+        produce_txn(&mut c, Some("r"), txn_batch(pid, 0, 5, &["v"]))
             .await
             .0,
         OUT_OF_ORDER_SEQUENCE_NUMBER
     );
     // A non-transactional batch while the transaction is open.
     assert_eq!(
-        produce_as(&mut c, Some("r"), idempotent_batch(pid, 0, 1, 1))
+        produce_txn(&mut c, Some("r"), idempotent_batch(pid, 0, 1, 1))
             .await
             .0,
         INVALID_TXN_STATE
@@ -498,7 +551,7 @@ async fn transactional_produce_follows_the_producer_rules() {
             .unwrap()
             .into_bytes();
     assert_eq!(
-        produce_as(&mut c, Some("r"), marker).await.0,
+        produce_txn(&mut c, Some("r"), marker).await.0,
         87,
         "INVALID_RECORD"
     );
@@ -509,7 +562,7 @@ async fn transactional_produce_follows_the_producer_rules() {
         [NONE]
     );
     assert_eq!(
-        produce_as(&mut c, Some("r"), idempotent_batch(pid, 0, 1, 1)).await,
+        produce_txn(&mut c, Some("r"), idempotent_batch(pid, 0, 1, 1)).await,
         (NONE, 2)
     );
     b.shutdown().await.unwrap();
@@ -528,7 +581,7 @@ async fn an_open_transaction_holds_the_lso_across_restarts() {
         (NONE, 0)
     );
     assert_eq!(
-        produce_as(&mut c, Some("s"), txn_batch(pid, 0, 0, &["t1"])).await,
+        produce_txn(&mut c, Some("s"), txn_batch(pid, 0, 0, &["t1"])).await,
         (NONE, 1)
     );
     assert_eq!(
@@ -537,19 +590,15 @@ async fn an_open_transaction_holds_the_lso_across_restarts() {
     );
     b.shutdown().await.unwrap();
     let part_dir = dir.path().join("t-0");
-    let snapshots = || {
-        std::fs::read_dir(&part_dir)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".snapshot"))
-            .map(|e| e.path())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(snapshots().len(), 1, "a snapshot at the clean shutdown");
+    assert_eq!(
+        snapshots(&part_dir).len(),
+        1,
+        "a snapshot at the clean shutdown"
+    );
 
     for without_snapshot in [false, true] {
         if without_snapshot {
-            for s in snapshots() {
+            for s in snapshots(&part_dir) {
                 std::fs::remove_file(s).unwrap();
             }
         }
@@ -581,51 +630,11 @@ async fn an_open_transaction_holds_the_lso_across_restarts() {
 /// leads, a transaction left open holds its LSO.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_indexes_aborts_and_leads_with_the_open_transactions() {
-    use weir_broker::cluster::{
-        BrokerNode, ClusterSnapshot, LocalTopicAdmin, PartitionView, TopicView,
-    };
     let dir = tempfile::tempdir().unwrap();
     let (running, mut c) = broker_with_topic(dir.path()).await;
     let b = running.broker.clone();
     let me = b.config.node_id;
-    let id = b.topic("t").unwrap().id_bytes();
-    let (host, port) = b.advertised();
-    let snapshot = |leader: i32, epoch: i32, isr: Vec<i32>| {
-        let brokers = [me, 2]
-            .into_iter()
-            .map(|n| BrokerNode {
-                id: n,
-                // Broker 2 is unroutable: no fetch ever reaches it.
-                host: if n == me {
-                    host.clone()
-                } else {
-                    "192.0.2.2".into()
-                },
-                port: if n == me { port } else { 1 },
-                rack: None,
-            })
-            .collect();
-        ClusterSnapshot::new(
-            brokers,
-            me,
-            vec![TopicView {
-                name: "t".into(),
-                id,
-                partitions: vec![PartitionView {
-                    leader,
-                    leader_epoch: epoch,
-                    partition_epoch: epoch,
-                    replicas: vec![me, 2],
-                    isr,
-                    offline_replicas: vec![],
-                }],
-            }],
-        )
-    };
-    let view = FixedView::new(snapshot(2, 1, vec![me, 2]));
-    b.replicas.set_cluster_member();
-    b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));
-    b.apply_leadership();
+    let view = join_two_replicas(&b, 2, 1, vec![me, 2]);
     let log = b.replicas.log("t", 0).unwrap();
 
     // Broker 2's batches, as its log holds them (epoch 1): producer 51
@@ -665,7 +674,7 @@ async fn a_follower_indexes_aborts_and_leads_with_the_open_transactions() {
     assert_eq!(txn_index_files(&log.dir()), [entry.to_bytes().to_vec()]);
 
     // This broker leads (alone in the ISR): 52 and 53 are still open.
-    *view.0.write().unwrap() = Arc::new(snapshot(me, 2, vec![me]));
+    *view.0.write().unwrap() = Arc::new(two_replicas(&b, me, 2, vec![me]));
     b.apply_leadership();
     let pd = fetch_at(&mut c, 0, true, 0).await;
     assert_eq!((pd.high_watermark, pd.last_stable_offset), (4, 1));
@@ -679,332 +688,18 @@ async fn a_follower_indexes_aborts_and_leads_with_the_open_transactions() {
     running.shutdown().await.unwrap();
 }
 
-/// The broker's cleaner stops at the last stable offset: with a
-/// transaction open, a later record of a key does not remove the earlier
-/// one (the open transaction may still abort); once it commits, it does.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn compaction_stops_at_the_last_stable_offset() {
-    struct Clock;
-    impl weir_storage::cleaner::Clock for Clock {
-        fn now_ms(&self) -> i64 {
-            1_000
-        }
-        fn sleep_ms(&self, _: u64) {}
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let b = start_broker(dir.path(), &[]).await;
-    let mut c = Client::connect(b.local_addr).await;
-    let configs = [("cleanup.policy", "compact"), ("segment.bytes", "200")];
-    assert_eq!(create_topic(&mut c, "t", 1, &configs).await, NONE);
-    let keyed = |key: &str, value: &str| {
-        let mut rb = RecordBatchBuilder::new(Compression::None);
-        rb.push(
-            1_700_000_000_000,
-            Some(Bytes::copy_from_slice(key.as_bytes())),
-            Some(Bytes::copy_from_slice(value.as_bytes())),
-            vec![],
-        )
-        .unwrap();
-        rb.build().unwrap().into_bytes()
-    };
-    assert_eq!(produce(&mut c, "t", 0, keyed("k", "old"), 1).await.0, NONE);
-    let mut txn = RecordBatchBuilder::new(Compression::None)
-        .producer(61, 0, 0)
-        .transactional(true);
-    txn.push(
-        1_700_000_000_000,
-        Some(Bytes::from_static(b"x")),
-        Some(Bytes::from_static(b"t")),
-        vec![],
-    )
-    .unwrap();
-    assert_eq!(
-        produce_as(&mut c, Some("c"), txn.build().unwrap().into_bytes())
-            .await
-            .0,
-        NONE
-    );
-    for i in 0..6 {
-        let (code, _) = produce(&mut c, "t", 0, keyed(&format!("f{i}"), "filler"), 1).await;
-        assert_eq!(code, NONE);
-    }
-    assert_eq!(produce(&mut c, "t", 0, keyed("k", "new"), 1).await.0, NONE);
-    for i in 0..6 {
-        let (code, _) = produce(&mut c, "t", 0, keyed(&format!("g{i}"), "filler"), 1).await;
-        assert_eq!(code, NONE);
-    }
-    let log = b.broker.replicas.log("t", 0).unwrap();
-    assert!(log.segment_count() > 4, "{}", log.segment_count());
-    let cleaner = b.broker.metrics.cleaner().expect("a cleaner").clone();
-    let tp = log.topic_partition().clone();
-    let has_old = |pd: &PartitionData| values(&all_records(pd)).contains(&"old");
-
-    cleaner
-        .clean_now(b.broker.replicas.logs(), &tp, &Clock)
-        .unwrap();
-    assert!(
-        has_old(&fetch_at(&mut c, 0, false, 0).await),
-        "cleaned past the open transaction"
-    );
-    assert_eq!(
-        write_marker(&mut c, 61, 0, 0, true, "t", &[0]).await,
-        [NONE]
-    );
-    cleaner
-        .clean_now(b.broker.replicas.logs(), &tp, &Clock)
-        .unwrap();
-    let pd = fetch_at(&mut c, 0, true, 0).await;
-    assert!(!has_old(&pd), "{:?}", all_records(&pd));
-    assert!(values(&consumed(&pd)).contains(&"new"));
-    b.shutdown().await.unwrap();
-}
-
-/// The transaction markers in a read_uncommitted Fetch answer (control
-/// batches with a record): offset, COMMIT (true) or ABORT, delete horizon.
-fn markers(pd: &PartitionData) -> Vec<(i64, bool, Option<i64>)> {
-    BatchIter::new(pd.records.clone().unwrap_or_default())
-        .map(|b| b.unwrap())
-        .filter(|b| b.is_control() && b.header().records_count > 0)
-        .map(|b| {
-            let h = *b.header();
-            let kind = b.end_txn_marker(&Default::default()).unwrap().kind;
-            let commit = kind == weir_protocol::records::ControlRecordType::Commit;
-            (
-                b.base_offset(),
-                commit,
-                h.has_delete_horizon().then_some(h.base_timestamp),
-            )
-        })
-        .collect()
-}
-
-/// Compaction removes a transaction's marker only once no batch of the
-/// transaction is left and its delete horizon has passed, and never at or
-/// past the partition's oldest producer snapshot: a rebuild of the
-/// producer state from that snapshot replays the marker. Throughout,
-/// read_committed reads the same records and the last stable offset
-/// reaches the high watermark, also after the producer state is rebuilt
-/// and after restarts with and without a snapshot.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn compaction_removes_markers_once_their_transactions_have_no_batches() {
-    struct At(AtomicI64);
-    impl weir_storage::cleaner::Clock for At {
-        fn now_ms(&self) -> i64 {
-            self.0.load(Ordering::SeqCst)
-        }
-        fn sleep_ms(&self, _: u64) {}
-    }
-    let dir = tempfile::tempdir().unwrap();
-    // The background cleaner stays idle; the test cleans in its own time.
-    let b = start_broker(dir.path(), &[("log.cleaner.backoff.ms", "3600000")]).await;
-    let mut c = Client::connect(b.local_addr).await;
-    // Segments of about seven batches: the first holds every transaction,
-    // and none of their records is the last batch of a cleaned group
-    // (which a cleaning keeps, emptied, and which keeps its marker).
-    let configs = [
-        ("cleanup.policy", "compact"),
-        ("segment.bytes", "600"),
-        ("delete.retention.ms", "1000"),
-    ];
-    assert_eq!(create_topic(&mut c, "t", 1, &configs).await, NONE);
-    // Records stamped now, as the markers are (a segment rolls when its
-    // timestamps span more than segment.ms).
-    let keyed = |pid: Option<i64>, key: &str, value: &str| {
-        let mut rb = RecordBatchBuilder::new(Compression::None);
-        if let Some(pid) = pid {
-            rb = rb.producer(pid, 0, 0).transactional(true);
-        }
-        rb.push(
-            b.broker.now_ms(),
-            Some(Bytes::copy_from_slice(key.as_bytes())),
-            Some(Bytes::copy_from_slice(value.as_bytes())),
-            vec![],
-        )
-        .unwrap();
-        rb.build().unwrap().into_bytes()
-    };
-    // 0: k (plain); 1: 81 aborts a; 2: 82 commits k; the producer snapshot
-    // is taken with both open.
-    assert_eq!(
-        produce(&mut c, "t", 0, keyed(None, "k", "k-old"), 1)
-            .await
-            .0,
-        NONE
-    );
-    for (pid, key, value) in [(81, "a", "a-aborted"), (82, "k", "k-txn")] {
-        let txn = keyed(Some(pid), key, value);
-        assert_eq!(produce_as(&mut c, Some("x"), txn).await.0, NONE);
-    }
-    let log = b.broker.replicas.log("t", 0).unwrap();
-    let tp = log.topic_partition().clone();
-    b.broker.replicas.checkpoint().unwrap();
-    // 3: ABORT 81; 4: COMMIT 82; 5, 6: 83 commits c; 7: k (plain), which
-    // supersedes 82's record; then records that roll the segments.
-    assert_eq!(
-        write_marker(&mut c, 81, 0, 0, false, "t", &[0]).await,
-        [NONE]
-    );
-    assert_eq!(
-        write_marker(&mut c, 82, 0, 0, true, "t", &[0]).await,
-        [NONE]
-    );
-    assert_eq!(
-        produce_as(&mut c, Some("y"), keyed(Some(83), "c", "c-txn"))
-            .await
-            .0,
-        NONE
-    );
-    assert_eq!(
-        write_marker(&mut c, 83, 0, 0, true, "t", &[0]).await,
-        [NONE]
-    );
-    assert_eq!(
-        produce(&mut c, "t", 0, keyed(None, "k", "k-new"), 1)
-            .await
-            .0,
-        NONE
-    );
-    for i in 0..8 {
-        let (code, _) = produce(&mut c, "t", 0, keyed(None, &format!("f{i}"), "filler"), 1).await;
-        assert_eq!(code, NONE);
-    }
-    let hw = log.high_watermark();
-    let bases = log.segment_base_offsets();
-    assert!(bases.len() > 1 && bases[1] >= 7, "{bases:?}");
-    let fillers = vec!["filler"; 8];
-    let read_committed_values = [vec!["c-txn", "k-new"], fillers].concat();
-
-    let cleaner = b.broker.metrics.cleaner().expect("a cleaner").clone();
-    let now = b.broker.now_ms();
-    let clock = At(AtomicI64::new(now));
-    let clean = || {
-        cleaner
-            .clean_now(b.broker.replicas.logs(), &tp, &clock)
-            .unwrap()
-    };
-    let index_files = || txn_index_files(&log.dir()).len();
-    // The records of 81 and 82 go; every marker stays (their batches were
-    // read by this cleaning), and 81's entry.
-    clean();
-    let pd = fetch_at(&mut c, 0, true, 0).await;
-    assert_eq!((pd.high_watermark, pd.last_stable_offset), (hw, hw));
-    assert_eq!(values(&consumed(&pd)), read_committed_values);
-    let all = fetch_at(&mut c, 0, false, 0).await;
-    assert_eq!(
-        markers(&all),
-        [(3, false, None), (4, true, None), (6, true, None)]
-    );
-    assert_eq!((log.all_aborted_txns().len(), index_files()), (1, 1));
-
-    // No batch of 81's and 82's transactions is left: their markers get a
-    // delete horizon, 81's entry goes.
-    clean();
-    let horizon = Some(now + 1_000);
-    let waiting = [(3, false, horizon), (4, true, horizon), (6, true, None)];
-    assert_eq!(markers(&fetch_at(&mut c, 0, false, 0).await), waiting);
-    assert_eq!((log.all_aborted_txns().len(), index_files()), (0, 0));
-    assert_eq!(
-        values(&consumed(&fetch_at(&mut c, 0, true, 0).await)),
-        read_committed_values
-    );
-
-    // Past the horizon, but at or past the snapshot (offset 3): they stay,
-    // and a rebuild from the snapshot ends both transactions.
-    clock.0.store(now + 1_000, Ordering::SeqCst);
-    clean();
-    b.broker.replicas.forget_producers(&tp);
-    let pd = fetch_at(&mut c, 0, true, 0).await;
-    assert_eq!(
-        (pd.high_watermark, pd.last_stable_offset),
-        (hw, hw),
-        "a transaction is open after a rebuild from the snapshot"
-    );
-    assert_eq!(values(&consumed(&pd)), read_committed_values);
-    assert_eq!(markers(&fetch_at(&mut c, 0, false, 0).await), waiting);
-
-    // A snapshot past them: they go; 83's stays with its record.
-    b.broker.replicas.checkpoint().unwrap();
-    clean();
-    assert_eq!(
-        markers(&fetch_at(&mut c, 0, false, 0).await),
-        [(6, true, None)]
-    );
-    b.broker.replicas.forget_producers(&tp);
-    let pd = fetch_at(&mut c, 0, true, 0).await;
-    assert_eq!((pd.high_watermark, pd.last_stable_offset), (hw, hw));
-    assert_eq!(values(&consumed(&pd)), read_committed_values);
-    b.shutdown().await.unwrap();
-
-    for without_snapshot in [false, true] {
-        if without_snapshot {
-            for e in std::fs::read_dir(dir.path().join("t-0")).unwrap() {
-                let p = e.unwrap().path();
-                if p.extension().is_some_and(|x| x == "snapshot") {
-                    std::fs::remove_file(p).unwrap();
-                }
-            }
-        }
-        let b = start_broker(dir.path(), &[("log.cleaner.backoff.ms", "3600000")]).await;
-        let mut c = Client::connect(b.local_addr).await;
-        let pd = fetch_at(&mut c, 0, true, 0).await;
-        assert_eq!(
-            (pd.high_watermark, pd.last_stable_offset),
-            (hw, hw),
-            "without snapshot: {without_snapshot}"
-        );
-        assert_eq!(values(&consumed(&pd)), read_committed_values);
-        b.shutdown().await.unwrap();
-    }
-}
-
 /// On a leader with followers a committed transaction stays unstable
 /// until the high watermark passes its marker (Kafka's unreplicated
 /// transactions): a new leader without the marker would still see it open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_is_stable_only_once_its_marker_is_replicated() {
-    use weir_broker::cluster::{
-        BrokerNode, ClusterSnapshot, LocalTopicAdmin, PartitionView, TopicView,
-    };
     use weir_broker::handler::produce::append_partition;
     use weir_broker::txn_partition::TxnMarker;
     let dir = tempfile::tempdir().unwrap();
     let (running, mut c) = broker_with_topic(dir.path()).await;
     let b = running.broker.clone();
     let me = b.config.node_id;
-    let id = b.topic("t").unwrap().id_bytes();
-    let (host, port) = b.advertised();
-    let brokers = [me, 2]
-        .into_iter()
-        .map(|n| BrokerNode {
-            id: n,
-            host: if n == me {
-                host.clone()
-            } else {
-                "192.0.2.2".into()
-            },
-            port: if n == me { port } else { 1 },
-            rack: None,
-        })
-        .collect();
-    let snap = ClusterSnapshot::new(
-        brokers,
-        me,
-        vec![TopicView {
-            name: "t".into(),
-            id,
-            partitions: vec![PartitionView {
-                leader: me,
-                leader_epoch: 1,
-                partition_epoch: 1,
-                replicas: vec![me, 2],
-                isr: vec![me, 2],
-                offline_replicas: vec![],
-            }],
-        }],
-    );
-    b.replicas.set_cluster_member();
-    b.set_cluster(FixedView::new(snap), Arc::new(LocalTopicAdmin));
-    b.apply_leadership();
+    join_two_replicas(&b, me, 1, vec![me, 2]);
     let log = b.replicas.log("t", 0).unwrap();
     let follower_at = |offset: i64| {
         b.replicas

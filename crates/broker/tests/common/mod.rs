@@ -203,8 +203,20 @@ pub async fn produce(
     records: Bytes,
     acks: i16,
 ) -> (i16, i64) {
+    produce_as(c, None, topic, partition, records, acks).await
+}
+
+/// [`produce`] with a transactional id (a transactional producer's).
+pub async fn produce_as(
+    c: &mut Client,
+    transactional_id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    acks: i16,
+) -> (i16, i64) {
     let req = ProduceRequest {
-        transactional_id: None,
+        transactional_id: transactional_id.map(Into::into),
         acks,
         timeout_ms: 5000,
         topic_data: vec![produce_request::TopicProduceData {
@@ -851,4 +863,25 @@ pub fn three_replicas(
             }],
         }],
     )
+}
+
+/// The time of explicit cleaner runs (`LogCleaner::clean_now`): set by the
+/// test, never advanced by sleeping.
+pub struct CleanerClock(std::sync::atomic::AtomicI64);
+
+impl CleanerClock {
+    pub fn at(now_ms: i64) -> CleanerClock {
+        CleanerClock(std::sync::atomic::AtomicI64::new(now_ms))
+    }
+
+    pub fn set(&self, now_ms: i64) {
+        self.0.store(now_ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl weir_storage::cleaner::Clock for CleanerClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn sleep_ms(&self, _: u64) {}
 }
