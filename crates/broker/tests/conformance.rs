@@ -327,15 +327,24 @@ async fn transactional_apis_are_served_and_idempotence_still_works() {
         }
         other => panic!("{other:?}"),
     }
-    // Idempotent producers (no transactional id) still get an id.
-    for id in [None, Some("")] {
-        match c.call(init(id), 4).await {
-            ResponseBody::InitProducerId(r) => {
-                assert_eq!(r.error_code, NONE, "{id:?}");
-                assert!(r.producer_id >= 0, "{id:?}");
-            }
-            other => panic!("{other:?}"),
+    // Idempotent producers (no transactional id: null) still get an id; an
+    // empty one is INVALID_REQUEST, as Kafka's coordinator answers.
+    match c.call(init(None), 4).await {
+        ResponseBody::InitProducerId(r) => {
+            assert_eq!(r.error_code, NONE);
+            assert!(r.producer_id >= 0);
         }
+        other => panic!("{other:?}"),
+    }
+    match c.call(init(Some("")), 4).await {
+        ResponseBody::InitProducerId(r) => {
+            assert_eq!(
+                r.error_code,
+                weir_protocol::error_code::ErrorCode::InvalidRequest.code()
+            );
+            assert_eq!(r.producer_id, -1);
+        }
+        other => panic!("{other:?}"),
     }
     b.shutdown().await.unwrap();
 }
