@@ -39,6 +39,7 @@ pub mod producer_state;
 pub mod producer_state_io;
 pub mod replica_manager;
 pub mod replication;
+pub mod sasl;
 pub mod server;
 pub mod session;
 pub mod tls;
