@@ -178,6 +178,32 @@ async fn main() {
         ..Default::default()
     };
     c.call(RequestBody::CreateTopics(create), 7).await;
+    // produce once every partition has its leader
+    let topic_meta = || MetadataRequest {
+        topics: Some(vec![metadata_request::MetadataRequestTopic {
+            name: Some("bench".into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let ResponseBody::Metadata(m) = c.call(RequestBody::Metadata(topic_meta()), 12).await
+        else {
+            panic!("metadata")
+        };
+        let t = &m.topics[0];
+        if t.error_code == 0
+            && t.partitions.len() == PARTITIONS as usize
+            && t.partitions
+                .iter()
+                .all(|p| p.error_code == 0 && p.leader_id >= 0)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "topic not ready: {t:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let value = Bytes::from(vec![b'x'; RECORD_BYTES]);
     let batch_bytes = BATCH_RECORDS * RECORD_BYTES;
     let batches_per_partition = (mib << 20) / batch_bytes / PARTITIONS as usize;
@@ -206,17 +232,15 @@ async fn main() {
             }],
             ..Default::default()
         };
-        c.call(RequestBody::Produce(req), 9).await;
+        let ResponseBody::Produce(r) = c.call(RequestBody::Produce(req), 9).await else {
+            panic!("not a produce response")
+        };
+        for p in &r.responses[0].partition_responses {
+            assert_eq!(p.error_code, 0, "produce to partition {}", p.index);
+        }
     }
     let end = (batches_per_partition * BATCH_RECORDS) as i64;
-    let req = MetadataRequest {
-        topics: Some(vec![metadata_request::MetadataRequestTopic {
-            name: Some("bench".into()),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    let ResponseBody::Metadata(m) = c.call(RequestBody::Metadata(req), 12).await else {
+    let ResponseBody::Metadata(m) = c.call(RequestBody::Metadata(topic_meta()), 12).await else {
         panic!("metadata")
     };
     let id = m.topics[0].topic_id;
@@ -248,5 +272,7 @@ async fn main() {
     println!("  PLAINTEXT (sendfile): median {p:.0}  all {plain_rates:.0?}");
     println!("  SSL (copy + AES-GCM): median {s:.0}  all {ssl_rates:.0?}");
     println!("  SSL / PLAINTEXT: {:.2}", s / p);
-    b.shutdown().await.expect("shutdown");
+    if let Err(e) = b.shutdown().await {
+        eprintln!("shutdown: {e}");
+    }
 }

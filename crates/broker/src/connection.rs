@@ -300,41 +300,48 @@ impl Connection {
     /// read straight into it, whole batches as stored, nothing per record)
     /// and written whenever it holds [`TLS_WRITE_BATCH`] bytes, so a fetch
     /// response becomes a few large writes that rustls encrypts record by
-    /// record. The buffer is kept for the next response.
+    /// record. The buffer is kept for the next response and stays
+    /// initialized (`used` counts what this response filled), so refilling
+    /// it costs no zeroing.
     async fn write_parts_tls(&mut self, parts: Vec<ResponsePart>) -> Result<(), ConnectionError> {
         let mut buf = std::mem::take(&mut self.copy_buf);
-        buf.clear();
+        let mut used = 0usize;
         let result = async {
             for part in parts {
                 let len = match &part {
                     ResponsePart::Bytes(b) => b.len(),
                     ResponsePart::File(r) => r.len(),
                 };
-                if !buf.is_empty() && buf.len() + len > TLS_WRITE_BATCH {
-                    self.stream.write_all(&buf).await?;
-                    buf.clear();
+                if used > 0 && used + len > TLS_WRITE_BATCH {
+                    self.stream
+                        .write_all(buf.get(..used).unwrap_or_default())
+                        .await?;
+                    used = 0;
                 }
+                if buf.len() < used + len {
+                    buf.resize(used + len, 0);
+                }
+                // just sized to hold `len` bytes past `used`
+                let room = buf.get_mut(used..used + len).unwrap_or_default();
                 match part {
-                    ResponsePart::Bytes(b) => buf.extend_from_slice(&b),
-                    ResponsePart::File(region) => {
-                        let start = buf.len();
-                        buf.resize(start + region.len(), 0);
-                        // just resized to hold the region past `start`
-                        region
-                            .read_into(buf.get_mut(start..).unwrap_or_default())
-                            .map_err(|e| ConnectionError::Io(std::io::Error::other(e)))?;
-                    }
+                    ResponsePart::Bytes(b) => room.copy_from_slice(&b),
+                    ResponsePart::File(region) => region
+                        .read_into(room)
+                        .map_err(|e| ConnectionError::Io(std::io::Error::other(e)))?,
                 }
+                used += len;
                 self.written += len as u64;
             }
-            if !buf.is_empty() {
-                self.stream.write_all(&buf).await?;
+            if used > 0 {
+                self.stream
+                    .write_all(buf.get(..used).unwrap_or_default())
+                    .await?;
             }
             self.stream.flush().await?;
             Ok(())
         }
         .await;
-        if buf.capacity() <= TLS_BUFFER_KEEP {
+        if buf.len() <= TLS_BUFFER_KEEP {
             self.copy_buf = buf;
         }
         result
