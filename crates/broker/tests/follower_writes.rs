@@ -25,13 +25,15 @@ fn leader_batch(base: i64, epoch: i32, n: usize) -> Bytes {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_old_leaders_answer_is_not_applied_after_this_broker_leads() {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_broker(dir.path(), &[]).await;
-    let b = running.broker.clone();
-    let me = b.config.node_id;
-    let mut c = Client::connect(running.local_addr).await;
-    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
-    let id = b.topic("t").unwrap().id_bytes();
-    let (host, port) = b.advertised();
+    let TopicT {
+        running: _running,
+        b,
+        c: _,
+        id,
+        me,
+        host,
+        port,
+    } = broker_with_topic_t(dir.path()).await;
     let view = FixedView::new(three_replicas(me, &host, port, id, 2, 1));
     b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));
     b.apply_leadership();
@@ -80,13 +82,15 @@ async fn a_leader_appends_and_acknowledges_only_in_its_own_epoch() {
     use weir_protocol::error_code::ErrorCode;
 
     let dir = tempfile::tempdir().unwrap();
-    let running = start_broker(dir.path(), &[]).await;
-    let b = running.broker.clone();
-    let me = b.config.node_id;
-    let mut c = Client::connect(running.local_addr).await;
-    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
-    let id = b.topic("t").unwrap().id_bytes();
-    let (host, port) = b.advertised();
+    let TopicT {
+        running: _running,
+        b,
+        c: _,
+        id,
+        me,
+        host,
+        port,
+    } = broker_with_topic_t(dir.path()).await;
     let view = FixedView::new(three_replicas(me, &host, port, id, me, 1));
     // A cluster member's partition layer (appends follow the leadership).
     b.replicas.set_cluster_member();
@@ -135,13 +139,15 @@ async fn a_resigned_leader_answers_waiting_acks_all_produces_at_once() {
     use weir_protocol::error_code::ErrorCode;
 
     let dir = tempfile::tempdir().unwrap();
-    let running = start_broker(dir.path(), &[]).await;
-    let b = running.broker.clone();
-    let me = b.config.node_id;
-    let mut c = Client::connect(running.local_addr).await;
-    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
-    let id = b.topic("t").unwrap().id_bytes();
-    let (host, port) = b.advertised();
+    let TopicT {
+        running: _running,
+        b,
+        c: _,
+        id,
+        me,
+        host,
+        port,
+    } = broker_with_topic_t(dir.path()).await;
     let view = FixedView::new(three_replicas(me, &host, port, id, me, 1));
     b.replicas.set_cluster_member();
     b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));

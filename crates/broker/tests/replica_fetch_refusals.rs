@@ -34,17 +34,19 @@ async fn fetch(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follower_fetches_that_must_not_be_served_are_refused_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_broker(dir.path(), &[]).await;
-    let b = running.broker.clone();
-    let me = b.config.node_id;
-    let mut c = Client::connect(running.local_addr).await;
-    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
+    let TopicT {
+        running: _running,
+        b,
+        mut c,
+        id,
+        me,
+        host,
+        port,
+    } = broker_with_topic_t(dir.path()).await;
     let (err, _) = produce(&mut c, "t", 0, batch(&["a", "b", "c"], 1), 1).await;
     assert_eq!(err, NONE);
 
     // This broker leads at epoch 1 with replicas me, 2, 3.
-    let id = b.topic("t").unwrap().id_bytes();
-    let (host, port) = b.advertised();
     let snap = three_replicas(me, &host, port, id, me, 1);
     b.set_cluster(FixedView::new(snap), Arc::new(LocalTopicAdmin));
     b.apply_leadership();
@@ -96,17 +98,19 @@ async fn follower_fetches_that_must_not_be_served_are_refused_and_change_nothing
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_or_stopping_follower_is_not_asked_back_into_the_isr() {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_broker(dir.path(), &[]).await;
-    let b = running.broker.clone();
-    let me = b.config.node_id;
-    let mut c = Client::connect(running.local_addr).await;
-    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
+    let TopicT {
+        running: _running,
+        b,
+        mut c,
+        id,
+        me,
+        host,
+        port,
+    } = broker_with_topic_t(dir.path()).await;
     let (err, _) = produce(&mut c, "t", 0, batch(&["a", "b", "c"], 1), 1).await;
     assert_eq!(err, NONE);
 
     // Leading at epoch 1, broker 2 out of the ISR and shutting down.
-    let id = b.topic("t").unwrap().id_bytes();
-    let (host, port) = b.advertised();
     let without_2 = |snap: weir_broker::cluster::ClusterSnapshot| {
         let mut topics: Vec<_> = snap.topics().cloned().collect();
         topics[0].partitions[0].isr = vec![me, 3];

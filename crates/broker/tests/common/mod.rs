@@ -822,6 +822,38 @@ pub fn follower_fetch_request(
     }
 }
 
+/// A started broker with the one-partition topic `t`, a client of it, and
+/// what [`three_replicas`] needs: the topic's id and this broker's id,
+/// host and port.
+pub struct TopicT {
+    pub running: RunningBroker,
+    pub b: std::sync::Arc<weir_broker::Broker>,
+    pub c: Client,
+    pub id: [u8; 16],
+    pub me: i32,
+    pub host: String,
+    pub port: u16,
+}
+
+pub async fn broker_with_topic_t(dir: &std::path::Path) -> TopicT {
+    let running = start_broker(dir, &[]).await;
+    let b = running.broker.clone();
+    let mut c = Client::connect(running.local_addr).await;
+    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
+    let id = b.topic("t").unwrap().id_bytes();
+    let (host, port) = b.advertised();
+    let me = b.config.node_id;
+    TopicT {
+        running,
+        b,
+        c,
+        id,
+        me,
+        host,
+        port,
+    }
+}
+
 /// A cluster of this broker (`me`, at `host:port`) and brokers 2 and 3
 /// (unroutable addresses), with topic `t` (`id`) of one partition on all
 /// three, led by `leader` in `epoch`, its ISR full.
