@@ -49,12 +49,14 @@ pub struct Listener {
     pub port: u16,
 }
 
-/// The security protocols weir serves on a client listener. Kafka's
-/// SASL_PLAINTEXT and SASL_SSL are refused, never skipped.
+/// The security protocols weir serves on a client listener (all four of
+/// Kafka's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SecurityProtocol {
     Plaintext,
     Ssl,
+    SaslPlaintext,
+    SaslSsl,
 }
 
 impl SecurityProtocol {
@@ -63,6 +65,8 @@ impl SecurityProtocol {
         match self {
             SecurityProtocol::Plaintext => "PLAINTEXT",
             SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
         }
     }
 
@@ -71,7 +75,22 @@ impl SecurityProtocol {
         match self {
             SecurityProtocol::Plaintext => 0,
             SecurityProtocol::Ssl => 1,
+            SecurityProtocol::SaslPlaintext => 2,
+            SecurityProtocol::SaslSsl => 3,
         }
+    }
+
+    /// Whether connections start with a TLS handshake.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Whether clients must authenticate with SASL before anything else.
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
     }
 }
 
@@ -133,12 +152,8 @@ fn client_entries(
         let protocol = match e.protocol.as_str() {
             "PLAINTEXT" => SecurityProtocol::Plaintext,
             "SSL" => SecurityProtocol::Ssl,
-            "SASL_PLAINTEXT" | "SASL_SSL" => {
-                return Err(format!(
-                    "security protocol {} in {:?} is not supported (PLAINTEXT and SSL are)",
-                    e.protocol, e.text
-                ));
-            }
+            "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
+            "SASL_SSL" => SecurityProtocol::SaslSsl,
             _ => {
                 return Err(format!(
                     "no security protocol for listener {} in listener.security.protocol.map",
@@ -162,8 +177,10 @@ pub struct ClientListener {
     /// Its `advertised.listeners` entry; None: the bound address is
     /// advertised.
     pub advertised: Option<Listener>,
-    /// Some exactly for SSL listeners.
+    /// Some exactly for SSL and SASL_SSL listeners.
     pub tls: Option<crate::tls::TlsSettings>,
+    /// Some exactly for SASL_PLAINTEXT and SASL_SSL listeners.
+    pub sasl: Option<crate::sasl::ListenerSasl>,
 }
 
 impl Listener {
@@ -389,7 +406,7 @@ impl BrokerConfig {
         for (k, v) in &explicit {
             // `listener.name.<name>.ssl.…` overrides `ssl.…` for a listener
             let def = configdef::broker_def(k)
-                .or_else(|| listener_override(k).and_then(|(_, base)| configdef::broker_def(base)));
+                .or_else(|| listener_override(k).and_then(|(_, base)| override_def(base)));
             match def {
                 Some(def) => def
                     .validate(v)
@@ -617,11 +634,22 @@ impl BrokerConfig {
 
 /// Splits `listener.name.<name>.<config>` into the listener name (as
 /// written, Kafka writes it in lower case) and the config it overrides;
-/// only `ssl.*` configs have per-listener forms here.
+/// `ssl.*` configs, `sasl.enabled.mechanisms` and
+/// `<mechanism>.sasl.jaas.config` have per-listener forms here.
 fn listener_override(key: &str) -> Option<(&str, &str)> {
     let rest = key.strip_prefix("listener.name.")?;
     let (name, base) = rest.split_once('.')?;
-    (!name.is_empty() && crate::tls::SSL_SETTINGS.contains(&base)).then_some((name, base))
+    (!name.is_empty() && override_def(base).is_some()).then_some((name, base))
+}
+
+/// The definition a per-listener config `base` is checked against.
+fn override_def(base: &str) -> Option<&'static configdef::ConfigDef> {
+    if crate::tls::SSL_SETTINGS.contains(&base) || crate::sasl::SASL_SETTINGS.contains(&base) {
+        return configdef::broker_def(base);
+    }
+    let mechanism = base.strip_suffix(".sasl.jaas.config")?;
+    crate::sasl::Mechanism::from_name(&mechanism.to_ascii_uppercase())
+        .map(|_| &configdef::LISTENER_SASL_JAAS_CONFIG)
 }
 
 /// The inter-broker listener among `listeners` (see
@@ -703,9 +731,13 @@ fn client_listeners(
     entries
         .into_iter()
         .map(|(e, protocol)| {
-            let tls = match protocol {
-                SecurityProtocol::Plaintext => None,
-                SecurityProtocol::Ssl => Some(tls_settings(explicit, &e.name)?),
+            let tls = match protocol.uses_tls() {
+                false => None,
+                true => Some(tls_settings(explicit, &e.name)?),
+            };
+            let sasl = match protocol.uses_sasl() {
+                false => None,
+                true => Some(sasl_settings(explicit, &e.name)?),
             };
             Ok(ClientListener {
                 advertised: advertised.remove(&e.name),
@@ -713,6 +745,7 @@ fn client_listeners(
                 protocol,
                 address: e.address,
                 tls,
+                sasl,
             })
         })
         .collect()
@@ -738,6 +771,42 @@ fn tls_settings(
             })
     };
     crate::tls::TlsSettings::parse(name, &get).map_err(|e| invalid(&e.name, &e.value, e.reason))
+}
+
+/// The SASL settings of SASL listener `name`:
+/// `listener.name.<name>.sasl.enabled.mechanisms` (the name in any case),
+/// else `sasl.enabled.mechanisms`, and each mechanism's
+/// `listener.name.<name>.<mechanism>.sasl.jaas.config`.
+fn sasl_settings(
+    explicit: &BTreeMap<String, String>,
+    name: &str,
+) -> Result<crate::sasl::ListenerSasl, ConfigError> {
+    let own = |config: &str| {
+        explicit
+            .iter()
+            .find(|(k, _)| {
+                listener_override(k)
+                    .is_some_and(|(l, base)| l.eq_ignore_ascii_case(name) && base == config)
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+    };
+    let get = |config: &str| -> Option<String> {
+        match config.strip_prefix("listener.name.") {
+            Some(rest) => rest.split_once('.').and_then(|(_, base)| own(base)),
+            None => own(config).or_else(|| {
+                explicit
+                    .get_key_value(config)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+            }),
+        }
+        .map(|(_, v)| v)
+    };
+    crate::sasl::ListenerSasl::parse(name, &get).map_err(|reason| {
+        let setting = own("sasl.enabled.mechanisms")
+            .map_or_else(|| "sasl.enabled.mechanisms".to_string(), |(k, _)| k);
+        let value = get("sasl.enabled.mechanisms").unwrap_or_default();
+        invalid(&setting, &value, reason)
+    })
 }
 
 /// What the KRaft settings say, once validated.
@@ -1237,28 +1306,27 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_security_protocols_are_refused_not_skipped() {
+    fn unknown_security_protocols_are_refused_not_skipped() {
         for v in [
-            "SASL_SSL://127.0.0.1:9093",
-            "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093",
-            "sasl_plaintext://h:1",
+            "KERBEROS://127.0.0.1:9093",
+            "PLAINTEXT://127.0.0.1:9092,KERBEROS://127.0.0.1:9093",
         ] {
             let e = BrokerConfig::from_pairs([("listeners", v)])
                 .unwrap_err()
                 .to_string();
             assert!(
-                e.contains("listeners") && e.contains("not supported"),
+                e.contains("listeners") && e.contains("no security protocol for listener KERBEROS"),
                 "{e}"
             );
         }
-        // a listener name mapped to an unsupported protocol
+        // a listener name mapped to an unknown protocol
         let e = BrokerConfig::from_pairs([
             ("listeners", "PLAINTEXT://127.0.0.1:1,CLIENT://127.0.0.1:2"),
-            ("listener.security.protocol.map", "CLIENT:SASL_SSL"),
+            ("listener.security.protocol.map", "CLIENT:KERBEROS"),
         ])
         .unwrap_err()
         .to_string();
-        assert!(e.contains("SASL_SSL"), "{e}");
+        assert!(e.contains("CLIENT"), "{e}");
         // an advertised listener that is not among the listeners
         let e = BrokerConfig::from_pairs([("advertised.listeners", "SSL://h:1")])
             .unwrap_err()
@@ -1476,10 +1544,10 @@ mod tests {
         assert_eq!(c.listener.port, 0);
         // the same address in another spelling agrees
         assert!(listen(Some("PLAINTEXT://127.0.0.1:0"), "127.0.0.1:0").is_ok());
-        let e = listen(Some("SASL_SSL://127.0.0.1:9093"), "127.0.0.1:0")
+        let e = listen(Some("KERBEROS://127.0.0.1:9093"), "127.0.0.1:0")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("listeners") && e.contains("SASL_SSL"), "{e}");
+        assert!(e.contains("listeners") && e.contains("KERBEROS"), "{e}");
         let e = listen(Some("PLAINTEXT://127.0.0.1:9092"), "127.0.0.1:0").unwrap_err();
         assert!(
             matches!(
@@ -1491,10 +1559,91 @@ mod tests {
             ),
             "{e}"
         );
-        let e = listen(None, "SASL_SSL://127.0.0.1:1")
+        let e = listen(None, "KERBEROS://127.0.0.1:1")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--listen") && e.contains("SASL_SSL"), "{e}");
+        assert!(e.contains("--listen") && e.contains("KERBEROS"), "{e}");
+    }
+
+    #[test]
+    fn sasl_listeners_take_mechanisms_and_jaas_per_listener() {
+        let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                    user_alice=\"alice-secret\";";
+        let c = BrokerConfig::from_pairs([
+            (
+                "listeners",
+                "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CLIENT://127.0.0.1:0",
+            ),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+            ),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            ("listener.name.sasl_plaintext.plain.sasl.jaas.config", jaas),
+            (
+                "listener.name.client.sasl.enabled.mechanisms",
+                "SCRAM-SHA-256",
+            ),
+            (
+                "listener.name.client.scram-sha-256.sasl.jaas.config",
+                "org.apache.kafka.common.security.scram.ScramLoginModule required user_bob=\"b\";",
+            ),
+        ])
+        .unwrap();
+        assert!(c.unused.is_empty(), "{:?}", c.unused);
+        let mechanisms: Vec<Option<Vec<crate::sasl::Mechanism>>> = c
+            .listeners
+            .iter()
+            .map(|l| l.sasl.as_ref().map(|s| s.mechanisms.clone()))
+            .collect();
+        use crate::sasl::Mechanism::{Plain, ScramSha256};
+        assert_eq!(
+            mechanisms,
+            [None, Some(vec![Plain]), Some(vec![ScramSha256])]
+        );
+        assert_eq!(c.listeners[1].protocol, SecurityProtocol::SaslPlaintext);
+        assert!(c.listeners.iter().all(|l| l.tls.is_none()));
+
+        // a SASL listener without mechanisms, and one whose mechanism has
+        // no login module, are start errors naming the setting
+        let e = BrokerConfig::from_pairs([("listeners", "SASL_PLAINTEXT://127.0.0.1:0")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sasl.enabled.mechanisms") && e.contains("GSSAPI"),
+            "{e}"
+        );
+        let e = BrokerConfig::from_pairs([
+            ("listeners", "SASL_PLAINTEXT://127.0.0.1:0"),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("listener.name.sasl_plaintext.plain.sasl.jaas.config"),
+            "{e}"
+        );
+        // SASL_SSL needs a keystore as SSL does
+        let e = BrokerConfig::from_pairs([
+            ("listeners", "SASL_SSL://127.0.0.1:0"),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            ("listener.name.sasl_ssl.plain.sasl.jaas.config", jaas),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("ssl.keystore.location"), "{e}");
+        // a bad JAAS text is refused without printing it
+        let e = BrokerConfig::from_pairs([
+            ("listeners", "SASL_PLAINTEXT://127.0.0.1:0"),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            (
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"hunter2",
+            ),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unterminated") && !e.contains("hunter2"), "{e}");
     }
 
     #[test]
@@ -1781,10 +1930,10 @@ mod tests {
             (
                 vec![(
                     "listeners",
-                    "PLAINTEXT://:9092,SASL_SSL://:9094,CONTROLLER://:9093",
+                    "PLAINTEXT://:9092,KERBEROS://:9094,CONTROLLER://:9093",
                 )],
                 "listeners",
-                "not supported",
+                "no security protocol for listener KERBEROS",
             ),
             (
                 vec![("inter.broker.listener.name", "CONTROLLER")],

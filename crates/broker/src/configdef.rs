@@ -167,6 +167,10 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     def("ssl.principal.mapping.rules", Str, Some("DEFAULT")),
     def("ssl.enabled.protocols", List, Some("TLSv1.2,TLSv1.3")),
+    // SASL of SASL_PLAINTEXT and SASL_SSL listeners (crate::sasl); also per
+    // listener as listener.name.<name>.sasl.enabled.mechanisms. Kafka's
+    // default, GSSAPI, is not served, so there is none.
+    def("sasl.enabled.mechanisms", List, None),
     // weir-specific: the HTTP listener for /metrics and the console
     def("http.listeners", Str, Some("127.0.0.1:9644")),
     // weir-specific: Host names the HTTP listener answers besides IPs,
@@ -617,6 +621,11 @@ pub static GROUP_CONFIG_BOUNDS: &[(&str, &str, &str)] = &[
 pub fn group_def(name: &str) -> Option<&'static ConfigDef> {
     GROUP_CONFIGS.iter().find(|d| d.name == name)
 }
+
+/// `listener.name.<name>.<mechanism>.sasl.jaas.config`: a listener's login
+/// module for one mechanism, with its users' passwords. Only read in that
+/// per-listener form, so it is not among [`BROKER_CONFIGS`].
+pub static LISTENER_SASL_JAAS_CONFIG: ConfigDef = secret(def("sasl.jaas.config", Str, None));
 
 pub fn broker_def(name: &str) -> Option<&'static ConfigDef> {
     BROKER_CONFIGS.iter().find(|d| d.name == name)

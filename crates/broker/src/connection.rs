@@ -41,7 +41,9 @@ use weir_storage::FileRegion;
 
 use crate::broker::Broker;
 use crate::handler::{self, Reply, RequestContext};
-use crate::session::Session;
+use crate::sasl::ListenerSasl;
+use crate::sasl::gate::{After, Authenticating, Gate, MAX_UNAUTHENTICATED_REQUEST_BYTES};
+use crate::session::{Principal, Session};
 
 /// Bytes sent with sendfile(2) since start (all connections); a cheap
 /// observable that the zero-copy path is in use.
@@ -73,7 +75,15 @@ pub enum ConnectionError {
     ShortFile { missing: usize },
     #[error("idle for more than connections.max.idle.ms")]
     Idle,
+    /// Refused by SASL (already logged and counted).
+    #[error("SASL authentication failed: {0}")]
+    Unauthenticated(String),
 }
+
+/// How long a connection that failed SASL authentication stays open after
+/// its answer (Kafka's `connection.failed.authentication.delay.ms`
+/// default).
+const FAILED_AUTHENTICATION_CLOSE_DELAY: Duration = Duration::from_millis(100);
 
 /// Most answers a connection keeps waiting (produce syncs in flight) before
 /// it stops reading requests.
@@ -115,6 +125,11 @@ pub struct Connection {
     peer: SocketAddr,
     /// The listener and the authenticated principal.
     session: Arc<Session>,
+    /// Some on a SASL listener until the client has authenticated: only
+    /// the requests it allows are served meanwhile.
+    auth: Option<Authenticating>,
+    /// Close once the answer being sent is out (a failed authentication).
+    close_after: Option<String>,
     /// TLS only: where file regions are copied before encryption; kept
     /// across responses so steady fetching allocates nothing.
     copy_buf: Vec<u8>,
@@ -171,6 +186,8 @@ impl Connection {
             stream,
             peer,
             session,
+            auth: None,
+            close_after: None,
             copy_buf: Vec::new(),
             read_buf: BytesMut::with_capacity(4096),
             max_request_bytes,
@@ -181,6 +198,14 @@ impl Connection {
             budget: RequestBudget::unbounded(),
             reservation: None,
         }
+    }
+
+    /// Serves nothing but ApiVersions and the SASL exchange until the
+    /// client has authenticated with one of `sasl`'s mechanisms; the
+    /// session's principal is then `User:<name>`.
+    pub fn with_sasl(mut self, sasl: Arc<ListenerSasl>) -> Self {
+        self.auth = Some(Authenticating::new(sasl));
+        self
     }
 
     /// Reserves each frame's size from `budget` before reading its body.
@@ -216,10 +241,16 @@ impl Connection {
                 };
             }
         };
-        if size < 0 || size as u32 > self.max_request_bytes {
+        let max = match self.auth {
+            Some(_) => self
+                .max_request_bytes
+                .min(MAX_UNAUTHENTICATED_REQUEST_BYTES),
+            None => self.max_request_bytes,
+        };
+        if size < 0 || size as u32 > max {
             return Err(ConnectionError::FrameTooLarge {
                 size: size as i64,
-                max: self.max_request_bytes,
+                max,
             });
         }
         let total = 4 + size as usize;
@@ -436,6 +467,13 @@ impl Connection {
                     }
                     reply => self.finish(&broker, resolved(reply)).await?,
                 }
+                if let Some(reason) = self.close_after.take() {
+                    // The answer is out; closing at once could overtake it
+                    // at a client that handles the close first, and would
+                    // let a client retry at full speed.
+                    tokio::time::sleep(FAILED_AUTHENTICATION_CLOSE_DELAY).await;
+                    return Err(ConnectionError::Unauthenticated(reason));
+                }
             }
         }
         .await;
@@ -446,7 +484,8 @@ impl Connection {
                 }
                 ConnectionError::Io(_)
                 | ConnectionError::TruncatedFrame
-                | ConnectionError::Idle => {
+                | ConnectionError::Idle
+                | ConnectionError::Unauthenticated(_) => {
                     tracing::debug!(%peer, "closing connection: {e}")
                 }
                 _ => tracing::info!(%peer, "closing connection: {e}"),
@@ -528,6 +567,30 @@ impl Connection {
                 return Err(ConnectionError::InvalidRequest(e.to_string()));
             }
         };
+        if let Some(auth) = &mut self.auth {
+            match auth.request(&body, crate::sasl::server_nonce) {
+                Gate::Pass => {}
+                Gate::Answer { body, after } => {
+                    self.after_sasl_step(broker, after);
+                    broker.metrics.record_response_errors(api_key, &body);
+                    return Ok(Outgoing {
+                        correlation_id,
+                        key,
+                        version,
+                        reply: Reply::Body(*body),
+                    });
+                }
+                Gate::Close(reason) => {
+                    self.after_sasl_step(
+                        broker,
+                        After::Failed {
+                            reason: reason.clone(),
+                        },
+                    );
+                    return Err(ConnectionError::Unauthenticated(reason));
+                }
+            }
+        }
         let ctx = RequestContext {
             broker: broker.clone(),
             api_key: key,
@@ -546,6 +609,42 @@ impl Connection {
             version,
             reply,
         })
+    }
+
+    /// Acts on a step of the SASL exchange: a success makes the session's
+    /// principal the user; a failure is counted, logged (never with the
+    /// credentials) and closes the connection after the answer.
+    fn after_sasl_step(&mut self, broker: &Broker, after: After) {
+        match after {
+            After::Continue => {}
+            After::Authenticated { user, mechanism } => {
+                self.auth = None;
+                self.session = Session::new(self.session.listener.clone(), Principal::user(user));
+                broker
+                    .metrics
+                    .sasl_authentications
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    peer = %self.peer,
+                    listener = %self.session.listener.name,
+                    principal = %self.session.principal,
+                    mechanism = mechanism.name(),
+                    "SASL authenticated"
+                );
+            }
+            After::Failed { reason } => {
+                broker
+                    .metrics
+                    .sasl_authentication_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    peer = %self.peer,
+                    listener = %self.session.listener.name,
+                    "SASL authentication failed: {reason}"
+                );
+                self.close_after = Some(reason);
+            }
+        }
     }
 
     /// Writes an answer (a [`Reply::Later`] must have been resolved).

@@ -234,6 +234,11 @@ pub struct BrokerMetrics {
     pub connections_accepted: AtomicU64,
     /// Connections closed at once by `max.connections(.per.ip)`.
     pub connections_rejected: AtomicU64,
+    /// SASL authentications that succeeded.
+    pub sasl_authentications: AtomicU64,
+    /// SASL authentications refused (wrong credentials, malformed or
+    /// out-of-order SASL messages).
+    pub sasl_authentication_failures: AtomicU64,
     open_connections: AtomicI64,
     /// Fetch requests waiting for data now (long polls).
     parked_fetches: AtomicI64,
@@ -265,6 +270,8 @@ impl BrokerMetrics {
             bytes_out: AtomicU64::new(0),
             connections_accepted: AtomicU64::new(0),
             connections_rejected: AtomicU64::new(0),
+            sasl_authentications: AtomicU64::new(0),
+            sasl_authentication_failures: AtomicU64::new(0),
             open_connections: AtomicI64::new(0),
             parked_fetches: AtomicI64::new(0),
             fetch_wakeups: AtomicU64::new(0),

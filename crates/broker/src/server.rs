@@ -209,6 +209,7 @@ pub async fn start_with_setup(
                 listener,
                 info,
                 tls,
+                sasl: l.sasl.clone().map(Arc::new),
                 limits: limits.clone(),
                 budget: budget.clone(),
             },
@@ -321,8 +322,10 @@ fn listener_info(l: &ClientListener, bound: SocketAddr) -> ListenerInfo {
 struct Accepting {
     listener: TcpListener,
     info: Arc<ListenerInfo>,
-    /// Some for an SSL listener.
+    /// Some for an SSL or SASL_SSL listener.
     tls: Option<Arc<ListenerTls>>,
+    /// Some for a SASL_PLAINTEXT or SASL_SSL listener.
+    sasl: Option<Arc<crate::sasl::ListenerSasl>>,
     limits: Arc<ConnectionLimits>,
     budget: crate::connection::RequestBudget,
 }
@@ -353,6 +356,7 @@ async fn accept_loop(
         let info = a.info.clone();
         let tls = a.tls.clone();
         let budget = a.budget.clone();
+        let sasl = a.sasl.clone();
         tokio::spawn(async move {
             let established = tokio::select! {
                 r = establish(stream, peer, &info, tls.as_deref(), idle) => r,
@@ -368,6 +372,10 @@ async fn accept_loop(
                 )
                 .with_inline_max_bytes(broker.config.fetch_inline_max_bytes)
                 .with_budget(budget);
+                let conn = match sasl {
+                    Some(sasl) => conn.with_sasl(sasl),
+                    None => conn,
+                };
                 conn.run(broker, shutdown).await;
             }
             drop(open);

@@ -27,6 +27,7 @@ mod replicated_offsets;
 mod replicated_transactions;
 mod replicated_txn_offsets;
 mod replication;
+mod sasl;
 mod tls;
 mod torn_tail;
 mod transactions;

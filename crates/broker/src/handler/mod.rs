@@ -42,6 +42,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
@@ -135,6 +136,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
+    // SASL (crate::sasl::gate before authentication). Handshake v0, with
+    // raw SASL tokens instead of SaslAuthenticate, is not served.
+    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
     // Broker to broker: Kafka 4 keeps only v1 (KIP-896).
     (ApiKey::WriteTxnMarkers, 1, 1),
 ];
@@ -231,6 +236,8 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::DescribeTransactions(r) => describe_transactions::handle(ctx, r),
         RequestBody::ListTransactions(r) => list_transactions::handle(ctx, r),
         RequestBody::WriteTxnMarkers(r) => write_txn_markers::handle(ctx, r).await,
+        RequestBody::SaslHandshake(r) => sasl::handshake(ctx, r),
+        RequestBody::SaslAuthenticate(r) => sasl::authenticate(ctx, r),
         other => Reply::Close(format!("unsupported request {:?}", other.api_key())),
     }
 }

@@ -191,6 +191,16 @@ fn network(w: &mut TextWriter, b: &Broker) {
             load(&m.connections_rejected),
         ),
         (
+            "weir_sasl_authentications_total",
+            "SASL authentications that succeeded.",
+            load(&m.sasl_authentications),
+        ),
+        (
+            "weir_sasl_authentication_failures_total",
+            "SASL authentications refused (the connection was closed).",
+            load(&m.sasl_authentication_failures),
+        ),
+        (
             "weir_fetch_wakeups_total",
             "Parked fetches woken by an append to one of their partitions (each re-reads its partitions).",
             load(&m.fetch_wakeups),

@@ -19,6 +19,7 @@
 //! assert_eq!(step, SaslStep::Done { user: "alice".into(), response: vec![] });
 //! ```
 
+pub mod gate;
 pub mod jaas;
 pub mod plain;
 pub mod scram;
@@ -30,6 +31,13 @@ use scram::{
     MIN_ITERATIONS, SCRAM_LOGIN_MODULE, ScramCredential, ScramCredentials, ScramHash, ScramServer,
     ScramStep, StaticScramCredentials,
 };
+
+/// A fresh SCRAM server nonce: 24 random bytes in base64 (printable, no
+/// `,`).
+pub fn server_nonce() -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 24]>())
+}
 
 /// A SASL mechanism weir serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

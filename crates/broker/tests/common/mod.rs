@@ -767,6 +767,14 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
             state_filters: vec!["Ongoing".into()],
             ..Default::default()
         }),
+        // On a PLAINTEXT listener: ILLEGAL_SASL_STATE.
+        ApiKey::SaslHandshake => {
+            RequestBody::SaslHandshake(weir_protocol::messages::SaslHandshakeRequest {
+                mechanism: "PLAIN".into(),
+                ..Default::default()
+            })
+        }
+        ApiKey::SaslAuthenticate => RequestBody::SaslAuthenticate(Default::default()),
         // A COMMIT marker for a producer with nothing open: appended.
         ApiKey::WriteTxnMarkers => RequestBody::WriteTxnMarkers(WriteTxnMarkersRequest {
             markers: vec![write_txn_markers_request::WritableTxnMarker {
