@@ -3,7 +3,8 @@
 //! and `SCRAM-SHA-512` producing and consuming, and refused with an
 //! authentication error for a wrong password or an unknown user;
 //! kafka-python with PLAIN and SCRAM the same way; a raw connection that
-//! asks for metadata before authenticating is closed unanswered.
+//! asks for metadata before authenticating is closed unanswered; and
+//! SCRAM-SHA-512 inside TLS on a SASL_SSL listener.
 
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
@@ -108,13 +109,13 @@ impl ConsumerContext for Errors {}
 
 /// A client with wrong credentials gets an authentication error carrying
 /// the broker's message and never a metadata answer.
-fn assert_refused(b: &WeirProcess, mechanism: &str, user: &str, password: &str) {
+fn assert_refused(config: &ClientConfig, what: &str) {
     let errors = Errors::default();
-    let consumer: BaseConsumer<Errors> = client(b, mechanism, user, password)
+    let consumer: BaseConsumer<Errors> = config
         .create_with_context(errors.clone())
         .expect("consumer");
     let r = consumer.fetch_metadata(None, Duration::from_secs(3));
-    assert!(r.is_err(), "{mechanism} {user}: served with wrong credentials: {r:?}");
+    assert!(r.is_err(), "{what}: served with wrong credentials: {r:?}");
     let deadline = Instant::now() + TIMEOUT;
     loop {
         // errors reach the context from poll
@@ -128,7 +129,7 @@ fn assert_refused(b: &WeirProcess, mechanism: &str, user: &str, password: &str) 
         }
         assert!(
             Instant::now() < deadline,
-            "{mechanism} {user}: no authentication error, only {seen:?}"
+            "{what}: no authentication error, only {seen:?}"
         );
     }
 }
@@ -167,13 +168,22 @@ async fn rdkafka_plain_and_scram_and_wrong_credentials_refused() {
         ("SCRAM-SHA-256", "alice", "alice-secret"),
     ] {
         let before = failures(&b);
-        assert_refused(&b, mechanism, user, password);
-        assert!(failures(&b) > before, "{mechanism} {user}: failure not counted");
+        assert_refused(
+            &client(&b, mechanism, user, password),
+            &format!("{mechanism} {user}"),
+        );
+        assert!(
+            failures(&b) > before,
+            "{mechanism} {user}: failure not counted"
+        );
     }
     let log = b.stderr_tail();
     assert!(log.contains("SASL authentication failed"), "{log}");
     // the log says why; the password never appears in it
-    assert!(!log.contains("bob-secret") && !log.contains("alice-secret"), "{log}");
+    assert!(
+        !log.contains("bob-secret") && !log.contains("alice-secret"),
+        "{log}"
+    );
 }
 
 /// A Metadata request before authenticating: the connection is closed
@@ -211,7 +221,10 @@ fn nothing_is_served_before_authentication() {
     assert_eq!(&answer[4..8], &9i32.to_be_bytes());
     assert_eq!(&answer[8..10], &33i16.to_be_bytes());
     let text = String::from_utf8_lossy(&answer);
-    assert!(text.contains("PLAIN") && text.contains("SCRAM-SHA-512"), "{text}");
+    assert!(
+        text.contains("PLAIN") && text.contains("SCRAM-SHA-512"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -235,4 +248,46 @@ fn kafka_python_plain_and_scram() {
     run("PLAIN", "alice", "wrong", true);
     run("SCRAM-SHA-256", "carol", "carol-secret", false);
     run("SCRAM-SHA-512", "carol", "wrong", true);
+}
+
+/// SASL_SSL: librdkafka verifies the broker's certificate, then
+/// authenticates with SCRAM-SHA-512 inside TLS; a wrong password is
+/// refused there too.
+#[tokio::test(flavor = "multi_thread")]
+async fn rdkafka_scram_over_sasl_ssl() {
+    let pki = weir_test_support::pki::TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let keystore = dir.path().join("broker.pem");
+    std::fs::write(&keystore, pki.server("weir-broker-1", 1).keystore_pem()).unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, pki.ca_pem()).unwrap();
+    let args: Vec<String> = [
+        "listeners=SASL_SSL://127.0.0.1:0".to_string(),
+        format!("ssl.keystore.location={}", keystore.display()),
+        "sasl.enabled.mechanisms=SCRAM-SHA-512".to_string(),
+        format!("listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={SCRAM_JAAS}"),
+        "http.listeners=127.0.0.1:0".to_string(),
+    ]
+    .into_iter()
+    .flat_map(|kv| ["--set".to_string(), kv])
+    .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let b =
+        WeirProcess::start_with_args(&args).unwrap_or_else(|e| panic!("weir did not start: {e}"));
+    let with_tls = |password: &str| {
+        let mut c = client(&b, "SCRAM-SHA-512", "carol", password);
+        c.set("security.protocol", "SASL_SSL")
+            .set("ssl.ca.location", ca.display().to_string())
+            .set("ssl.endpoint.identification.algorithm", "https");
+        c
+    };
+    let values: Vec<String> = (0..200).map(|i| format!("sasl-ssl-{i}")).collect();
+    produce(&with_tls("carol-secret"), "sasl-ssl", &values).await;
+    assert_eq!(
+        consume(&with_tls("carol-secret"), "sasl-ssl", values.len()),
+        values
+    );
+
+    assert_refused(&with_tls("wrong"), "SCRAM-SHA-512 over TLS");
+    assert!(failures(&b) >= 1.0);
 }

@@ -70,6 +70,7 @@ def main():
                 admin = KafkaAdminClient(
                     bootstrap_servers=args.bootstrap,
                     request_timeout_ms=5000,
+                    bootstrap_timeout_ms=5000,
                     **sasl,
                 )
             except Exception:  # noqa: BLE001 - checked through the log below
