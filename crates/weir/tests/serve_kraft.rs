@@ -208,9 +208,9 @@ fn inconsistent_quorum_and_secured_kraft_settings_are_refused_at_start() {
         (
             vec![(
                 "listeners",
-                "PLAINTEXT://:19092,SASL_SSL://:19094,CONTROLLER://:19093",
+                "PLAINTEXT://:19092,KERBEROS://:19094,CONTROLLER://:19093",
             )],
-            vec!["listeners", "SASL_SSL", "not supported"],
+            vec!["listeners", "no security protocol for listener KERBEROS"],
         ),
         (
             vec![("process.roles", "broker,observer")],
