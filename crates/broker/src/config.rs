@@ -191,9 +191,9 @@ impl Listener {
 
     /// Parses `NAME://host:port`, `host:port` or a comma-separated list of
     /// those and returns the first client listener's address. Every entry
-    /// needs a security protocol weir serves (PLAINTEXT or SSL, by scheme
-    /// or through `protocol_map`, Kafka's `listener.security.protocol.map`,
-    /// `NAME:PROTOCOL,…`).
+    /// needs a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or
+    /// SASL_SSL, by scheme or through `protocol_map`, Kafka's
+    /// `listener.security.protocol.map`, `NAME:PROTOCOL,…`).
     pub fn parse_with_map(s: &str, protocol_map: &str) -> Result<Listener, String> {
         Listener::parse_excluding(s, protocol_map, &[])
     }

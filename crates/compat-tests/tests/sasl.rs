@@ -134,6 +134,18 @@ fn assert_refused(config: &ClientConfig, what: &str) {
     }
 }
 
+/// The broker closes `s` without sending anything (a read timeout is a
+/// failure: the connection stayed open).
+fn assert_closed(s: &mut std::net::TcpStream, what: &str) {
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Ok(n) => panic!("{what}: answered {:?}", &buf[..n]),
+        Err(e) => panic!("{what}: not closed: {e}"),
+    }
+}
+
 fn failures(b: &WeirProcess) -> f64 {
     b.metric("weir_sasl_authentication_failures_total", &[])
         .unwrap()
@@ -187,8 +199,9 @@ async fn rdkafka_plain_and_scram_and_wrong_credentials_refused() {
 }
 
 /// A Metadata request before authenticating: the connection is closed
-/// without an answer (Kafka's behaviour), and so is a SaslHandshake for a
-/// mechanism that is not enabled, after its answer.
+/// without an answer (Kafka's behaviour), as is a 100 MiB frame; a
+/// SaslHandshake for a mechanism that is not enabled is closed after its
+/// answer.
 #[test]
 fn nothing_is_served_before_authentication() {
     let b = start();
@@ -200,10 +213,16 @@ fn nothing_is_served_before_authentication() {
     s.set_read_timeout(Some(TIMEOUT)).unwrap();
     s.write_all(&(frame.len() as u32).to_be_bytes()).unwrap();
     s.write_all(&frame).unwrap();
-    let mut buf = [0u8; 64];
-    let n = s.read(&mut buf).unwrap_or(0);
-    assert_eq!(n, 0, "answered before authentication: {:?}", &buf[..n]);
+    assert_closed(&mut s, "a Metadata request before authenticating");
     assert!(failures(&b) >= 1.0, "refusal not counted");
+
+    // a frame announced as 100 MiB before authenticating: closed without
+    // reading it (the limit is 512 KiB until then)
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    s.write_all(&(100u32 << 20).to_be_bytes()).unwrap();
+    s.write_all(&[0, 36, 0, 2]).unwrap();
+    assert_closed(&mut s, "a 100 MiB frame before authenticating");
 
     // SaslHandshake v1 for GSSAPI: UNSUPPORTED_SASL_MECHANISM (33), then closed
     let mechanism = b"GSSAPI";
