@@ -78,7 +78,15 @@ async function main() {
 
   await check('sendOffsets commit', async () => {
     await transaction({ 0: 5, 1: 7 }, true)
-    const got = await committed(admin, groupId, source)
+    // commit() returns once the coordinator has decided (PrepareCommit);
+    // the offsets become visible when its marker reaches the group's
+    // partition, a moment later (as with Kafka): poll, with a deadline.
+    const deadline = Date.now() + 10000
+    let got = await committed(admin, groupId, source)
+    while (!(got[0] === '5' && got[1] === '7') && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      got = await committed(admin, groupId, source)
+    }
     expect(got[0] === '5' && got[1] === '7', `after COMMIT: ${JSON.stringify(got)}`)
   })
   await check('sendOffsets abort', async () => {
