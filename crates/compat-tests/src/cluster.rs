@@ -35,6 +35,22 @@ impl WeirCluster {
     /// Starts `n` combined nodes with `extra` settings (`name=value`) on
     /// top of the cluster's own.
     pub fn start(n: usize, extra: &[(&str, &str)]) -> Result<Self, HarnessError> {
+        // The controller ports are picked free, then released for the nodes
+        // to bind: another process may take one in between. Such a start
+        // is tried again on other ports.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::start_once(n, extra) {
+                Err(e) if attempt < 3 && e.to_string().contains("Address already in use") => {
+                    eprintln!("cluster start: a port was taken meanwhile, trying other ports: {e}");
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn start_once(n: usize, extra: &[(&str, &str)]) -> Result<Self, HarnessError> {
         let controller_ports = free_ports(n)?;
         let voters = controller_ports
             .iter()
