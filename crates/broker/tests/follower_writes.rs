@@ -91,11 +91,8 @@ async fn a_leader_appends_and_acknowledges_only_in_its_own_epoch() {
         host,
         port,
     } = broker_with_topic_t(dir.path()).await;
-    let view = FixedView::new(three_replicas(me, &host, port, id, me, 1));
     // A cluster member's partition layer (appends follow the leadership).
-    b.replicas.set_cluster_member();
-    b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));
-    b.apply_leadership();
+    let view = join_cluster(&b, three_replicas(me, &host, port, id, me, 1));
     let log = b.replicas.log("t", 0).unwrap();
     let tp = log.topic_partition().clone();
 
@@ -148,10 +145,7 @@ async fn a_resigned_leader_answers_waiting_acks_all_produces_at_once() {
         host,
         port,
     } = broker_with_topic_t(dir.path()).await;
-    let view = FixedView::new(three_replicas(me, &host, port, id, me, 1));
-    b.replicas.set_cluster_member();
-    b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));
-    b.apply_leadership();
+    let view = join_cluster(&b, three_replicas(me, &host, port, id, me, 1));
     let log = b.replicas.log("t", 0).unwrap();
     let tp = log.topic_partition().clone();
 

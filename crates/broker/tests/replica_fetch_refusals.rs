@@ -117,12 +117,10 @@ async fn a_fenced_or_stopping_follower_is_not_asked_back_into_the_isr() {
         weir_broker::cluster::ClusterSnapshot::new(snap.brokers.clone(), me, topics)
     };
     let snap = without_2(three_replicas(me, &host, port, id, me, 1)).with_shutting_down([2]);
-    let view = FixedView::new(snap);
-    b.replicas.set_cluster_member();
-    b.set_cluster(view.clone(), Arc::new(LocalTopicAdmin));
+    let view = join_cluster(&b, snap);
+    // ISR changes go nowhere until asked for by a follower's fetch.
     let asked = Arc::new(RecordedIsrChanges::default());
     b.set_isr_changer(asked.clone());
-    b.apply_leadership();
     let tp = b.replicas.log("t", 0).unwrap().topic_partition().clone();
     let pending = || b.replicas.replication_state(&tp).unwrap().pending_isr;
 

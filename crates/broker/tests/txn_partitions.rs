@@ -268,14 +268,7 @@ fn join_two_replicas(
     epoch: i32,
     isr: Vec<i32>,
 ) -> Arc<FixedView> {
-    let view = FixedView::new(two_replicas(b, leader, epoch, isr));
-    b.replicas.set_cluster_member();
-    b.set_cluster(
-        view.clone(),
-        Arc::new(weir_broker::cluster::LocalTopicAdmin),
-    );
-    b.apply_leadership();
-    view
+    join_cluster(b, two_replicas(b, leader, epoch, isr))
 }
 
 /// The producer snapshots in partition directory `dir`.

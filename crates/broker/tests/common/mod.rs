@@ -830,6 +830,22 @@ pub fn follower_fetch_request(
     }
 }
 
+/// Makes broker `b` a cluster member whose view is `snap` (a test may
+/// replace it through the view returned) and applies its leadership.
+pub fn join_cluster(
+    b: &std::sync::Arc<weir_broker::Broker>,
+    snap: weir_broker::cluster::ClusterSnapshot,
+) -> std::sync::Arc<FixedView> {
+    let view = FixedView::new(snap);
+    b.replicas.set_cluster_member();
+    b.set_cluster(
+        view.clone(),
+        std::sync::Arc::new(weir_broker::cluster::LocalTopicAdmin),
+    );
+    b.apply_leadership();
+    view
+}
+
 /// A started broker with the one-partition topic `t`, a client of it, and
 /// what [`three_replicas`] needs: the topic's id and this broker's id,
 /// host and port.
