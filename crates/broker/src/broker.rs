@@ -142,6 +142,8 @@ pub struct Broker {
     producer_ids: RwLock<Option<Arc<dyn ProducerIdSource>>>,
     /// How ISR changes reach the controller; none on a single node.
     isr_changer: RwLock<Option<Arc<dyn crate::replication::IsrChanger>>>,
+    /// ACLs (`weir-acls.json`) and the authorizer's decisions.
+    pub acls: Arc<crate::acls::AclStore>,
 }
 
 /// Kafka's rule for topic names.
@@ -199,6 +201,8 @@ impl Broker {
             topics::load_or_create_meta_in(&dir, config.node_id, config.cluster_id().as_deref())?;
         let mut store = TopicStore::open(&dir)?;
         let dynamic = dynamic_config::load(&dir).map_err(|e| BrokerError::Config(e.to_string()))?;
+        let acls = crate::acls::AclStore::open(&dir, config.authorizer.clone())
+            .map_err(|e| BrokerError::Config(e.to_string()))?;
         let static_config = config;
         let config = static_config.with_dynamic(
             &dynamic.cluster_default,
@@ -286,6 +290,7 @@ impl Broker {
             fetchers: Default::default(),
             producer_ids: RwLock::new(None),
             isr_changer: RwLock::new(None),
+            acls: Arc::new(acls),
         })
     }
 

@@ -312,6 +312,10 @@ pub struct BrokerConfig {
     pub dynamic_broker: BTreeMap<String, String>,
     /// Keys that were supplied but are not used by weir.
     pub unused: Vec<String>,
+    /// `authorizer.class.name` naming Kafka's StandardAuthorizer turns ACLs
+    /// on with these settings (`super.users`,
+    /// `allow.everyone.if.no.acl.found`); None: no authorizer.
+    pub authorizer: Option<weir_acl::AuthorizerConfig>,
 }
 
 impl Default for BrokerConfig {
@@ -495,6 +499,7 @@ impl BrokerConfig {
             }
         };
         let auto_create = get("auto.create.topics.enable");
+        let authorizer = authorizer_config(&get)?;
         let cfg = BrokerConfig {
             node_id: node_id as i32,
             listener,
@@ -556,6 +561,7 @@ impl BrokerConfig {
             dynamic_default: BTreeMap::new(),
             dynamic_broker: BTreeMap::new(),
             unused,
+            authorizer,
         };
         if cfg.is_cluster()
             && let Some(l) = cfg
@@ -573,6 +579,16 @@ impl BrokerConfig {
                     l.name,
                     l.protocol.name()
                 ),
+            ));
+        }
+        if cfg.is_cluster() && cfg.authorizer.is_some() {
+            return Err(invalid(
+                "authorizer.class.name",
+                cfg.explicit
+                    .get("authorizer.class.name")
+                    .map_or("", String::as_str),
+                "ACLs are served by a single node for now: a cluster's brokers do not share them \
+                 through the metadata log yet",
             ));
         }
         if cfg.default_replication_factor > 1 && !cfg.is_cluster() {
@@ -1073,6 +1089,41 @@ fn kraft(
         controller_listener,
         voters,
     })
+}
+
+/// Kafka's names for its ACL authorizer: `StandardAuthorizer` (KRaft,
+/// Kafka 3+) and the ZooKeeper-era `AclAuthorizer` some configurations
+/// still carry; both mean weir's ACLs.
+pub const AUTHORIZER_CLASS_NAMES: &[&str] = &[
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+];
+
+/// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
+fn authorizer_config(
+    get: &dyn Fn(&str) -> String,
+) -> Result<Option<weir_acl::AuthorizerConfig>, ConfigError> {
+    let class = get("authorizer.class.name");
+    let class = class.trim();
+    if class.is_empty() {
+        return Ok(None);
+    }
+    if !AUTHORIZER_CLASS_NAMES.contains(&class) {
+        return Err(invalid(
+            "authorizer.class.name",
+            class,
+            "weir serves Kafka's ACL authorizer only: set \
+             org.apache.kafka.metadata.authorizer.StandardAuthorizer, or leave it empty",
+        ));
+    }
+    let super_users_s = get("super.users");
+    let super_users = weir_acl::AuthorizerConfig::parse_super_users(&super_users_s)
+        .map_err(|e| invalid("super.users", &super_users_s, e))?;
+    Ok(Some(weir_acl::AuthorizerConfig {
+        super_users,
+        allow_everyone_if_no_acl_found: get("allow.everyone.if.no.acl.found")
+            .eq_ignore_ascii_case("true"),
+    }))
 }
 
 /// Parses `http.listeners`: `host:port` or `http://host:port` (the first

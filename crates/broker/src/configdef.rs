@@ -171,6 +171,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     // listener as listener.name.<name>.sasl.enabled.mechanisms. Kafka's
     // default, GSSAPI, is not served, so there is none.
     def("sasl.enabled.mechanisms", List, None),
+    // Authorization (crate::acls): Kafka's StandardAuthorizer class name
+    // turns ACLs on; empty = no authorizer (everyone may do everything).
+    def("authorizer.class.name", Str, Some("")),
+    def("super.users", Str, None),
+    one_of(
+        def("allow.everyone.if.no.acl.found", Boolean, Some("false")),
+        &["true", "false"],
+    ),
     // weir-specific: the HTTP listener for /metrics and the console
     def("http.listeners", Str, Some("127.0.0.1:9644")),
     // weir-specific: Host names the HTTP listener answers besides IPs,

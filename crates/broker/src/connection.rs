@@ -159,10 +159,11 @@ impl Connection {
         idle: Duration,
     ) -> Self {
         let local = stream.local_addr().ok();
-        let session = Session::internal(
+        let mut session = Session::internal(
             &local.map_or_else(|| "127.0.0.1".to_string(), |a| a.ip().to_string()),
             local.map_or(0, |a| a.port()),
         );
+        Arc::make_mut(&mut session).host = peer.ip().to_string();
         Connection::with_transport(
             Transport::Plain(stream),
             peer,
@@ -619,7 +620,11 @@ impl Connection {
             After::Continue => {}
             After::Authenticated { user, mechanism } => {
                 self.auth = None;
-                self.session = Session::new(self.session.listener.clone(), Principal::user(user));
+                self.session = Session::new(
+                    self.session.listener.clone(),
+                    Principal::user(user),
+                    self.session.host.clone(),
+                );
                 broker
                     .metrics
                     .sasl_authentications

@@ -21,6 +21,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod acls;
 pub mod authorized_operations;
 pub mod broker;
 pub mod cluster;

@@ -366,7 +366,7 @@ async fn accept_loop(
                 let conn = Connection::with_transport(
                     transport,
                     peer,
-                    Session::new(info, principal),
+                    Session::new(info, principal, peer.ip().to_string()),
                     max_request,
                     idle,
                 )

@@ -48,19 +48,32 @@ pub struct ListenerInfo {
     pub advertised_port: u16,
 }
 
-/// One connection's client: listener and principal.
+/// One connection's client: listener, principal and address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
     pub listener: Arc<ListenerInfo>,
     pub principal: Principal,
+    /// The client's IP address as ACLs name hosts (`10.0.0.7`, `::1`),
+    /// formatted once per connection.
+    pub host: String,
 }
 
 impl Session {
-    pub fn new(listener: Arc<ListenerInfo>, principal: Principal) -> Arc<Session> {
+    pub fn new(listener: Arc<ListenerInfo>, principal: Principal, host: String) -> Arc<Session> {
         Arc::new(Session {
             listener,
             principal,
+            host,
         })
+    }
+
+    /// The authorizer's view of this client.
+    pub fn requestor(&self) -> weir_acl::Requestor<'_> {
+        weir_acl::Requestor {
+            principal_type: &self.principal.principal_type,
+            principal_name: &self.principal.name,
+            host: &self.host,
+        }
     }
 
     /// A session for requests that come from no client connection (an
@@ -75,6 +88,7 @@ impl Session {
                 advertised_port: port,
             }),
             Principal::anonymous(),
+            host.to_string(),
         )
     }
 }

@@ -10,6 +10,7 @@ use weir_storage::FileRegion;
 use crate::broker::Broker;
 use crate::connection::Marker;
 
+pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_partition_reassignments;
@@ -82,6 +83,28 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
+    /// May this request's client perform `op` on the resource (always,
+    /// without an authorizer)? See [`crate::acls`].
+    pub fn authorize(
+        &self,
+        op: weir_acl::Operation,
+        rt: weir_acl::ResourceType,
+        name: &str,
+    ) -> bool {
+        self.broker.acls.authorize(&self.session, op, rt, name)
+    }
+
+    /// May this request's client perform `op` on the cluster resource?
+    pub fn authorize_cluster(&self, op: weir_acl::Operation) -> bool {
+        self.authorize(op, weir_acl::ResourceType::Cluster, weir_acl::CLUSTER_NAME)
+    }
+
+    /// May this request's client perform `op` on some resource of type
+    /// `rt` (Kafka's `authorizeByResourceType`)?
+    pub fn authorize_any(&self, op: weir_acl::Operation, rt: weir_acl::ResourceType) -> bool {
+        self.broker.acls.authorize_any(&self.session, op, rt)
+    }
+
     /// Where a client of this connection reaches broker `n`: for this
     /// broker, the address advertised on the listener the client came in
     /// on (as Kafka answers); for another broker, its registered one.
@@ -140,6 +163,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // raw SASL tokens instead of SaslAuthenticate, is not served.
     (ApiKey::SaslHandshake, 1, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
+    // ACLs (crate::acls); v0 (literal patterns only) is gone in Kafka 4.
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
     // Broker to broker: Kafka 4 keeps only v1 (KIP-896).
     (ApiKey::WriteTxnMarkers, 1, 1),
 ];
@@ -236,6 +263,9 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::DescribeTransactions(r) => describe_transactions::handle(ctx, r),
         RequestBody::ListTransactions(r) => list_transactions::handle(ctx, r),
         RequestBody::WriteTxnMarkers(r) => write_txn_markers::handle(ctx, r).await,
+        RequestBody::CreateAcls(r) => acls::create(ctx, r),
+        RequestBody::DescribeAcls(r) => acls::describe(ctx, r),
+        RequestBody::DeleteAcls(r) => acls::delete(ctx, r),
         RequestBody::SaslHandshake(r) => sasl::handshake(ctx, r),
         RequestBody::SaslAuthenticate(r) => sasl::authenticate(ctx, r),
         other => Reply::Close(format!("unsupported request {:?}", other.api_key())),
