@@ -142,6 +142,9 @@ pub struct Broker {
     producer_ids: RwLock<Option<Arc<dyn ProducerIdSource>>>,
     /// How ISR changes reach the controller; none on a single node.
     isr_changer: RwLock<Option<Arc<dyn crate::replication::IsrChanger>>>,
+    /// SCRAM credentials set at run time (`weir-scram-credentials.json`),
+    /// checked by every SASL listener before its static JAAS users.
+    pub scram: Arc<crate::scram_credentials::ScramStore>,
     /// ACLs (`weir-acls.json`) and the authorizer's decisions.
     pub acls: Arc<crate::acls::AclStore>,
 }
@@ -201,6 +204,8 @@ impl Broker {
             topics::load_or_create_meta_in(&dir, config.node_id, config.cluster_id().as_deref())?;
         let mut store = TopicStore::open(&dir)?;
         let dynamic = dynamic_config::load(&dir).map_err(|e| BrokerError::Config(e.to_string()))?;
+        let scram = crate::scram_credentials::ScramStore::open(&dir)
+            .map_err(|e| BrokerError::Config(e.to_string()))?;
         let acls = crate::acls::AclStore::open(&dir, config.authorizer.clone())
             .map_err(|e| BrokerError::Config(e.to_string()))?;
         let static_config = config;
@@ -290,6 +295,7 @@ impl Broker {
             fetchers: Default::default(),
             producer_ids: RwLock::new(None),
             isr_changer: RwLock::new(None),
+            scram: Arc::new(scram),
             acls: Arc::new(acls),
         })
     }

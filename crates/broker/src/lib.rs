@@ -41,6 +41,7 @@ pub mod producer_state_io;
 pub mod replica_manager;
 pub mod replication;
 pub mod sasl;
+pub mod scram_credentials;
 pub mod server;
 pub mod session;
 pub mod tls;

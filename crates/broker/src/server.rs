@@ -209,7 +209,12 @@ pub async fn start_with_setup(
                 listener,
                 info,
                 tls,
-                sasl: l.sasl.clone().map(Arc::new),
+                // credentials set at run time first, then the static JAAS users
+                sasl: l.sasl.clone().map(|s| {
+                    let dynamic: Arc<dyn crate::sasl::scram::ScramCredentials> =
+                        broker.scram.clone();
+                    Arc::new(s.with_dynamic_scram(dynamic))
+                }),
                 limits: limits.clone(),
                 budget: budget.clone(),
             },

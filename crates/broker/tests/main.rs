@@ -32,6 +32,7 @@ mod replica_fetch_refusals;
 mod replication_metrics;
 mod retention;
 mod retention_live;
+mod scram_credentials;
 mod startup_faults;
 mod tls;
 mod transactions;

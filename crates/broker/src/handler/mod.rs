@@ -14,6 +14,7 @@ pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_partition_reassignments;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod configs;
 pub mod create_partitions;
@@ -25,6 +26,7 @@ pub mod describe_cluster;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
@@ -163,6 +165,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // raw SASL tokens instead of SaslAuthenticate, is not served.
     (ApiKey::SaslHandshake, 1, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
+    // SCRAM credentials set at run time (crate::scram_credentials).
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
     // ACLs (crate::acls); v0 (literal patterns only) is gone in Kafka 4.
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DescribeAcls, 1, 3),
@@ -268,6 +273,12 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::DeleteAcls(r) => acls::delete(ctx, r),
         RequestBody::SaslHandshake(r) => sasl::handshake(ctx, r),
         RequestBody::SaslAuthenticate(r) => sasl::authenticate(ctx, r),
+        RequestBody::DescribeUserScramCredentials(r) => {
+            describe_user_scram_credentials::handle(ctx, r)
+        }
+        RequestBody::AlterUserScramCredentials(r) => {
+            alter_user_scram_credentials::handle(ctx, r).await
+        }
         other => Reply::Close(format!("unsupported request {:?}", other.api_key())),
     }
 }

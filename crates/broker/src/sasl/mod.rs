@@ -28,8 +28,8 @@ use std::sync::Arc;
 
 use plain::PlainUsers;
 use scram::{
-    MIN_ITERATIONS, SCRAM_LOGIN_MODULE, ScramCredential, ScramCredentials, ScramHash, ScramServer,
-    ScramStep, StaticScramCredentials,
+    LayeredScramCredentials, MIN_ITERATIONS, SCRAM_LOGIN_MODULE, ScramCredential, ScramCredentials,
+    ScramHash, ScramServer, ScramStep, StaticScramCredentials,
 };
 
 /// A fresh SCRAM server nonce: 24 random bytes in base64 (printable, no
@@ -147,9 +147,10 @@ impl ListenerSasl {
     /// them for a broker.
     ///
     /// PLAIN needs a `PlainLoginModule` with `user_<name>="<password>"`
-    /// options. SCRAM users come from a `ScramLoginModule` with the same
-    /// `user_<name>` options (salted here with a random salt and 4096
-    /// iterations), until credentials are stored in the metadata.
+    /// options. Static SCRAM users come from a `ScramLoginModule` with the
+    /// same `user_<name>` options (salted here with a random salt and 4096
+    /// iterations); the broker puts the credentials set at run time in
+    /// front of them ([`ListenerSasl::with_dynamic_scram`]).
     pub fn parse(
         listener: &str,
         get: &dyn Fn(&str) -> Option<String>,
@@ -224,6 +225,18 @@ impl ListenerSasl {
     /// Replaces where SCRAM credentials come from.
     pub fn with_scram_credentials(mut self, source: Arc<dyn ScramCredentials>) -> ListenerSasl {
         self.scram = source;
+        self
+    }
+
+    /// Puts `dynamic` (credentials set at run time with
+    /// AlterUserScramCredentials) in front of the listener's SCRAM users:
+    /// a user and mechanism it knows is checked against it alone, others
+    /// against the static JAAS users.
+    pub fn with_dynamic_scram(mut self, dynamic: Arc<dyn ScramCredentials>) -> ListenerSasl {
+        self.scram = Arc::new(LayeredScramCredentials {
+            first: dynamic,
+            then: self.scram,
+        });
         self
     }
 

@@ -31,18 +31,54 @@ pub const MIN_ITERATIONS: u32 = 4096;
 /// Kafka's class name for the SCRAM login module.
 pub const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
 
+/// Kafka's highest iteration count for a credential set with
+/// AlterUserScramCredentials (`ScramControlManager.MAX_ITERATIONS`).
+pub const MAX_ITERATIONS: u32 = 16384;
+
 /// The two SCRAM hash functions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ScramHash {
     Sha256,
     Sha512,
 }
 
 impl ScramHash {
+    pub const ALL: [ScramHash; 2] = [ScramHash::Sha256, ScramHash::Sha512];
+
     pub fn mechanism(self) -> Mechanism {
         match self {
             ScramHash::Sha256 => Mechanism::ScramSha256,
             ScramHash::Sha512 => Mechanism::ScramSha512,
+        }
+    }
+
+    /// Kafka's wire code of the mechanism (`ScramMechanism.type()`:
+    /// 1 SCRAM-SHA-256, 2 SCRAM-SHA-512; 0 is UNKNOWN).
+    pub fn wire_type(self) -> i8 {
+        match self {
+            ScramHash::Sha256 => 1,
+            ScramHash::Sha512 => 2,
+        }
+    }
+
+    pub fn from_wire_type(t: i8) -> Option<ScramHash> {
+        ScramHash::ALL.into_iter().find(|h| h.wire_type() == t)
+    }
+
+    /// The mechanism's IANA name (`SCRAM-SHA-256`).
+    pub fn name(self) -> &'static str {
+        self.mechanism().name()
+    }
+
+    pub fn from_name(name: &str) -> Option<ScramHash> {
+        ScramHash::ALL.into_iter().find(|h| h.name() == name)
+    }
+
+    /// Bytes of a digest: the length of a stored or server key.
+    pub fn output_len(self) -> usize {
+        match self {
+            ScramHash::Sha256 => 32,
+            ScramHash::Sha512 => 64,
         }
     }
 
@@ -107,20 +143,59 @@ impl ScramCredential {
     /// Derives the credential from a password (RFC 5802 section 3).
     pub fn from_password(hash: ScramHash, password: &str, salt: &[u8], iterations: u32) -> Self {
         let salted = hash.salted_password(password.as_bytes(), salt, iterations);
-        let client_key = hash.hmac(&salted, b"Client Key");
+        Self::from_salted_password(hash, &salted, salt, iterations)
+    }
+
+    /// Derives the credential from `SaltedPassword = Hi(password, salt, i)`,
+    /// which is what AlterUserScramCredentials carries (the client salts;
+    /// the broker never sees the password): `StoredKey = H(HMAC(salted,
+    /// "Client Key"))`, `ServerKey = HMAC(salted, "Server Key")`.
+    pub fn from_salted_password(
+        hash: ScramHash,
+        salted_password: &[u8],
+        salt: &[u8],
+        iterations: u32,
+    ) -> Self {
+        let client_key = hash.hmac(salted_password, b"Client Key");
         ScramCredential {
             salt: salt.to_vec(),
             iterations,
             stored_key: hash.hash(&client_key),
-            server_key: hash.hmac(&salted, b"Server Key"),
+            server_key: hash.hmac(salted_password, b"Server Key"),
         }
     }
 }
 
-/// Where SCRAM credentials come from (a static configuration today; the
-/// cluster metadata once AlterUserScramCredentials stores them).
+/// `Hi(password, salt, i)` of RFC 5802: what a client sends in
+/// AlterUserScramCredentials.
+pub fn salted_password(hash: ScramHash, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
+    hash.salted_password(password.as_bytes(), salt, iterations)
+}
+
+/// Where SCRAM credentials come from: the static JAAS users of a listener
+/// ([`StaticScramCredentials`]), the ones set at run time
+/// (`crate::scram_credentials::ScramStore`), or both
+/// ([`LayeredScramCredentials`]).
 pub trait ScramCredentials: Send + Sync + std::fmt::Debug {
     fn credential(&self, hash: ScramHash, user: &str) -> Option<ScramCredential>;
+}
+
+/// Two sources asked in order: a user and mechanism `first` knows is
+/// answered from it alone; only otherwise is `then` asked. Consulted at
+/// every authentication, so a change to either takes effect for the next
+/// one.
+#[derive(Debug)]
+pub struct LayeredScramCredentials {
+    pub first: std::sync::Arc<dyn ScramCredentials>,
+    pub then: std::sync::Arc<dyn ScramCredentials>,
+}
+
+impl ScramCredentials for LayeredScramCredentials {
+    fn credential(&self, hash: ScramHash, user: &str) -> Option<ScramCredential> {
+        self.first
+            .credential(hash, user)
+            .or_else(|| self.then.credential(hash, user))
+    }
 }
 
 /// Credentials held in memory.

@@ -775,6 +775,20 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
             })
         }
         ApiKey::SaslAuthenticate => RequestBody::SaslAuthenticate(Default::default()),
+        // Nothing set: one RESOURCE_NOT_FOUND, and none described.
+        ApiKey::AlterUserScramCredentials => {
+            RequestBody::AlterUserScramCredentials(AlterUserScramCredentialsRequest {
+                deletions: vec![alter_user_scram_credentials_request::ScramCredentialDeletion {
+                    name: format!("user-{n}"),
+                    mechanism: 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            RequestBody::DescribeUserScramCredentials(Default::default())
+        }
         // A COMMIT marker for a producer with nothing open: appended.
         ApiKey::WriteTxnMarkers => RequestBody::WriteTxnMarkers(WriteTxnMarkersRequest {
             markers: vec![write_txn_markers_request::WritableTxnMarker {
