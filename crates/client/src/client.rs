@@ -20,6 +20,7 @@ use weir_protocol::messages::{
 
 use crate::connection::Connection;
 use crate::error::ClientError;
+use crate::security::Security;
 
 /// What the client knows of one partition.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,14 +69,18 @@ pub struct FetchedPartition {
     pub records: Bytes,
 }
 
-/// Timeouts of a [`Client`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Timeouts and security of a [`Client`]'s connections.
+#[derive(Debug, Clone)]
 pub struct ClientOptions {
-    /// How long opening a connection (TCP connect, then ApiVersions) may take.
+    /// How long each step of opening a connection (TCP connect, the TLS
+    /// handshake, ApiVersions, each SASL round trip) may take.
     pub connect_timeout: Duration,
     /// How long a request may wait for its response (fetches add their
     /// `max_wait_ms`).
     pub request_timeout: Duration,
+    /// TLS and SASL, the same for every connection (bootstrap and
+    /// brokers); PLAINTEXT by default.
+    pub security: Security,
 }
 
 impl Default for ClientOptions {
@@ -83,6 +88,7 @@ impl Default for ClientOptions {
         ClientOptions {
             connect_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
+            security: Security::plaintext(),
         }
     }
 }
@@ -97,8 +103,7 @@ pub struct Client {
     connections: HashMap<String, Connection>,
     controller: i32,
     cluster_id: Option<String>,
-    request_timeout: Duration,
-    connect_timeout: Duration,
+    options: ClientOptions,
 }
 
 impl Client {
@@ -125,8 +130,7 @@ impl Client {
             connections: HashMap::new(),
             controller: -1,
             cluster_id: None,
-            request_timeout: options.request_timeout,
-            connect_timeout: options.connect_timeout,
+            options,
         };
         client.metadata(Some(&[]), false).await?;
         Ok(client)
@@ -139,7 +143,7 @@ impl Client {
 
     /// How long a request may wait for its response.
     pub fn request_timeout(&self) -> Duration {
-        self.request_timeout
+        self.options.request_timeout
     }
 
     /// Known brokers, node id → address.
@@ -149,9 +153,7 @@ impl Client {
 
     async fn connection(&mut self, addr: &str) -> Result<&mut Connection, ClientError> {
         if !self.connections.contains_key(addr) {
-            let mut conn =
-                Connection::connect_timeout(addr, &self.client_id, self.connect_timeout).await?;
-            conn.set_request_timeout(self.request_timeout);
+            let conn = Connection::connect_with(addr, &self.client_id, &self.options).await?;
             self.connections.insert(addr.to_string(), conn);
         }
         Ok(self.connections.get_mut(addr).expect("inserted above"))
@@ -367,7 +369,7 @@ impl Client {
                     .collect(),
                 ..Default::default()
             }],
-            timeout_ms: self.request_timeout.as_millis() as i32,
+            timeout_ms: self.options.request_timeout.as_millis() as i32,
             ..Default::default()
         };
         let resp = self.controller_connection().await?.send(&req).await?;
@@ -383,7 +385,7 @@ impl Client {
 
     /// Deletes a topic by name.
     pub async fn delete_topic(&mut self, name: &str) -> Result<(), ClientError> {
-        let timeout_ms = self.request_timeout.as_millis() as i32;
+        let timeout_ms = self.options.request_timeout.as_millis() as i32;
         let conn = self.controller_connection().await?;
         let version = conn.version_for(
             DeleteTopicsRequest::API_KEY,
@@ -442,7 +444,7 @@ impl Client {
     ) -> Result<i64, ClientError> {
         let req = ProduceRequest {
             acks,
-            timeout_ms: self.request_timeout.as_millis() as i32,
+            timeout_ms: self.options.request_timeout.as_millis() as i32,
             topic_data: vec![TopicProduceData {
                 name: topic.to_string(),
                 partition_data: vec![PartitionProduceData {
@@ -507,7 +509,8 @@ impl Client {
             }],
             ..Default::default()
         };
-        let timeout = self.request_timeout + Duration::from_millis(max_wait_ms.max(0) as u64);
+        let timeout =
+            self.options.request_timeout + Duration::from_millis(max_wait_ms.max(0) as u64);
         let conn = self.node_connection(leader).await?;
         conn.set_request_timeout(timeout);
         let resp = conn.send(&req).await?;

@@ -1,6 +1,8 @@
 use weir_protocol::codec::{DecodeError, EncodeError};
 use weir_protocol::error_code::ErrorCode;
 
+use crate::security::SecurityError;
+
 /// Errors of the client.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -61,6 +63,33 @@ pub enum ClientError {
     NoLeader { topic: String, partition: i32 },
     #[error("invalid records from broker: {0}")]
     Records(String),
+    /// A security setting or store that cannot be used.
+    #[error(transparent)]
+    Security(#[from] SecurityError),
+    /// The TLS handshake failed (the broker's certificate was not
+    /// trusted, or the broker refused the client's).
+    #[error("TLS handshake with {addr} failed: {reason}")]
+    Tls { addr: String, reason: String },
+    /// A PLAINTEXT or SASL_PLAINTEXT client got a TLS record back.
+    #[error(
+        "{addr} answered with TLS: it is an SSL or SASL_SSL listener (set security.protocol to match)"
+    )]
+    TlsExpected { addr: String },
+    /// The broker does not offer the configured SASL mechanism.
+    #[error("{addr} does not offer SASL mechanism {mechanism} (it offers: {})", enabled.join(", "))]
+    SaslMechanism {
+        addr: String,
+        mechanism: &'static str,
+        enabled: Vec<String>,
+    },
+    /// The broker refused the credentials, or (SCRAM) failed to prove it
+    /// knows them.
+    #[error("SASL authentication with {mechanism} at {addr} failed: {message}")]
+    Authentication {
+        addr: String,
+        mechanism: &'static str,
+        message: String,
+    },
 }
 
 impl ClientError {
