@@ -1,6 +1,7 @@
 //! `--command-config FILE` against a real `weir serve`: properties the
 //! commands apply (seen from the broker's side), flags over the file,
-//! security settings refused, unknown ones warned about, file errors.
+//! unknown ones warned about, file errors (security settings: see
+//! `security_cli`).
 
 use crate::common;
 
@@ -167,48 +168,6 @@ fn flags_win_over_the_file() {
     );
     assert_eq!(p.code, 1);
     assert_eq!(p.stderr, "error: invalid acks \"some\" (all, -1, 0, 1)\n");
-}
-
-#[test]
-fn security_settings_are_refused_by_name() {
-    let b = Broker::start();
-    let ok = properties(&b, "plain.properties", "security.protocol=PLAINTEXT\n");
-    let out = b.run(&["topics", "list", "--command-config", ok.to_str().unwrap()]);
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
-    for (i, (line, named)) in [
-        ("security.protocol=SSL", "security.protocol=SSL"),
-        (
-            "security.protocol = SASL_PLAINTEXT",
-            "security.protocol=SASL_PLAINTEXT",
-        ),
-        (
-            "ssl.truststore.location=/etc/truststore.jks",
-            "ssl.truststore.location",
-        ),
-        ("sasl.mechanism=PLAIN", "sasl.mechanism"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let path = properties(&b, &format!("secure{i}.properties"), &format!("{line}\n"));
-        let path = path.to_str().unwrap();
-        for args in [
-            vec!["topics", "list", "--command-config", path],
-            vec!["groups", "list", "--command-config", path],
-            vec!["consume", "--topic", "t", "--command-config", path],
-        ] {
-            let out = b.run(&args);
-            assert_eq!(out.code, 1, "{args:?}");
-            assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
-            assert!(
-                out.stderr
-                    .starts_with(&format!("error: {path}: {named} is not supported")),
-                "{args:?}: {}",
-                out.stderr
-            );
-            assert!(out.stderr.contains("not implemented yet"), "{}", out.stderr);
-        }
-    }
 }
 
 #[test]

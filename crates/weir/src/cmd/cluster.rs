@@ -216,9 +216,7 @@ async fn describe_quorum(
 /// DescribeQuorum on one CONTROLLER listener.
 async fn quorum_of(addr: &str, settings: &ClientSettings) -> Result<PartitionData> {
     let client_id = settings.client_id.as_deref().unwrap_or(DEFAULT_CLIENT_ID);
-    let mut conn =
-        Connection::connect_timeout(addr, client_id, settings.options.connect_timeout).await?;
-    conn.set_request_timeout(settings.options.request_timeout);
+    let mut conn = Connection::connect_with(addr, client_id, &settings.options).await?;
     let req = DescribeQuorumRequest {
         topics: vec![QuorumTopicRequest {
             topic_name: METADATA_TOPIC.into(),

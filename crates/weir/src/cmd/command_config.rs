@@ -4,8 +4,10 @@
 //! [`parse_properties`] reads the file format (`key=value`, `key: value`,
 //! `key value`, `#`/`!` comments, blank lines, backslash escapes and
 //! continuation lines). [`CommandConfig`] holds the result with values
-//! trimmed, as Kafka's `ConfigDef` trims them; it refuses security settings
-//! (weir's client speaks PLAINTEXT only), and each command reports the
+//! trimmed, as Kafka's `ConfigDef` trims them; it reads the security
+//! settings (`security.protocol`, `ssl.*`, `sasl.*`, see
+//! [`weir_client::security`]) for every command's connections, refusing
+//! values weir's client does not speak, and each command reports the
 //! properties it does not apply, like Kafka's "supplied but isn't a known
 //! config" warning.
 
@@ -13,16 +15,24 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
+use weir_client::Security;
+use weir_client::security::{SECURITY_PROPERTIES, SecurityProtocol, SecuritySettings};
 
-/// Properties every client command applies (see `common::Bootstrap`).
+/// Properties every client command applies (see `common::Bootstrap`),
+/// besides the security ones ([`SECURITY_PROPERTIES`]).
 pub const COMMON_PROPERTIES: &[&str] = &[
     "bootstrap.servers",
     "client.id",
     "request.timeout.ms",
     "socket.connection.setup.timeout.ms",
-    "security.protocol",
 ];
+
+/// Whether every client command applies `key`: a common or a security
+/// property.
+pub fn is_common(key: &str) -> bool {
+    COMMON_PROPERTIES.contains(&key) || SECURITY_PROPERTIES.contains(&key)
+}
 
 /// A syntax error in a properties file, at a 1-based line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,8 +179,8 @@ pub struct CommandConfig {
 }
 
 impl CommandConfig {
-    /// Reads and parses `path`; security settings are refused (see
-    /// [`check_supported`]).
+    /// Reads and parses `path`; a security setting with a value weir's
+    /// client does not speak is refused (see [`check_supported`]).
     pub fn load(path: &Path) -> Result<CommandConfig> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read --command-config {}", path.display()))?;
@@ -234,36 +244,65 @@ impl CommandConfig {
         self.props
             .keys()
             .map(String::as_str)
-            .filter(|k| !COMMON_PROPERTIES.contains(k) && !applied.contains(k))
+            .filter(|k| !is_common(k) && !applied.contains(k))
             .collect()
     }
 
-    /// One warning on stderr per ignored property, in Kafka's words.
+    /// Security properties that `security.protocol` (PLAINTEXT when unset)
+    /// does not use: `ssl.*` without TLS, `sasl.*` without SASL.
+    pub fn unused_security(&self) -> Vec<&str> {
+        let protocol = self
+            .get("security.protocol")
+            .and_then(SecurityProtocol::from_name)
+            .unwrap_or_default();
+        self.props
+            .keys()
+            .map(String::as_str)
+            .filter(|k| SECURITY_PROPERTIES.contains(k))
+            .filter(|k| {
+                (k.starts_with("ssl.") && !protocol.uses_tls())
+                    || (k.starts_with("sasl.") && !protocol.uses_sasl())
+            })
+            .collect()
+    }
+
+    /// One warning on stderr per ignored property, in Kafka's words, and
+    /// one per security property the protocol does not use (a forgotten
+    /// `security.protocol` is the likely cause).
     pub fn warn_unknown(&self, applied: &[&str]) {
         for key in self.unknown(applied) {
             eprintln!(
                 "warning: the configuration '{key}' was supplied but isn't a known config (ignored)"
             );
         }
+        let protocol = self.get("security.protocol").unwrap_or("PLAINTEXT");
+        for key in self.unused_security() {
+            let layer = if key.starts_with("ssl.") {
+                "TLS"
+            } else {
+                "SASL"
+            };
+            eprintln!(
+                "warning: the configuration '{key}' is ignored: security.protocol={protocol} does not use {layer}"
+            );
+        }
+    }
+
+    /// The security of the command's connections: the settings parsed and
+    /// the stores they name read. Errors name the file.
+    pub fn security(&self) -> Result<Security> {
+        SecuritySettings::parse(&|key| self.get(key).map(str::to_string))
+            .and_then(|s| s.load())
+            .map_err(|e| anyhow!("{}{e}", self.origin()))
     }
 }
 
-/// Refuses settings of features weir's client does not have yet: a
-/// `security.protocol` other than PLAINTEXT and any `ssl.*` or `sasl.*`
-/// property. Running without them would connect in plain text to a broker
-/// that expects TLS or authentication, so they are errors, not warnings.
+/// Refuses a value weir's client cannot honour (a `security.protocol`,
+/// `sasl.mechanism` or store type it does not speak): running without it
+/// would connect without the TLS or authentication the broker expects, so
+/// it is an error, not a warning. Other properties pass.
 pub fn check_supported(key: &str, value: &str) -> Result<()> {
-    if key == "security.protocol" && !value.eq_ignore_ascii_case("PLAINTEXT") {
-        bail!(
-            "security.protocol={value} is not supported: weir's client speaks PLAINTEXT only (security is not implemented yet)"
-        );
-    }
-    if key.starts_with("ssl.") || key.starts_with("sasl.") {
-        bail!(
-            "{key} is not supported: weir's client has no SSL or SASL (security is not implemented yet)"
-        );
-    }
-    Ok(())
+    weir_client::security::check_property(key, value).map_err(|e| anyhow!("{e}"))
 }
 
 #[cfg(test)]
@@ -345,23 +384,46 @@ mod tests {
     }
 
     #[test]
-    fn security_settings_are_refused_by_name() {
+    fn security_values_weir_does_not_speak_are_refused() {
         for (k, v) in [
             ("security.protocol", "PLAINTEXT"),
-            ("security.protocol", "plaintext"),
+            ("security.protocol", "sasl_ssl"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("ssl.truststore.location", "/x"),
+            ("ssl.truststore.type", "PEM"),
         ] {
             check_supported(k, v).unwrap();
         }
         for (k, v) in [
-            ("security.protocol", "SSL"),
-            ("security.protocol", "SASL_PLAINTEXT"),
-            ("ssl.truststore.location", "/x"),
-            ("sasl.mechanism", "PLAIN"),
+            ("security.protocol", "KERBEROS"),
+            ("sasl.mechanism", "GSSAPI"),
+            ("ssl.truststore.type", "JKS"),
         ] {
             let e = check_supported(k, v).unwrap_err().to_string();
-            assert!(e.starts_with(k), "{e}");
-            assert!(e.contains("not implemented yet"), "{e}");
+            assert!(e.starts_with(&format!("{k}={v}: ")), "{e}");
+            assert!(e.contains("not supported"), "{e}");
         }
+    }
+
+    #[test]
+    fn security_properties_are_common_and_unused_ones_listed() {
+        let mut c = CommandConfig::default();
+        c.set("ssl.truststore.location", "/ca.pem").unwrap();
+        c.set("sasl.mechanism", "PLAIN").unwrap();
+        c.set("ssl.cipher.suites", "x").unwrap();
+        assert_eq!(c.unknown(&[]), vec!["ssl.cipher.suites"]);
+        assert_eq!(
+            c.unused_security(),
+            vec!["sasl.mechanism", "ssl.truststore.location"]
+        );
+        c.set("security.protocol", "SSL").unwrap();
+        assert_eq!(c.unused_security(), vec!["sasl.mechanism"]);
+        c.set("security.protocol", "SASL_SSL").unwrap();
+        assert!(c.unused_security().is_empty());
+        // SASL_SSL without credentials: the error names the file's
+        // property (no file here, so no file name).
+        let e = c.security().unwrap_err().to_string();
+        assert!(e.starts_with("sasl.jaas.config: not set"), "{e}");
     }
 
     #[test]
@@ -371,9 +433,9 @@ mod tests {
         let e = format!("{:#}", CommandConfig::load(&missing).unwrap_err());
         assert!(e.contains("nope.properties"), "{e}");
         let bad = dir.path().join("bad.properties");
-        std::fs::write(&bad, "client.id=x\nsasl.mechanism=PLAIN\n").unwrap();
+        std::fs::write(&bad, "client.id=x\nsasl.mechanism=GSSAPI\n").unwrap();
         let e = format!("{:#}", CommandConfig::load(&bad).unwrap_err());
-        assert!(e.contains("bad.properties: sasl.mechanism"), "{e}");
+        assert!(e.contains("bad.properties: sasl.mechanism=GSSAPI"), "{e}");
         let good = dir.path().join("good.properties");
         std::fs::write(&good, "# client\nclient.id = x \n").unwrap();
         assert_eq!(

@@ -48,8 +48,9 @@ pub struct Bootstrap {
     pub request_timeout_ms: Option<u64>,
     /// Client properties file (Java properties format), like Kafka's
     /// --command-config: client.id, bootstrap.servers, request.timeout.ms,
-    /// socket.connection.setup.timeout.ms, and the command's own (see
-    /// docs/cli.md). Command-line flags win over it.
+    /// socket.connection.setup.timeout.ms, security.protocol with ssl.* and
+    /// sasl.* (TLS and SASL, see docs/security.md), and the command's own
+    /// (see docs/cli.md). Command-line flags win over it.
     #[arg(long = "command-config", value_name = "FILE", global = true)]
     pub command_config: Option<PathBuf>,
 }
@@ -73,9 +74,20 @@ impl ClientSettings {
     /// Connects with `client.id`, or `default_client_id` when none is set.
     pub async fn connect_as(&self, default_client_id: &str) -> Result<Client> {
         let client_id = self.client_id.as_deref().unwrap_or(default_client_id);
-        Client::connect_with(&self.bootstrap, client_id, self.options)
-            .await
-            .with_context(|| format!("cannot reach a broker at {}", self.bootstrap))
+        match Client::connect_with(&self.bootstrap, client_id, self.options.clone()).await {
+            Ok(client) => Ok(client),
+            // The broker was reached; the error names it and says why the
+            // connection was refused.
+            Err(
+                e @ (ClientError::Authentication { .. }
+                | ClientError::SaslMechanism { .. }
+                | ClientError::Tls { .. }
+                | ClientError::TlsExpected { .. }),
+            ) => Err(e.into()),
+            Err(e) => {
+                Err(e).with_context(|| format!("cannot reach a broker at {}", self.bootstrap))
+            }
+        }
     }
 }
 
@@ -88,7 +100,8 @@ impl Bootstrap {
         }
     }
 
-    /// Connection settings: flags, then `config`, then the defaults.
+    /// Connection settings: flags, then `config`, then the defaults. The
+    /// security settings' stores are read here.
     pub fn settings(&self, config: &CommandConfig) -> Result<ClientSettings> {
         let ms = |flag: Option<u64>, key: &str, default: Duration| -> Result<Duration> {
             let from_file = config.millis(key)?;
@@ -116,6 +129,7 @@ impl Bootstrap {
                     "request.timeout.ms",
                     DEFAULT_REQUEST_TIMEOUT,
                 )?,
+                security: config.security()?,
             },
         })
     }

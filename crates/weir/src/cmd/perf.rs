@@ -14,7 +14,7 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use weir_protocol::records::{BatchIter, DecompressLimits, RecordBatchBuilder};
 
-use super::command_config::{COMMON_PROPERTIES, CommandConfig, check_supported};
+use super::command_config::{COMMON_PROPERTIES, CommandConfig, check_supported, is_common};
 use super::common::{
     Bootstrap, DEFAULT_MAX_BLOCK, now_ms, parse_acks, parse_compression, parse_kv, producer_topic,
     run_async,
@@ -210,7 +210,7 @@ fn producer_config(
         if ignored.contains(&k) {
             continue;
         }
-        if !COMMON_PROPERTIES.contains(&k) && !applied.contains(&k) {
+        if !is_common(k) && !applied.contains(&k) {
             check_supported(k, v)?;
             bail!(
                 "unsupported producer property {k:?} ({})",
