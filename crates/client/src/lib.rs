@@ -2,8 +2,12 @@
 //! crate, shared by the `weir` command line tools (topics, produce, consume,
 //! perf). It talks to any Kafka-compatible broker.
 //!
-//! - [`Connection`]: one TCP connection, version negotiation through
-//!   ApiVersions, typed request/response round trips.
+//! - [`Connection`]: one connection (TCP, or TLS over it), version
+//!   negotiation through ApiVersions, SASL authentication, typed
+//!   request/response round trips.
+//! - [`Security`]: `security.protocol` PLAINTEXT, SSL, SASL_PLAINTEXT or
+//!   SASL_SSL with Kafka's client `ssl.*` and `sasl.*` properties
+//!   ([`security`]), used by every connection of a client.
 //! - [`Client`]: bootstrap, metadata, and the common admin and data
 //!   operations on top of connections to partition leaders; configs,
 //!   partitions, DeleteRecords and log-dir sizes ([`admin`]); a producer's
@@ -12,11 +16,18 @@
 //! - [`GroupMember`]: a classic consumer-group member (range assignor)
 //!   and committed-offset helpers ([`group`]).
 
+pub mod acls;
 pub mod admin;
 mod client;
 mod connection;
 mod error;
 pub mod group;
+pub mod jaas;
+mod sasl;
+pub mod scram;
+pub mod security;
+mod stream;
+mod tls;
 
 pub use admin::{ConfigEntry, ConfigOp, ConfigSource, ReplicaLogDir, ResourceType};
 pub use client::{
@@ -25,3 +36,4 @@ pub use client::{
 pub use connection::Connection;
 pub use error::ClientError;
 pub use group::{GroupMember, HeartbeatStatus, TopicPartition};
+pub use security::{Security, SecurityError, SecurityProtocol, SecuritySettings};

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
     name = "weir",
     version,
     about = "A Kafka-compatible streaming log broker",
-    after_help = "Examples:\n  weir serve --data-dir ./weir-data\n  weir topics create --topic orders --partitions 3\n  printf 'k1:hello\\nk2:world\\n' | weir produce --topic orders --property parse.key=true --property key.separator=:\n  weir consume --topic orders --from-beginning --max-messages 2 --property print.key=true\n  weir consume --topic orders --group billing --from-beginning --timeout-ms 2000\n  weir groups describe billing\n  weir transactions list\n  weir offsets --topic orders --time earliest\n  weir configs alter --entity-type topics --entity-name orders --add-config retention.ms=3600000\n  weir delete-records --topic orders --partition 0 --offset 100\n  weir dev cluster --nodes 3\n  weir cluster describe --bootstrap-controller 127.0.0.1:9093\n\nClient commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092,\nor $WEIR_BOOTSTRAP_SERVER), --connect-timeout-ms (default 5000) and\n--command-config FILE (client properties such as client.id; flags win over it)."
+    after_help = "Examples:\n  weir serve --data-dir ./weir-data\n  weir topics create --topic orders --partitions 3\n  printf 'k1:hello\\nk2:world\\n' | weir produce --topic orders --property parse.key=true --property key.separator=:\n  weir consume --topic orders --from-beginning --max-messages 2 --property print.key=true\n  weir consume --topic orders --group billing --from-beginning --timeout-ms 2000\n  weir groups describe billing\n  weir transactions list\n  weir offsets --topic orders --time earliest\n  weir configs alter --entity-type topics --entity-name orders --add-config retention.ms=3600000\n  weir delete-records --topic orders --partition 0 --offset 100\n  weir acls add --allow-principal User:alice --consumer --topic orders --group billing\n  weir users scram set --user alice --mechanism SCRAM-SHA-512 --password-stdin\n  weir dev cluster --nodes 3\n  weir cluster describe --bootstrap-controller 127.0.0.1:9093\n\nClient commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092,\nor $WEIR_BOOTSTRAP_SERVER), --connect-timeout-ms (default 5000) and\n--command-config FILE (client properties such as client.id; flags win over it)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -37,8 +37,12 @@ enum Command {
     Groups(cmd::groups::Args),
     /// List and describe transactions.
     Transactions(cmd::transactions::Args),
+    /// Add, list and remove ACLs.
+    Acls(cmd::acls::Args),
     /// Delete records below an offset (moves the log start offset).
     DeleteRecords(cmd::delete_records::Args),
+    /// Set, list and delete users' SCRAM credentials.
+    Users(cmd::users::Args),
     /// Measure produce and consume throughput and latency.
     #[command(
         after_help = "Examples:\n  weir perf produce --topic perf --num-records 1000000 --record-size 1024\n  weir perf consume --topic perf --messages 1000000"
@@ -64,6 +68,8 @@ fn main() -> std::process::ExitCode {
         Command::Offsets(args) => cmd::offsets::run(args),
         Command::Groups(args) => cmd::groups::run(args),
         Command::Transactions(args) => cmd::transactions::run(args),
+        Command::Acls(args) => cmd::acls::run(args),
+        Command::Users(args) => cmd::users::run(args),
         Command::Perf(args) => cmd::perf::run(args),
         Command::DumpLog(args) => cmd::dump_log::run(args),
         Command::Cluster(args) => cmd::cluster::run(args),

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod acls_cli;
 mod auto_create;
 mod cli;
 mod cluster_cli;
@@ -14,6 +15,7 @@ mod dump_log_damage;
 mod dynamic_configs;
 mod groups;
 mod producer_ids;
+mod security_cli;
 mod serve_kraft;
 mod serve_limits;
 mod serve_signals;

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod acls;
 pub mod cluster;
 pub mod command_config;
 pub mod common;
@@ -15,3 +16,4 @@ pub mod produce;
 pub mod serve;
 pub mod topics;
 pub mod transactions;
+pub mod users;

@@ -92,8 +92,14 @@ impl Broker {
 
     /// A broker with extra `weir serve` arguments (e.g. `--set name=value`).
     pub fn start_with(extra: &[&str]) -> Broker {
+        Self::start_in(None, extra)
+    }
+
+    /// A broker on the data directory `data` (to start one again on the
+    /// data of a stopped one), else one in its temporary directory.
+    pub fn start_in(data: Option<&Path>, extra: &[&str]) -> Broker {
         let dir = tempfile::tempdir().expect("tempdir");
-        let data = dir.path().join("data");
+        let data = data.map_or_else(|| dir.path().join("data"), Path::to_path_buf);
         let log = std::fs::File::create(dir.path().join("broker.log")).expect("log file");
         let mut child = Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
