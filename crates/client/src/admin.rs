@@ -1,17 +1,22 @@
 //! Admin operations beyond topic create/delete: partitions, configs,
-//! DeleteRecords and log-dir sizes.
+//! DeleteRecords, log-dir sizes and SCRAM credentials.
 
 use std::collections::BTreeMap;
 
+use weir_protocol::messages::alter_user_scram_credentials_request::{
+    ScramCredentialDeletion, ScramCredentialUpsertion,
+};
 use weir_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use weir_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use weir_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use weir_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use weir_protocol::messages::describe_user_scram_credentials_request::UserName;
 use weir_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use weir_protocol::messages::{
-    CreatePartitionsRequest, DeleteRecordsRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
+    AlterUserScramCredentialsRequest, CreatePartitionsRequest, DeleteRecordsRequest,
+    DescribeConfigsRequest, DescribeLogDirsRequest, DescribeUserScramCredentialsRequest,
     IncrementalAlterConfigsRequest,
 };
 use weir_protocol::weir_ext;
@@ -137,7 +142,231 @@ pub struct ReplicaLogDir {
     pub segment_count: Option<u64>,
 }
 
+/// A SCRAM mechanism (Kafka's `ScramMechanism`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScramMechanism {
+    ScramSha256,
+    ScramSha512,
+}
+
+impl ScramMechanism {
+    pub const ALL: [ScramMechanism; 2] = [ScramMechanism::ScramSha256, ScramMechanism::ScramSha512];
+
+    /// The wire code (`ScramMechanism.type()`; 0 is Kafka's UNKNOWN).
+    pub fn code(self) -> i8 {
+        match self {
+            ScramMechanism::ScramSha256 => 1,
+            ScramMechanism::ScramSha512 => 2,
+        }
+    }
+
+    pub fn from_code(code: i8) -> Option<ScramMechanism> {
+        ScramMechanism::ALL.into_iter().find(|m| m.code() == code)
+    }
+
+    /// The SASL mechanism name (`SCRAM-SHA-256`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ScramMechanism::ScramSha256 => "SCRAM-SHA-256",
+            ScramMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+
+    /// Case-sensitive, as SASL mechanism names are.
+    pub fn from_name(name: &str) -> Option<ScramMechanism> {
+        ScramMechanism::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// `Hi(password, salt, iterations)` of RFC 5802: PBKDF2 with HMAC of the
+    /// mechanism's hash. What AlterUserScramCredentials carries, so the
+    /// password itself never leaves the client.
+    pub fn salted_password(self, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
+        match self {
+            ScramMechanism::ScramSha256 => {
+                let mut out = vec![0u8; 32];
+                pbkdf2::pbkdf2_hmac::<sha2::Sha256>(
+                    password.as_bytes(),
+                    salt,
+                    iterations,
+                    &mut out,
+                );
+                out
+            }
+            ScramMechanism::ScramSha512 => {
+                let mut out = vec![0u8; 64];
+                pbkdf2::pbkdf2_hmac::<sha2::Sha512>(
+                    password.as_bytes(),
+                    salt,
+                    iterations,
+                    &mut out,
+                );
+                out
+            }
+        }
+    }
+}
+
+/// Kafka's default iteration count for a new SCRAM credential
+/// (`kafka-configs.sh` uses 4096 when none is given).
+pub const DEFAULT_SCRAM_ITERATIONS: u32 = 4096;
+
+/// One change of AlterUserScramCredentials.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ScramAlteration {
+    /// Sets `user`'s credential for `mechanism`. The client salts the
+    /// password (a random 32-byte salt) and sends only the salted form.
+    Upsert {
+        user: String,
+        mechanism: ScramMechanism,
+        iterations: u32,
+        password: String,
+    },
+    /// Deletes `user`'s credential for `mechanism`.
+    Delete {
+        user: String,
+        mechanism: ScramMechanism,
+    },
+}
+
+impl std::fmt::Debug for ScramAlteration {
+    /// Without the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScramAlteration::Upsert {
+                user,
+                mechanism,
+                iterations,
+                ..
+            } => f
+                .debug_struct("Upsert")
+                .field("user", user)
+                .field("mechanism", mechanism)
+                .field("iterations", iterations)
+                .finish_non_exhaustive(),
+            ScramAlteration::Delete { user, mechanism } => f
+                .debug_struct("Delete")
+                .field("user", user)
+                .field("mechanism", mechanism)
+                .finish(),
+        }
+    }
+}
+
+/// A SCRAM credential as DescribeUserScramCredentials shows it: never the
+/// salt or keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScramCredentialInfo {
+    /// None for a mechanism code this client does not know.
+    pub mechanism: Option<ScramMechanism>,
+    pub iterations: i32,
+}
+
 impl Client {
+    /// Sets and deletes SCRAM credentials (AlterUserScramCredentials), in
+    /// one request. Answers per user: the broker refuses a user named
+    /// twice in one request (DUPLICATE_RESOURCE), an iteration count
+    /// outside 4096..=16384 (UNACCEPTABLE_CREDENTIAL) and the deletion of a
+    /// credential that is not set (RESOURCE_NOT_FOUND), and changes the
+    /// other users.
+    pub async fn alter_user_scram_credentials(
+        &mut self,
+        alterations: &[ScramAlteration],
+    ) -> Result<BTreeMap<String, Result<(), ClientError>>, ClientError> {
+        let mut req = AlterUserScramCredentialsRequest::default();
+        for a in alterations {
+            match a {
+                ScramAlteration::Upsert {
+                    user,
+                    mechanism,
+                    iterations,
+                    password,
+                } => {
+                    let salt: [u8; 32] = rand::random();
+                    req.upsertions.push(ScramCredentialUpsertion {
+                        name: user.clone(),
+                        mechanism: mechanism.code(),
+                        iterations: i32::try_from(*iterations).unwrap_or(i32::MAX),
+                        salt: bytes::Bytes::copy_from_slice(&salt),
+                        salted_password: mechanism
+                            .salted_password(password, &salt, *iterations)
+                            .into(),
+                        ..Default::default()
+                    });
+                }
+                ScramAlteration::Delete { user, mechanism } => {
+                    req.deletions.push(ScramCredentialDeletion {
+                        name: user.clone(),
+                        mechanism: mechanism.code(),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        let resp = self.any_connection().await?.send(&req).await?;
+        Ok(resp
+            .results
+            .into_iter()
+            .map(|r| {
+                let user = r.user;
+                let checked = ClientError::check(
+                    r.error_code,
+                    || format!("alter SCRAM credentials of user {user}"),
+                    r.error_message,
+                );
+                (user, checked)
+            })
+            .collect())
+    }
+
+    /// The SCRAM credentials of `users` (`None`: of every user) as
+    /// DescribeUserScramCredentials answers: per user its mechanisms and
+    /// iteration counts, or the error for that user (RESOURCE_NOT_FOUND for
+    /// one without credentials).
+    pub async fn describe_user_scram_credentials(
+        &mut self,
+        users: Option<&[String]>,
+    ) -> Result<BTreeMap<String, Result<Vec<ScramCredentialInfo>, ClientError>>, ClientError> {
+        let req = DescribeUserScramCredentialsRequest {
+            users: users.map(|us| {
+                us.iter()
+                    .map(|name| UserName {
+                        name: name.clone(),
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        };
+        let resp = self.any_connection().await?.send(&req).await?;
+        ClientError::check(
+            resp.error_code,
+            || "describe SCRAM credentials".into(),
+            resp.error_message,
+        )?;
+        Ok(resp
+            .results
+            .into_iter()
+            .map(|r| {
+                let user = r.user;
+                let described = ClientError::check(
+                    r.error_code,
+                    || format!("describe SCRAM credentials of user {user}"),
+                    r.error_message,
+                )
+                .map(|()| {
+                    r.credential_infos
+                        .iter()
+                        .map(|c| ScramCredentialInfo {
+                            mechanism: ScramMechanism::from_code(c.mechanism),
+                            iterations: c.iterations,
+                        })
+                        .collect()
+                });
+                (user, described)
+            })
+            .collect())
+    }
+
     /// Raises the partition count of `topic` to `count` (CreatePartitions).
     pub async fn create_partitions(&mut self, topic: &str, count: i32) -> Result<(), ClientError> {
         let req = CreatePartitionsRequest {
@@ -373,4 +602,45 @@ fn check_config_result(
         return Err(ClientError::UnknownTopic(name.to_string()));
     }
     ClientError::check(code, || format!("{what} {name}"), message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scram_mechanisms_and_salted_passwords() {
+        for m in ScramMechanism::ALL {
+            assert_eq!(ScramMechanism::from_code(m.code()), Some(m));
+            assert_eq!(ScramMechanism::from_name(m.name()), Some(m));
+        }
+        assert_eq!(ScramMechanism::from_code(0), None);
+        assert_eq!(ScramMechanism::from_name("scram-sha-256"), None);
+        // one digest long
+        let salt = b"salt";
+        assert_eq!(
+            ScramMechanism::ScramSha256
+                .salted_password("pencil", salt, 4096)
+                .len(),
+            32
+        );
+        assert_eq!(
+            ScramMechanism::ScramSha512
+                .salted_password("pencil", salt, 4096)
+                .len(),
+            64
+        );
+        // the published PBKDF2-HMAC-SHA256 vector ("password", "salt", 1)
+        assert_eq!(
+            ScramMechanism::ScramSha256.salted_password("password", b"salt", 1)[..8],
+            [0x12, 0x0f, 0xb6, 0xcf, 0xfc, 0xf8, 0xb3, 0x2c]
+        );
+        let a = ScramAlteration::Upsert {
+            user: "alice".into(),
+            mechanism: ScramMechanism::ScramSha512,
+            iterations: 8192,
+            password: "hunter2".into(),
+        };
+        assert!(!format!("{a:?}").contains("hunter2"));
+    }
 }

@@ -28,6 +28,7 @@ mod replicated_transactions;
 mod replicated_txn_offsets;
 mod replication;
 mod sasl;
+mod scram_users;
 mod tls;
 mod torn_tail;
 mod transactions;
