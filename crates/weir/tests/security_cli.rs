@@ -61,14 +61,17 @@ fn broker_stores(pki: &TestPki) -> BrokerStores {
 }
 
 /// Creates a topic, lists it, produces two records and consumes them, all
-/// with `config`.
-fn round_trip(b: &Broker, config: &str, topic: &str) {
+/// with `config` (and `bootstrap` for --bootstrap-server when given).
+fn round_trip(b: &Broker, config: &str, topic: &str, bootstrap: Option<&str>) {
     let ok = |what: &str, out: Output| {
         assert_eq!(out.code, 0, "{what}: {}", out.stderr);
         assert_eq!(out.stderr, "", "{what}");
         out.stdout
     };
-    let cc = ["--command-config", config];
+    let mut cc = vec!["--command-config", config];
+    if let Some(bootstrap) = bootstrap {
+        cc.extend(["--bootstrap-server", bootstrap]);
+    }
     ok(
         "topics create",
         b.run(&[&["topics", "create", "--topic", topic][..], &cc].concat()),
@@ -139,7 +142,7 @@ fn ssl_with_the_test_ca_and_a_client_certificate() {
              ssl.keystore.location={me}\n"
         ),
     );
-    round_trip(&b, &config, "over-tls");
+    round_trip(&b, &config, "over-tls", None);
 
     // The inline forms, and no host name check (the chain still is).
     let client = pki.client("alice", None);
@@ -224,7 +227,7 @@ fn sasl_plaintext_with_plain() {
          sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n\
          \x20   username=\"alice\" password=\"alice-secret\";\n",
     );
-    round_trip(&b, &config, "over-sasl");
+    round_trip(&b, &config, "over-sasl", None);
 
     // librdkafka's names for the credentials.
     let rd = file(
@@ -303,10 +306,15 @@ fn sasl_ssl_with_scram_sha_512() {
             ),
         )
     };
+    // Bootstrapping through "localhost", the commands reach the broker a
+    // second time at the address it advertises (127.0.0.1): that
+    // connection authenticates too.
+    let port = b.addr.rsplit_once(':').expect("host:port").1;
     round_trip(
         &b,
         &with_password("ok.properties", "carol-secret"),
         "over-sasl-ssl",
+        Some(&format!("localhost:{port}")),
     );
 
     let e = refused(&b, &with_password("wrong.properties", "not-carols"));
