@@ -12,7 +12,7 @@ const JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule requ
      user_admin=\"admin-secret\" user_alice=\"alice-secret\";";
 
 fn start(data: Option<&std::path::Path>) -> Broker {
-    let mut pairs = vec![
+    let pairs = [
         "listeners=SASL_PLAINTEXT://127.0.0.1:0".to_string(),
         "sasl.enabled.mechanisms=PLAIN".to_string(),
         format!("listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}"),
