@@ -2,6 +2,7 @@
 //! partitions this broker leads.
 //! Internal topics are refused with INVALID_TOPIC_EXCEPTION, as in Kafka.
 
+use weir_acl::{Operation, ResourceType};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -24,6 +25,15 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> Reply {
                 .partitions
                 .iter()
                 .map(|p| {
+                    // before the topic's existence, as Kafka checks
+                    if !ctx.authorize(Operation::Delete, ResourceType::Topic, &t.name) {
+                        return DeleteRecordsPartitionResult {
+                            partition_index: p.partition_index,
+                            low_watermark: -1,
+                            error_code: ErrorCode::TopicAuthorizationFailed.code(),
+                            ..Default::default()
+                        };
+                    }
                     let leadership = snap.check_leader(node_id, &t.name, p.partition_index, -1);
                     let log = b.replicas.log(&t.name, p.partition_index);
                     let (error_code, low_watermark) = match (leadership, log) {

@@ -1,12 +1,14 @@
 //! DescribeCluster: the live brokers and the controller of the cluster
-//! view. The cluster's authorized operations only when asked for.
+//! view. The cluster's authorized operations only when asked for (0 for a
+//! client that may not DESCRIBE the cluster). As in Kafka, no ACL is
+//! needed to ask: the brokers are what Metadata tells anyone anyway.
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use weir_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse, ResponseBody};
 
 use super::{Reply, RequestContext};
-use crate::authorized_operations::{ResourceType, authorized_operations};
+use crate::authorized_operations::cluster_authorized_operations;
 
 pub fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> Reply {
     let b = &ctx.broker;
@@ -31,8 +33,8 @@ pub fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> Reply {
                 }
             })
             .collect(),
-        cluster_authorized_operations: authorized_operations(
-            ResourceType::Cluster,
+        cluster_authorized_operations: cluster_authorized_operations(
+            ctx,
             req.include_cluster_authorized_operations,
         ),
         ..Default::default()

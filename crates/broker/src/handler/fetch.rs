@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
+use weir_acl::{Operation, ResourceType};
 use weir_protocol::codec::Uuid;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::fetch_request::FetchTopic;
@@ -58,7 +59,35 @@ fn replica_id(req: &FetchRequest, version: i16) -> i32 {
     }
 }
 
-fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
+/// Which of the request's topics (by position) the client may not fetch:
+/// a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each
+/// topic (Kafka answers both refusals with TOPIC_AUTHORIZATION_FAILED). A
+/// topic id this broker does not know stays UNKNOWN_TOPIC_ID, as in Kafka.
+/// Empty (no allocation) without an authorizer.
+fn refused_topics(ctx: &RequestContext, req: &FetchRequest, version: i16) -> Vec<bool> {
+    let b = &ctx.broker;
+    if !b.acls.enabled() {
+        return Vec::new();
+    }
+    if replica_id(req, version) >= 0 {
+        let refused = !ctx.authorize_cluster(Operation::ClusterAction);
+        return vec![refused; req.topics.len()];
+    }
+    let snap = b.cluster();
+    req.topics
+        .iter()
+        .map(|ft| {
+            let name = match request_topic(&snap, ft, version) {
+                Some(t) => t.name.as_str(),
+                None if version >= 13 => return false,
+                None => ft.topic.as_str(),
+            };
+            !ctx.authorize(Operation::Read, ResourceType::Topic, name)
+        })
+        .collect()
+}
+
+fn read_pass(b: &Broker, req: &FetchRequest, version: i16, refused: &[bool]) -> Pass {
     let replica = replica_id(req, version);
     let from_follower = replica >= 0;
     let mut remaining = if version >= 3 {
@@ -78,8 +107,9 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
         bytes: 0,
         errors: false,
     };
-    for ft in &req.topics {
+    for (i, ft) in req.topics.iter().enumerate() {
         let meta = request_topic(&snap, ft, version);
+        let topic_refused = refused.get(i).copied().unwrap_or(false);
         let mut parts = Vec::with_capacity(ft.partitions.len());
         for fp in &ft.partitions {
             let mut pd = PartitionData {
@@ -93,6 +123,12 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16) -> Pass {
                 records: Some(Bytes::new()),
                 ..Default::default()
             };
+            if topic_refused {
+                pd.error_code = ErrorCode::TopicAuthorizationFailed.code();
+                pass.errors = true;
+                parts.push(pd);
+                continue;
+            }
             let leadership = meta.map(|t| {
                 snap.check_leader(node_id, &t.name, fp.partition, fp.current_leader_epoch)
             });
@@ -338,8 +374,9 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
     // too little, and before the pass that decides to wait: no append made
     // after that pass's reads goes unnoticed.
     let mut registration = None;
+    let refused = refused_topics(ctx, &req, version);
     let pass = loop {
-        let mut pass = read_pass(b, &req, version);
+        let mut pass = read_pass(b, &req, version, &refused);
         for change in pass.isr_changes.drain(..) {
             crate::replication::send_isr_change(b, change);
         }
@@ -359,7 +396,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
             _ = shutdown.wait_for(|stop| *stop) => false,
         };
         if !woken {
-            let mut pass = read_pass(b, &req, version);
+            let mut pass = read_pass(b, &req, version, &refused);
             for change in pass.isr_changes.drain(..) {
                 crate::replication::send_isr_change(b, change);
             }

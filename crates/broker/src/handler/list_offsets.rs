@@ -2,6 +2,7 @@
 //! with read_committed, bounded by the last stable offset (LATEST answers
 //! it) instead of the high watermark.
 
+use weir_acl::{Operation, ResourceType};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -71,10 +72,22 @@ pub fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> Reply {
         .topics
         .into_iter()
         .map(|t| {
+            // Kafka checks DESCRIBE before it looks the topic up
+            let describable = ctx.authorize(Operation::Describe, ResourceType::Topic, &t.name);
             let partitions = t
                 .partitions
                 .iter()
                 .map(|p| {
+                    if !describable {
+                        return ListOffsetsPartitionResponse {
+                            partition_index: p.partition_index,
+                            error_code: ErrorCode::TopicAuthorizationFailed.code(),
+                            timestamp: -1,
+                            offset: -1,
+                            leader_epoch: -1,
+                            ..Default::default()
+                        };
+                    }
                     let leadership = snap.check_leader(
                         node_id,
                         &t.name,

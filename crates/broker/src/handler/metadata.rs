@@ -3,6 +3,7 @@
 //! operations are filled in only when the request asks for them (topics
 //! v8+, the cluster v8–v10), as Kafka does.
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_protocol::codec::Uuid;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::create_topics_request::CreatableTopic;
@@ -14,7 +15,9 @@ use weir_protocol::messages::{
 };
 
 use super::{Reply, RequestContext};
-use crate::authorized_operations::{NOT_REQUESTED, ResourceType, authorized_operations};
+use crate::authorized_operations::{
+    NOT_REQUESTED, ResourceType, authorized_operations, cluster_authorized_operations,
+};
 use crate::broker::validate_topic_name;
 use crate::cluster::TopicView;
 
@@ -136,14 +139,30 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
         Some(t) => Some(t),
     };
     let allow_auto = ctx.api_version < 4 || req.allow_auto_topic_creation;
+    let describable = |name: &str| ctx.authorize(Operation::Describe, AclResource::Topic, name);
     let mut topics: Vec<MetadataResponseTopic> = match requested {
-        None => snap.topics().map(topic_response).collect(),
+        // topics the client may not DESCRIBE are left out, unmentioned
+        None => snap
+            .topics()
+            .filter(|t| describable(&t.name))
+            .map(topic_response)
+            .collect(),
         Some(list) => {
             let mut out = Vec::with_capacity(list.len());
             for rt in list {
                 let by_id = rt.topic_id != Uuid::ZERO;
                 match (&rt.name, by_id) {
                     (Some(name), _) if !name.is_empty() => {
+                        // whether it exists is not revealed to a client
+                        // that may not DESCRIBE it
+                        if !describable(name) {
+                            out.push(error_topic(
+                                Some(name.clone()),
+                                Uuid::ZERO,
+                                ErrorCode::TopicAuthorizationFailed,
+                            ));
+                            continue;
+                        }
                         if let Some(t) = snap.topic(name) {
                             out.push(topic_response(t));
                             continue;
@@ -157,7 +176,17 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                             continue;
                         }
                         let internal = crate::groups::is_internal_topic(name);
-                        if allow_auto && b.config.auto_create_topics_enable && internal {
+                        let auto = allow_auto && b.config.auto_create_topics_enable;
+                        if auto
+                            && !ctx.authorize_cluster(Operation::Create)
+                            && !ctx.authorize(Operation::Create, AclResource::Topic, name)
+                        {
+                            out.push(error_topic(
+                                Some(name.clone()),
+                                Uuid::ZERO,
+                                ErrorCode::TopicAuthorizationFailed,
+                            ));
+                        } else if allow_auto && b.config.auto_create_topics_enable && internal {
                             // created as its coordinator needs it
                             // (partition count, compaction), as Kafka does
                             if ensure_internal(ctx, name).await
@@ -182,6 +211,12 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                         }
                     }
                     (_, true) => match snap.topic_by_id(&rt.topic_id.0) {
+                        // an id is not secret: refused by id, without name
+                        Some(t) if !describable(&t.name) => out.push(error_topic(
+                            None,
+                            rt.topic_id,
+                            ErrorCode::TopicAuthorizationFailed,
+                        )),
                         Some(t) => out.push(topic_response(t)),
                         None => out.push(error_topic(None, rt.topic_id, ErrorCode::UnknownTopicId)),
                     },
@@ -195,10 +230,13 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
             out
         }
     };
-    if req.include_topic_authorized_operations {
-        let ops = authorized_operations(ResourceType::Topic, true);
-        for t in &mut topics {
-            t.topic_authorized_operations = ops;
+    if req.include_topic_authorized_operations && ctx.api_version >= 8 {
+        // not for the topics refused (Kafka leaves their default)
+        let refused = ErrorCode::TopicAuthorizationFailed.code();
+        for t in topics.iter_mut().filter(|t| t.error_code != refused) {
+            let name = t.name.as_deref().unwrap_or_default();
+            t.topic_authorized_operations =
+                authorized_operations(ctx, ResourceType::Topic, name, true);
         }
     }
     // This broker is announced at the address of the listener the client
@@ -227,9 +265,10 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
         cluster_id: Some(b.meta.cluster_id.clone()),
         controller_id: snap.controller_id,
         topics,
-        cluster_authorized_operations: authorized_operations(
-            ResourceType::Cluster,
-            req.include_cluster_authorized_operations,
+        // asked for in v8-10 only
+        cluster_authorized_operations: cluster_authorized_operations(
+            ctx,
+            req.include_cluster_authorized_operations && (8..=10).contains(&ctx.api_version),
         ),
         ..Default::default()
     }))

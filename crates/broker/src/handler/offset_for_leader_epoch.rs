@@ -15,6 +15,7 @@
 //! the cache cannot place answers `(-1, -1)` with no error. v0 and v1 are
 //! gone since Kafka 4.0 (KIP-896).
 
+use weir_acl::{Operation, ResourceType};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderPartition;
 use weir_protocol::messages::offset_for_leader_epoch_response::{
@@ -107,17 +108,36 @@ fn unstamped_end_offset(current: i32, requested: i32, log_start: i64, leo: i64) 
 pub fn handle(ctx: &RequestContext, req: OffsetForLeaderEpochRequest) -> Reply {
     let b = &ctx.broker;
     let snap = b.cluster();
+    // Kafka: CLUSTER_ACTION (a follower) may ask about every topic, others
+    // need DESCRIBE on each.
+    let cluster_action = ctx.authorize_cluster(Operation::ClusterAction);
     let topics = req
         .topics
         .iter()
-        .map(|t| OffsetForLeaderTopicResult {
-            topic: t.topic.clone(),
-            partitions: t
-                .partitions
-                .iter()
-                .map(|p| end_offset(b, &snap, req.replica_id, &t.topic, p))
-                .collect(),
-            ..Default::default()
+        .map(|t| {
+            let refused = !cluster_action
+                && !ctx.authorize(Operation::Describe, ResourceType::Topic, &t.topic);
+            OffsetForLeaderTopicResult {
+                topic: t.topic.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        if refused {
+                            EpochEndOffset {
+                                error_code: ErrorCode::TopicAuthorizationFailed.code(),
+                                partition: p.partition,
+                                leader_epoch: -1,
+                                end_offset: -1,
+                                ..Default::default()
+                            }
+                        } else {
+                            end_offset(b, &snap, req.replica_id, &t.topic, p)
+                        }
+                    })
+                    .collect(),
+                ..Default::default()
+            }
         })
         .collect();
     Reply::Body(ResponseBody::OffsetForLeaderEpoch(

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use weir_acl::{Operation, ResourceType};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
@@ -390,18 +391,24 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
             ErrorCode::InvalidRequiredAcks,
             "acks must be -1, 0 or 1".to_string(),
         ))
-    } else if req.transactional_id.is_none()
-        && req.topic_data.iter().any(|t| {
-            t.partition_data
-                .iter()
-                .any(|p| p.records.as_deref().is_some_and(has_transactional_batch))
-        })
+    } else if req.topic_data.iter().any(|t| {
+        t.partition_data
+            .iter()
+            .any(|p| p.records.as_deref().is_some_and(has_transactional_batch))
+    }) && !req
+        .transactional_id
+        .as_deref()
+        .is_some_and(|id| ctx.authorize(Operation::Write, ResourceType::TransactionalId, id))
     {
         // Kafka refuses transactional records sent without the
-        // transactional id they are authorized by.
+        // transactional id they are authorized by, or by a client that may
+        // not WRITE that id.
         Some((
             ErrorCode::TransactionalIdAuthorizationFailed,
-            "transactional records without a transactional id".to_string(),
+            match &req.transactional_id {
+                None => "transactional records without a transactional id".to_string(),
+                Some(id) => format!("not authorized to WRITE transactional id {id}"),
+            },
         ))
     } else {
         None
@@ -432,11 +439,19 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     let mut replication_waits = Vec::new();
     for topic in req.topic_data {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        // before the topic's existence, so that a client without WRITE
+        // learns nothing of it (Kafka's order)
+        let writable = ctx.authorize(Operation::Write, ResourceType::Topic, &topic.name);
         for p in topic.partition_data {
             let mut current_leader = LeaderIdAndEpoch::default();
             let leadership = snap.check_leader(node_id, &topic.name, p.index, -1);
             let r = if let Some((code, msg)) = &global_error {
                 PartitionResult::error(*code, msg.clone())
+            } else if !writable {
+                PartitionResult::error(
+                    ErrorCode::TopicAuthorizationFailed,
+                    format!("not authorized to WRITE topic {}", topic.name),
+                )
             } else if let Some((code, msg)) =
                 crate::groups::internal_produce_error(&topic.name, &ctx.client_id)
             {
