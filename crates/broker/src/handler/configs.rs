@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use weir_acl::{CLUSTER_NAME, Operation, ResourceType as AclResource};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use weir_protocol::messages::describe_configs_response::{
@@ -235,11 +236,63 @@ fn broker_entry(
     (value, chain)
 }
 
+/// Kafka's check of a config resource: `op` (DESCRIBE_CONFIGS or
+/// ALTER_CONFIGS) on the cluster for a BROKER resource, on the topic for a
+/// TOPIC, on the group for a GROUP; the refusal's error code, or None.
+/// Other resource types are answered by the handlers as unsupported.
+fn refusal(
+    ctx: &RequestContext,
+    resource_type: i8,
+    name: &str,
+    op: Operation,
+) -> Option<ErrorCode> {
+    let (rt, name, code) = match resource_type {
+        RESOURCE_BROKER => (
+            AclResource::Cluster,
+            CLUSTER_NAME,
+            ErrorCode::ClusterAuthorizationFailed,
+        ),
+        RESOURCE_TOPIC => (
+            AclResource::Topic,
+            name,
+            ErrorCode::TopicAuthorizationFailed,
+        ),
+        RESOURCE_GROUP => (
+            AclResource::Group,
+            name,
+            ErrorCode::GroupAuthorizationFailed,
+        ),
+        _ => return None,
+    };
+    (!ctx.authorize(op, rt, name)).then_some(code)
+}
+
+fn refusal_message(code: ErrorCode, op: Operation, name: &str) -> Option<String> {
+    Some(format!("{code:?}: not authorized to {op} {name}"))
+}
+
 pub fn describe(ctx: &RequestContext, req: DescribeConfigsRequest) -> Reply {
     let b = &ctx.broker;
-    let results = req
+    // Kafka answers the refused resources after the others.
+    let op = Operation::DescribeConfigs;
+    let (allowed, refused): (Vec<_>, Vec<_>) = req
         .resources
         .iter()
+        .partition(|r| refusal(ctx, r.resource_type, &r.resource_name, op).is_none());
+    let refused = refused.into_iter().map(|r| {
+        let code = refusal(ctx, r.resource_type, &r.resource_name, op)
+            .unwrap_or(ErrorCode::UnknownServerError);
+        DescribeConfigsResult {
+            error_code: code.code(),
+            error_message: refusal_message(code, op, &r.resource_name),
+            resource_type: r.resource_type,
+            resource_name: r.resource_name.clone(),
+            configs: vec![],
+            ..Default::default()
+        }
+    });
+    let results = allowed
+        .into_iter()
         .map(|r| {
             describe_one(
                 b,
@@ -250,6 +303,7 @@ pub fn describe(ctx: &RequestContext, req: DescribeConfigsRequest) -> Reply {
                 req.include_documentation,
             )
         })
+        .chain(refused)
         .collect();
     Reply::Body(ResponseBody::DescribeConfigs(DescribeConfigsResponse {
         throttle_time_ms: 0,
@@ -363,7 +417,10 @@ pub async fn alter(ctx: &RequestContext, req: AlterConfigsRequest) -> Reply {
     let b = &ctx.broker;
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
+        let op = Operation::AlterConfigs;
+        let refused = refusal(ctx, r.resource_type, &r.resource_name, op);
         let (error_code, error_message) = match r.resource_type {
+            _ if let Some(code) = refused => (code, refusal_message(code, op, &r.resource_name)),
             RESOURCE_TOPIC => {
                 apply_topic(
                     ctx,
@@ -493,7 +550,12 @@ pub async fn incremental_alter(ctx: &RequestContext, req: IncrementalAlterConfig
     let b = &ctx.broker;
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
-        let (error_code, error_message) = if r.resource_type == RESOURCE_BROKER {
+        let op = Operation::AlterConfigs;
+        let (error_code, error_message) = if let Some(code) =
+            refusal(ctx, r.resource_type, &r.resource_name, op)
+        {
+            (code, refusal_message(code, op, &r.resource_name))
+        } else if r.resource_type == RESOURCE_BROKER {
             let cfg = b.effective_config();
             let ops = |scope| {
                 let mut o = b.dynamic_configs(scope);

@@ -2,6 +2,7 @@
 //! INVALID_TOPIC_EXCEPTION; a failure to write the new partitions is
 //! KAFKA_STORAGE_ERROR (none of them is added).
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use weir_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseBody};
@@ -9,10 +10,32 @@ use weir_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse,
 use super::{Reply, RequestContext};
 use crate::broker::AddPartitionsError;
 
-pub async fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> Reply {
-    let admin = ctx.broker.topic_admin();
-    let resp = admin.create_partitions(ctx, req).await;
-    Reply::Body(ResponseBody::CreatePartitions(resp))
+/// Kafka's check: ALTER on each topic (TOPIC_AUTHORIZATION_FAILED before
+/// the others' answers).
+pub async fn handle(ctx: &RequestContext, mut req: CreatePartitionsRequest) -> Reply {
+    let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics)
+        .into_iter()
+        .partition(|t| ctx.authorize(Operation::Alter, AclResource::Topic, &t.name));
+    req.topics = allowed;
+    let mut results: Vec<CreatePartitionsTopicResult> = refused
+        .into_iter()
+        .map(|t| CreatePartitionsTopicResult {
+            name: t.name,
+            error_code: ErrorCode::TopicAuthorizationFailed.code(),
+            error_message: None,
+            ..Default::default()
+        })
+        .collect();
+    let resp = if req.topics.is_empty() {
+        CreatePartitionsResponse::default()
+    } else {
+        ctx.broker.topic_admin().create_partitions(ctx, req).await
+    };
+    results.extend(resp.results);
+    Reply::Body(ResponseBody::CreatePartitions(CreatePartitionsResponse {
+        results,
+        ..resp
+    }))
 }
 
 /// This broker's own answer ([`crate::cluster::LocalTopicAdmin`]).

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_protocol::codec::Uuid;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::create_topics_response::{
@@ -14,9 +15,45 @@ use super::{Reply, RequestContext};
 use crate::broker::CreateTopicError;
 use crate::topic_config;
 
-pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> Reply {
+/// Kafka's checks: CREATE on the cluster, else CREATE on each topic
+/// (TOPIC_AUTHORIZATION_FAILED, answered after the others); a created
+/// topic's configs only for a client that may DESCRIBE_CONFIGS it (else
+/// `topic_config_error_code` TOPIC_AUTHORIZATION_FAILED). The broker's own
+/// creations (auto-creation, internal topics) go to the topic admin
+/// directly and are not checked.
+pub async fn handle(ctx: &RequestContext, mut req: CreateTopicsRequest) -> Reply {
+    let mut refused = Vec::new();
+    if !ctx.authorize_cluster(Operation::Create) {
+        let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics)
+            .into_iter()
+            .partition(|t| ctx.authorize(Operation::Create, AclResource::Topic, &t.name));
+        req.topics = allowed;
+        refused = denied;
+    }
     let admin = ctx.broker.topic_admin();
-    let resp = admin.create_topics(ctx, req).await;
+    let mut resp = if req.topics.is_empty() {
+        CreateTopicsResponse::default()
+    } else {
+        admin.create_topics(ctx, req).await
+    };
+    for t in &mut resp.topics {
+        if t.error_code == ErrorCode::None.code()
+            && !ctx.authorize(Operation::DescribeConfigs, AclResource::Topic, &t.name)
+        {
+            t.configs = Some(vec![]);
+            t.topic_config_error_code = ErrorCode::TopicAuthorizationFailed.code();
+        }
+    }
+    resp.topics
+        .extend(refused.into_iter().map(|t| CreatableTopicResult {
+            name: t.name,
+            error_code: ErrorCode::TopicAuthorizationFailed.code(),
+            error_message: Some("Authorization failed.".to_string()),
+            num_partitions: -1,
+            replication_factor: -1,
+            topic_config_error_code: ErrorCode::TopicAuthorizationFailed.code(),
+            ..Default::default()
+        }));
     Reply::Body(ResponseBody::CreateTopics(resp))
 }
 
