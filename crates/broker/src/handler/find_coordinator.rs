@@ -5,6 +5,7 @@
 //! and answers COORDINATOR_NOT_AVAILABLE until the topic has leaders, as
 //! Kafka does). v4+ batches keys in `coordinator_keys`.
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::find_coordinator_response::Coordinator;
 use weir_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse, ResponseBody};
@@ -23,6 +24,20 @@ type Lookup = Result<(i32, String, i32), (ErrorCode, Option<String>)>;
 /// partition (created first on a node that has none yet), a transactional
 /// id's the leader of its `__transaction_state` partition.
 async fn lookup(ctx: &RequestContext, key_type: i8, key: &str) -> Lookup {
+    // Kafka: DESCRIBE on the group or the transactional id, before anything
+    // about the coordinator is looked up
+    let refused = match key_type {
+        KEY_TYPE_GROUP => (!ctx.authorize(Operation::Describe, AclResource::Group, key))
+            .then_some(ErrorCode::GroupAuthorizationFailed),
+        KEY_TYPE_TRANSACTION => {
+            (!ctx.authorize(Operation::Describe, AclResource::TransactionalId, key))
+                .then_some(ErrorCode::TransactionalIdAuthorizationFailed)
+        }
+        _ => None,
+    };
+    if let Some(code) = refused {
+        return Err((code, None));
+    }
     match key_type {
         KEY_TYPE_GROUP => {
             let b = &ctx.broker;

@@ -1,5 +1,6 @@
 //! Heartbeat: keeps a member's session alive and tells it about rebalances.
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_group::HeartbeatRequest as Beat;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{HeartbeatRequest, HeartbeatResponse, ResponseBody};
@@ -8,6 +9,9 @@ use super::{Reply, RequestContext};
 
 pub fn handle(ctx: &RequestContext, req: HeartbeatRequest) -> Reply {
     let error_code = match ctx.broker.groups() {
+        _ if !ctx.authorize(Operation::Read, AclResource::Group, &req.group_id) => {
+            ErrorCode::GroupAuthorizationFailed
+        }
         None => ErrorCode::CoordinatorNotAvailable,
         Some(groups) => {
             let beat = Beat {

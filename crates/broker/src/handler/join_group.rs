@@ -1,6 +1,7 @@
 //! JoinGroup: parked until the rebalance completes (the coordinator answers
 //! through an `Output::Respond` with this request's token).
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_group::{JoinRequest, Protocol, Response};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::join_group_response::JoinGroupResponseMember;
@@ -20,6 +21,9 @@ fn error(code: ErrorCode, member_id: String) -> JoinGroupResponse {
 
 pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> Reply {
     let v = ctx.api_version;
+    if !ctx.authorize(Operation::Read, AclResource::Group, &req.group_id) {
+        return body(error(ErrorCode::GroupAuthorizationFailed, String::new()));
+    }
     let Some(groups) = ctx.broker.groups() else {
         return body(error(ErrorCode::CoordinatorNotAvailable, req.member_id));
     };

@@ -1,5 +1,6 @@
 //! LeaveGroup: v0-2 carry one member id, v3+ a batch of members.
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_group::{LeaveRequest, LeavingMember};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::leave_group_response::MemberResponse;
@@ -9,6 +10,12 @@ use super::{Reply, RequestContext, blocking};
 
 pub async fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> Reply {
     let v = ctx.api_version;
+    if !ctx.authorize(Operation::Read, AclResource::Group, &req.group_id) {
+        return body(LeaveGroupResponse {
+            error_code: ErrorCode::GroupAuthorizationFailed.code(),
+            ..Default::default()
+        });
+    }
     let Some(groups) = ctx.broker.groups() else {
         return body(LeaveGroupResponse {
             error_code: ErrorCode::CoordinatorNotAvailable.code(),

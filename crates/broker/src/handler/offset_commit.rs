@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_group::{CommitPartition, OffsetCommitRequest as Commit};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::offset_commit_response::{
@@ -22,33 +23,54 @@ use super::{Reply, RequestContext, blocking};
 use crate::groups::AppendedAt;
 use crate::replica_manager::AppendRole;
 
-/// The requested partitions by topic, each with whether it exists.
-pub(super) type Shape = Vec<(String, Vec<(i32, bool)>)>;
+/// The requested partitions by topic, each with the answer it gets
+/// without the coordinator (None: it goes to the coordinator).
+pub(super) type Shape = Vec<(String, Vec<(i32, Option<ErrorCode>)>)>;
 
-/// Looks up which requested partitions exist. Topic existence is broker
-/// knowledge, looked up once: the coordinator only sees partitions that
-/// exist.
+/// Looks up which requested partitions the coordinator sees: those of
+/// topics the client may READ (else TOPIC_AUTHORIZATION_FAILED, checked
+/// first as in Kafka) that exist (else UNKNOWN_TOPIC_OR_PARTITION). Topic
+/// existence is broker knowledge, looked up once.
 pub(super) fn shape<'a>(
     ctx: &RequestContext,
     topics: impl Iterator<Item = (&'a str, Vec<i32>)>,
 ) -> Shape {
     topics
         .map(|(name, indexes)| {
+            let readable = ctx.authorize(Operation::Read, AclResource::Topic, name);
             let partitions = ctx.broker.topic(name).map_or(0, |m| m.partitions);
             let parts = indexes
                 .into_iter()
-                .map(|p| (p, (0..partitions).contains(&p)))
+                .map(|p| {
+                    let answer = if !readable {
+                        Some(ErrorCode::TopicAuthorizationFailed)
+                    } else if !(0..partitions).contains(&p) {
+                        Some(ErrorCode::UnknownTopicOrPartition)
+                    } else {
+                        None
+                    };
+                    (p, answer)
+                })
                 .collect();
             (name.to_string(), parts)
         })
         .collect()
 }
 
-/// Whether any requested partition exists.
+/// The same partitions, every one answered by the coordinator (for an
+/// error of the whole request, such as GROUP_AUTHORIZATION_FAILED).
+pub(super) fn whole(shape: &Shape) -> Shape {
+    shape
+        .iter()
+        .map(|(n, parts)| (n.clone(), parts.iter().map(|&(p, _)| (p, None)).collect()))
+        .collect()
+}
+
+/// Whether any requested partition goes to the coordinator.
 pub(super) fn any_known(shape: &Shape) -> bool {
     shape
         .iter()
-        .any(|(_, parts)| parts.iter().any(|&(_, known)| known))
+        .any(|(_, parts)| parts.iter().any(|(_, answer)| answer.is_none()))
 }
 
 pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
@@ -61,6 +83,11 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
         }),
     );
     let all = |e: ErrorCode| respond(&shape, |_, _| e);
+    // Kafka: READ on the group before anything else, answered for every
+    // partition
+    if !ctx.authorize(Operation::Read, AclResource::Group, &req.group_id) {
+        return respond(&whole(&shape), |_, _| ErrorCode::GroupAuthorizationFailed);
+    }
     if !any_known(&shape) {
         return all(ErrorCode::None);
     }
@@ -84,7 +111,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
                 t.partitions
                     .into_iter()
                     .zip(known)
-                    .filter(|(_, (_, known))| *known)
+                    .filter(|(_, (_, answer))| answer.is_none())
                     .map(|(p, _)| CommitPartition {
                         topic: name.clone(),
                         partition: p.partition_index,
@@ -180,8 +207,8 @@ pub(super) async fn replicated(
     }
 }
 
-/// One response entry per requested partition: UNKNOWN_TOPIC_OR_PARTITION
-/// for those that do not exist, `error` for the others.
+/// One response entry per requested partition: the answer of those
+/// answered without the coordinator, `error` for the others.
 fn respond(shape: &Shape, error: impl Fn(&str, i32) -> ErrorCode) -> Reply {
     Reply::Body(ResponseBody::OffsetCommit(OffsetCommitResponse {
         topics: shape
@@ -190,14 +217,9 @@ fn respond(shape: &Shape, error: impl Fn(&str, i32) -> ErrorCode) -> Reply {
                 name: name.clone(),
                 partitions: parts
                     .iter()
-                    .map(|&(p, known)| OffsetCommitResponsePartition {
+                    .map(|&(p, answer)| OffsetCommitResponsePartition {
                         partition_index: p,
-                        error_code: if known {
-                            error(name, p)
-                        } else {
-                            ErrorCode::UnknownTopicOrPartition
-                        }
-                        .code(),
+                        error_code: answer.unwrap_or_else(|| error(name, p)).code(),
                         ..Default::default()
                     })
                     .collect(),

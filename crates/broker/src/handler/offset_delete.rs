@@ -1,6 +1,7 @@
 //! OffsetDelete: removes committed offsets of partitions the group is not
 //! subscribed to. Topics unknown to the broker are rejected here.
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
@@ -32,6 +33,11 @@ fn reply(error: ErrorCode, topics: Vec<(String, Vec<(i32, ErrorCode)>)>) -> Repl
 }
 
 pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> Reply {
+    // Kafka: DELETE on the group, then READ on each topic
+    if !ctx.authorize(Operation::Delete, AclResource::Group, &req.group_id) {
+        return reply(ErrorCode::GroupAuthorizationFailed, Vec::new());
+    }
+    let readable = |t: &str| ctx.authorize(Operation::Read, AclResource::Topic, t);
     let Some(groups) = ctx.broker.groups() else {
         return reply(ErrorCode::CoordinatorNotAvailable, Vec::new());
     };
@@ -39,7 +45,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> Reply {
         return reply(ErrorCode::CoordinatorNotAvailable, Vec::new());
     }
     let mut known = Vec::new();
-    for t in &req.topics {
+    for t in req.topics.iter().filter(|t| readable(&t.name)) {
         let exists = ctx.broker.topic(&t.name);
         for p in &t.partitions {
             let ok = exists
@@ -67,10 +73,14 @@ pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> Reply {
         .topics
         .into_iter()
         .map(|t| {
+            let refused = !readable(&t.name);
             let ps = t
                 .partitions
                 .iter()
                 .map(|p| {
+                    if refused {
+                        return (p.partition_index, ErrorCode::TopicAuthorizationFailed);
+                    }
                     let e = results
                         .iter()
                         .find(|r| r.topic == t.name && r.partition == p.partition_index)

@@ -6,7 +6,8 @@
 //! every version as Kafka does, and the consumer retries; without it the
 //! committed (stable) offsets are returned.
 
-use weir_group::{OffsetFetchGroup, OffsetFetchResult};
+use weir_acl::{Operation, ResourceType as AclResource};
+use weir_group::{FetchedOffset, OffsetFetchGroup, OffsetFetchResult};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -30,6 +31,89 @@ fn by_topic(r: &OffsetFetchResult) -> Vec<(String, Vec<&weir_group::FetchedOffse
 
 fn metadata(m: &str) -> Option<String> {
     Some(m.to_string())
+}
+
+/// A partition answered without the coordinator.
+fn refused_partition(topic: &str, partition: i32, error: ErrorCode) -> FetchedOffset {
+    FetchedOffset {
+        topic: topic.to_string(),
+        partition,
+        offset: -1,
+        leader_epoch: -1,
+        metadata: String::new(),
+        error,
+    }
+}
+
+/// Kafka's checks around `fetch` (the coordinator's answer): a group the
+/// client may not DESCRIBE is GROUP_AUTHORIZATION_FAILED (v0-1, which have
+/// no group error, on each requested partition); of a group's requested
+/// topics, those it may not DESCRIBE are left out of the coordinator's
+/// question and answered TOPIC_AUTHORIZATION_FAILED after the others; when
+/// all of a group's offsets are asked for, those of such topics are left
+/// out of the answer. The results are in the groups' order.
+fn authorized_results(
+    ctx: &RequestContext,
+    mut asked: Vec<OffsetFetchGroup>,
+    fetch: impl FnOnce(&[OffsetFetchGroup]) -> Vec<OffsetFetchResult>,
+) -> Vec<OffsetFetchResult> {
+    if !ctx.broker.acls.enabled() {
+        return fetch(&asked);
+    }
+    let describable = |t: &str| ctx.authorize(Operation::Describe, AclResource::Topic, t);
+    // per asked group: None (refused), or its refused topic partitions
+    let mut outcome: Vec<Option<Vec<FetchedOffset>>> = Vec::with_capacity(asked.len());
+    let mut refused_groups = Vec::new();
+    asked.retain_mut(|g| {
+        if !ctx.authorize(Operation::Describe, AclResource::Group, &g.group_id) {
+            let partitions = match &g.partitions {
+                Some(ps) if ctx.api_version < 2 => ps
+                    .iter()
+                    .map(|(t, p)| refused_partition(t, *p, ErrorCode::GroupAuthorizationFailed))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            refused_groups.push(OffsetFetchResult {
+                group_id: g.group_id.clone(),
+                error: ErrorCode::GroupAuthorizationFailed,
+                partitions,
+            });
+            outcome.push(None);
+            return false;
+        }
+        let mut refused = Vec::new();
+        if let Some(ps) = &mut g.partitions {
+            ps.retain(|(t, p)| {
+                let ok = describable(t);
+                if !ok {
+                    refused.push(refused_partition(
+                        t,
+                        *p,
+                        ErrorCode::TopicAuthorizationFailed,
+                    ));
+                }
+                ok
+            });
+        }
+        outcome.push(Some(refused));
+        true
+    });
+    let mut fetched = fetch(&asked).into_iter();
+    let mut refused_groups = refused_groups.into_iter();
+    outcome
+        .into_iter()
+        .filter_map(|o| match o {
+            None => refused_groups.next(),
+            Some(refused) => {
+                let mut r = fetched.next()?;
+                if r.error.is_ok() {
+                    r.partitions.retain(|p| describable(&p.topic));
+                    r.partitions.extend(refused);
+                }
+                Some(r)
+            }
+        })
+        .collect()
 }
 
 pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
@@ -67,9 +151,9 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
             }),
         }]
     };
-    let results: Vec<OffsetFetchResult> = match ctx.broker.groups() {
-        Some(groups) if require_stable => groups.lock().fetch_stable_offsets(&asked),
-        Some(groups) => groups.lock().fetch_offsets(&asked),
+    let results = authorized_results(ctx, asked, |asked| match ctx.broker.groups() {
+        Some(groups) if require_stable => groups.lock().fetch_stable_offsets(asked),
+        Some(groups) => groups.lock().fetch_offsets(asked),
         None => asked
             .iter()
             .map(|g| OffsetFetchResult {
@@ -78,7 +162,7 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
                 partitions: Vec::new(),
             })
             .collect(),
-    };
+    });
     let resp = if v >= 8 {
         OffsetFetchResponse {
             groups: results

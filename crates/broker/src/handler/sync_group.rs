@@ -1,5 +1,6 @@
 //! SyncGroup: followers are parked until the leader sends the assignment.
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_group::{Assignment, Response, SyncRequest};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{ResponseBody, SyncGroupRequest, SyncGroupResponse};
@@ -15,6 +16,9 @@ fn error(code: ErrorCode) -> Reply {
 
 pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> Reply {
     let v = ctx.api_version;
+    if !ctx.authorize(Operation::Read, AclResource::Group, &req.group_id) {
+        return error(ErrorCode::GroupAuthorizationFailed);
+    }
     let Some(groups) = ctx.broker.groups() else {
         return error(ErrorCode::CoordinatorNotAvailable);
     };
