@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ResponseBody};
 use weir_txn::{Step, TopicPartition};
@@ -28,6 +29,17 @@ pub async fn handle(ctx: &RequestContext, req: AddOffsetsToTxnRequest) -> Reply 
 
 async fn add(ctx: &RequestContext, req: &AddOffsetsToTxnRequest) -> ErrorCode {
     let b = &ctx.broker;
+    // Kafka: WRITE on the transactional id, then READ on the group
+    if !ctx.authorize(
+        Operation::Write,
+        AclResource::TransactionalId,
+        &req.transactional_id,
+    ) {
+        return ErrorCode::TransactionalIdAuthorizationFailed;
+    }
+    if !ctx.authorize(Operation::Read, AclResource::Group, &req.group_id) {
+        return ErrorCode::GroupAuthorizationFailed;
+    }
     let (Some(groups), Some(txns)) = (b.groups(), b.transactions()) else {
         return ErrorCode::CoordinatorNotAvailable;
     };

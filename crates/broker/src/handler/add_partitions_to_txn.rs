@@ -13,6 +13,7 @@
 
 use std::collections::BTreeSet;
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use weir_protocol::messages::add_partitions_to_txn_response::{
@@ -45,6 +46,16 @@ pub async fn handle(ctx: &RequestContext, req: AddPartitionsToTxnRequest) -> Rep
         return Reply::Body(ResponseBody::AddPartitionsToTxn(
             AddPartitionsToTxnResponse {
                 results_by_topic_v3_and_below: by_topic(results),
+                ..Default::default()
+            },
+        ));
+    }
+    // the batched form comes from brokers verifying a produce: Kafka asks
+    // for CLUSTER_ACTION and refuses the whole request
+    if !ctx.authorize_cluster(Operation::ClusterAction) {
+        return Reply::Body(ResponseBody::AddPartitionsToTxn(
+            AddPartitionsToTxnResponse {
+                error_code: ErrorCode::ClusterAuthorizationFailed.code(),
                 ..Default::default()
             },
         ));
@@ -95,10 +106,26 @@ async fn one(
         .collect();
     let snap = b.cluster();
     let from_client = ctx.api_version < BATCHED_SINCE;
+    if from_client
+        && !ctx.authorize(
+            Operation::Write,
+            AclResource::TransactionalId,
+            transactional_id,
+        )
+    {
+        return requested
+            .into_iter()
+            .map(|tp| (tp, ErrorCode::TransactionalIdAuthorizationFailed))
+            .collect();
+    }
     let refused: Vec<Option<ErrorCode>> = requested
         .iter()
         .map(|tp| {
-            if from_client && crate::groups::is_internal_topic(&tp.topic) {
+            // a client never adds an internal topic; others need WRITE
+            if from_client
+                && (crate::groups::is_internal_topic(&tp.topic)
+                    || !ctx.authorize(Operation::Write, AclResource::Topic, &tp.topic))
+            {
                 Some(ErrorCode::TopicAuthorizationFailed)
             } else if snap.partition(&tp.topic, tp.partition).is_none() {
                 Some(ErrorCode::UnknownTopicOrPartition)

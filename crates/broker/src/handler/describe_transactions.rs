@@ -2,6 +2,7 @@
 //! coordinates (NOT_COORDINATOR for the others, TRANSACTIONAL_ID_NOT_FOUND
 //! for an unknown one), with the partitions of its transaction.
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use weir_protocol::messages::{
@@ -16,6 +17,13 @@ pub fn handle(ctx: &RequestContext, req: DescribeTransactionsRequest) -> Reply {
         .transactional_ids
         .into_iter()
         .map(|id| {
+            if !ctx.authorize(Operation::Describe, AclResource::TransactionalId, &id) {
+                return TransactionState {
+                    error_code: ErrorCode::TransactionalIdAuthorizationFailed.code(),
+                    transactional_id: id,
+                    ..Default::default()
+                };
+            }
             let described = match txns {
                 Some(t) => t.lock().describe(&id),
                 None => Err(ErrorCode::CoordinatorNotAvailable),
@@ -23,7 +31,10 @@ pub fn handle(ctx: &RequestContext, req: DescribeTransactionsRequest) -> Reply {
             match described {
                 Ok(d) => {
                     let mut topics: Vec<TopicData> = Vec::new();
-                    for tp in d.partitions {
+                    // only the topics the client may DESCRIBE (Kafka)
+                    for tp in d.partitions.into_iter().filter(|tp| {
+                        ctx.authorize(Operation::Describe, AclResource::Topic, &tp.topic)
+                    }) {
                         match topics.last_mut() {
                             Some(t) if t.topic == tp.topic => t.partitions.push(tp.partition),
                             _ => topics.push(TopicData {

@@ -6,6 +6,7 @@
 //! epoch bump). v0-1 clients get INVALID_PRODUCER_EPOCH where newer ones
 //! get PRODUCER_FENCED.
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{EndTxnRequest, EndTxnResponse, ResponseBody};
 use weir_txn::{ProducerIdAndEpoch, Step, TxnResult};
@@ -34,6 +35,13 @@ pub async fn handle(ctx: &RequestContext, req: EndTxnRequest) -> Reply {
 
 async fn end(ctx: &RequestContext, req: &EndTxnRequest) -> Result<ProducerIdAndEpoch, ErrorCode> {
     let b = &ctx.broker;
+    if !ctx.authorize(
+        Operation::Write,
+        AclResource::TransactionalId,
+        &req.transactional_id,
+    ) {
+        return Err(ErrorCode::TransactionalIdAuthorizationFailed);
+    }
     let txns = b.transactions().ok_or(ErrorCode::CoordinatorNotAvailable)?;
     let step = txns.lock().end_txn(
         &req.transactional_id,

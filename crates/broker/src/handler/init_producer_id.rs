@@ -9,6 +9,7 @@
 //! INVALID_REQUEST, as Kafka's coordinator answers it (an idempotent
 //! producer sends none: null).
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ResponseBody};
 use weir_txn::{ProducerIdAndEpoch, Step};
@@ -20,6 +21,19 @@ const FENCED_SINCE: i16 = 4;
 
 pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> Reply {
     let b = &ctx.broker;
+    // Kafka: WRITE on the transactional id; without one, IDEMPOTENT_WRITE
+    // on the cluster or WRITE on some topic
+    match req.transactional_id.as_deref() {
+        Some(id) if !ctx.authorize(Operation::Write, AclResource::TransactionalId, id) => {
+            return respond(Err(ErrorCode::TransactionalIdAuthorizationFailed));
+        }
+        None if !ctx.authorize_cluster(Operation::IdempotentWrite)
+            && !ctx.authorize_any(Operation::Write, AclResource::Topic) =>
+        {
+            return respond(Err(ErrorCode::ClusterAuthorizationFailed));
+        }
+        _ => {}
+    }
     let expected = match (req.producer_id, req.producer_epoch) {
         (-1, -1) => None,
         (-1, _) | (_, -1) => return respond(Err(ErrorCode::InvalidRequest)),

@@ -4,6 +4,7 @@
 //! `unknown_state_filters`. COORDINATOR_LOAD_IN_PROGRESS while a partition
 //! of `__transaction_state` is being loaded.
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::list_transactions_response::TransactionState;
 use weir_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ResponseBody};
@@ -32,6 +33,14 @@ pub fn handle(ctx: &RequestContext, req: ListTransactionsRequest) -> Reply {
             unknown_state_filters,
             transaction_states: listed
                 .into_iter()
+                // only the ids the client may DESCRIBE (Kafka)
+                .filter(|t| {
+                    ctx.authorize(
+                        Operation::Describe,
+                        AclResource::TransactionalId,
+                        &t.transactional_id,
+                    )
+                })
                 .map(|t| TransactionState {
                     transactional_id: t.transactional_id,
                     producer_id: t.producer_id,

@@ -14,6 +14,7 @@
 //! INVALID_PRODUCER_EPOCH; v0-1 clients get COORDINATOR_NOT_AVAILABLE
 //! instead of COORDINATOR_LOAD_IN_PROGRESS (KAFKA-7296).
 
+use weir_acl::{Operation, ResourceType as AclResource};
 use weir_group::{CommitPartition, TxnOffsetCommitRequest as Commit};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::txn_offset_commit_response::{
@@ -21,7 +22,7 @@ use weir_protocol::messages::txn_offset_commit_response::{
 };
 use weir_protocol::messages::{ResponseBody, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
-use super::offset_commit::{Shape, any_known, replicated, shape};
+use super::offset_commit::{Shape, any_known, replicated, shape, whole};
 use super::{Reply, RequestContext, blocking};
 
 /// The first version whose clients understand COORDINATOR_LOAD_IN_PROGRESS.
@@ -37,6 +38,22 @@ pub async fn handle(ctx: &RequestContext, req: TxnOffsetCommitRequest) -> Reply 
         }),
     );
     let respond_all = |e: ErrorCode| respond(v, &shape, |_, _| e);
+    // Kafka: WRITE on the transactional id, then READ on the group, each
+    // refusal answered for every partition
+    if !ctx.authorize(
+        Operation::Write,
+        AclResource::TransactionalId,
+        &req.transactional_id,
+    ) {
+        return respond(v, &whole(&shape), |_, _| {
+            ErrorCode::TransactionalIdAuthorizationFailed
+        });
+    }
+    if !ctx.authorize(Operation::Read, AclResource::Group, &req.group_id) {
+        return respond(v, &whole(&shape), |_, _| {
+            ErrorCode::GroupAuthorizationFailed
+        });
+    }
     if !any_known(&shape) {
         return respond_all(ErrorCode::None);
     }
@@ -64,7 +81,7 @@ pub async fn handle(ctx: &RequestContext, req: TxnOffsetCommitRequest) -> Reply 
                 t.partitions
                     .into_iter()
                     .zip(known)
-                    .filter(|(_, (_, known))| *known)
+                    .filter(|(_, (_, answer))| answer.is_none())
                     .map(|(p, _)| CommitPartition {
                         topic: name.clone(),
                         partition: p.partition_index,
@@ -110,8 +127,8 @@ pub async fn handle(ctx: &RequestContext, req: TxnOffsetCommitRequest) -> Reply 
     })
 }
 
-/// One entry per requested partition: UNKNOWN_TOPIC_OR_PARTITION for those
-/// that do not exist, `error` for the others.
+/// One entry per requested partition: the answer of those answered
+/// without the coordinator, `error` for the others.
 fn respond(version: i16, shape: &Shape, error: impl Fn(&str, i32) -> ErrorCode) -> Reply {
     let for_version = |e: ErrorCode| match e {
         ErrorCode::CoordinatorLoadInProgress if version < LOAD_IN_PROGRESS_VERSION => {
@@ -126,14 +143,9 @@ fn respond(version: i16, shape: &Shape, error: impl Fn(&str, i32) -> ErrorCode) 
                 name: name.clone(),
                 partitions: parts
                     .iter()
-                    .map(|&(p, known)| TxnOffsetCommitResponsePartition {
+                    .map(|&(p, answer)| TxnOffsetCommitResponsePartition {
                         partition_index: p,
-                        error_code: if known {
-                            for_version(error(name, p))
-                        } else {
-                            ErrorCode::UnknownTopicOrPartition
-                        }
-                        .code(),
+                        error_code: answer.unwrap_or_else(|| for_version(error(name, p))).code(),
                         ..Default::default()
                     })
                     .collect(),

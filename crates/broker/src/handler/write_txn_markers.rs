@@ -18,6 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use weir_acl::Operation;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
@@ -83,7 +84,46 @@ fn append(
     }
 }
 
+/// Every marker's partitions answered `code`.
+fn refuse_all(req: &WriteTxnMarkersRequest, code: ErrorCode) -> Reply {
+    let markers = req
+        .markers
+        .iter()
+        .map(|wm| WritableTxnMarkerResult {
+            producer_id: wm.producer_id,
+            topics: wm
+                .topics
+                .iter()
+                .map(|t| WritableTxnMarkerTopicResult {
+                    name: t.name.clone(),
+                    partitions: t
+                        .partition_indexes
+                        .iter()
+                        .map(|&partition_index| WritableTxnMarkerPartitionResult {
+                            partition_index,
+                            error_code: code.code(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect();
+    Reply::Body(ResponseBody::WriteTxnMarkers(WriteTxnMarkersResponse {
+        markers,
+        ..Default::default()
+    }))
+}
+
 pub async fn handle(ctx: &RequestContext, req: WriteTxnMarkersRequest) -> Reply {
+    // sent by transaction coordinators: Kafka asks for ALTER or
+    // CLUSTER_ACTION on the cluster
+    if !ctx.authorize_cluster(Operation::Alter) && !ctx.authorize_cluster(Operation::ClusterAction)
+    {
+        return refuse_all(&req, ErrorCode::ClusterAuthorizationFailed);
+    }
     let b = Arc::clone(&ctx.broker);
     let mut response = Vec::with_capacity(req.markers.len());
     let mut pending = Vec::new();
