@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use weir_acl::Operation;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
@@ -19,6 +20,36 @@ use weir_protocol::messages::{
 use super::{Reply, RequestContext};
 
 pub async fn handle(ctx: &RequestContext, req: AlterPartitionReassignmentsRequest) -> Reply {
+    // Kafka: ALTER on the cluster; refused as a whole and per partition
+    if !ctx.authorize_cluster(Operation::Alter) {
+        let code = ErrorCode::ClusterAuthorizationFailed;
+        let message = Some(format!("{code:?}"));
+        return Reply::Body(ResponseBody::AlterPartitionReassignments(
+            AlterPartitionReassignmentsResponse {
+                error_code: code.code(),
+                error_message: message.clone(),
+                responses: req
+                    .topics
+                    .into_iter()
+                    .map(|t| ReassignableTopicResponse {
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|p| ReassignablePartitionResponse {
+                                partition_index: p.partition_index,
+                                error_code: code.code(),
+                                error_message: message.clone(),
+                                ..Default::default()
+                            })
+                            .collect(),
+                        name: t.name,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        ));
+    }
     let admin = ctx.broker.topic_admin();
     let resp = admin.alter_partition_reassignments(ctx, req).await;
     Reply::Body(ResponseBody::AlterPartitionReassignments(resp))

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use weir_acl::Operation;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
@@ -17,6 +18,14 @@ use super::{Reply, RequestContext};
 
 pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Reply {
     let b = &ctx.broker;
+    // Kafka: DESCRIBE on the cluster, else no dirs and the error (v3+)
+    if !ctx.authorize_cluster(Operation::Describe) {
+        return Reply::Body(ResponseBody::DescribeLogDirs(DescribeLogDirsResponse {
+            error_code: ErrorCode::ClusterAuthorizationFailed.code(),
+            results: Vec::new(),
+            ..Default::default()
+        }));
+    }
     let segment_counts = weir_ext::wants_segment_counts(&req);
     let wanted = |topic: &str, p: i32| -> bool {
         match &req.topics {

@@ -4,6 +4,7 @@
 //! its only (and so preferred) replica, so there is never an election to
 //! run: ELECTION_NOT_NEEDED for each known partition.
 
+use weir_acl::Operation;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use weir_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, ResponseBody};
@@ -11,6 +12,34 @@ use weir_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, Respons
 use super::{Reply, RequestContext};
 
 pub async fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> Reply {
+    // Kafka: ALTER on the cluster; refused as a whole (v1+) and for each
+    // requested partition
+    if !ctx.authorize_cluster(Operation::Alter) {
+        let code = ErrorCode::ClusterAuthorizationFailed;
+        return Reply::Body(ResponseBody::ElectLeaders(ElectLeadersResponse {
+            error_code: code.code(),
+            replica_election_results: req
+                .topic_partitions
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| ReplicaElectionResult {
+                    partition_result: t
+                        .partitions
+                        .iter()
+                        .map(|&partition_id| PartitionResult {
+                            partition_id,
+                            error_code: code.code(),
+                            error_message: Some(format!("{code:?}")),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    topic: t.topic,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }));
+    }
     let admin = ctx.broker.topic_admin();
     let resp = admin.elect_leaders(ctx, req).await;
     Reply::Body(ResponseBody::ElectLeaders(resp))
