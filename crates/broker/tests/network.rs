@@ -281,6 +281,10 @@ async fn every_supported_version_of_every_api_is_answered() {
                     )
                 }
                 ResponseBody::Metadata(r) => assert_eq!(r.topics[0].error_code, NONE),
+                // No authorizer on this broker.
+                ResponseBody::CreateAcls(r) => assert_eq!(r.results[0].error_code, 54),
+                ResponseBody::DescribeAcls(r) => assert_eq!(r.error_code, 54),
+                ResponseBody::DeleteAcls(r) => assert_eq!(r.filter_results[0].error_code, 54),
                 ResponseBody::CreateTopics(r) => assert_eq!(r.topics[0].error_code, NONE),
                 ResponseBody::DescribeConfigs(r) => assert_eq!(r.results[0].error_code, NONE),
                 // The only broker is node 1 and already the replica.

@@ -789,6 +789,39 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
         ApiKey::DescribeUserScramCredentials => {
             RequestBody::DescribeUserScramCredentials(Default::default())
         }
+        // No authorizer: SECURITY_DISABLED for each.
+        ApiKey::CreateAcls => RequestBody::CreateAcls(weir_protocol::messages::CreateAclsRequest {
+            creations: vec![weir_protocol::messages::create_acls_request::AclCreation {
+                resource_type: 2,
+                resource_name: t.into(),
+                resource_pattern_type: 3,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: 3,
+                permission_type: 3,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ApiKey::DescribeAcls => {
+            RequestBody::DescribeAcls(weir_protocol::messages::DescribeAclsRequest {
+                resource_type_filter: 1,
+                pattern_type_filter: 1,
+                operation: 1,
+                permission_type: 1,
+                ..Default::default()
+            })
+        }
+        ApiKey::DeleteAcls => RequestBody::DeleteAcls(weir_protocol::messages::DeleteAclsRequest {
+            filters: vec![weir_protocol::messages::delete_acls_request::DeleteAclsFilter {
+                resource_type_filter: 1,
+                pattern_type_filter: 1,
+                operation: 1,
+                permission_type: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
         // A COMMIT marker for a producer with nothing open: appended.
         ApiKey::WriteTxnMarkers => RequestBody::WriteTxnMarkers(WriteTxnMarkersRequest {
             markers: vec![write_txn_markers_request::WritableTxnMarker {
