@@ -2,6 +2,7 @@
 //! instead of one per file). Run one file's tests with a filter on its
 //! module name: `cargo test -p weir-compat-tests --test integration <module>::`.
 
+mod acls;
 mod cluster;
 mod cluster_configs;
 mod cluster_roles;
