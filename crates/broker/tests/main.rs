@@ -4,6 +4,7 @@
 
 mod common;
 
+mod acl_matrix;
 mod admin;
 mod cluster_view;
 mod conformance;
