@@ -123,7 +123,10 @@ impl Authenticating {
                         body: authenticate_response(ErrorCode::None, None, bytes),
                         after: After::Continue,
                     },
-                    Ok(SaslStep::Done { user, response }) => Gate::Answer {
+                    // The credential's expiry (`expires_at_ms`, an
+                    // OAUTHBEARER token's `exp`) is not used yet: it bounds
+                    // the session once re-authentication (KIP-368) is served.
+                    Ok(SaslStep::Done { user, response, .. }) => Gate::Answer {
                         body: authenticate_response(ErrorCode::None, None, response),
                         after: After::Authenticated { user, mechanism },
                     },
@@ -132,7 +135,7 @@ impl Authenticating {
                         Gate::Answer {
                             body: authenticate_response(
                                 ErrorCode::SaslAuthenticationFailed,
-                                Some(e.client_message().to_string()),
+                                Some(e.client_message()),
                                 Vec::new(),
                             ),
                             after: After::Failed {
@@ -277,5 +280,52 @@ mod tests {
             g.request(&handshake("PLAIN"), nonce),
             Gate::Close(_)
         ));
+    }
+
+    /// A refused OAUTHBEARER token: the error status as auth bytes with no
+    /// error code, then, after the client's %x01, SASL_AUTHENTICATION_FAILED
+    /// with the same status as the message (what librdkafka reports).
+    #[test]
+    fn oauthbearer_refusal_takes_two_steps() {
+        let sasl = ListenerSasl::parse("SASL", &|name| match name {
+            "sasl.enabled.mechanisms" => Some("OAUTHBEARER".into()),
+            "listener.name.sasl.oauthbearer.sasl.jaas.config" => Some(
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+                    .into(),
+            ),
+            "listener.name.sasl.oauthbearer.sasl.server.callback.handler.class" => {
+                Some(crate::sasl::oauthbearer::UNSECURED_VALIDATOR_CLASS.into())
+            }
+            _ => None,
+        })
+        .unwrap();
+        let mut g = Authenticating::new(Arc::new(sasl));
+        assert_eq!(
+            answer(g.request(&handshake("OAUTHBEARER"), nonce)),
+            (0, After::Continue)
+        );
+        // e30 is {}: no alg, so not an unsecured token
+        let Gate::Answer { body, after } =
+            g.request(&auth(b"n,,\x01auth=Bearer e30.e30.\x01\x01"), nonce)
+        else {
+            panic!()
+        };
+        let ResponseBody::SaslAuthenticate(r) = *body else {
+            panic!()
+        };
+        assert_eq!((r.error_code, after), (0, After::Continue));
+        assert_eq!(&r.auth_bytes[..], br#"{"status":"invalid_token"}"#);
+        let Gate::Answer { body, after } = g.request(&auth(b"\x01"), nonce) else {
+            panic!()
+        };
+        let ResponseBody::SaslAuthenticate(r) = *body else {
+            panic!()
+        };
+        assert_eq!(r.error_code, ErrorCode::SaslAuthenticationFailed.code());
+        assert_eq!(
+            r.error_message.as_deref(),
+            Some(r#"{"status":"invalid_token"}"#)
+        );
+        assert!(matches!(after, After::Failed { .. }));
     }
 }

@@ -1,7 +1,9 @@
-//! SASL authentication (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) as pure
-//! exchanges: bytes from the client in, bytes to send and finally a user
-//! name out. The connection drives them through Kafka's SaslHandshake and
-//! SaslAuthenticate requests; nothing here does I/O or reads the clock.
+//! SASL authentication (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)
+//! as pure exchanges: bytes from the client in, bytes to send and finally a
+//! user name out. The connection drives them through Kafka's SaslHandshake
+//! and SaslAuthenticate requests. Nothing here does I/O but OAUTHBEARER's
+//! look at its JWKS file (see [`oauthbearer::jwks`]); the clock is the
+//! listener's [`Clock`], replaceable in tests.
 //!
 //! ```
 //! use weir_broker::sasl::{ListenerSasl, Mechanism, SaslStep};
@@ -16,16 +18,21 @@
 //! .unwrap();
 //! let mut exchange = sasl.start(Mechanism::Plain, String::new()).unwrap();
 //! let step = exchange.step(b"\0alice\0alice-secret").unwrap();
-//! assert_eq!(step, SaslStep::Done { user: "alice".into(), response: vec![] });
+//! assert_eq!(
+//!     step,
+//!     SaslStep::Done { user: "alice".into(), response: vec![], expires_at_ms: None }
+//! );
 //! ```
 
 pub mod gate;
 pub mod jaas;
+pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
 
 use std::sync::Arc;
 
+use oauthbearer::{OAuthBearerError, OAuthBearerServer, OAuthBearerStep, TokenValidator};
 use plain::PlainUsers;
 use scram::{
     LayeredScramCredentials, MIN_ITERATIONS, SCRAM_LOGIN_MODULE, ScramCredential, ScramCredentials,
@@ -45,13 +52,15 @@ pub enum Mechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 3] = [
+    pub const ALL: [Mechanism; 4] = [
         Mechanism::Plain,
         Mechanism::ScramSha256,
         Mechanism::ScramSha512,
+        Mechanism::OAuthBearer,
     ];
 
     /// The IANA name clients send.
@@ -60,6 +69,7 @@ impl Mechanism {
             Mechanism::Plain => "PLAIN",
             Mechanism::ScramSha256 => "SCRAM-SHA-256",
             Mechanism::ScramSha512 => "SCRAM-SHA-512",
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -70,7 +80,7 @@ impl Mechanism {
 
     fn scram_hash(self) -> Option<ScramHash> {
         match self {
-            Mechanism::Plain => None,
+            Mechanism::Plain | Mechanism::OAuthBearer => None,
             Mechanism::ScramSha256 => Some(ScramHash::Sha256),
             Mechanism::ScramSha512 => Some(ScramHash::Sha512),
         }
@@ -87,6 +97,8 @@ pub enum SaslError {
     /// Not a message of the mechanism.
     #[error("malformed message: {0}")]
     Malformed(&'static str),
+    #[error(transparent)]
+    OAuthBearer(#[from] OAuthBearerError),
 }
 
 impl SaslError {
@@ -98,10 +110,15 @@ impl SaslError {
         SaslError::Malformed(reason)
     }
 
-    /// What the client is told: the same for every failure, so it learns
-    /// nothing about which users exist or which check failed.
-    pub fn client_message(&self) -> &'static str {
-        "Authentication failed: Invalid username or password"
+    /// What the client is told: for PLAIN and SCRAM the same for every
+    /// failure, so it learns nothing about which users exist or which check
+    /// failed; for OAUTHBEARER Kafka's texts (RFC 7628's error status for a
+    /// refused token), which say nothing about the token either.
+    pub fn client_message(&self) -> String {
+        match self {
+            SaslError::OAuthBearer(e) => e.client_message(),
+            _ => "Authentication failed: Invalid username or password".to_string(),
+        }
     }
 }
 
@@ -111,7 +128,43 @@ pub enum SaslStep {
     /// Send these bytes and wait for the client's next message.
     Continue(Vec<u8>),
     /// Authenticated as `user`; send `response` (possibly empty).
-    Done { user: String, response: Vec<u8> },
+    /// `expires_at_ms`: when the credential stops being valid (an
+    /// OAUTHBEARER token's `exp`, milliseconds since the epoch), so that
+    /// re-authentication can end the session then; None for passwords.
+    Done {
+        user: String,
+        response: Vec<u8>,
+        expires_at_ms: Option<i64>,
+    },
+}
+
+/// Where an exchange gets the time: milliseconds since the epoch.
+#[derive(Clone)]
+pub struct Clock(Arc<dyn Fn() -> i64 + Send + Sync>);
+
+impl Clock {
+    pub fn new(now_ms: impl Fn() -> i64 + Send + Sync + 'static) -> Clock {
+        Clock(Arc::new(now_ms))
+    }
+
+    /// The system clock.
+    pub fn system() -> Clock {
+        Clock::new(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        })
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
 }
 
 /// A listener's SASL configuration: the mechanisms it offers and what each
@@ -124,6 +177,9 @@ pub struct ListenerSasl {
     scram: Arc<dyn ScramCredentials>,
     /// Keys the made-up SCRAM salts of unknown users.
     secret: [u8; 32],
+    /// Set when OAUTHBEARER is among the mechanisms.
+    oauthbearer: Option<Arc<dyn TokenValidator>>,
+    clock: Clock,
 }
 
 impl PartialEq for ListenerSasl {
@@ -135,8 +191,28 @@ impl PartialEq for ListenerSasl {
 
 impl Eq for ListenerSasl {}
 
-/// `sasl.*` settings with a per-listener form.
-pub const SASL_SETTINGS: &[&str] = &["sasl.enabled.mechanisms"];
+/// `sasl.*` settings with a per-listener form
+/// (`listener.name.<l>.<setting>`).
+pub const SASL_SETTINGS: &[&str] = &[
+    "sasl.enabled.mechanisms",
+    oauthbearer::JWKS_ENDPOINT_URL,
+    oauthbearer::JWKS_ENDPOINT_REFRESH_MS,
+    oauthbearer::CLOCK_SKEW_SECONDS,
+    oauthbearer::EXPECTED_AUDIENCE,
+    oauthbearer::EXPECTED_ISSUER,
+    oauthbearer::SCOPE_CLAIM_NAME,
+    oauthbearer::SUB_CLAIM_NAME,
+];
+
+/// Settings a listener takes per mechanism,
+/// `listener.name.<l>.<mechanism>.<setting>`, besides `sasl.jaas.config`:
+/// which of them a mechanism reads.
+pub fn mechanism_setting(mechanism: Mechanism, setting: &str) -> bool {
+    setting == "sasl.jaas.config"
+        || (mechanism == Mechanism::OAuthBearer
+            && (setting == "sasl.server.callback.handler.class"
+                || oauthbearer::SETTINGS.contains(&setting)))
+}
 
 impl ListenerSasl {
     /// Reads the SASL settings of `listener` (upper case). `get(name)`
@@ -145,6 +221,10 @@ impl ListenerSasl {
     /// JAAS settings are asked for under their full per-listener names,
     /// `listener.name.<l>.<mechanism>.sasl.jaas.config`, as Kafka reads
     /// them for a broker.
+    ///
+    /// OAUTHBEARER needs an `OAuthBearerLoginModule` and either a JWKS
+    /// (`sasl.oauthbearer.jwks.endpoint.url`) or Kafka's unsecured
+    /// validator named explicitly ([`oauthbearer::OAuthBearerSettings`]).
     ///
     /// PLAIN needs a `PlainLoginModule` with `user_<name>="<password>"`
     /// options. Static SCRAM users come from a `ScramLoginModule` with the
@@ -162,7 +242,7 @@ impl ListenerSasl {
             let m = Mechanism::from_name(name).ok_or_else(|| {
                 format!(
                     "sasl.enabled.mechanisms of listener {listener}: {name} is not served \
-                     (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)"
+                     (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are)"
                 )
             })?;
             if !mechanisms.contains(&m) {
@@ -177,6 +257,7 @@ impl ListenerSasl {
         }
         let mut plain = PlainUsers::default();
         let mut scram = StaticScramCredentials::default();
+        let mut oauthbearer = None;
         for m in &mechanisms {
             let key = format!(
                 "listener.name.{lower}.{}.sasl.jaas.config",
@@ -186,6 +267,15 @@ impl ListenerSasl {
                 Some(text) => Some(jaas::parse(&text).map_err(|e| format!("{key}: {e}"))?),
                 None => None,
             };
+            if *m == Mechanism::OAuthBearer {
+                let module = module.ok_or_else(|| {
+                    format!("listener {listener} offers OAUTHBEARER but {key} is not set")
+                })?;
+                oauthbearer = Some(oauthbearer::OAuthBearerSettings::parse(
+                    listener, &lower, get, &module,
+                )?);
+                continue;
+            }
             match (m.scram_hash(), module) {
                 (None, Some(module)) => {
                     plain = PlainUsers::from_jaas(&module).map_err(|e| format!("{key}: {e}"))?;
@@ -219,7 +309,15 @@ impl ListenerSasl {
             plain,
             scram: Arc::new(scram),
             secret: rand::random(),
+            oauthbearer,
+            clock: Clock::system(),
         })
+    }
+
+    /// Replaces the clock exchanges read (tests).
+    pub fn with_clock(mut self, clock: Clock) -> ListenerSasl {
+        self.clock = clock;
+        self
     }
 
     /// Replaces where SCRAM credentials come from.
@@ -247,14 +345,20 @@ impl ListenerSasl {
         if !self.mechanisms.contains(&mechanism) {
             return None;
         }
-        let kind = match mechanism.scram_hash() {
-            None => Kind::Plain,
-            Some(hash) => Kind::Scram(Box::new(ScramServer::new(hash, server_nonce, self.secret))),
+        let kind = match (mechanism, mechanism.scram_hash()) {
+            (Mechanism::OAuthBearer, _) => {
+                Kind::OAuthBearer(OAuthBearerServer::default(), self.oauthbearer.clone()?)
+            }
+            (_, None) => Kind::Plain,
+            (_, Some(hash)) => {
+                Kind::Scram(Box::new(ScramServer::new(hash, server_nonce, self.secret)))
+            }
         };
         Some(Exchange {
             kind,
             plain: self.plain.clone(),
             scram: self.scram.clone(),
+            clock: self.clock.clone(),
         })
     }
 }
@@ -263,6 +367,7 @@ impl ListenerSasl {
 enum Kind {
     Plain,
     Scram(Box<ScramServer>),
+    OAuthBearer(OAuthBearerServer, Arc<dyn TokenValidator>),
 }
 
 /// One authentication in progress on a connection.
@@ -271,6 +376,7 @@ pub struct Exchange {
     kind: Kind,
     plain: PlainUsers,
     scram: Arc<dyn ScramCredentials>,
+    clock: Clock,
 }
 
 impl Exchange {
@@ -280,11 +386,27 @@ impl Exchange {
             Kind::Plain => self.plain.authenticate(message).map(|user| SaslStep::Done {
                 user,
                 response: Vec::new(),
+                expires_at_ms: None,
             }),
             Kind::Scram(server) => Ok(match server.step(message, self.scram.as_ref())? {
                 ScramStep::Continue(r) => SaslStep::Continue(r),
-                ScramStep::Done { user, response } => SaslStep::Done { user, response },
+                ScramStep::Done { user, response } => SaslStep::Done {
+                    user,
+                    response,
+                    expires_at_ms: None,
+                },
             }),
+            Kind::OAuthBearer(server, validator) => {
+                let now_ms = self.clock.now_ms();
+                Ok(match server.step(message, now_ms, validator.as_ref())? {
+                    OAuthBearerStep::Challenge(c) => SaslStep::Continue(c),
+                    OAuthBearerStep::Done(token) => SaslStep::Done {
+                        user: token.principal,
+                        response: Vec::new(),
+                        expires_at_ms: Some(token.expires_at_ms),
+                    },
+                })
+            }
         }
     }
 }
@@ -368,5 +490,145 @@ mod tests {
             let e = settings(&pairs).unwrap_err();
             assert!(e.contains(why), "{pairs:?}: {e}");
         }
+    }
+
+    const OAUTH_JAAS: &str =
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;";
+    const JAAS_KEY: &str = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config";
+    const HANDLER_KEY: &str =
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class";
+
+    #[test]
+    fn oauthbearer_settings_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = format!("file://{}/missing.json", dir.path().display());
+        let m = ("sasl.enabled.mechanisms", "OAUTHBEARER");
+        let jaas = (JAAS_KEY, OAUTH_JAAS);
+        for (pairs, why) in [
+            (vec![m], "oauthbearer.sasl.jaas.config is not set"),
+            (
+                vec![m, (JAAS_KEY, "org.example.Other required;")],
+                "is not org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+            ),
+            // neither validator: say what to set, and that Kafka's default differs
+            (vec![m, jaas], "set sasl.oauthbearer.jwks.endpoint.url"),
+            (vec![m, jaas], "weir does not default"),
+            (
+                vec![
+                    m,
+                    jaas,
+                    ("sasl.oauthbearer.jwks.endpoint.url", "https://idp/jwks"),
+                ],
+                "only file:// URLs are served",
+            ),
+            (
+                vec![m, jaas, ("sasl.oauthbearer.jwks.endpoint.url", &missing)],
+                "cannot read",
+            ),
+            (
+                vec![
+                    m,
+                    jaas,
+                    (HANDLER_KEY, oauthbearer::JWKS_VALIDATOR_CLASSES[0]),
+                ],
+                "sasl.oauthbearer.jwks.endpoint.url is not set",
+            ),
+            (
+                vec![
+                    m,
+                    jaas,
+                    (HANDLER_KEY, oauthbearer::UNSECURED_VALIDATOR_CLASS),
+                    ("sasl.oauthbearer.jwks.endpoint.url", "file:///x"),
+                ],
+                "set only one of them",
+            ),
+            (
+                vec![m, jaas, (HANDLER_KEY, "org.example.Handler")],
+                "org.example.Handler is not served",
+            ),
+        ] {
+            let e = settings(&pairs).unwrap_err();
+            assert!(e.contains(why), "{pairs:?}: {e}");
+        }
+    }
+
+    /// Signed tokens through a listener, with its settings global and
+    /// per listener and mechanism, and a clock the test sets.
+    #[test]
+    fn oauthbearer_signed_tokens_through_a_listener() {
+        use oauthbearer::jwks::tests::{TestKey, jwks};
+        use serde_json::json;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jwks.json");
+        let key = TestKey::es256("k1");
+        std::fs::write(&path, jwks(&[&key])).unwrap();
+        let url = format!("file://{}", path.display());
+        let s = settings(&[
+            ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+            (JAAS_KEY, OAUTH_JAAS),
+            ("sasl.oauthbearer.jwks.endpoint.url", &url),
+            (
+                "sasl.oauthbearer.expected.audience",
+                "kafka, other",
+            ),
+            (
+                "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.sub.claim.name",
+                "email",
+            ),
+        ])
+        .unwrap()
+        .with_clock(Clock::new(|| 1_000_000_000));
+        let token = |exp: i64| {
+            key.sign(&json!({"email": "alice", "aud": "kafka", "iat": 999_000, "exp": exp}))
+        };
+        let first = |t: &str| format!("n,,\x01auth=Bearer {t}\x01\x01").into_bytes();
+        let mut e = s.start(Mechanism::OAuthBearer, String::new()).unwrap();
+        assert_eq!(
+            e.step(&first(&token(1_000_100))),
+            Ok(SaslStep::Done {
+                user: "alice".into(),
+                response: vec![],
+                expires_at_ms: Some(1_000_100_000),
+            })
+        );
+        // expired (beyond the 30 s skew): the error status, then the failure
+        let mut e = s.start(Mechanism::OAuthBearer, String::new()).unwrap();
+        let json = br#"{"status":"invalid_token"}"#.to_vec();
+        assert_eq!(
+            e.step(&first(&token(999_970))),
+            Ok(SaslStep::Continue(json))
+        );
+        let err = e.step(b"\x01").unwrap_err();
+        assert_eq!(err.client_message(), r#"{"status":"invalid_token"}"#);
+        assert!(err.to_string().contains("expired"), "{err}");
+    }
+
+    #[test]
+    fn oauthbearer_unsecured_only_when_named() {
+        use base64::Engine;
+        let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let s = settings(&[
+            ("sasl.enabled.mechanisms", "OAUTHBEARER,PLAIN"),
+            (JAAS_KEY, OAUTH_JAAS),
+            (HANDLER_KEY, oauthbearer::UNSECURED_VALIDATOR_CLASS),
+            (
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"p\";",
+            ),
+        ])
+        .unwrap()
+        .with_clock(Clock::new(|| 5_000));
+        assert_eq!(s.mechanisms, [Mechanism::OAuthBearer, Mechanism::Plain]);
+        let token = format!(
+            "{}.{}.",
+            b.encode(r#"{"alg":"none"}"#),
+            b.encode(r#"{"sub":"alice","exp":10}"#)
+        );
+        let mut e = s.start(Mechanism::OAuthBearer, String::new()).unwrap();
+        let step = e.step(format!("n,,\x01auth=Bearer {token}\x01\x01").as_bytes());
+        assert!(
+            matches!(&step, Ok(SaslStep::Done { user, .. }) if user == "alice"),
+            "{step:?}"
+        );
     }
 }
