@@ -49,6 +49,23 @@ pub enum BrokerError {
     Io(#[from] std::io::Error),
 }
 
+/// `quota.window.num` windows of `quota.window.size.seconds` (read once:
+/// not dynamic, as in Kafka).
+fn quota_window(config: &BrokerConfig) -> crate::quotas::WindowConfig {
+    let d = crate::quotas::WindowConfig::DEFAULT;
+    crate::quotas::WindowConfig {
+        samples: config
+            .integer("quota.window.num")
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .unwrap_or(d.samples),
+        window_ms: config
+            .integer("quota.window.size.seconds")
+            .filter(|n| *n >= 1)
+            .map_or(d.window_ms, |s| s.saturating_mul(1000)),
+    }
+}
+
 /// Hands out producer ids unique in the cluster.
 pub trait ProducerIdSource: Send + Sync {
     fn next(
@@ -147,6 +164,9 @@ pub struct Broker {
     pub scram: Arc<crate::scram_credentials::ScramStore>,
     /// ACLs (`weir-acls.json`) and the authorizer's decisions.
     pub acls: Arc<crate::acls::AclStore>,
+    /// Client quotas (`weir-client-quotas.json`) and the rates measured
+    /// against them.
+    pub quotas: Arc<crate::quotas::QuotaStore>,
 }
 
 /// Kafka's rule for topic names.
@@ -207,6 +227,8 @@ impl Broker {
         let scram = crate::scram_credentials::ScramStore::open(&dir)
             .map_err(|e| BrokerError::Config(e.to_string()))?;
         let acls = crate::acls::AclStore::open(&dir, config.authorizer.clone())
+            .map_err(|e| BrokerError::Config(e.to_string()))?;
+        let quotas = crate::quotas::QuotaStore::open(&dir, quota_window(&config))
             .map_err(|e| BrokerError::Config(e.to_string()))?;
         let static_config = config;
         let config = static_config.with_dynamic(
@@ -297,6 +319,7 @@ impl Broker {
             isr_changer: RwLock::new(None),
             scram: Arc::new(scram),
             acls: Arc::new(acls),
+            quotas: Arc::new(quotas),
         })
     }
 

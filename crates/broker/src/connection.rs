@@ -41,6 +41,7 @@ use weir_storage::FileRegion;
 
 use crate::broker::Broker;
 use crate::handler::{self, Reply, RequestContext};
+use crate::quotas::throttle::{self as quota_throttle, Charge};
 use crate::sasl::ListenerSasl;
 use crate::sasl::gate::{After, Authenticating, Gate, MAX_UNAUTHENTICATED_REQUEST_BYTES};
 use crate::session::{Principal, Session};
@@ -95,6 +96,9 @@ pub struct Outgoing {
     key: ApiKey,
     version: i16,
     reply: Reply,
+    /// What the request costs against its client's quotas; None when no
+    /// quota is set (or none applies to the request).
+    charge: Option<Charge>,
 }
 
 /// An answer with the time its request started (for the latency metric).
@@ -147,6 +151,9 @@ pub struct Connection {
     /// The reservation of the frame being read or handled; kept here so a
     /// `read_frame` cancelled mid-frame resumes without reserving twice.
     reservation: Option<Reservation>,
+    /// Until when no request is read: a client over a quota waits out its
+    /// throttle time (KIP-219) after its answer went out.
+    muted_until: Option<tokio::time::Instant>,
 }
 
 impl Connection {
@@ -198,6 +205,7 @@ impl Connection {
             inline_max_bytes: 0,
             budget: RequestBudget::unbounded(),
             reservation: None,
+            muted_until: None,
         }
     }
 
@@ -392,18 +400,35 @@ impl Connection {
         let mut pending: VecDeque<Waiting> = VecDeque::new();
         let result: Result<(), ConnectionError> = async {
             loop {
+                let muted = self
+                    .muted_until
+                    .filter(|t| *t > tokio::time::Instant::now());
                 let frame = if pending.is_empty() {
+                    if let Some(until) = muted {
+                        tokio::select! {
+                            _ = tokio::time::sleep_until(until) => {
+                                self.muted_until = None;
+                                continue;
+                            }
+                            _ = shutdown.changed() => return Ok(()),
+                        }
+                    }
                     tokio::select! {
                         r = self.read_frame() => r,
                         _ = shutdown.changed() => return Ok(()),
                     }
                 } else {
-                    let room = pending.len() < MAX_PIPELINED;
+                    let room = pending.len() < MAX_PIPELINED && muted.is_none();
                     tokio::select! {
                         biased;
                         done = front(&mut pending) => {
                             pending.pop_front();
                             self.finish(&broker, done).await?;
+                            continue;
+                        }
+                        _ = tokio::time::sleep_until(muted.unwrap_or_else(tokio::time::Instant::now)),
+                            if muted.is_some() => {
+                            self.muted_until = None;
                             continue;
                         }
                         r = self.read_frame(), if room => r,
@@ -449,6 +474,7 @@ impl Connection {
                     key,
                     version,
                     reply,
+                    charge,
                 } = out;
                 let resolved = move |reply| Done {
                     out: Outgoing {
@@ -456,6 +482,7 @@ impl Connection {
                         key,
                         version,
                         reply,
+                        charge,
                     },
                     started,
                 };
@@ -509,9 +536,25 @@ impl Connection {
 
     /// Sends one answer and records its metrics.
     async fn finish(&mut self, broker: &Arc<Broker>, done: Done) -> Result<(), ConnectionError> {
-        let Done { out, started } = done;
+        let Done { mut out, started } = done;
         let key = out.key as i16;
+        let throttle = match out.charge.take() {
+            Some(charge) => quota_throttle::apply(
+                &broker.quotas,
+                &self.session,
+                out.key,
+                &charge,
+                &mut out.reply,
+                broker.now_ms(),
+            ),
+            None => 0,
+        };
         let r = self.send_reply(out).await;
+        if throttle > 0 {
+            let until = tokio::time::Instant::now()
+                + Duration::from_millis(u64::try_from(throttle).unwrap_or(0));
+            self.muted_until = Some(self.muted_until.map_or(until, |t| t.max(until)));
+        }
         broker
             .metrics
             .record_request(key, started.elapsed(), r.is_ok());
@@ -550,6 +593,7 @@ impl Connection {
                     key,
                     version: 0,
                     reply: Reply::Body(body),
+                    charge: None,
                 });
             }
             return Err(ConnectionError::InvalidRequest(format!(
@@ -579,6 +623,7 @@ impl Connection {
                         key,
                         version,
                         reply: Reply::Body(*body),
+                        charge: None,
                     });
                 }
                 Gate::Close(reason) => {
@@ -603,12 +648,27 @@ impl Connection {
             session: self.session.clone(),
             shutdown: shutdown.clone(),
         };
-        let reply = handler::handle(&ctx, body).await;
+        let mut charge = if broker.quotas.is_empty() {
+            None
+        } else {
+            Charge::of(&body, version, frame.len(), ctx.client_id.clone())
+        };
+        let reply = match charge.as_mut() {
+            Some(c) if c.times_handler(&broker.quotas) => {
+                let mut nanos = 0;
+                let reply =
+                    quota_throttle::Timed::new(handler::handle(&ctx, body), &mut nanos).await;
+                c.handler_nanos = nanos;
+                reply
+            }
+            _ => handler::handle(&ctx, body).await,
+        };
         Ok(Outgoing {
             correlation_id,
             key,
             version,
             reply,
+            charge,
         })
     }
 
@@ -659,6 +719,7 @@ impl Connection {
             key,
             version,
             reply,
+            ..
         } = out;
         match reply {
             Reply::None => Ok(()),

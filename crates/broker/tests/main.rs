@@ -6,6 +6,7 @@ mod common;
 
 mod acl_matrix;
 mod admin;
+mod client_quotas;
 mod cluster_view;
 mod conformance;
 mod console;

@@ -13,6 +13,7 @@ use crate::connection::Marker;
 pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_client_quotas;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
@@ -22,6 +23,7 @@ pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_groups;
 pub mod describe_log_dirs;
@@ -172,6 +174,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
+    // Client quotas (crate::quotas).
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
     // Broker to broker: Kafka 4 keeps only v1 (KIP-896).
     (ApiKey::WriteTxnMarkers, 1, 1),
 ];
@@ -271,6 +276,8 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::CreateAcls(r) => acls::create(ctx, r),
         RequestBody::DescribeAcls(r) => acls::describe(ctx, r),
         RequestBody::DeleteAcls(r) => acls::delete(ctx, r),
+        RequestBody::DescribeClientQuotas(r) => describe_client_quotas::handle(ctx, r),
+        RequestBody::AlterClientQuotas(r) => alter_client_quotas::handle(ctx, r).await,
         RequestBody::SaslHandshake(r) => sasl::handshake(ctx, r),
         RequestBody::SaslAuthenticate(r) => sasl::authenticate(ctx, r),
         RequestBody::DescribeUserScramCredentials(r) => {

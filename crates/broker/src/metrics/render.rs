@@ -35,6 +35,7 @@ pub fn render(broker: &Broker) -> String {
     retention(&mut w, broker);
     super::cluster::render(&mut w, broker);
     super::replication::render(&mut w, broker);
+    broker.quotas.render_metrics(&mut w);
     broker.metrics.write_extra(&mut w);
     w.finish()
 }
