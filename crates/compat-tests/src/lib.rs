@@ -216,6 +216,15 @@ impl WeirProcess {
         tail_of_file(&self.stderr_path, 16 * 1024)
     }
 
+    /// The bound address of listener `name` (as in `listeners`, e.g.
+    /// `SASL_SSL`) of the running process, from its log line
+    /// `listening addr=<a> listener=<name> …`: with several listeners on
+    /// port 0, [`bootstrap`](Self::bootstrap) names only the first.
+    pub fn listener_addr(&self, name: &str) -> Option<std::net::SocketAddr> {
+        let log = std::fs::read_to_string(&self.stderr_path).ok()?;
+        listener_addr_in_log(&log, name)
+    }
+
     /// `Some(status)` if the broker process has exited on its own.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         self.child
@@ -405,6 +414,36 @@ impl std::fmt::Debug for WeirProcess {
             .field("data_dir", &self.data_dir.path())
             .finish()
     }
+}
+
+/// Finds `listening addr=<a> listener=<name> ` in a broker log (terminal
+/// colours stripped); the last such line, since a log may span restarts.
+fn listener_addr_in_log(log: &str, name: &str) -> Option<std::net::SocketAddr> {
+    let mut plain = String::with_capacity(log.len());
+    let mut chars = log.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    let needle = format!("listener={name} ");
+    plain.lines().rev().find_map(|l| {
+        if !l.contains("listening") || !l.contains(&needle) {
+            return None;
+        }
+        l.split("addr=")
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    })
 }
 
 fn start_timeout() -> Duration {
@@ -742,6 +781,22 @@ while true; do sleep 0.05; done"#,
             matches!(err, HarnessError::BadListeningLine { .. }),
             "{err}"
         );
+    }
+
+    #[test]
+    fn listener_addresses_are_read_from_the_log() {
+        let log = "2026-12-02T10:00:00Z  INFO weir_broker::server: \u{1b}[3maddr\u{1b}[0m=127.0.0.1:4001 \
+                   \u{1b}[3mlistener\u{1b}[0m=SSL protocol=SSL listening\n\
+                   INFO listening addr=127.0.0.1:4002 listener=SASL_SSL protocol=SASL_SSL\n";
+        assert_eq!(
+            listener_addr_in_log(log, "SSL"),
+            Some("127.0.0.1:4001".parse().unwrap())
+        );
+        assert_eq!(
+            listener_addr_in_log(log, "SASL_SSL"),
+            Some("127.0.0.1:4002".parse().unwrap())
+        );
+        assert_eq!(listener_addr_in_log(log, "SASL_PLAINTEXT"), None);
     }
 
     #[test]

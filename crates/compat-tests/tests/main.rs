@@ -30,6 +30,7 @@ mod replicated_txn_offsets;
 mod replication;
 mod sasl;
 mod scram_users;
+mod security_matrix;
 mod tls;
 mod torn_tail;
 mod transactions;

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""kafka-python over a SASL_PLAINTEXT listener: produce and consume as an
-authenticated user, or (with --refused) be refused with an authentication
-error for a wrong password.
+"""kafka-python over a SASL_PLAINTEXT listener (or, with --cafile, a
+SASL_SSL one whose certificate is verified against that CA): produce and
+consume as an authenticated user, or (with --refused) be refused with an
+authentication error for a wrong password.
 
 Usage: sasl_check.py --bootstrap H:P --mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512
-         --username U --password P [--refused]
+         --username U --password P [--cafile CA.pem] [--refused]
 
 Every check prints one line, `PASS <name>` or `FAIL <name>: <reason>`.
 """
@@ -43,6 +44,7 @@ def main():
     p.add_argument("--mechanism", required=True)
     p.add_argument("--username", required=True)
     p.add_argument("--password", required=True)
+    p.add_argument("--cafile")
     p.add_argument("--refused", action="store_true")
     args = p.parse_args()
     sasl = {
@@ -51,6 +53,10 @@ def main():
         "sasl_plain_username": args.username,
         "sasl_plain_password": args.password,
     }
+    if args.cafile:
+        sasl["security_protocol"] = "SASL_SSL"
+        sasl["ssl_cafile"] = args.cafile
+        sasl["ssl_check_hostname"] = True
 
     if args.refused:
 
