@@ -32,39 +32,11 @@ fn start() -> WeirProcess {
     WeirProcess::start_with_args(&args).unwrap_or_else(|e| panic!("weir did not start: {e}"))
 }
 
-/// The bound address of listener `name`, from the broker's log line
-/// `listening addr=<a> listener=<name> …` (colours stripped).
+/// The bound address of listener `name` of the running process (a
+/// restart binds new ports).
 fn listener_addr(b: &WeirProcess, name: &str) -> SocketAddr {
-    let log = b.stderr_tail();
-    let mut plain = String::with_capacity(log.len());
-    let mut chars = log.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            plain.push(c);
-        }
-    }
-    // the last start's line: a restart binds new ports
-    plain
-        .lines()
-        .rev()
-        .find_map(|l| {
-            if !l.contains("listening") || !l.contains(&format!("listener={name} ")) {
-                return None;
-            }
-            l.split("addr=")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no {name} listener in the log:\n{log}"))
+    b.listener_addr(name)
+        .unwrap_or_else(|| panic!("no {name} listener in the log:\n{}", b.stderr_tail()))
 }
 
 /// `weir users scram ARGS…` against the PLAINTEXT listener.

@@ -78,9 +78,10 @@ impl SslBroker {
         c
     }
 
-    /// The bound address of listener `name`, from the broker's log.
+    /// The bound address of listener `name`.
     fn listener_addr(&self, name: &str) -> SocketAddr {
-        listener_addr_in_log(&self.process.stderr_tail(), name)
+        self.process
+            .listener_addr(name)
             .unwrap_or_else(|| panic!("no {name} listener in the log"))
     }
 }
@@ -89,31 +90,6 @@ fn write(dir: &Path, name: &str, data: impl AsRef<[u8]>) -> String {
     let path = dir.join(name);
     std::fs::write(&path, data).unwrap();
     path.display().to_string()
-}
-
-/// Finds `listening addr=<a> listener=<name>` in the log (colours
-/// stripped).
-fn listener_addr_in_log(log: &str, name: &str) -> Option<SocketAddr> {
-    let mut plain = String::with_capacity(log.len());
-    let mut chars = log.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            plain.push(c);
-        }
-    }
-    plain.lines().find_map(|l| {
-        if !l.contains("listening") || !l.contains(&format!("listener={name} ")) {
-            return None;
-        }
-        let addr = l.split("addr=").nth(1)?.split_whitespace().next()?;
-        addr.parse().ok()
-    })
 }
 
 async fn produce(config: &ClientConfig, topic: &str, values: &[String]) {
