@@ -99,6 +99,7 @@ const fn cw(mut d: ConfigDef) -> ConfigDef {
     d
 }
 
+use crate::sasl::oauthbearer;
 use ConfigType::{Boolean, Double, Int, List, Long, Short, String as Str};
 
 const LONG_MAX: &str = "9223372036854775807";
@@ -171,6 +172,38 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     // listener as listener.name.<name>.sasl.enabled.mechanisms. Kafka's
     // default, GSSAPI, is not served, so there is none.
     def("sasl.enabled.mechanisms", List, None),
+    // OAUTHBEARER's signed-token validation (crate::sasl::oauthbearer); also
+    // per listener, as listener.name.<name>[.oauthbearer].<config>. Only
+    // file:// JWKS URLs are served.
+    def(oauthbearer::JWKS_ENDPOINT_URL, Str, None),
+    min(
+        def(
+            oauthbearer::JWKS_ENDPOINT_REFRESH_MS,
+            Long,
+            Some(oauthbearer::DEFAULT_JWKS_ENDPOINT_REFRESH_MS),
+        ),
+        0,
+    ),
+    min(
+        def(
+            oauthbearer::CLOCK_SKEW_SECONDS,
+            Int,
+            Some(oauthbearer::DEFAULT_CLOCK_SKEW_SECONDS),
+        ),
+        0,
+    ),
+    def(oauthbearer::EXPECTED_AUDIENCE, List, None),
+    def(oauthbearer::EXPECTED_ISSUER, Str, None),
+    def(
+        oauthbearer::SCOPE_CLAIM_NAME,
+        Str,
+        Some(oauthbearer::DEFAULT_SCOPE_CLAIM_NAME),
+    ),
+    def(
+        oauthbearer::SUB_CLAIM_NAME,
+        Str,
+        Some(oauthbearer::DEFAULT_SUB_CLAIM_NAME),
+    ),
     // Authorization (crate::acls): Kafka's StandardAuthorizer class name
     // turns ACLs on; empty = no authorizer (everyone may do everything).
     def("authorizer.class.name", Str, Some("")),
@@ -203,6 +236,9 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     // weir-specific: fetch responses with at most this many bytes of record
     // data are copied into one write instead of sendfile (0: always sendfile)
     min(def("fetch.inline.max.bytes", Int, Some("32768")), 0),
+    // Client quotas (docs/security.md, "Quotas"); not dynamic.
+    min(def("quota.window.num", Int, Some("11")), 1),
+    min(def("quota.window.size.seconds", Int, Some("1")), 1),
     cw(min(def("max.connections", Int, Some("2147483647")), 1)),
     cw(min(
         def("max.connections.per.ip", Int, Some("2147483647")),
@@ -634,6 +670,12 @@ pub fn group_def(name: &str) -> Option<&'static ConfigDef> {
 /// module for one mechanism, with its users' passwords. Only read in that
 /// per-listener form, so it is not among [`BROKER_CONFIGS`].
 pub static LISTENER_SASL_JAAS_CONFIG: ConfigDef = secret(def("sasl.jaas.config", Str, None));
+
+/// `listener.name.<name>.<mechanism>.sasl.server.callback.handler.class`:
+/// which of Kafka's validators an OAUTHBEARER listener uses. Only read in
+/// that per-listener form.
+pub static LISTENER_SASL_SERVER_CALLBACK_HANDLER_CLASS: ConfigDef =
+    def("sasl.server.callback.handler.class", Str, None);
 
 pub fn broker_def(name: &str) -> Option<&'static ConfigDef> {
     BROKER_CONFIGS.iter().find(|d| d.name == name)
