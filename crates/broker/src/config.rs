@@ -749,7 +749,7 @@ fn client_listeners(
         .map(|(e, protocol)| {
             let tls = match protocol.uses_tls() {
                 false => None,
-                true => Some(tls_settings(explicit, &e.name)?),
+                true => Some(tls_settings(explicit, &e.name, protocol)?),
             };
             let sasl = match protocol.uses_sasl() {
                 false => None,
@@ -769,16 +769,36 @@ fn client_listeners(
 
 /// The TLS settings of SSL listener `name`: each `ssl.*` value from
 /// `listener.name.<name>.ssl.*` (the name in any case), else `ssl.*`.
+///
+/// On a SASL_SSL listener `ssl.client.auth` counts only in its
+/// per-listener form, as in Kafka (`SaslChannelBuilder`): a broker-wide
+/// `ssl.client.auth=required` meant for its SSL listeners would otherwise
+/// refuse every password-only client of its SASL_SSL ones.
 fn tls_settings(
     explicit: &BTreeMap<String, String>,
     name: &str,
+    protocol: SecurityProtocol,
 ) -> Result<crate::tls::TlsSettings, ConfigError> {
+    let sasl = protocol == SecurityProtocol::SaslSsl;
+    if sasl && explicit.get("ssl.client.auth").is_some_and(|v| v != "none") {
+        tracing::warn!(
+            listener = name,
+            "ssl.client.auth applies to SSL listeners only; set listener.name.{}.ssl.client.auth \
+             to ask this SASL_SSL listener's clients for certificates",
+            name.to_ascii_lowercase()
+        );
+    }
     let get = |config: &str| -> Option<(String, String)> {
         let own = explicit.iter().find(|(k, _)| {
             listener_override(k)
                 .is_some_and(|(l, base)| base == config && l.eq_ignore_ascii_case(name))
         });
-        own.or_else(|| explicit.get_key_value(config))
+        let broker_wide = if sasl && config == "ssl.client.auth" {
+            None
+        } else {
+            explicit.get_key_value(config)
+        };
+        own.or(broker_wide)
             .map(|(k, v)| (k.clone(), v.clone()))
             .or_else(|| {
                 configdef::broker_def(config)
@@ -1174,20 +1194,16 @@ impl ConfigSources {
             })
     }
 
-    /// Parses properties text; on a syntax error returns the 1-based line.
+    /// Parses properties text as Java's `Properties::load` does (escapes,
+    /// continuation lines; see [`crate::properties`]), requiring `=` or `:`
+    /// after each key; on a syntax error returns the 1-based line.
     pub fn add_properties_text(&mut self, text: &str) -> Result<(), usize> {
-        for (i, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-                continue;
-            }
-            let split = line.find(['=', ':']).ok_or(i + 1)?;
-            let (k, v) = (line[..split].trim(), line[split + 1..].trim());
-            if k.is_empty() {
-                return Err(i + 1);
-            }
-            self.pairs.push((k.to_string(), v.to_string()));
-        }
+        let pairs = crate::properties::parse_properties_strict(text).map_err(|e| e.line)?;
+        self.pairs.extend(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string())),
+        );
         Ok(())
     }
 
@@ -1579,6 +1595,61 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("cluster member serves PLAINTEXT"), "{e}");
+    }
+
+    #[test]
+    fn broker_wide_ssl_client_auth_is_for_ssl_listeners_only() {
+        use crate::tls::ClientAuth;
+        let auth = |pairs: &[(&str, &str)]| -> Vec<(String, ClientAuth)> {
+            let mut all = vec![
+                (
+                    "listeners",
+                    "SSL://127.0.0.1:1,SASL_SSL://127.0.0.1:2,CLIENT://127.0.0.1:3",
+                ),
+                (
+                    "listener.security.protocol.map",
+                    "SSL:SSL,SASL_SSL:SASL_SSL,CLIENT:SASL_SSL",
+                ),
+                ("ssl.keystore.location", "/k.pem"),
+                ("ssl.truststore.location", "/ca.pem"),
+                ("sasl.enabled.mechanisms", "PLAIN"),
+                (
+                    "listener.name.sasl_ssl.plain.sasl.jaas.config",
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";",
+                ),
+                (
+                    "listener.name.client.plain.sasl.jaas.config",
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";",
+                ),
+            ];
+            all.extend_from_slice(pairs);
+            BrokerConfig::from_pairs(all)
+                .unwrap()
+                .listeners
+                .iter()
+                .map(|l| {
+                    let tls = l.tls.as_ref().expect("a TLS listener");
+                    (l.name.clone(), tls.client_auth)
+                })
+                .collect()
+        };
+        assert_eq!(
+            auth(&[("ssl.client.auth", "required")]),
+            [
+                ("SSL".to_string(), ClientAuth::Required),
+                ("SASL_SSL".to_string(), ClientAuth::None),
+                ("CLIENT".to_string(), ClientAuth::None),
+            ]
+        );
+        // the per-listener form counts on SASL_SSL, as in Kafka
+        assert_eq!(
+            auth(&[("listener.name.client.ssl.client.auth", "requested")]),
+            [
+                ("SSL".to_string(), ClientAuth::None),
+                ("SASL_SSL".to_string(), ClientAuth::None),
+                ("CLIENT".to_string(), ClientAuth::Requested),
+            ]
+        );
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub mod http;
 pub mod metrics;
 pub mod producer_state;
 pub mod producer_state_io;
+pub mod properties;
 pub mod quotas;
 pub mod replica_manager;
 pub mod replication;

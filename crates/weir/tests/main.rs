@@ -16,6 +16,7 @@ mod dynamic_configs;
 mod groups;
 mod producer_ids;
 mod security_cli;
+mod security_walkthrough;
 mod serve_kraft;
 mod serve_limits;
 mod serve_signals;

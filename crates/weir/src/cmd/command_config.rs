@@ -1,7 +1,8 @@
 //! `--command-config FILE`: client properties in a Java properties file,
 //! as Kafka's tools take them.
 //!
-//! [`parse_properties`] reads the file format (`key=value`, `key: value`,
+//! [`parse_properties`] (shared with the broker's config file) reads the
+//! file format (`key=value`, `key: value`,
 //! `key value`, `#`/`!` comments, blank lines, backslash escapes and
 //! continuation lines). [`CommandConfig`] holds the result with values
 //! trimmed, as Kafka's `ConfigDef` trims them; it reads the security
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{Context, Result, anyhow};
+use weir_broker::properties::parse_properties;
 use weir_client::Security;
 use weir_client::security::{SECURITY_PROPERTIES, SecurityProtocol, SecuritySettings};
 
@@ -32,141 +34,6 @@ pub const COMMON_PROPERTIES: &[&str] = &[
 /// property.
 pub fn is_common(key: &str) -> bool {
     COMMON_PROPERTIES.contains(&key) || SECURITY_PROPERTIES.contains(&key)
-}
-
-/// A syntax error in a properties file, at a 1-based line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PropertiesError {
-    pub line: usize,
-    pub reason: &'static str,
-}
-
-impl std::fmt::Display for PropertiesError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}: {}", self.line, self.reason)
-    }
-}
-
-impl std::error::Error for PropertiesError {}
-
-/// Whitespace as `java.util.Properties` sees it.
-fn is_space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\x0c')
-}
-
-/// Parses the text of a Java properties file into (key, value) pairs in
-/// file order (a later duplicate overrides an earlier one when collected).
-///
-/// As `java.util.Properties::load`: leading whitespace of a line is
-/// skipped; a line whose first other character is `#` or `!` is a comment;
-/// the key ends at the first unescaped `=`, `:` or whitespace, then
-/// whitespace and one `=` or `:` (with whitespace around it) separate it
-/// from the value; a line ending in an odd number of backslashes continues
-/// on the next one (whose leading whitespace is skipped); `\t`, `\n`, `\r`,
-/// `\f`, `\uXXXX` are escapes and a backslash before any other character
-/// stands for that character. The value keeps trailing whitespace here.
-pub fn parse_properties(text: &str) -> Result<Vec<(String, String)>, PropertiesError> {
-    let mut out = Vec::new();
-    let mut lines = text.lines().enumerate();
-    while let Some((index, first)) = lines.next() {
-        let first = first.trim_start_matches(is_space);
-        if first.is_empty() || first.starts_with('#') || first.starts_with('!') {
-            continue;
-        }
-        // Join continuation lines into one logical line.
-        let mut logical = String::from(first);
-        while ends_in_odd_backslashes(&logical) {
-            logical.pop();
-            match lines.next() {
-                Some((_, next)) => logical.push_str(next.trim_start_matches(is_space)),
-                None => break,
-            }
-        }
-        let line = index + 1;
-        let (key, value) = split_key_value(&logical);
-        out.push((unescape(key, line)?, unescape(value, line)?));
-    }
-    Ok(out)
-}
-
-fn ends_in_odd_backslashes(s: &str) -> bool {
-    s.chars().rev().take_while(|&c| c == '\\').count() % 2 == 1
-}
-
-/// Splits a logical line (no leading whitespace) into its raw key and raw
-/// value, both still escaped.
-fn split_key_value(line: &str) -> (&str, &str) {
-    let mut escaped = false;
-    let mut key_end = line.len();
-    for (i, c) in line.char_indices() {
-        if escaped {
-            escaped = false;
-        } else if c == '\\' {
-            escaped = true;
-        } else if c == '=' || c == ':' || is_space(c) {
-            key_end = i;
-            break;
-        }
-    }
-    let key = &line[..key_end];
-    let mut rest = line[key_end..].trim_start_matches(is_space);
-    if let Some(r) = rest.strip_prefix(['=', ':']) {
-        rest = r.trim_start_matches(is_space);
-    }
-    (key, rest)
-}
-
-fn unescape(raw: &str, line: usize) -> Result<String, PropertiesError> {
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('t') => out.push('\t'),
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            Some('f') => out.push('\x0c'),
-            Some('u') => {
-                let bad = PropertiesError {
-                    line,
-                    reason: "malformed \\uXXXX escape",
-                };
-                let mut code = hex4(&mut chars).ok_or(bad.clone())?;
-                // A character outside the BMP is written as a UTF-16
-                // surrogate pair of two escapes.
-                if (0xD800..0xDC00).contains(&code) {
-                    let low = match (chars.next(), chars.next()) {
-                        (Some('\\'), Some('u')) => hex4(&mut chars),
-                        _ => None,
-                    };
-                    match low {
-                        Some(low) if (0xDC00..0xE000).contains(&low) => {
-                            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-                        }
-                        _ => return Err(bad),
-                    }
-                }
-                out.push(char::from_u32(code).ok_or(bad)?);
-            }
-            Some(other) => out.push(other),
-            // A lone trailing backslash (the last line continued into
-            // nothing) stands for nothing, as in Java.
-            None => {}
-        }
-    }
-    Ok(out)
-}
-
-/// Four hex digits of a `\\u` escape.
-fn hex4(chars: &mut std::str::Chars<'_>) -> Option<u32> {
-    let hex: String = chars.by_ref().take(4).collect();
-    if hex.len() != 4 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-        return None;
-    }
-    u32::from_str_radix(&hex, 16).ok()
 }
 
 /// Client properties from `--command-config`, values trimmed; empty when
@@ -313,53 +180,6 @@ mod tests {
         v.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-
-    #[test]
-    fn properties_syntax_as_java_reads_it() {
-        let cases: &[(&str, &[(&str, &str)])] = &[
-            ("", &[]),
-            ("a=1", &[("a", "1")]),
-            ("a:1", &[("a", "1")]),
-            ("a 1", &[("a", "1")]),
-            ("  a = 1", &[("a", "1")]),
-            ("\ta\t:\t1", &[("a", "1")]),
-            // The value keeps trailing whitespace and further separators.
-            ("a=1  ", &[("a", "1  ")]),
-            ("a==1", &[("a", "=1")]),
-            ("a = b = c", &[("a", "b = c")]),
-            ("url=http://h:1/x", &[("url", "http://h:1/x")]),
-            ("a", &[("a", "")]),
-            ("a=", &[("a", "")]),
-            ("# c=1\n! d=2\n\n   \n  # e", &[]),
-            ("a=1 # not a comment", &[("a", "1 # not a comment")]),
-            ("a=1\r\nb=2\r\n", &[("a", "1"), ("b", "2")]),
-            // Escapes in keys and values.
-            ("a\\=b=c", &[("a=b", "c")]),
-            ("a\\ b=c", &[("a b", "c")]),
-            ("a=\\ x", &[("a", " x")]),
-            ("a=x\\ty\\\\z", &[("a", "x\ty\\z")]),
-            ("a=\\u00e9\\q", &[("a", "éq")]),
-            ("a=\\ud83d\\ude00", &[("a", "\u{1f600}")]),
-            // Continuation lines, leading whitespace of the next one skipped.
-            ("a=1,\\\n   2,\\\n  3\nb=4", &[("a", "1,2,3"), ("b", "4")]),
-            ("a=x\\\\\nb=y", &[("a", "x\\"), ("b", "y")]),
-            ("a=x\\", &[("a", "x")]),
-            ("a=1\na=2", &[("a", "1"), ("a", "2")]),
-        ];
-        for (text, want) in cases {
-            assert_eq!(parse_properties(text).unwrap(), pairs(want), "{text:?}");
-        }
-        for (text, line) in [
-            ("a=1\nb=\\u12", 2),
-            ("a=\\uzzzz", 1),
-            ("a=\\u+041", 1),
-            ("a=\\ud800", 1),
-            ("a=\\ud800\\u0041", 1),
-            ("a=\\ude00", 1),
-        ] {
-            assert_eq!(parse_properties(text).unwrap_err().line, line, "{text:?}");
-        }
     }
 
     #[test]
