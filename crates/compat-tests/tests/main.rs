@@ -29,6 +29,7 @@ mod replicated_transactions;
 mod replicated_txn_offsets;
 mod replication;
 mod sasl;
+mod sasl_oauthbearer;
 mod scram_users;
 mod security_matrix;
 mod tls;
