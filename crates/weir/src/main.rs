@@ -43,6 +43,8 @@ enum Command {
     DeleteRecords(cmd::delete_records::Args),
     /// Set, list and delete users' SCRAM credentials.
     Users(cmd::users::Args),
+    /// Set, remove and list client quotas (users, clients, ips).
+    Quotas(cmd::quotas::Args),
     /// Measure produce and consume throughput and latency.
     #[command(
         after_help = "Examples:\n  weir perf produce --topic perf --num-records 1000000 --record-size 1024\n  weir perf consume --topic perf --messages 1000000"
@@ -70,6 +72,7 @@ fn main() -> std::process::ExitCode {
         Command::Transactions(args) => cmd::transactions::run(args),
         Command::Acls(args) => cmd::acls::run(args),
         Command::Users(args) => cmd::users::run(args),
+        Command::Quotas(args) => cmd::quotas::run(args),
         Command::Perf(args) => cmd::perf::run(args),
         Command::DumpLog(args) => cmd::dump_log::run(args),
         Command::Cluster(args) => cmd::cluster::run(args),

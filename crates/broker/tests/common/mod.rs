@@ -822,6 +822,30 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
             }],
             ..Default::default()
         }),
+        // Nothing set: no entries.
+        ApiKey::DescribeClientQuotas => RequestBody::DescribeClientQuotas(Default::default()),
+        // Checked only (validate_only): accepted, nothing changes.
+        ApiKey::AlterClientQuotas => RequestBody::AlterClientQuotas(
+            weir_protocol::messages::AlterClientQuotasRequest {
+                entries: vec![weir_protocol::messages::alter_client_quotas_request::EntryData {
+                    entity: vec![
+                        weir_protocol::messages::alter_client_quotas_request::EntityData {
+                            entity_type: "client-id".into(),
+                            entity_name: Some(format!("client-{n}")),
+                            ..Default::default()
+                        },
+                    ],
+                    ops: vec![weir_protocol::messages::alter_client_quotas_request::OpData {
+                        key: "producer_byte_rate".into(),
+                        value: 1024.0,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                validate_only: true,
+                ..Default::default()
+            },
+        ),
         // A COMMIT marker for a producer with nothing open: appended.
         ApiKey::WriteTxnMarkers => RequestBody::WriteTxnMarkers(WriteTxnMarkersRequest {
             markers: vec![write_txn_markers_request::WritableTxnMarker {

@@ -13,6 +13,7 @@ pub mod groups;
 pub mod offsets;
 pub mod perf;
 pub mod produce;
+pub mod quotas;
 pub mod serve;
 pub mod topics;
 pub mod transactions;
