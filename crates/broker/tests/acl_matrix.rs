@@ -231,6 +231,31 @@ fn matrix() -> Vec<Case> {
             vec![(Cluster, C, Describe)],
         ),
         case(
+            ApiKey::AlterUserScramCredentials,
+            CLUSTER_AUTHORIZATION_FAILED,
+            vec![(Cluster, C, Alter)],
+        ),
+        case(
+            ApiKey::DescribeUserScramCredentials,
+            CLUSTER_AUTHORIZATION_FAILED,
+            vec![(Cluster, C, Describe)],
+        ),
+        case(
+            ApiKey::CreateAcls,
+            CLUSTER_AUTHORIZATION_FAILED,
+            vec![(Cluster, C, Alter)],
+        ),
+        case(
+            ApiKey::DescribeAcls,
+            CLUSTER_AUTHORIZATION_FAILED,
+            vec![(Cluster, C, Describe)],
+        ),
+        case(
+            ApiKey::DeleteAcls,
+            CLUSTER_AUTHORIZATION_FAILED,
+            vec![(Cluster, C, Alter)],
+        ),
+        case(
             ApiKey::ElectLeaders,
             CLUSTER_AUTHORIZATION_FAILED,
             vec![(Cluster, C, Alter)],

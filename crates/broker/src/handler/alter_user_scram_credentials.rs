@@ -20,9 +20,14 @@ pub const CLUSTER_REFUSAL: &str = "SCRAM credentials are managed on single-node 
      (cluster listeners serve PLAINTEXT only)";
 
 pub async fn handle(ctx: &RequestContext, req: AlterUserScramCredentialsRequest) -> Reply {
-    // authorization: ALTER on CLUSTER
-    let results = if ctx.broker.config.is_cluster() {
-        refuse_all(&req)
+    let results = if !ctx.authorize_cluster(weir_acl::Operation::Alter) {
+        refuse_all(
+            &req,
+            ErrorCode::ClusterAuthorizationFailed,
+            "Cluster authorization failed.",
+        )
+    } else if ctx.broker.config.is_cluster() {
+        refuse_all(&req, ErrorCode::InvalidRequest, CLUSTER_REFUSAL)
     } else {
         let deletions: Vec<Deletion> = req
             .deletions
@@ -60,8 +65,12 @@ pub async fn handle(ctx: &RequestContext, req: AlterUserScramCredentialsRequest)
     ))
 }
 
-/// INVALID_REQUEST for each user named, once.
-fn refuse_all(req: &AlterUserScramCredentialsRequest) -> Vec<AlterUserScramCredentialsResult> {
+/// `code` for each user named, once.
+fn refuse_all(
+    req: &AlterUserScramCredentialsRequest,
+    code: ErrorCode,
+    message: &str,
+) -> Vec<AlterUserScramCredentialsResult> {
     let mut users: Vec<&str> = Vec::new();
     let named = req
         .deletions
@@ -75,13 +84,7 @@ fn refuse_all(req: &AlterUserScramCredentialsRequest) -> Vec<AlterUserScramCrede
     }
     users
         .into_iter()
-        .map(|u| {
-            result(
-                u.to_string(),
-                ErrorCode::InvalidRequest,
-                Some(CLUSTER_REFUSAL.to_string()),
-            )
-        })
+        .map(|u| result(u.to_string(), code, Some(message.to_string())))
         .collect()
 }
 

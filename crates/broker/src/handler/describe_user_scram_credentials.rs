@@ -19,7 +19,15 @@ use super::alter_user_scram_credentials::CLUSTER_REFUSAL;
 use super::{Reply, RequestContext};
 
 pub fn handle(ctx: &RequestContext, req: DescribeUserScramCredentialsRequest) -> Reply {
-    // authorization: DESCRIBE on CLUSTER
+    if !ctx.authorize_cluster(weir_acl::Operation::Describe) {
+        return Reply::Body(ResponseBody::DescribeUserScramCredentials(
+            DescribeUserScramCredentialsResponse {
+                error_code: ErrorCode::ClusterAuthorizationFailed.code(),
+                error_message: Some("Cluster authorization failed.".to_string()),
+                ..Default::default()
+            },
+        ));
+    }
     let users: Option<Vec<String>> = req.users.map(|us| us.into_iter().map(|u| u.name).collect());
     let response = if ctx.broker.config.is_cluster() {
         let mut named: Vec<String> = Vec::new();
