@@ -567,10 +567,7 @@ mod tests {
             ("sasl.enabled.mechanisms", "OAUTHBEARER"),
             (JAAS_KEY, OAUTH_JAAS),
             ("sasl.oauthbearer.jwks.endpoint.url", &url),
-            (
-                "sasl.oauthbearer.expected.audience",
-                "kafka, other",
-            ),
+            ("sasl.oauthbearer.expected.audience", "kafka, other"),
             (
                 "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.sub.claim.name",
                 "email",
