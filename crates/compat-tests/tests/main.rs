@@ -17,6 +17,7 @@ mod kafka_python_record_errors;
 mod kafkajs;
 mod kcat;
 mod netns_partition;
+mod quotas;
 mod rdkafka;
 mod rdkafka_dynamic_configs;
 mod rdkafka_groups;
