@@ -33,10 +33,11 @@ impl WeirProcess {
             .arg(core.to_string())
             .arg(weir)
             .arg("serve")
-            .arg("--listen")
-            .arg("127.0.0.1:0")
             .arg("--data-dir")
             .arg(data_dir);
+        if !sets.iter().any(|s| s.starts_with("listeners=")) {
+            cmd.arg("--listen").arg("127.0.0.1:0");
+        }
         for s in sets {
             cmd.arg("--set").arg(s);
         }

@@ -19,6 +19,7 @@ mod e2e;
 mod limits;
 mod report;
 mod startup;
+mod tls;
 mod workloads;
 
 use std::path::PathBuf;
@@ -52,8 +53,10 @@ struct Args {
     /// Pid of the external broker, for its CPU seconds and peak RSS.
     #[arg(long, value_name = "PID")]
     broker_pid: Option<u32>,
-    /// Comma-separated subset of P1..P9 (P6 and P8 are compared with P1,
-    /// which they add when missing; P7 and P8 need --weir). P8 and P9 are
+    /// Comma-separated subset of P1..P10 (P6 and P8 are compared with P1,
+    /// P10 with P1 and P2, which they add when missing; P7, P8 and P10
+    /// need --weir). P10 runs P1's 1-partition produce and P2 over the
+    /// broker's SSL listener (not in the default set). P8 and P9 are
     /// not in the default set: P8 starts a three-node cluster, P9 produces
     /// twice P1's records (its own idempotent acks=all baseline and the
     /// transactions, 1 and 4 partitions each) and would add more than twice
@@ -168,6 +171,8 @@ fn run(args: Args) -> Result<()> {
     };
 
     let mut weir = None;
+    // P10's SSL listener of the started broker.
+    let mut ssl: Option<String> = None;
     let (bootstrap, broker_pid) = match (&args.bootstrap, &args.weir) {
         (Some(b), None) => {
             check_loopback(b)?;
@@ -176,7 +181,15 @@ fn run(args: Args) -> Result<()> {
         (None, Some(path)) => {
             let data = work.path().join("weir-data");
             std::fs::create_dir_all(&data)?;
-            let p = WeirProcess::start(path, cores.map_or(0, |c| c.broker), &data, &[])
+            let sets = if workloads.iter().any(|w| w == "P10") {
+                let (sets, ssl_bootstrap, client) = tls::ssl_listener(work.path())?;
+                workloads::register_security(&ssl_bootstrap, client);
+                ssl = Some(ssl_bootstrap);
+                sets
+            } else {
+                Vec::new()
+            };
+            let p = WeirProcess::start(path, cores.map_or(0, |c| c.broker), &data, &sets)
                 .context("start weir")?;
             eprintln!("weir pid {} listening on {}", p.pid(), p.bootstrap);
             let r = (p.bootstrap.clone(), Some(p.pid()));
@@ -243,6 +256,12 @@ fn run(args: Args) -> Result<()> {
                 )),
             },
             "P9" => run_p9(&ctx, &mut created),
+            "P10" => match &ssl {
+                Some(ssl_bootstrap) => run_p10(&ctx, ssl_bootstrap, &rows, &mut created),
+                None => Err(anyhow::anyhow!(
+                    "P10 needs the SSL listener of a broker this harness starts: give --weir PATH"
+                )),
+            },
             "P8" => match &args.weir {
                 Some(path) => run_p8(
                     &ctx,
@@ -302,11 +321,14 @@ fn run(args: Args) -> Result<()> {
 fn workload_list(given: &[String]) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for w in given.iter().map(|w| w.trim().to_uppercase()) {
-        if !["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9"].contains(&w.as_str()) {
-            bail!("unknown workload {w}; expected P1 … P9");
+        if !["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10"].contains(&w.as_str()) {
+            bail!("unknown workload {w}; expected P1 … P10");
         }
-        if (w == "P6" || w == "P8") && !out.iter().any(|x| x == "P1") {
+        if (w == "P6" || w == "P8" || w == "P10") && !out.iter().any(|x| x == "P1") {
             out.push("P1".into());
+        }
+        if w == "P10" && !out.iter().any(|x| x == "P2") {
+            out.push("P2".into());
         }
         if !out.contains(&w) {
             out.push(w);
@@ -670,6 +692,63 @@ fn run_p5(ctx: &Ctx<'_>, created: &mut Vec<String>) -> Result<Vec<Row>> {
 
 /// P6: broker CPU seconds per GB (10^9 bytes of payload) produced, from
 /// the P1 rows of this run. Reported, no target.
+/// P10: P1's 1-partition produce and P2's backlog consume over the SSL
+/// listener of the same broker; MiB/s against the same run's PLAINTEXT
+/// rows; target ≥ 60 %.
+fn run_p10(
+    ctx: &Ctx<'_>,
+    ssl_bootstrap: &str,
+    rows: &[Row],
+    created: &mut Vec<String>,
+) -> Result<Vec<Row>> {
+    let plain = |prefix: &str| -> Result<f64> {
+        rows.iter()
+            .find(|r| r.workload.starts_with(prefix) && r.error.is_none())
+            .and_then(|r| r.result)
+            .map(|mib| mib * (KIB * KIB) as f64)
+            .with_context(|| {
+                format!(
+                    "P10 compares with the row {prefix}… of this run, which failed or is missing"
+                )
+            })
+    };
+    let ssl_run = format!("{}-ssl", ctx.run_id);
+    let ssl_ctx = Ctx {
+        bootstrap: ssl_bootstrap,
+        run_id: &ssl_run,
+        ..*ctx
+    };
+    let mut out = Vec::new();
+    for (prefix, run) in [
+        ("P1 produce 1KiB acks=1 1p", run_p1(&ssl_ctx, 1, created)),
+        ("P2 consume", run_p2(&ssl_ctx, created)),
+    ] {
+        let base = plain(prefix)?;
+        for r in run? {
+            let Some(mib) = r.result else {
+                out.push(Row::failed(
+                    &format!("P10 SSL {}", r.workload),
+                    r.error.unwrap_or_default(),
+                ));
+                continue;
+            };
+            let mut row = Row::throughput(
+                &format!("P10 SSL {}", r.workload),
+                mib * (KIB * KIB) as f64,
+                base,
+                "same run over PLAINTEXT",
+                0.60,
+                r.broker_cpu_seconds,
+                r.broker_peak_rss_kib,
+                r.details.clone(),
+            );
+            row.client_cpu_seconds = r.client_cpu_seconds;
+            out.push(row);
+        }
+    }
+    Ok(out)
+}
+
 fn p6_rows(rows: &[Row]) -> Result<Vec<Row>> {
     let mut out = Vec::new();
     for r in rows.iter().filter(|r| r.workload.starts_with("P1 ")) {

@@ -20,6 +20,30 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 
+/// librdkafka settings added to every client of a bootstrap address: the
+/// SSL listener's `security.protocol` and CA (see [`register_security`]).
+static SECURITY: Mutex<Vec<(String, Vec<(String, String)>)>> = Mutex::new(Vec::new());
+
+/// Makes every client of `bootstrap` use `settings` as well.
+pub fn register_security(bootstrap: &str, settings: Vec<(String, String)>) {
+    let mut all = SECURITY.lock().unwrap_or_else(|p| p.into_inner());
+    all.retain(|(b, _)| b != bootstrap);
+    all.push((bootstrap.to_string(), settings));
+}
+
+/// A librdkafka config for `bootstrap`, with its registered settings.
+pub fn client_config(bootstrap: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap);
+    let all = SECURITY.lock().unwrap_or_else(|p| p.into_inner());
+    for (_, settings) in all.iter().filter(|(b, _)| b == bootstrap) {
+        for (k, v) in settings {
+            c.set(k, v);
+        }
+    }
+    c
+}
+
 /// Timeout of one admin or metadata request.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// A consumer that receives nothing for this long has stalled.
@@ -35,8 +59,7 @@ pub fn create_topic(
     replication: i32,
     configs: &[(&str, &str)],
 ) -> Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let admin: AdminClient<DefaultClientContext> = client_config(bootstrap)
         .create()
         .context("create admin client")?;
     let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replication));
@@ -91,8 +114,7 @@ pub fn create_topic(
 /// Waits until the cluster behind `bootstrap` lists `n` brokers in its
 /// Metadata answers (every node registered with the controller).
 pub fn wait_for_brokers(bootstrap: &str, n: usize, timeout: Duration) -> Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let admin: AdminClient<DefaultClientContext> = client_config(bootstrap)
         .create()
         .context("create admin client")?;
     let deadline = Instant::now() + timeout;
@@ -114,9 +136,7 @@ pub fn wait_for_brokers(bootstrap: &str, n: usize, timeout: Duration) -> Result<
 
 /// Deletes topics (best effort, for external brokers).
 pub fn delete_topics(bootstrap: &str, names: &[&str]) -> Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()?;
+    let admin: AdminClient<DefaultClientContext> = client_config(bootstrap).create()?;
     let opts = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -351,9 +371,8 @@ impl TxnOutcome {
 type Client = ThreadedProducer<Deliveries>;
 
 fn producer_config(bootstrap: &str, spec: &ProduceSpec<'_>) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", bootstrap)
-        .set("acks", spec.acks)
+    let mut c = client_config(bootstrap);
+    c.set("acks", spec.acks)
         .set("linger.ms", spec.linger_ms.to_string())
         .set("batch.size", "1048576")
         // A request may carry one full batch per partition.
@@ -474,8 +493,7 @@ pub fn produce(bootstrap: &str, spec: &ProduceSpec<'_>) -> Result<ProduceOutcome
 /// broker's transaction coordinator is then set up (`__transaction_state`
 /// created and loaded) before anything is measured.
 pub fn init_transactional_id(bootstrap: &str, id: &str) -> Result<()> {
-    let producer: Client = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let producer: Client = client_config(bootstrap)
         .set("transactional.id", id)
         .create_with_context(Deliveries::new()?)
         .context("create producer")?;
@@ -679,8 +697,7 @@ pub fn consume(
     expected: u64,
     budget: Duration,
 ) -> Result<ConsumeOutcome> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let consumer: BaseConsumer = client_config(bootstrap)
         // librdkafka wants a group id even for assign(); nothing is
         // committed and no group is joined.
         .set("group.id", format!("weir-compare-{}", std::process::id()))
