@@ -182,10 +182,10 @@ fn run(args: Args) -> Result<()> {
             let data = work.path().join("weir-data");
             std::fs::create_dir_all(&data)?;
             let sets = if workloads.iter().any(|w| w == "P10") {
-                let (sets, ssl_bootstrap, client) = tls::ssl_listener(work.path())?;
-                workloads::register_security(&ssl_bootstrap, client);
-                ssl = Some(ssl_bootstrap);
-                sets
+                let l = tls::ssl_listener(work.path())?;
+                workloads::register_security(&l.bootstrap, l.client);
+                ssl = Some(l.bootstrap);
+                l.sets
             } else {
                 Vec::new()
             };

@@ -6,10 +6,20 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-/// The broker's `--set` values for a PLAINTEXT listener (reported first,
-/// the harness's bootstrap) and an SSL one, the SSL bootstrap address, and
-/// librdkafka's settings for it.
-pub fn ssl_listener(work: &Path) -> Result<(Vec<String>, String, Vec<(String, String)>)> {
+use crate::workloads::Settings;
+
+/// The SSL listener as the harness uses it.
+pub struct SslListener {
+    /// The broker's `--set` values: a PLAINTEXT listener (reported first,
+    /// the harness's bootstrap) and the SSL one.
+    pub sets: Vec<String>,
+    /// The SSL listener's address.
+    pub bootstrap: String,
+    /// librdkafka's settings for it.
+    pub client: Settings,
+}
+
+pub fn ssl_listener(work: &Path) -> Result<SslListener> {
     let key = rcgen::KeyPair::generate().context("generate a key")?;
     let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()])
         .context("certificate parameters")?;
@@ -37,5 +47,9 @@ pub fn ssl_listener(work: &Path) -> Result<(Vec<String>, String, Vec<(String, St
         ("security.protocol".to_string(), "ssl".to_string()),
         ("ssl.ca.location".to_string(), ca.display().to_string()),
     ];
-    Ok((sets, format!("127.0.0.1:{port}"), client))
+    Ok(SslListener {
+        sets,
+        bootstrap: format!("127.0.0.1:{port}"),
+        client,
+    })
 }

@@ -22,10 +22,13 @@ use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer}
 
 /// librdkafka settings added to every client of a bootstrap address: the
 /// SSL listener's `security.protocol` and CA (see [`register_security`]).
-static SECURITY: Mutex<Vec<(String, Vec<(String, String)>)>> = Mutex::new(Vec::new());
+static SECURITY: Mutex<Vec<(String, Settings)>> = Mutex::new(Vec::new());
+
+/// librdkafka settings as (name, value) pairs.
+pub type Settings = Vec<(String, String)>;
 
 /// Makes every client of `bootstrap` use `settings` as well.
-pub fn register_security(bootstrap: &str, settings: Vec<(String, String)>) {
+pub fn register_security(bootstrap: &str, settings: Settings) {
     let mut all = SECURITY.lock().unwrap_or_else(|p| p.into_inner());
     all.retain(|(b, _)| b != bootstrap);
     all.push((bootstrap.to_string(), settings));
