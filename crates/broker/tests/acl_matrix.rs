@@ -241,6 +241,16 @@ fn matrix() -> Vec<Case> {
             vec![(Cluster, C, Describe)],
         ),
         case(
+            ApiKey::AlterClientQuotas,
+            CLUSTER_AUTHORIZATION_FAILED,
+            vec![(Cluster, C, AlterConfigs)],
+        ),
+        case(
+            ApiKey::DescribeClientQuotas,
+            CLUSTER_AUTHORIZATION_FAILED,
+            vec![(Cluster, C, DescribeConfigs)],
+        ),
+        case(
             ApiKey::CreateAcls,
             CLUSTER_AUTHORIZATION_FAILED,
             vec![(Cluster, C, Alter)],
