@@ -241,6 +241,41 @@ impl AclBinding {
     }
 }
 
+impl AclBinding {
+    /// An ACL from the wire codes of a CreateAcls creation or an
+    /// `AccessControlEntryRecord`, checked with [`AclBinding::validate`];
+    /// `Err` is the reason Kafka answers with INVALID_REQUEST.
+    pub fn from_codes(
+        resource_type: i8,
+        name: &str,
+        pattern_type: i8,
+        principal: &str,
+        host: &str,
+        operation: i8,
+        permission: i8,
+    ) -> Result<AclBinding, String> {
+        let b = AclBinding {
+            pattern: ResourcePattern {
+                resource_type: ResourceType::from_code(resource_type)
+                    .ok_or_else(|| format!("unknown resource type {resource_type}"))?,
+                name: name.to_string(),
+                pattern_type: PatternType::from_code(pattern_type)
+                    .ok_or_else(|| format!("unknown pattern type {pattern_type}"))?,
+            },
+            entry: AccessControlEntry {
+                principal: principal.to_string(),
+                host: host.to_string(),
+                operation: Operation::from_code(operation)
+                    .ok_or_else(|| format!("unknown operation {operation}"))?,
+                permission: Permission::from_code(permission)
+                    .ok_or_else(|| format!("unknown permission type {permission}"))?,
+            },
+        };
+        b.validate().map_err(|e| e.to_string())?;
+        Ok(b)
+    }
+}
+
 /// `Type:name` split at the first colon; `None` without one or with an
 /// empty part.
 pub fn split_principal(p: &str) -> Option<(&str, &str)> {
@@ -273,6 +308,32 @@ impl AclBindingFilter {
             operation: Operation::Any,
             permission: Permission::Any,
         }
+    }
+
+    /// A filter from the wire codes of DescribeAcls or a DeleteAcls
+    /// filter; `Err` (an unknown code) is Kafka's INVALID_REQUEST reason.
+    pub fn from_codes(
+        resource_type: i8,
+        name: Option<&str>,
+        pattern_type: i8,
+        principal: Option<&str>,
+        host: Option<&str>,
+        operation: i8,
+        permission: i8,
+    ) -> Result<AclBindingFilter, String> {
+        Ok(AclBindingFilter {
+            resource_type: ResourceType::from_code(resource_type)
+                .ok_or_else(|| format!("unknown resource type {resource_type}"))?,
+            name: name.map(str::to_string),
+            pattern_type: PatternType::from_code(pattern_type)
+                .ok_or_else(|| format!("unknown pattern type {pattern_type}"))?,
+            principal: principal.map(str::to_string),
+            host: host.map(str::to_string),
+            operation: Operation::from_code(operation)
+                .ok_or_else(|| format!("unknown operation {operation}"))?,
+            permission: Permission::from_code(permission)
+                .ok_or_else(|| format!("unknown permission type {permission}"))?,
+        })
     }
 
     /// Kafka's `ResourcePatternFilter.matches` and

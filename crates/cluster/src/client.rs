@@ -29,9 +29,9 @@ use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{
     AllocateProducerIdsRequest, AlterPartitionReassignmentsRequest, AlterPartitionRequest,
     BrokerHeartbeatRequest, BrokerRegistrationRequest, ControlledShutdownRequest,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeQuorumRequest,
-    ElectLeadersRequest, FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
-    ListPartitionReassignmentsRequest,
+    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
+    DeleteTopicsRequest, DescribeQuorumRequest, ElectLeadersRequest, FetchRequest,
+    FetchSnapshotRequest, IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest,
 };
 
 /// How a [`ControllerClient`] retries.
@@ -129,6 +129,20 @@ impl ControllerRequest for ElectLeadersRequest {
 impl ControllerRequest for IncrementalAlterConfigsRequest {
     fn not_controller(resp: &Self::Response) -> bool {
         resp.responses
+            .iter()
+            .any(|r| is_not_controller(r.error_code))
+    }
+}
+
+impl ControllerRequest for CreateAclsRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        resp.results.iter().any(|r| is_not_controller(r.error_code))
+    }
+}
+
+impl ControllerRequest for DeleteAclsRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        resp.filter_results
             .iter()
             .any(|r| is_not_controller(r.error_code))
     }

@@ -33,7 +33,7 @@ use tokio::sync::Mutex;
 use weir_metadata::controller::{
     AlterPartition, Controller, ControllerConfig, ElectionResult, ElectionType, Heartbeat,
     HeartbeatReply, NewPartitions, NewTopic, OngoingReassignment, Reassignment, ReassignmentResult,
-    Registration, Rejection, alter_topic_configs, ongoing_reassignments,
+    Registration, Rejection, alter_topic_configs, delete_acls, ongoing_reassignments,
 };
 use weir_metadata::image::TOPIC_RESOURCE;
 use weir_metadata::{MetadataImage, Partition};
@@ -278,6 +278,32 @@ impl QuorumController {
             }
             let records = alter_topic_configs(image, &topic, &configs)?;
             Ok(((), if validate_only { Vec::new() } else { records }))
+        })
+        .await
+    }
+
+    /// CreateAcls: one decision and one batch for the whole request, one
+    /// result per ACL (see weir-metadata's `controller::acls`).
+    pub async fn create_acls(
+        &self,
+        acls: Vec<weir_acl::AclBinding>,
+    ) -> Result<Vec<Result<(), Rejection>>, ControllerError> {
+        self.decide(move |c, image, _| {
+            let created = c.create_acls(image, &acls);
+            Ok((created.results, created.records))
+        })
+        .await
+    }
+
+    /// DeleteAcls: one decision and one batch for the whole request; per
+    /// filter, the ACLs it deleted.
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<weir_acl::AclBindingFilter>,
+    ) -> Result<Vec<Vec<weir_acl::AclBinding>>, ControllerError> {
+        self.decide(move |_, image, _| {
+            let deletion = delete_acls(image, &filters)?;
+            Ok((deletion.deleted, deletion.records))
         })
         .await
     }

@@ -419,6 +419,9 @@ pub fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
             ..Default::default()
         }));
     }
+    for (id, acl) in image.acls().iter() {
+        records.push(weir_metadata::controller::acl_record(*id, acl));
+    }
     if image.next_producer_id() > 0 {
         records.push(MetadataRecord::ProducerIds(ProducerIdsRecord {
             broker_id: -1,

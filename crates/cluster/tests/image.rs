@@ -139,6 +139,38 @@ fn busy_image() -> (ImageStateMachine, weir_cluster::ImageReader, u64) {
     let image = reader.current().image.clone();
     let (_, records) = c.allocate_producer_ids(&image, 1, epochs[0]).unwrap();
     commit(&mut sm, &mut i, &records);
+    // ACLs: three created, one of them deleted again.
+    let acl = |principal: &str, op: weir_acl::Operation| weir_acl::AclBinding {
+        pattern: weir_acl::ResourcePattern {
+            resource_type: weir_acl::ResourceType::Topic,
+            name: "audit".into(),
+            pattern_type: weir_acl::PatternType::Prefixed,
+        },
+        entry: weir_acl::AccessControlEntry {
+            principal: principal.into(),
+            host: "10.0.0.1".into(),
+            operation: op,
+            permission: weir_acl::Permission::Deny,
+        },
+    };
+    let image = reader.current().image.clone();
+    let created = c.create_acls(
+        &image,
+        &[
+            acl("User:a", weir_acl::Operation::Read),
+            acl("User:b", weir_acl::Operation::Write),
+            acl("User:c", weir_acl::Operation::All),
+        ],
+    );
+    commit(&mut sm, &mut i, &created.records);
+    let image = reader.current().image.clone();
+    let filter = weir_acl::AclBindingFilter {
+        principal: Some("User:b".into()),
+        ..weir_acl::AclBindingFilter::any()
+    };
+    let deleted = weir_metadata::controller::delete_acls(&image, &[filter]).unwrap();
+    commit(&mut sm, &mut i, &deleted.records);
+    assert_eq!(reader.current().image.acls().len(), 2);
     commit(
         &mut sm,
         &mut i,

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod acls;
 mod alter_partition;
 mod batch_fuzz_smoke;
 mod configs;

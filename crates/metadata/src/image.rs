@@ -10,14 +10,17 @@
 //! every partition's replicas are distinct and non-empty, its ISR is a
 //! non-empty subset of its replicas, its leader is in the ISR or is
 //! [`NO_LEADER`], and its adding and removing replicas (a reassignment in
-//! progress) are disjoint sets of its replicas.
+//! progress) are disjoint sets of its replicas. Every ACL passed
+//! [`AclBinding::validate`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use weir_acl::AclBinding;
 use weir_protocol::Uuid;
 use weir_protocol::messages::metadata::{
-    BrokerRegistrationChangeRecord, PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord,
+    AccessControlEntryRecord, BrokerRegistrationChangeRecord, PartitionChangeRecord,
+    PartitionRecord, RegisterBrokerRecord,
 };
 use weir_protocol::metadata_record::MetadataRecord;
 
@@ -154,6 +157,10 @@ struct Inner {
     features: BTreeMap<String, i16>,
     next_producer_id: i64,
     highest_broker_epoch: i64,
+    /// ACLs by the id their `AccessControlEntryRecord` gave them. Behind
+    /// an `Arc` of its own, so a batch without ACL records keeps the same
+    /// map and readers can tell by pointer that the ACLs did not change.
+    acls: Arc<BTreeMap<Uuid, AclBinding>>,
 }
 
 /// The cluster metadata as of one point of the metadata log.
@@ -178,6 +185,8 @@ pub struct MetadataDelta {
     /// Partitions whose leader (and so leader epoch) changed.
     pub leaders_changed: BTreeSet<(Uuid, i32)>,
     pub configs_changed: BTreeSet<(i8, String)>,
+    /// An ACL was added or removed.
+    pub acls_changed: bool,
 }
 
 /// Why a record cannot be applied to an image.
@@ -207,6 +216,12 @@ pub enum ApplyError {
     ProducerIdsNotIncreasing { record: i64, current: i64 },
     #[error("{field} has the invalid value {value}")]
     InvalidField { field: &'static str, value: i64 },
+    #[error("ACL {id:?} is invalid: {reason}")]
+    InvalidAcl { id: Uuid, reason: String },
+    #[error("ACL {0:?} already exists")]
+    AclExists(Uuid),
+    #[error("ACL {0:?} does not exist")]
+    UnknownAcl(Uuid),
 }
 
 impl MetadataImage {
@@ -270,6 +285,12 @@ impl MetadataImage {
     /// Every feature with its (non-zero) level.
     pub fn features(&self) -> impl Iterator<Item = (&str, i16)> {
         self.inner.features.iter().map(|(n, l)| (n.as_str(), *l))
+    }
+
+    /// Every ACL by its id. The same `Arc` as the previous image's when
+    /// an apply added and removed none.
+    pub fn acls(&self) -> &Arc<BTreeMap<Uuid, AclBinding>> {
+        &self.inner.acls
     }
 
     /// The first producer id not yet handed out.
@@ -350,6 +371,10 @@ impl Inner {
         }
         if self.topic_ids.len() != self.topics.len() {
             return Err("name index and topics differ".into());
+        }
+        for (id, acl) in self.acls.iter() {
+            acl.validate()
+                .map_err(|e| format!("ACL {id:?} is invalid: {e}"))?;
         }
         Ok(())
     }
@@ -480,11 +505,42 @@ impl Inner {
                 self.next_producer_id = r.next_producer_id;
                 Ok(())
             }
-            // Not modelled yet (ACLs, quotas, SCRAM, delegation tokens,
+            MetadataRecord::AccessControlEntry(r) => self.add_acl(r, delta),
+            MetadataRecord::RemoveAccessControlEntry(r) => {
+                Arc::make_mut(&mut self.acls)
+                    .remove(&r.id)
+                    .ok_or(ApplyError::UnknownAcl(r.id))?;
+                delta.acls_changed = true;
+                Ok(())
+            }
+            // Not modelled yet (quotas, SCRAM, delegation tokens,
             // transactions of the metadata log, controller registrations):
             // accepted and skipped, so a log that holds them still replays.
             _ => Ok(()),
         }
+    }
+
+    fn add_acl(
+        &mut self,
+        r: &AccessControlEntryRecord,
+        delta: &mut MetadataDelta,
+    ) -> Result<(), ApplyError> {
+        let binding = AclBinding::from_codes(
+            r.resource_type,
+            &r.resource_name,
+            r.pattern_type,
+            &r.principal,
+            &r.host,
+            r.operation,
+            r.permission_type,
+        )
+        .map_err(|reason| ApplyError::InvalidAcl { id: r.id, reason })?;
+        if self.acls.contains_key(&r.id) {
+            return Err(ApplyError::AclExists(r.id));
+        }
+        Arc::make_mut(&mut self.acls).insert(r.id, binding);
+        delta.acls_changed = true;
+        Ok(())
     }
 
     fn register(

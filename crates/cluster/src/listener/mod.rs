@@ -20,13 +20,14 @@
 //! does not know, which is answered in v0 with UNSUPPORTED_VERSION and the
 //! versions served, as Kafka does.
 //!
-//! The handlers (`brokers`, `topics`, `leaders`, `configs`, `partitions`,
+//! The handlers (`brokers`, `topics`, `leaders`, `configs`, `acls`, `partitions`,
 //! `reassignments`, `quorum`) map requests to the
 //! [`QuorumController`] and its answers to wire responses; they never
 //! touch the socket. On a node that is not the active controller every
 //! request but ApiVersions and DescribeQuorum is answered NOT_CONTROLLER,
 //! in the error field(s) its schema has.
 
+mod acls;
 mod brokers;
 mod configs;
 mod leaders;
@@ -116,6 +117,8 @@ pub const SERVED_APIS: &[ApiKey] = &[
     ApiKey::CreatePartitions,
     ApiKey::ElectLeaders,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
     ApiKey::AlterPartition,
     ApiKey::AllocateProducerIds,
     ApiKey::AlterPartitionReassignments,
@@ -296,6 +299,8 @@ async fn respond(
         RequestBody::IncrementalAlterConfigs(r) => {
             ResponseBody::IncrementalAlterConfigs(configs::incremental_alter(ctx, r).await)
         }
+        RequestBody::CreateAcls(r) => ResponseBody::CreateAcls(acls::create(ctx, r).await),
+        RequestBody::DeleteAcls(r) => ResponseBody::DeleteAcls(acls::delete(ctx, r).await),
         RequestBody::AlterPartition(r) => {
             ResponseBody::AlterPartition(partitions::alter_partition(ctx, r, version).await)
         }

@@ -184,6 +184,7 @@ impl Controller {
     }
 }
 
+mod acls;
 mod brokers;
 mod configs;
 mod election;
@@ -192,6 +193,7 @@ mod partitions;
 mod reassignment;
 mod topics;
 
+pub use acls::{AclCreation, AclDeletion, acl_record, delete_acls};
 pub use configs::alter_topic_configs;
 pub use leaders::{ElectionResult, ElectionType, imbalanced_partitions};
 pub use reassignment::{
