@@ -45,13 +45,27 @@ use weir_protocol::messages::{
 use crate::handler::RequestContext;
 use crate::topics::TopicStore;
 
-/// A live broker as clients see it: its id and advertised client listener.
+/// A live broker: its id, its inter-broker endpoint and its rack.
+///
+/// `host:port` is where other brokers reach it (replica fetchers,
+/// transaction markers): its inter-broker listener, always PLAINTEXT.
+/// Clients are told the endpoint of their own listener instead
+/// ([`ClusterSnapshot::client_endpoint`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerNode {
     pub id: i32,
     pub host: String,
     pub port: u16,
     pub rack: Option<String>,
+}
+
+/// One client listener a broker registered: its name (as in `listeners`,
+/// upper case) and advertised address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerEndpoint {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
 }
 
 /// One partition's leadership. `leader` is -1 when the partition has no
@@ -106,6 +120,10 @@ pub struct ClusterSnapshot {
     /// but no ISR takes them back (the controller would refuse it with
     /// INELIGIBLE_REPLICA, KIP-841).
     shutting_down: BTreeSet<i32>,
+    /// The client listeners each broker registered, by broker id. A broker
+    /// without an entry (a single node, or a snapshot built without
+    /// listeners) is reached at its `host:port` on every listener.
+    listeners: HashMap<i32, Vec<ListenerEndpoint>>,
 }
 
 /// Why this broker does not serve a partition request as its leader, with
@@ -129,6 +147,40 @@ impl ClusterSnapshot {
             by_id,
             configs: BTreeMap::new(),
             shutting_down: BTreeSet::new(),
+            listeners: HashMap::new(),
+        }
+    }
+
+    /// This snapshot with the client listeners each broker registered.
+    pub fn with_listeners(
+        mut self,
+        listeners: impl IntoIterator<Item = (i32, Vec<ListenerEndpoint>)>,
+    ) -> Self {
+        self.listeners = listeners.into_iter().collect();
+        self
+    }
+
+    /// Where a client connected on `listener` reaches broker `n`: `n`'s
+    /// endpoint of the listener with the same name, as Kafka answers
+    /// (`MetadataCache.getAliveBrokerNode(id, listenerName)`); None when
+    /// `n` registered no such listener, and the client must not be sent
+    /// there. This broker (`own`) answers with the connection's listener
+    /// itself, registered or not yet.
+    pub fn client_endpoint(
+        &self,
+        n: &BrokerNode,
+        own: i32,
+        listener: &crate::session::ListenerInfo,
+    ) -> Option<(String, u16)> {
+        if n.id == own {
+            return Some((listener.advertised_host.clone(), listener.advertised_port));
+        }
+        match self.listeners.get(&n.id) {
+            None => Some((n.host.clone(), n.port)),
+            Some(registered) => registered
+                .iter()
+                .find(|e| e.name.eq_ignore_ascii_case(&listener.name))
+                .map(|e| (e.host.clone(), e.port)),
         }
     }
 
@@ -482,5 +534,55 @@ mod tests {
         let e = s.check_leader(1, "t", 0, -1).unwrap_err();
         assert_eq!((e.leader_id, e.leader_epoch), (2, 5));
         assert_eq!(s.topic_by_id(&[1; 16]).map(|t| t.name.as_str()), Some("t"));
+    }
+
+    /// Each broker is answered with its endpoint of the client's listener
+    /// (by name, in any case); one without it is not answered; one with no
+    /// registered listeners at its inter-broker address; this broker with
+    /// the connection's listener.
+    #[test]
+    fn client_endpoints_by_listener_name() {
+        let node = |id, port| BrokerNode {
+            id,
+            host: "h".into(),
+            port,
+            rack: None,
+        };
+        let ep = |name: &str, port| ListenerEndpoint {
+            name: name.into(),
+            host: name.to_ascii_lowercase(),
+            port,
+        };
+        let s = ClusterSnapshot::new(vec![node(1, 10), node(2, 20), node(3, 30)], 1, vec![])
+            .with_listeners([
+                (1, vec![ep("PLAINTEXT", 10), ep("SASL_SSL", 11)]),
+                (2, vec![ep("PLAINTEXT", 20), ep("SASL_SSL", 21)]),
+            ]);
+        let on = |name: &str, port| crate::session::ListenerInfo {
+            name: name.into(),
+            protocol: crate::config::SecurityProtocol::Plaintext,
+            advertised_host: "me".into(),
+            advertised_port: port,
+        };
+        let sasl = on("SASL_SSL", 11);
+        let ends = |l: &crate::session::ListenerInfo| {
+            s.brokers
+                .iter()
+                .map(|n| s.client_endpoint(n, 1, l))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ends(&sasl),
+            [
+                Some(("me".into(), 11)),
+                Some(("sasl_ssl".into(), 21)),
+                Some(("h".into(), 30)),
+            ]
+        );
+        assert_eq!(
+            ends(&on("plaintext", 10))[1],
+            Some(("plaintext".into(), 20))
+        );
+        assert_eq!(ends(&on("EXTERNAL", 12))[1], None);
     }
 }

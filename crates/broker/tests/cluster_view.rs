@@ -2,12 +2,16 @@
 //! leading partition 0 of `t` and broker 2 leading partition 1), the
 //! client-facing answers name every broker and the real leaders, requests
 //! for a partition led elsewhere are refused with the new leader, stale
-//! epochs are fenced, and topic changes go to the installed admin.
+//! epochs are fenced, and topic changes go to the installed admin. With
+//! the brokers' registered listeners in the view, each answer names the
+//! brokers at their endpoint of the client's listener, and leaves out a
+//! broker without it.
 
 use std::sync::Arc;
 
 use weir_broker::cluster::{
-    AdminFuture, BrokerNode, ClusterSnapshot, ClusterView, PartitionView, TopicAdmin, TopicView,
+    AdminFuture, BrokerNode, ClusterSnapshot, ClusterView, ListenerEndpoint, PartitionView,
+    TopicAdmin, TopicView,
 };
 use weir_broker::handler::RequestContext;
 use weir_protocol::error_code::ErrorCode;
@@ -88,15 +92,16 @@ struct Setup {
 /// A broker with topic `t` (2 partitions, both logs local) and the
 /// three-broker view installed.
 async fn setup() -> Setup {
+    setup_with(&[]).await
+}
+
+/// [`setup`] with `extra` broker settings.
+async fn setup_with(extra: &[(&str, &str)]) -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_broker(
-        dir.path(),
-        &[(
-            "offsets.topic.num.partitions",
-            &OFFSETS_PARTITIONS.to_string(),
-        )],
-    )
-    .await;
+    let partitions = OFFSETS_PARTITIONS.to_string();
+    let mut settings = vec![("offsets.topic.num.partitions", partitions.as_str())];
+    settings.extend_from_slice(extra);
+    let running = start_broker(dir.path(), &settings).await;
     let mut c = Client::connect(running.local_addr).await;
     // the view's ISR of partition 0 has two replicas
     let configs = [("min.insync.replicas", "3")];
@@ -539,5 +544,209 @@ async fn groups_are_coordinated_only_where_their_offsets_partition_is_led() {
     groups.follow_leadership(&b);
     assert_eq!(join_code(&mut c, &group_on(0)).await, not_coordinator);
     assert_eq!(join_code(&mut c, &group_on(1)).await, member_id_required);
+    s.running.shutdown().await.unwrap();
+}
+
+/// Produce of one record to `topic`-`partition`, v11.
+fn produce_to(topic: &str, partition: i32) -> RequestBody {
+    RequestBody::Produce(ProduceRequest {
+        acks: 1,
+        timeout_ms: 5000,
+        topic_data: vec![produce_request::TopicProduceData {
+            name: topic.into(),
+            partition_data: vec![produce_request::PartitionProduceData {
+                index: partition,
+                records: Some(batch(&["v"], 1_700_000_000_000)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
+}
+
+/// Two listeners, PLAINTEXT and EXTERNAL; broker 2 registered both, broker
+/// 3 only PLAINTEXT and leads `u`-0. A client of each listener is told the
+/// brokers' endpoints of its own listener (Metadata, DescribeCluster,
+/// FindCoordinator, Produce's and Fetch's node endpoints), as Kafka does;
+/// on EXTERNAL broker 3 is left out, the partition it leads has no leader
+/// (LISTENER_NOT_FOUND, LEADER_NOT_AVAILABLE before v6) and its replicas
+/// count as offline.
+#[tokio::test]
+async fn brokers_are_named_at_their_endpoint_of_the_clients_listener() {
+    let s = setup_with(&[
+        (
+            "listeners",
+            "PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+        ),
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        ),
+    ])
+    .await;
+    let addr = |name: &str| {
+        s.running
+            .listener_addrs
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap()
+            .1
+    };
+    let (plain, external) = (addr("PLAINTEXT"), addr("EXTERNAL"));
+    let ep = |name: &str, port: u16| ListenerEndpoint {
+        name: name.into(),
+        host: "127.0.0.1".into(),
+        port,
+    };
+    let snap = s.view.snapshot();
+    let mut topics: Vec<TopicView> = snap.topics().cloned().collect();
+    topics.push(TopicView {
+        name: "u".into(),
+        id: [5; 16],
+        partitions: vec![PartitionView {
+            leader: 3,
+            leader_epoch: 2,
+            partition_epoch: 0,
+            replicas: vec![3, 2],
+            isr: vec![3, 2],
+            offline_replicas: vec![],
+        }],
+    });
+    let with_listeners = ClusterSnapshot::new(snap.brokers.clone(), snap.controller_id, topics)
+        .with_listeners([
+            (
+                s.me,
+                vec![
+                    ep("PLAINTEXT", plain.port()),
+                    ep("EXTERNAL", external.port()),
+                ],
+            ),
+            (2, vec![ep("PLAINTEXT", 19_092), ep("EXTERNAL", 19_192)]),
+            (3, vec![ep("PLAINTEXT", 29_092)]),
+        ]);
+    *s.view.0.write().unwrap() = Arc::new(with_listeners);
+    let (me, plain_port, external_port) =
+        (s.me, i32::from(plain.port()), i32::from(external.port()));
+
+    let mut pc = Client::connect(plain).await;
+    let mut ec = Client::connect(external).await;
+    let brokers = |m: &MetadataResponse| {
+        let mut b: Vec<_> = m.brokers.iter().map(|b| (b.node_id, b.port)).collect();
+        b.sort();
+        b
+    };
+    let partition = |m: &MetadataResponse, topic: &str, i: usize| {
+        let p = &m
+            .topics
+            .iter()
+            .find(|t| t.name.as_deref() == Some(topic))
+            .unwrap()
+            .partitions[i];
+        (p.error_code, p.leader_id, p.offline_replicas.clone())
+    };
+    let m = metadata(&mut pc, Some(vec!["t", "u"]), false).await;
+    let mut want = vec![(me, plain_port), (2, 19_092), (3, 29_092)];
+    want.sort();
+    assert_eq!(brokers(&m), want);
+    assert_eq!(partition(&m, "u", 0), (NONE, 3, vec![]));
+    assert_eq!(partition(&m, "t", 1), (NONE, 2, vec![]));
+
+    let m = metadata(&mut ec, Some(vec!["t", "u"]), false).await;
+    let mut want = vec![(me, external_port), (2, 19_192)];
+    want.sort();
+    assert_eq!(brokers(&m), want);
+    let listener_not_found = ErrorCode::ListenerNotFound.code();
+    assert_eq!(partition(&m, "u", 0), (listener_not_found, -1, vec![3]));
+    assert_eq!(partition(&m, "t", 1), (NONE, 2, vec![3]));
+    assert_eq!(partition(&m, "t", 0), (NONE, me, vec![3]));
+    let req = MetadataRequest {
+        topics: Some(vec![metadata_request::MetadataRequestTopic {
+            name: Some("u".into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    match ec.call(RequestBody::Metadata(req), 5).await {
+        ResponseBody::Metadata(m) => assert_eq!(
+            partition(&m, "u", 0),
+            (ErrorCode::LeaderNotAvailable.code(), -1, vec![3])
+        ),
+        other => panic!("{other:?}"),
+    }
+
+    let described = |r: ResponseBody| match r {
+        ResponseBody::DescribeCluster(d) => {
+            let mut b: Vec<_> = d.brokers.iter().map(|b| (b.broker_id, b.port)).collect();
+            b.sort();
+            b
+        }
+        other => panic!("{other:?}"),
+    };
+    let describe = || RequestBody::DescribeCluster(DescribeClusterRequest::default());
+    assert_eq!(described(ec.call(describe(), 1).await), want);
+    assert_eq!(described(pc.call(describe(), 1).await).len(), 3);
+
+    let coordinators = |r: ResponseBody| match r {
+        ResponseBody::FindCoordinator(r) => r
+            .coordinators
+            .iter()
+            .map(|k| (k.error_code, k.node_id, k.port))
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    let find = || {
+        RequestBody::FindCoordinator(FindCoordinatorRequest {
+            key_type: 0,
+            coordinator_keys: vec![group_on(1), group_on(2)],
+            ..Default::default()
+        })
+    };
+    assert_eq!(
+        coordinators(pc.call(find(), 4).await),
+        vec![(NONE, 2, 19_092), (NONE, 3, 29_092)]
+    );
+    let found = coordinators(ec.call(find(), 4).await);
+    assert_eq!(found[0], (NONE, 2, 19_192));
+    assert_eq!(found[1].0, ErrorCode::CoordinatorNotAvailable.code());
+
+    let endpoints = |r: ResponseBody| match r {
+        ResponseBody::Produce(r) => {
+            assert_eq!(r.responses[0].partition_responses[0].error_code, NOT_LEADER);
+            r.node_endpoints
+                .iter()
+                .map(|e| (e.node_id, e.port))
+                .collect::<Vec<_>>()
+        }
+        ResponseBody::Fetch(r) => {
+            assert_eq!(r.responses[0].partitions[0].error_code, NOT_LEADER);
+            r.node_endpoints
+                .iter()
+                .map(|e| (e.node_id, e.port))
+                .collect::<Vec<_>>()
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        endpoints(pc.call(produce_to("t", 1), 11).await),
+        vec![(2, 19_092)]
+    );
+    assert_eq!(
+        endpoints(ec.call(produce_to("t", 1), 11).await),
+        vec![(2, 19_192)]
+    );
+    assert_eq!(
+        endpoints(pc.call(produce_to("u", 0), 11).await),
+        vec![(3, 29_092)]
+    );
+    assert_eq!(endpoints(ec.call(produce_to("u", 0), 11).await), vec![]);
+    assert_eq!(
+        endpoints(pc.call(fetch_req(s.id, 1, EPOCH_P1), 16).await),
+        vec![(2, 19_092)]
+    );
+    assert_eq!(
+        endpoints(ec.call(fetch_req(s.id, 1, EPOCH_P1), 16).await),
+        vec![(2, 19_192)]
+    );
     s.running.shutdown().await.unwrap();
 }

@@ -1,5 +1,5 @@
-//! DescribeCluster: the live brokers and the controller of the cluster
-//! view. The cluster's authorized operations only when asked for (0 for a
+//! DescribeCluster: the live brokers (at their endpoints of the client's
+//! listener) and the controller of the cluster view. The cluster's authorized operations only when asked for (0 for a
 //! client that may not DESCRIBE the cluster). As in Kafka, no ACL is
 //! needed to ask: the brokers are what Metadata tells anyone anyway.
 
@@ -22,15 +22,16 @@ pub fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> Reply {
         brokers: snap
             .brokers
             .iter()
-            .map(|n| {
-                let (host, port) = ctx.node_address(n);
-                DescribeClusterBroker {
+            // as Kafka: a broker without the client's listener is left out
+            .filter_map(|n| {
+                let (host, port) = ctx.node_address(&snap, n)?;
+                Some(DescribeClusterBroker {
                     broker_id: n.id,
                     host,
                     port,
                     rack: n.rack.clone(),
                     ..Default::default()
-                }
+                })
             })
             .collect(),
         cluster_authorized_operations: cluster_authorized_operations(

@@ -87,7 +87,15 @@ fn refused_topics(ctx: &RequestContext, req: &FetchRequest, version: i16) -> Vec
         .collect()
 }
 
-fn read_pass(b: &Broker, req: &FetchRequest, version: i16, refused: &[bool]) -> Pass {
+/// One read of every requested partition; `listener` is the client's, for
+/// the leaders' endpoints in `node_endpoints`.
+fn read_pass(
+    b: &Broker,
+    req: &FetchRequest,
+    version: i16,
+    refused: &[bool],
+    listener: &crate::session::ListenerInfo,
+) -> Pass {
     let replica = replica_id(req, version);
     let from_follower = replica >= 0;
     let mut remaining = if version >= 3 {
@@ -293,12 +301,17 @@ fn read_pass(b: &Broker, req: &FetchRequest, version: i16, refused: &[bool]) -> 
         pass.node_endpoints = snap
             .nodes(named_leaders)
             .into_iter()
-            .map(|n| NodeEndpoint {
-                node_id: n.id,
-                host: n.host.clone(),
-                port: i32::from(n.port),
-                rack: n.rack.clone(),
-                ..Default::default()
+            // each leader at its endpoint of the client's listener, as
+            // Kafka answers; one without that listener is left out
+            .filter_map(|n| {
+                let (host, port) = snap.client_endpoint(n, node_id, listener)?;
+                Some(NodeEndpoint {
+                    node_id: n.id,
+                    host,
+                    port: i32::from(port),
+                    rack: n.rack.clone(),
+                    ..Default::default()
+                })
             })
             .collect();
     }
@@ -376,7 +389,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
     let mut registration = None;
     let refused = refused_topics(ctx, &req, version);
     let pass = loop {
-        let mut pass = read_pass(b, &req, version, &refused);
+        let mut pass = read_pass(b, &req, version, &refused, &ctx.session.listener);
         for change in pass.isr_changes.drain(..) {
             crate::replication::send_isr_change(b, change);
         }
@@ -396,7 +409,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
             _ = shutdown.wait_for(|stop| *stop) => false,
         };
         if !woken {
-            let mut pass = read_pass(b, &req, version, &refused);
+            let mut pass = read_pass(b, &req, version, &refused, &ctx.session.listener);
             for change in pass.isr_changes.drain(..) {
                 crate::replication::send_isr_change(b, change);
             }
@@ -404,15 +417,6 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Reply {
         }
         b.metrics.fetch_wakeups.fetch_add(1, Ordering::Relaxed);
     };
-    let mut pass = pass;
-    // this broker as the client's listener announces it
-    for e in &mut pass.node_endpoints {
-        if e.node_id == b.config.node_id {
-            let own = &ctx.session.listener;
-            e.host.clone_from(&own.advertised_host);
-            e.port = i32::from(own.advertised_port);
-        }
-    }
     if replica_id(&req, version) >= 0 {
         b.replicas
             .replication_counters()

@@ -56,13 +56,7 @@ async fn lookup(ctx: &RequestContext, key_type: i8, key: &str) -> Lookup {
                 let p = usize::try_from(weir_group::partition_for(key, count)).ok()?;
                 snap.broker(t.partitions.get(p)?.leader)
             });
-            match leader {
-                Some(n) => {
-                    let (host, port) = ctx.node_address(n);
-                    Ok((n.id, host, port))
-                }
-                None => Err((ErrorCode::CoordinatorNotAvailable, None)),
-            }
+            coordinator_at(ctx, &snap, leader)
         }
         KEY_TYPE_TRANSACTION => {
             let b = &ctx.broker;
@@ -81,19 +75,28 @@ async fn lookup(ctx: &RequestContext, key_type: i8, key: &str) -> Lookup {
                 let p = usize::try_from(weir_txn::partition_for(key, count)).ok()?;
                 snap.broker(t.partitions.get(p)?.leader)
             });
-            match leader {
-                Some(n) => {
-                    let (host, port) = ctx.node_address(n);
-                    Ok((n.id, host, port))
-                }
-                None => Err((ErrorCode::CoordinatorNotAvailable, None)),
-            }
+            coordinator_at(ctx, &snap, leader)
         }
         other => Err((
             ErrorCode::InvalidRequest,
             Some(format!("unknown coordinator key type {other}")),
         )),
     }
+}
+
+/// The coordinator `leader` as the client reaches it: on its endpoint of
+/// the client's listener. Without a leader, or without that listener,
+/// COORDINATOR_NOT_AVAILABLE, as Kafka answers.
+fn coordinator_at(
+    ctx: &RequestContext,
+    snap: &crate::cluster::ClusterSnapshot,
+    leader: Option<&crate::cluster::BrokerNode>,
+) -> Lookup {
+    let n = leader.ok_or((ErrorCode::CoordinatorNotAvailable, None))?;
+    let (host, port) = ctx
+        .node_address(snap, n)
+        .ok_or((ErrorCode::CoordinatorNotAvailable, None))?;
+    Ok((n.id, host, port))
 }
 
 pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> Reply {

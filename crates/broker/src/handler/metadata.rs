@@ -54,6 +54,30 @@ pub fn topic_response(t: &TopicView) -> MetadataResponseTopic {
     }
 }
 
+/// `t` as a client reaches it on a listener that brokers `unreachable`
+/// (live, but without that listener) lack, as Kafka's metadata cache
+/// answers: a partition they lead has no leader (-1) and
+/// LISTENER_NOT_FOUND (LEADER_NOT_AVAILABLE before v6); they count among
+/// the offline replicas.
+fn without_listener(t: &mut MetadataResponseTopic, unreachable: &[i32], version: i16) {
+    for p in &mut t.partitions {
+        if unreachable.contains(&p.leader_id) {
+            p.leader_id = -1;
+            p.error_code = if version >= 6 {
+                ErrorCode::ListenerNotFound
+            } else {
+                ErrorCode::LeaderNotAvailable
+            }
+            .code();
+        }
+        for r in &p.replica_nodes {
+            if unreachable.contains(r) && !p.offline_replicas.contains(r) {
+                p.offline_replicas.push(*r);
+            }
+        }
+    }
+}
+
 fn error_topic(name: Option<String>, id: Uuid, code: ErrorCode) -> MetadataResponseTopic {
     MetadataResponseTopic {
         error_code: code.code(),
@@ -239,29 +263,36 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> Reply {
                 authorized_operations(ctx, ResourceType::Topic, name, true);
         }
     }
-    // This broker is announced at the address of the listener the client
-    // came in on (Kafka answers with the connection's listener).
-    let own = &ctx.session.listener;
+    // Every broker is announced at its endpoint of the listener the client
+    // came in on, as Kafka answers; one without that listener is left out,
+    // and so are the leaderships the client could not reach there.
+    let mut brokers = Vec::with_capacity(snap.brokers.len());
+    let mut unreachable = Vec::new();
+    for n in &snap.brokers {
+        match ctx.node_address(&snap, n) {
+            Some((host, port)) => brokers.push(MetadataResponseBroker {
+                node_id: n.id,
+                host,
+                port,
+                rack: n.rack.clone(),
+                ..Default::default()
+            }),
+            None => unreachable.push(n.id),
+        }
+    }
+    if !unreachable.is_empty() {
+        tracing::debug!(
+            listener = %ctx.session.listener.name,
+            brokers = ?unreachable,
+            "brokers without the client's listener left out of Metadata"
+        );
+        for t in &mut topics {
+            without_listener(t, &unreachable, ctx.api_version);
+        }
+    }
     Reply::Body(ResponseBody::Metadata(MetadataResponse {
         throttle_time_ms: 0,
-        brokers: snap
-            .brokers
-            .iter()
-            .map(|n| {
-                let (host, port) = if n.id == b.config.node_id {
-                    (own.advertised_host.clone(), own.advertised_port)
-                } else {
-                    (n.host.clone(), n.port)
-                };
-                MetadataResponseBroker {
-                    node_id: n.id,
-                    host,
-                    port: i32::from(port),
-                    rack: n.rack.clone(),
-                    ..Default::default()
-                }
-            })
-            .collect(),
+        brokers,
         cluster_id: Some(b.meta.cluster_id.clone()),
         controller_id: snap.controller_id,
         topics,

@@ -109,16 +109,17 @@ impl RequestContext {
         self.broker.acls.authorize_any(&self.session, op, rt)
     }
 
-    /// Where a client of this connection reaches broker `n`: for this
-    /// broker, the address advertised on the listener the client came in
-    /// on (as Kafka answers); for another broker, its registered one.
-    pub fn node_address(&self, n: &crate::cluster::BrokerNode) -> (String, i32) {
-        let own = &self.session.listener;
-        if n.id == self.broker.config.node_id {
-            (own.advertised_host.clone(), i32::from(own.advertised_port))
-        } else {
-            (n.host.clone(), i32::from(n.port))
-        }
+    /// Where a client of this connection reaches broker `n`: its endpoint
+    /// of the listener the client came in on, as Kafka answers (for this
+    /// broker the connection's advertised address); None when `n` has no
+    /// listener of that name, and the answer must leave it out.
+    pub fn node_address(
+        &self,
+        snap: &crate::cluster::ClusterSnapshot,
+        n: &crate::cluster::BrokerNode,
+    ) -> Option<(String, i32)> {
+        snap.client_endpoint(n, self.broker.config.node_id, &self.session.listener)
+            .map(|(host, port)| (host, i32::from(port)))
     }
 }
 

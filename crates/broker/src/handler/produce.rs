@@ -538,15 +538,15 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
     let node_endpoints: Vec<NodeEndpoint> = snap
         .nodes(named_leaders)
         .into_iter()
-        .map(|n| {
-            let (host, port) = ctx.node_address(n);
-            NodeEndpoint {
+        .filter_map(|n| {
+            let (host, port) = ctx.node_address(&snap, n)?;
+            Some(NodeEndpoint {
                 node_id: n.id,
                 host,
                 port,
                 rack: n.rack.clone(),
                 ..Default::default()
-            }
+            })
         })
         .collect();
     if flushes.is_empty() && replication_waits.is_empty() {
