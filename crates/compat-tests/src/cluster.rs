@@ -35,13 +35,26 @@ impl WeirCluster {
     /// Starts `n` combined nodes with `extra` settings (`name=value`) on
     /// top of the cluster's own.
     pub fn start(n: usize, extra: &[(&str, &str)]) -> Result<Self, HarnessError> {
+        Self::start_with_listeners(n, "PLAINTEXT://127.0.0.1:0", extra)
+    }
+
+    /// [`start`](Self::start) with `client_listeners` (a `listeners` value
+    /// without the CONTROLLER entry, which is added) on every node, e.g.
+    /// `PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0`. The first is each
+    /// node's [`WeirProcess::bootstrap`]; find the others with
+    /// [`WeirProcess::listener_addr`].
+    pub fn start_with_listeners(
+        n: usize,
+        client_listeners: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<Self, HarnessError> {
         // The controller ports are picked free, then released for the nodes
         // to bind: another process may take one in between. Such a start
         // is tried again on other ports.
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match Self::start_once(n, extra) {
+            match Self::start_once(n, client_listeners, extra) {
                 Err(e) if attempt < 3 && e.to_string().contains("Address already in use") => {
                     eprintln!("cluster start: a port was taken meanwhile, trying other ports: {e}");
                 }
@@ -50,7 +63,11 @@ impl WeirCluster {
         }
     }
 
-    fn start_once(n: usize, extra: &[(&str, &str)]) -> Result<Self, HarnessError> {
+    fn start_once(
+        n: usize,
+        client_listeners: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<Self, HarnessError> {
         let controller_ports = free_ports(n)?;
         let voters = controller_ports
             .iter()
@@ -64,7 +81,7 @@ impl WeirCluster {
                 format!("node.id={}", i + 1),
                 "process.roles=broker,controller".into(),
                 format!("controller.quorum.voters={voters}"),
-                format!("listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
+                format!("listeners={client_listeners},CONTROLLER://127.0.0.1:{port}"),
                 "controller.listener.names=CONTROLLER".into(),
                 "http.listeners=127.0.0.1:0".into(),
             ];
