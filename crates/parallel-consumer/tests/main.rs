@@ -11,3 +11,4 @@ mod idempotent_effects;
 mod metadata_fuzz_smoke;
 mod mock_cluster;
 mod scenarios;
+mod security;

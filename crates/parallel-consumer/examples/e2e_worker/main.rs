@@ -15,7 +15,9 @@
 //! F <partition> <offset> <event-id>            attempt failed (retried)
 //! ```
 //!
-//! Settings come from the environment: `WEIR_BOOTSTRAP`, `WEIR_TOPIC`,
+//! `--command-config FILE` adds librdkafka settings from a properties
+//! file (`security.protocol`, `sasl.*`, `ssl.*` for a secured cluster).
+//! Other settings come from the environment: `WEIR_BOOTSTRAP`, `WEIR_TOPIC`,
 //! `WEIR_GROUP`, `WEIR_DB`, `WEIR_PC_LOG`, `WEIR_PC_SEED` (latency seed),
 //! `WEIR_PC_CONCURRENCY` (default 64). The process shuts down cleanly
 //! (bounded wait for in-flight work, final commit, leave the group) when its
@@ -25,6 +27,9 @@
 #[allow(dead_code)]
 #[path = "../sqlite_effects/effects.rs"]
 mod effects;
+
+#[path = "../common/command_config.rs"]
+mod command_config;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -147,6 +152,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .set("session.timeout.ms", "6000")
         .set("heartbeat.interval.ms", "500")
         .set("max.poll.interval.ms", "60000");
+    command_config::apply_from_args(&mut client)?;
     let mut config = DriverConfig::default();
     config.engine.scheduler.ordering = Ordering::Key;
     config.engine.scheduler.max_concurrency = concurrency;

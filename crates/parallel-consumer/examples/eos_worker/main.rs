@@ -4,7 +4,9 @@
 //! payload, header `from: PARTITION/OFFSET`) after a random handler latency
 //! (1–8 ms), so that work is in flight when the test kills it.
 //!
-//! Settings come from the environment: `WEIR_BOOTSTRAP`, `WEIR_INPUT`,
+//! `--command-config FILE` adds librdkafka settings from a properties
+//! file (`security.protocol`, `sasl.*`, `ssl.*` for a secured cluster).
+//! Other settings come from the environment: `WEIR_BOOTSTRAP`, `WEIR_INPUT`,
 //! `WEIR_OUTPUT`, `WEIR_GROUP`, `WEIR_TXN_ID` (its `transactional.id`),
 //! `WEIR_PC_SEED` (latency seed), `WEIR_PC_CONCURRENCY` (default 32) and
 //! `WEIR_PC_HOLD_AT`: from the transaction with this number on (counted
@@ -24,6 +26,9 @@
 //! The process shuts down cleanly (bounded wait for in-flight work, final
 //! transaction, leave the group) when its standard input reaches end of
 //! file.
+
+#[path = "../common/command_config.rs"]
+mod command_config;
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -119,6 +124,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .set("session.timeout.ms", "6000")
         .set("heartbeat.interval.ms", "500")
         .set("max.poll.interval.ms", "60000");
+    command_config::apply_from_args(&mut client)?;
     let mut config = DriverConfig::default();
     config.engine.scheduler.ordering = Ordering::Key;
     config.engine.scheduler.max_concurrency = concurrency;

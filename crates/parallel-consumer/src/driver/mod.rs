@@ -76,6 +76,7 @@
 //! # }
 //! ```
 
+pub mod connection;
 mod owner;
 mod rebalance;
 pub mod txn;
@@ -454,14 +455,7 @@ impl ParallelConsumer {
         }
         let dead_letter = match &config.on_failure {
             FailurePolicy::DeadLetter { .. } if exactly_once.is_none() => {
-                let mut p = ClientConfig::new();
-                for key in ["bootstrap.servers", "client.id", "security.protocol"] {
-                    if let Some(v) = client.get(key) {
-                        p.set(key, v);
-                    }
-                }
-                p.set("acks", "all");
-                Some(p.create::<FutureProducer>()?)
+                Some(dead_letter_config(&client).create::<FutureProducer>()?)
             }
             _ => None,
         };
@@ -551,6 +545,14 @@ impl ParallelConsumer {
             None => Ok(ShutdownReport::default()),
         }
     }
+}
+
+/// The dead-letter producer's configuration: the consumer's connection
+/// and security settings ([`connection::producer_base`]), `acks=all`.
+fn dead_letter_config(consumer: &ClientConfig) -> ClientConfig {
+    let mut p = connection::producer_base(consumer);
+    p.set("acks", "all");
+    p
 }
 
 impl Drop for ParallelConsumer {

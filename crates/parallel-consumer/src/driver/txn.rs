@@ -53,10 +53,11 @@ pub struct ExactlyOnceConfig {
     /// transaction open until `transaction_timeout`, and read_committed
     /// readers of the output and the group's offsets wait for it.
     pub transactional_id: String,
-    /// The producer's settings. `None`: taken from the consumer's
-    /// (`bootstrap.servers`, `client.id`, `security.protocol`, `sasl.*`,
-    /// `ssl.*`). `transactional.id` and `transaction.timeout.ms` are set
-    /// from this struct.
+    /// The producer's settings. `None`: the consumer's connection and
+    /// security settings (`bootstrap.servers`, `client.id`,
+    /// `security.protocol`, `sasl.*`, `ssl.*`, …: see
+    /// [`super::connection`]). `transactional.id` and
+    /// `transaction.timeout.ms` are set from this struct.
     pub producer: Option<ClientConfig>,
     /// `transaction.timeout.ms`: the broker aborts a transaction left open
     /// longer (a transaction here is open for one commit round only).
@@ -90,19 +91,7 @@ impl ExactlyOnceConfig {
     pub fn producer_config(&self, consumer: &ClientConfig) -> ClientConfig {
         let mut p = match &self.producer {
             Some(p) => p.clone(),
-            None => {
-                let mut p = ClientConfig::new();
-                for (key, value) in consumer.config_map() {
-                    let shared =
-                        matches!(key, "bootstrap.servers" | "client.id" | "security.protocol")
-                            || key.starts_with("sasl.")
-                            || key.starts_with("ssl.");
-                    if shared {
-                        p.set(key, value);
-                    }
-                }
-                p
-            }
+            None => super::connection::producer_base(consumer),
         };
         p.set("transactional.id", &self.transactional_id);
         p.set(
