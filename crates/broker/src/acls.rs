@@ -20,6 +20,15 @@
 //! A decision reads an `Arc` snapshot under a read lock: a hash lookup and
 //! string comparisons, no allocation. Changes are serialised by a mutex,
 //! stored, then the snapshot is replaced.
+//!
+//! On a cluster member ([`AclStore::in_cluster`]) there is no file: the
+//! ACLs live in the metadata log, CreateAcls and DeleteAcls go to the
+//! active controller ([`crate::security_admin`]), and the process that
+//! applies the metadata image hands every new ACL set to
+//! [`AclStore::replace`]. Until the first set arrives only super users are
+//! allowed, whatever `allow.everyone.if.no.acl.found` says: a DENY not yet
+//! loaded must not let a client in (Kafka's authorizer is not ready before
+//! its initial load either).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -47,6 +56,8 @@ pub enum AclStoreError {
     Corrupt { path: PathBuf, reason: String },
     #[error(transparent)]
     Write(#[from] TopicStoreError),
+    #[error("a cluster member's ACLs are changed through the metadata log")]
+    InCluster,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -68,7 +79,9 @@ pub enum CreateAclError {
 pub struct AclStore {
     /// None: no authorizer configured.
     config: Option<AuthorizerConfig>,
-    dir: PathBuf,
+    /// Where `weir-acls.json` lives; None on a cluster member, whose ACLs
+    /// come from the metadata image.
+    dir: Option<PathBuf>,
     /// The stored bindings; held across a change from reading to storing.
     bindings: Mutex<BTreeSet<AclBinding>>,
     snapshot: RwLock<Arc<Authorizer>>,
@@ -81,10 +94,33 @@ impl AclStore {
         let snapshot = Authorizer::new(&config.clone().unwrap_or_default(), &bindings);
         Ok(AclStore {
             config,
-            dir: dir.to_path_buf(),
+            dir: Some(dir.to_path_buf()),
             bindings: Mutex::new(bindings),
             snapshot: RwLock::new(Arc::new(snapshot)),
         })
+    }
+
+    /// The store of a cluster member: no ACLs and nobody but super users
+    /// allowed until the first [`AclStore::replace`] (see the module doc).
+    pub fn in_cluster(config: Option<AuthorizerConfig>) -> AclStore {
+        let not_loaded = AuthorizerConfig {
+            allow_everyone_if_no_acl_found: false,
+            ..config.clone().unwrap_or_default()
+        };
+        AclStore {
+            config,
+            dir: None,
+            bindings: Mutex::new(BTreeSet::new()),
+            snapshot: RwLock::new(Arc::new(Authorizer::new(&not_loaded, []))),
+        }
+    }
+
+    /// Makes `bindings` the ACL set, as the metadata image holds it (a
+    /// cluster member); the next decision uses it.
+    pub fn replace(&self, bindings: BTreeSet<AclBinding>) {
+        let mut current = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
+        *current = bindings;
+        self.publish(&current);
     }
 
     /// Whether an authorizer is configured (`authorizer.class.name`).
@@ -144,7 +180,7 @@ impl AclStore {
             })
             .collect();
         if next != *bindings {
-            if let Err(e) = store(&self.dir, &next) {
+            if let Err(e) = self.store(&next) {
                 tracing::error!(error = %e, "ACLs could not be stored; nothing was created");
                 for r in results.iter_mut().filter(|r| r.is_ok()) {
                     *r = Err(CreateAclError::Store(e.to_string()));
@@ -175,11 +211,18 @@ impl AclStore {
             })
             .collect();
         if next != *bindings {
-            store(&self.dir, &next).map_err(|e| e.to_string())?;
+            self.store(&next).map_err(|e| e.to_string())?;
             *bindings = next;
             self.publish(&bindings);
         }
         Ok(deleted)
+    }
+
+    fn store(&self, bindings: &BTreeSet<AclBinding>) -> Result<(), AclStoreError> {
+        match &self.dir {
+            Some(dir) => store(dir, bindings),
+            None => Err(AclStoreError::InCluster),
+        }
     }
 
     fn publish(&self, bindings: &BTreeSet<AclBinding>) {
@@ -297,6 +340,37 @@ mod tests {
             ResourceType::Topic,
             "orders"
         ));
+    }
+
+    #[test]
+    fn a_cluster_store_allows_only_super_users_until_loaded() {
+        let config = AuthorizerConfig {
+            super_users: vec!["User:admin".into()],
+            allow_everyone_if_no_acl_found: true,
+        };
+        let store = AclStore::in_cluster(Some(config));
+        let (alice, admin) = (session("alice"), session("admin"));
+        let write =
+            |s: &Session| store.authorize(s, Operation::Write, ResourceType::Topic, "orders");
+        assert!(!write(&alice) && write(&admin));
+        // Loaded with no ACLs: allow.everyone.if.no.acl.found applies.
+        store.replace(BTreeSet::new());
+        assert!(write(&alice));
+        store.replace(BTreeSet::from([binding(
+            "User:alice",
+            Operation::Write,
+            Permission::Deny,
+        )]));
+        assert!(!write(&alice) && write(&admin));
+        assert_eq!(store.describe(&AclBindingFilter::any()).len(), 1);
+        // Its ACLs are not changed locally.
+        let r = store.create(vec![binding(
+            "User:bob",
+            Operation::Read,
+            Permission::Allow,
+        )]);
+        assert!(matches!(r[0], Err(CreateAclError::Store(_))));
+        assert_eq!(store.describe(&AclBindingFilter::any()).len(), 1);
     }
 
     #[test]

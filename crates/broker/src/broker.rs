@@ -162,8 +162,12 @@ pub struct Broker {
     /// SCRAM credentials set at run time (`weir-scram-credentials.json`),
     /// checked by every SASL listener before its static JAAS users.
     pub scram: Arc<crate::scram_credentials::ScramStore>,
-    /// ACLs (`weir-acls.json`) and the authorizer's decisions.
+    /// ACLs (`weir-acls.json`, or the metadata image on a cluster member)
+    /// and the authorizer's decisions.
     pub acls: Arc<crate::acls::AclStore>,
+    /// Where a cluster member sends ACL changes (the metadata log); none on
+    /// a single node, which changes its own files.
+    security_admin: RwLock<Option<Arc<dyn crate::security_admin::SecurityAdmin>>>,
     /// Client quotas (`weir-client-quotas.json`) and the rates measured
     /// against them.
     pub quotas: Arc<crate::quotas::QuotaStore>,
@@ -226,8 +230,13 @@ impl Broker {
         let dynamic = dynamic_config::load(&dir).map_err(|e| BrokerError::Config(e.to_string()))?;
         let scram = crate::scram_credentials::ScramStore::open(&dir)
             .map_err(|e| BrokerError::Config(e.to_string()))?;
-        let acls = crate::acls::AclStore::open(&dir, config.authorizer.clone())
-            .map_err(|e| BrokerError::Config(e.to_string()))?;
+        // A cluster member's ACLs come from the metadata image.
+        let acls = if config.is_cluster() {
+            crate::acls::AclStore::in_cluster(config.authorizer.clone())
+        } else {
+            crate::acls::AclStore::open(&dir, config.authorizer.clone())
+                .map_err(|e| BrokerError::Config(e.to_string()))?
+        };
         let quotas = crate::quotas::QuotaStore::open(&dir, quota_window(&config))
             .map_err(|e| BrokerError::Config(e.to_string()))?;
         let static_config = config;
@@ -319,6 +328,7 @@ impl Broker {
             isr_changer: RwLock::new(None),
             scram: Arc::new(scram),
             acls: Arc::new(acls),
+            security_admin: RwLock::new(None),
             quotas: Arc::new(quotas),
         })
     }
@@ -386,6 +396,23 @@ impl Broker {
     pub fn set_cluster(&self, view: Arc<dyn ClusterView>, admin: Arc<dyn TopicAdmin>) {
         *self.cluster.write().unwrap_or_else(|p| p.into_inner()) = view;
         *self.topic_admin.write().unwrap_or_else(|p| p.into_inner()) = admin;
+    }
+
+    /// Installs where ACL changes go (cluster wiring, before clients
+    /// connect).
+    pub fn set_security_admin(&self, admin: Arc<dyn crate::security_admin::SecurityAdmin>) {
+        *self
+            .security_admin
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(admin);
+    }
+
+    /// Where ACL changes go, when a cluster installed it.
+    pub fn security_admin(&self) -> Option<Arc<dyn crate::security_admin::SecurityAdmin>> {
+        self.security_admin
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The group coordinator, once started.

@@ -44,6 +44,7 @@ pub mod replica_manager;
 pub mod replication;
 pub mod sasl;
 pub mod scram_credentials;
+pub mod security_admin;
 pub mod server;
 pub mod session;
 pub mod tls;

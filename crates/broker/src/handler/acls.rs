@@ -12,13 +12,15 @@
 //! - DescribeAcls groups the bindings by resource pattern; DeleteAcls
 //!   reports, per filter, the bindings it deleted.
 //!
-//! Changes are durable before the answer ([`crate::acls`]).
+//! Changes are durable before the answer ([`crate::acls`]). On a cluster
+//! member, CreateAcls and DeleteAcls go to the active controller once the
+//! client's permission is checked ([`crate::security_admin`]); the answer
+//! comes once this broker's image holds the change. DescribeAcls reads
+//! this broker's ACLs, which on a cluster member are its image's.
 
-use weir_acl::{
-    AccessControlEntry, AclBinding, AclBindingFilter, Operation, PatternType, Permission,
-    ResourcePattern, ResourceType,
-};
+use weir_acl::{AclBinding, AclBindingFilter, Operation};
 use weir_protocol::error_code::ErrorCode;
+use weir_protocol::messages::create_acls_request::AclCreation;
 use weir_protocol::messages::create_acls_response::AclCreationResult;
 use weir_protocol::messages::delete_acls_response::{
     DeleteAclsFilterResult, DeleteAclsMatchingAcl,
@@ -37,61 +39,16 @@ fn code(e: ErrorCode) -> i16 {
     e as i16
 }
 
-/// An ACL of a CreateAcls request in the model, or why not.
-fn binding(
-    resource_type: i8,
-    name: &str,
-    pattern_type: i8,
-    principal: &str,
-    host: &str,
-    operation: i8,
-    permission: i8,
-) -> Result<AclBinding, String> {
-    let b = AclBinding {
-        pattern: ResourcePattern {
-            resource_type: ResourceType::from_code(resource_type)
-                .ok_or_else(|| format!("unknown resource type {resource_type}"))?,
-            name: name.to_string(),
-            pattern_type: PatternType::from_code(pattern_type)
-                .ok_or_else(|| format!("unknown pattern type {pattern_type}"))?,
-        },
-        entry: AccessControlEntry {
-            principal: principal.to_string(),
-            host: host.to_string(),
-            operation: Operation::from_code(operation)
-                .ok_or_else(|| format!("unknown operation {operation}"))?,
-            permission: Permission::from_code(permission)
-                .ok_or_else(|| format!("unknown permission type {permission}"))?,
-        },
-    };
-    b.validate().map_err(|e| e.to_string())?;
-    Ok(b)
-}
-
-/// A DescribeAcls or DeleteAcls filter in the model, or why not.
-#[allow(clippy::too_many_arguments)]
-fn filter(
-    resource_type: i8,
-    name: Option<&str>,
-    pattern_type: i8,
-    principal: Option<&str>,
-    host: Option<&str>,
-    operation: i8,
-    permission: i8,
-) -> Result<AclBindingFilter, String> {
-    Ok(AclBindingFilter {
-        resource_type: ResourceType::from_code(resource_type)
-            .ok_or_else(|| format!("unknown resource type {resource_type}"))?,
-        name: name.map(str::to_string),
-        pattern_type: PatternType::from_code(pattern_type)
-            .ok_or_else(|| format!("unknown pattern type {pattern_type}"))?,
-        principal: principal.map(str::to_string),
-        host: host.map(str::to_string),
-        operation: Operation::from_code(operation)
-            .ok_or_else(|| format!("unknown operation {operation}"))?,
-        permission: Permission::from_code(permission)
-            .ok_or_else(|| format!("unknown permission type {permission}"))?,
-    })
+fn binding(c: &AclCreation) -> Result<AclBinding, String> {
+    AclBinding::from_codes(
+        c.resource_type,
+        &c.resource_name,
+        c.resource_pattern_type,
+        &c.principal,
+        &c.host,
+        c.operation,
+        c.permission_type,
+    )
 }
 
 /// Why this request may not change or read ACLs, if it may not.
@@ -120,21 +77,13 @@ pub fn create(ctx: &RequestContext, req: CreateAclsRequest) -> Reply {
             })
             .collect(),
         None => {
-            let parsed: Vec<Result<AclBinding, String>> = req
-                .creations
-                .iter()
-                .map(|c| {
-                    binding(
-                        c.resource_type,
-                        &c.resource_name,
-                        c.resource_pattern_type,
-                        &c.principal,
-                        &c.host,
-                        c.operation,
-                        c.permission_type,
-                    )
-                })
-                .collect();
+            if let Some(admin) = ctx.broker.security_admin() {
+                return Reply::Later(Box::pin(async move {
+                    Reply::Body(ResponseBody::CreateAcls(admin.create_acls(req).await))
+                }));
+            }
+            let parsed: Vec<Result<AclBinding, String>> =
+                req.creations.iter().map(binding).collect();
             let valid: Vec<AclBinding> = parsed.iter().filter_map(|r| r.clone().ok()).collect();
             let mut created = ctx.broker.acls.create(valid).into_iter();
             parsed
@@ -178,7 +127,7 @@ pub fn describe(ctx: &RequestContext, req: DescribeAclsRequest) -> Reply {
     if let Some((e, msg)) = refused(ctx, Operation::Describe) {
         return answer(e, Some(msg), Vec::new());
     }
-    let f = match filter(
+    let f = match AclBindingFilter::from_codes(
         req.resource_type_filter,
         req.resource_name_filter.as_deref(),
         req.pattern_type_filter,
@@ -228,12 +177,16 @@ pub fn delete(ctx: &RequestContext, req: DeleteAclsRequest) -> Reply {
     };
     let filter_results = if let Some((e, msg)) = refused(ctx, Operation::Alter) {
         req.filters.iter().map(|_| failed(e, &msg)).collect()
+    } else if let Some(admin) = ctx.broker.security_admin() {
+        return Reply::Later(Box::pin(async move {
+            Reply::Body(ResponseBody::DeleteAcls(admin.delete_acls(req).await))
+        }));
     } else {
         let parsed: Vec<Result<AclBindingFilter, String>> = req
             .filters
             .iter()
             .map(|f| {
-                filter(
+                AclBindingFilter::from_codes(
                     f.resource_type_filter,
                     f.resource_name_filter.as_deref(),
                     f.pattern_type_filter,
