@@ -1,4 +1,4 @@
-//! CreateAcls and DeleteAcls (v1-3): how a broker hands the active
+//! CreateAcls and DeleteAcls (v0-3): how a broker hands the active
 //! controller an ACL change, stored in the metadata log as Kafka 4 stores
 //! it (`AccessControlEntryRecord` / `RemoveAccessControlEntryRecord`).
 //!
