@@ -56,6 +56,11 @@ pub struct Session {
     /// The client's IP address as ACLs name hosts (`10.0.0.7`, `::1`),
     /// formatted once per connection.
     pub host: String,
+    /// The broker itself (its own transaction markers written to its own
+    /// partitions without a connection): never refused by ACLs, as Kafka's
+    /// inter-broker principal is a super user. No client connection ever
+    /// has it.
+    pub broker_itself: bool,
 }
 
 impl Session {
@@ -64,7 +69,21 @@ impl Session {
             listener,
             principal,
             host,
+            broker_itself: false,
         })
+    }
+
+    /// The broker acting on its own behalf (see [`Session::broker_itself`]),
+    /// as if on the PLAINTEXT listener at `host:port`.
+    pub fn broker_itself(host: &str, port: u16, node_id: i32) -> Arc<Session> {
+        let mut s = Session::internal(host, port);
+        let me = Arc::make_mut(&mut s);
+        me.principal = Principal {
+            principal_type: "Broker".to_string(),
+            name: node_id.to_string(),
+        };
+        me.broker_itself = true;
+        s
     }
 
     /// The authorizer's view of this client.

@@ -125,7 +125,11 @@ fn codes(body: &ResponseBody) -> Vec<i16> {
     // named `partition_error_code`, which the walk does not visit
     if let ResponseBody::AddPartitionsToTxn(r) = body {
         for t in &r.results_by_topic_v3_and_below {
-            out.extend(t.results_by_partition.iter().map(|p| p.partition_error_code));
+            out.extend(
+                t.results_by_partition
+                    .iter()
+                    .map(|p| p.partition_error_code),
+            );
         }
     }
     out
@@ -638,4 +642,46 @@ async fn listings_leave_out_what_the_client_may_not_describe() {
         panic!()
     };
     assert_eq!(l.groups.len(), 2);
+}
+
+/// A broker whose only listener is SASL, with ACLs: alice's transaction
+/// completes (its markers are written by the broker itself, not refused at
+/// the SASL listener or by the ACLs) and the last stable offset moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_commits_on_a_sasl_only_broker_with_acls() {
+    use crate::transactions::{
+        add_partitions, end_txn, init_txn, latest, produce_txn, txn_batch, wait_for_state,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_secured(dir.path()).await;
+    let mut admin = login(&b, "admin").await;
+    assert_eq!(create_topic(&mut admin, "t", 1, &[]).await, NONE);
+    allow(
+        &b,
+        "alice",
+        ResourceType::TransactionalId,
+        "tx",
+        Operation::Write,
+    );
+    allow(
+        &b,
+        "alice",
+        ResourceType::TransactionalId,
+        "tx",
+        Operation::Describe,
+    );
+    allow(&b, "alice", ResourceType::Topic, "t", Operation::Write);
+    allow(&b, "alice", ResourceType::Topic, "t", Operation::Read);
+    let mut alice = login(&b, "alice").await;
+    let (code, pid, epoch) = init_txn(&mut alice, "tx", 60_000).await;
+    assert_eq!(code, NONE);
+    let r = add_partitions(&mut alice, "tx", (pid, epoch), &[("t", 0)], 3).await;
+    assert!(r.iter().all(|x| x.2 == NONE), "{r:?}");
+    assert_eq!(
+        produce_txn(&mut alice, "tx", "t", 0, txn_batch(pid, epoch, 0, "a")).await,
+        NONE
+    );
+    assert_eq!(end_txn(&mut alice, "tx", (pid, epoch), true).await, NONE);
+    wait_for_state(&mut alice, "tx", &["CompleteCommit"]).await;
+    assert_eq!(latest(&mut alice, "t", 0, true).await, 2, "the LSO moved");
 }

@@ -131,7 +131,7 @@ pub async fn list(c: &mut Client, req: ListTransactionsRequest) -> ListTransacti
 }
 
 /// A transactional batch of `pid` / `epoch` from sequence `seq`.
-fn txn_batch(pid: i64, epoch: i16, seq: i32, value: &str) -> Bytes {
+pub fn txn_batch(pid: i64, epoch: i16, seq: i32, value: &str) -> Bytes {
     let mut b = RecordBatchBuilder::new(Compression::None)
         .producer(pid, epoch, seq)
         .transactional(true);
@@ -147,7 +147,13 @@ fn txn_batch(pid: i64, epoch: i16, seq: i32, value: &str) -> Bytes {
 
 /// Produces `records` to `topic`-`partition` as transactional id `id`
 /// (acks=all): the error.
-async fn produce_txn(c: &mut Client, id: &str, topic: &str, partition: i32, records: Bytes) -> i16 {
+pub async fn produce_txn(
+    c: &mut Client,
+    id: &str,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+) -> i16 {
     let req = ProduceRequest {
         transactional_id: Some(id.into()),
         acks: -1,
@@ -171,7 +177,7 @@ async fn produce_txn(c: &mut Client, id: &str, topic: &str, partition: i32, reco
 
 /// ListOffsets LATEST of `topic`-`partition`: the last stable offset with
 /// `read_committed`, else the high watermark.
-async fn latest(c: &mut Client, topic: &str, partition: i32, read_committed: bool) -> i64 {
+pub async fn latest(c: &mut Client, topic: &str, partition: i32, read_committed: bool) -> i64 {
     let req = ListOffsetsRequest {
         replica_id: -1,
         isolation_level: i8::from(read_committed),

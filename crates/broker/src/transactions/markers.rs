@@ -1,7 +1,8 @@
 //! Delivery of one transaction's markers: WriteTxnMarkers v1 to the leader
 //! of every partition of the transaction (grouped by leader, at its
-//! advertised client listener, also when the leader is this broker),
-//! retried with back-off for partitions whose leader is unknown or that
+//! advertised client listener; to this broker's own partitions through the
+//! same handler without a connection, as the broker itself, so neither a
+//! SASL-only listener nor ACLs stand in the way), retried with back-off for partitions whose leader is unknown or that
 //! answer a retriable error, until every partition has its marker.
 //!
 //! What a partition leader answers decides, as in Kafka's
@@ -58,6 +59,12 @@ pub enum Route {
 /// Where partition leaders are.
 pub trait MarkerRoutes: Send + Sync {
     fn route(&self, tp: &TopicPartition) -> Route;
+
+    /// This broker, when `node` is this broker: its markers are written
+    /// without a connection.
+    fn local(&self, _node: i32) -> Option<Arc<Broker>> {
+        None
+    }
 }
 
 /// The coordinator's side of a delivery.
@@ -166,6 +173,82 @@ async fn send(
         .send_version(&request(job, partitions), version)
         .await
         .map_err(|e| e.to_string())?;
+    Ok(answers(job, &resp))
+}
+
+/// Acts on a leader's answer for `tp`: `Some(Written)` when its marker is
+/// written (reported to `progress`), `Some(Cancelled)` when the job stops
+/// for good (reported), `None` to retry.
+fn settle(
+    job: &MarkerJob,
+    tp: &TopicPartition,
+    code: Option<ErrorCode>,
+    progress: &dyn MarkerProgress,
+) -> Option<Delivery> {
+    match code.map(outcome) {
+        Some(Outcome::Written) => {
+            progress.written(job, tp);
+            Some(Delivery::Written)
+        }
+        Some(Outcome::Cancel) => {
+            tracing::warn!(
+                transactional_id = %job.transactional_id,
+                partition = %tp,
+                code = ?code,
+                "transaction markers refused for good; stopping them"
+            );
+            progress.cancelled(job);
+            Some(Delivery::Cancelled)
+        }
+        Some(Outcome::Retry) | None => {
+            tracing::debug!(
+                transactional_id = %job.transactional_id,
+                partition = %tp,
+                code = ?code,
+                "marker not written yet; retrying"
+            );
+            None
+        }
+    }
+}
+
+/// Writes `partitions` of `job` on this broker through the WriteTxnMarkers
+/// handler, as the broker itself; the answer per partition.
+async fn send_local(
+    broker: &Arc<Broker>,
+    job: &MarkerJob,
+    partitions: &[TopicPartition],
+    shutdown: &watch::Receiver<bool>,
+) -> Result<BTreeMap<TopicPartition, ErrorCode>, String> {
+    let (host, port) = broker.advertised();
+    let ctx = crate::handler::RequestContext {
+        broker: broker.clone(),
+        api_key: ApiKey::WriteTxnMarkers,
+        api_version: WRITE_TXN_MARKERS_VERSION,
+        correlation_id: 0,
+        client_id: MARKER_CLIENT_ID.to_string(),
+        peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        local: None,
+        session: crate::session::Session::broker_itself(&host, port, broker.config.node_id),
+        shutdown: shutdown.clone(),
+    };
+    let mut reply = crate::handler::write_txn_markers::handle(&ctx, request(job, partitions)).await;
+    while let crate::handler::Reply::Later(later) = reply {
+        reply = later.await;
+    }
+    match reply {
+        crate::handler::Reply::Body(weir_protocol::messages::ResponseBody::WriteTxnMarkers(
+            resp,
+        )) => Ok(answers(job, &resp)),
+        _ => Err("no WriteTxnMarkers answer".to_string()),
+    }
+}
+
+/// The answer per partition of `job` in `resp`.
+fn answers(
+    job: &MarkerJob,
+    resp: &weir_protocol::messages::WriteTxnMarkersResponse,
+) -> BTreeMap<TopicPartition, ErrorCode> {
     let mut out = BTreeMap::new();
     for m in resp
         .markers
@@ -181,7 +264,7 @@ async fn send(
             }
         }
     }
-    Ok(out)
+    out
 }
 
 /// Writes every marker of `job`, retrying as the module doc says, until
@@ -218,6 +301,24 @@ pub async fn deliver(
             }
         }
         for ((node, addr), partitions) in by_leader {
+            if let Some(me) = routes.local(node) {
+                match send_local(&me, job, &partitions, &shutdown).await {
+                    Ok(answers) => {
+                        for tp in &partitions {
+                            match settle(job, tp, answers.get(tp).copied(), progress) {
+                                Some(Delivery::Cancelled) => return Delivery::Cancelled,
+                                Some(_) => {
+                                    remaining.remove(tp);
+                                    wrote = true;
+                                }
+                                None => {}
+                            }
+                        }
+                    }
+                    Err(e) => tracing::debug!(node, "WriteTxnMarkers to this broker failed: {e}"),
+                }
+                continue;
+            }
             let conn = match conns.entry(addr.clone()) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
@@ -244,31 +345,13 @@ pub async fn deliver(
                 }
             };
             for tp in &partitions {
-                let code = answers.get(tp).copied();
-                match code.map(outcome) {
-                    Some(Outcome::Written) => {
-                        progress.written(job, tp);
+                match settle(job, tp, answers.get(tp).copied(), progress) {
+                    Some(Delivery::Cancelled) => return Delivery::Cancelled,
+                    Some(_) => {
                         remaining.remove(tp);
                         wrote = true;
                     }
-                    Some(Outcome::Cancel) => {
-                        tracing::warn!(
-                            transactional_id = %job.transactional_id,
-                            partition = %tp,
-                            code = ?code,
-                            "transaction markers refused for good; stopping them"
-                        );
-                        progress.cancelled(job);
-                        return Delivery::Cancelled;
-                    }
-                    Some(Outcome::Retry) | None => {
-                        tracing::debug!(
-                            transactional_id = %job.transactional_id,
-                            partition = %tp,
-                            code = ?code,
-                            "marker not written yet; retrying"
-                        );
-                    }
+                    None => {}
                 }
             }
         }
@@ -292,6 +375,10 @@ pub async fn deliver(
 pub struct ClusterRoutes(pub Arc<Broker>);
 
 impl MarkerRoutes for ClusterRoutes {
+    fn local(&self, node: i32) -> Option<Arc<Broker>> {
+        (node == self.0.config.node_id).then(|| self.0.clone())
+    }
+
     fn route(&self, tp: &TopicPartition) -> Route {
         let snap = self.0.cluster();
         let Some(topic) = snap.topic(&tp.topic) else {
