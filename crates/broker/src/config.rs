@@ -281,6 +281,10 @@ pub struct BrokerConfig {
     /// `http.allowed.hosts` (weir): more `Host` names the HTTP listener
     /// answers (see `http::host`); `*` = any.
     pub http_allowed_hosts: Vec<String>,
+    /// TLS (`https://`, `http.ssl.*`) and basic authentication
+    /// (`http.basic.auth.*`) of the HTTP listener (weir); an address other
+    /// than loopback has one of them or `http.insecure.allow`.
+    pub http_security: crate::http::security::HttpSecurity,
     pub log_dirs: Vec<PathBuf>,
     pub auto_create_topics_enable: bool,
     pub num_partitions: i32,
@@ -469,8 +473,14 @@ impl BrokerConfig {
             }
         };
         let http_s = get("http.listeners");
-        let http_listener =
-            parse_http_listener(&http_s).map_err(|e| invalid("http.listeners", &http_s, e))?;
+        let http_parsed = crate::http::security::parse_listener(&http_s)
+            .map_err(|e| invalid("http.listeners", &http_s, e))?;
+        let http_security = crate::http::security::HttpSecurity::parse(
+            http_parsed.as_ref(),
+            &|name: &str| explicit.get(name).cloned(),
+        )
+        .map_err(|e| invalid(&e.name, &e.value, e.reason))?;
+        let http_listener = http_parsed.map(|(l, _)| l);
         let allowed_s = get("http.allowed.hosts");
         let http_allowed_hosts: Vec<String> = allowed_s
             .split(',')
@@ -510,6 +520,7 @@ impl BrokerConfig {
             quorum_voters: kraft.voters,
             http_listener,
             http_allowed_hosts,
+            http_security,
             log_dirs,
             auto_create_topics_enable: auto_create.eq_ignore_ascii_case("true"),
             num_partitions: positive("num.partitions", int("num.partitions")?)?.min(i32::MAX as i64)
@@ -1144,32 +1155,6 @@ fn authorizer_config(
         allow_everyone_if_no_acl_found: get("allow.everyone.if.no.acl.found")
             .eq_ignore_ascii_case("true"),
     }))
-}
-
-/// Parses `http.listeners`: `host:port` or `http://host:port` (the first
-/// of a comma-separated list); the empty string disables the listener.
-pub fn parse_http_listener(s: &str) -> Result<Option<Listener>, String> {
-    let Some(first) = s.split(',').map(str::trim).find(|e| !e.is_empty()) else {
-        return Ok(None);
-    };
-    let rest = match first.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
-        Some((scheme, _)) => return Err(format!("unsupported scheme {scheme:?} (only http)")),
-        None => first,
-    };
-    let (host, port) = rest
-        .rsplit_once(':')
-        .ok_or_else(|| format!("expected host:port, got {rest:?}"))?;
-    let port: u16 = port.parse().map_err(|_| format!("invalid port {port:?}"))?;
-    let l = Listener {
-        host: host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string(),
-        port,
-    };
-    l.bind_addr()?;
-    Ok(Some(l))
 }
 
 /// Collects explicitly set pairs from the configuration sources, in order of
@@ -1831,13 +1816,15 @@ mod tests {
             s.build()
         };
         assert_eq!(with("").unwrap().http_listener, None);
-        let l = with("http://0.0.0.0:0").unwrap().http_listener.unwrap();
-        assert_eq!((l.host.as_str(), l.port), ("0.0.0.0", 0));
+        let l = with("http://127.0.0.2:0").unwrap().http_listener.unwrap();
+        assert_eq!((l.host.as_str(), l.port), ("127.0.0.2", 0));
         let l = with("[::1]:8080").unwrap().http_listener.unwrap();
         assert_eq!(l.bind_addr().unwrap().to_string(), "[::1]:8080");
         for bad in [
             "9644",
-            "https://127.0.0.1:1",
+            "ftp://127.0.0.1:1",
+            // not loopback, neither TLS nor authentication
+            "http://0.0.0.0:0",
             "127.0.0.1:x",
             "127.0.0.1:70000",
         ] {

@@ -217,6 +217,42 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     // weir-specific: Host names the HTTP listener answers besides IPs,
     // dotless names and its own host (`*`: any)
     def("http.allowed.hosts", List, Some("")),
+    // weir-specific: TLS of an https:// HTTP listener (crate::http::security),
+    // Kafka's ssl.* names under http.
+    one_of(
+        def("http.ssl.keystore.type", Str, None),
+        &["PEM", "PKCS12", "JKS"],
+    ),
+    def("http.ssl.keystore.location", Str, None),
+    secret(def("http.ssl.keystore.password", Str, None)),
+    secret(def("http.ssl.key.password", Str, None)),
+    secret(def("http.ssl.keystore.certificate.chain", Str, None)),
+    secret(def("http.ssl.keystore.key", Str, None)),
+    one_of(
+        def("http.ssl.truststore.type", Str, None),
+        &["PEM", "PKCS12", "JKS"],
+    ),
+    def("http.ssl.truststore.location", Str, None),
+    secret(def("http.ssl.truststore.password", Str, None)),
+    secret(def("http.ssl.truststore.certificates", Str, None)),
+    one_of(
+        def("http.ssl.client.auth", Str, Some("none")),
+        &["none", "requested", "required"],
+    ),
+    def("http.ssl.enabled.protocols", List, Some("TLSv1.2,TLSv1.3")),
+    // weir-specific: HTTP basic authentication (crate::http::basic_auth):
+    // a file of user:$pbkdf2-sha256$… lines; whether /metrics asks too
+    def("http.basic.auth.file", Str, None),
+    one_of(
+        def("http.basic.auth.metrics", Boolean, Some("true")),
+        &["true", "false"],
+    ),
+    // weir-specific: serve an address other than loopback without TLS and
+    // without authentication
+    one_of(
+        def("http.insecure.allow", Boolean, Some("false")),
+        &["true", "false"],
+    ),
     def("log.dirs", List, Some("./weir-data")),
     one_of(
         def("auto.create.topics.enable", Boolean, Some("true")),
@@ -245,6 +281,9 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         1,
     )),
     min(def("connections.max.idle.ms", Long, Some("600000")), 1),
+    // KIP-368: a SASL session lasts at most this long, then the client
+    // re-authenticates on the same connection or is disconnected; 0: forever
+    min(def("connections.max.reauth.ms", Long, Some("0")), 0),
     min(def("num.recovery.threads.per.data.dir", Int, Some("2")), 1),
     cw(min(def("message.max.bytes", Int, Some("1048588")), 0)),
     cw(min(def("log.segment.bytes", Int, Some("1073741824")), 14)),

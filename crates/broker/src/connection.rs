@@ -118,6 +118,16 @@ async fn front(pending: &mut VecDeque<Waiting>) -> Done {
     }
 }
 
+/// What a step of the SASL exchange changes in its answer.
+enum SaslOutcome {
+    Nothing,
+    /// Success with a session lifetime (`session_lifetime_ms`).
+    Lifetime(i64),
+    /// A success turned into a failure (a re-authentication as another
+    /// principal): the message for the client.
+    Refused(String),
+}
+
 /// A piece of an outgoing response.
 pub enum ResponsePart {
     Bytes(Bytes),
@@ -130,8 +140,16 @@ pub struct Connection {
     /// The listener and the authenticated principal.
     session: Arc<Session>,
     /// Some on a SASL listener until the client has authenticated: only
-    /// the requests it allows are served meanwhile.
+    /// the requests it allows are served meanwhile. Some again while an
+    /// authenticated session re-authenticates (KIP-368).
     auth: Option<Authenticating>,
+    /// The listener's SASL settings, on a SASL listener.
+    sasl: Option<Arc<ListenerSasl>>,
+    /// The mechanism the session authenticated with.
+    authenticated_with: Option<crate::sasl::Mechanism>,
+    /// When the SASL session expires (broker clock, ms): a request after
+    /// it other than a re-authentication closes the connection.
+    session_expires_ms: Option<i64>,
     /// Close once the answer being sent is out (a failed authentication).
     close_after: Option<String>,
     /// TLS only: where file regions are copied before encryption; kept
@@ -195,6 +213,9 @@ impl Connection {
             peer,
             session,
             auth: None,
+            sasl: None,
+            authenticated_with: None,
+            session_expires_ms: None,
             close_after: None,
             copy_buf: Vec::new(),
             read_buf: BytesMut::with_capacity(4096),
@@ -213,7 +234,8 @@ impl Connection {
     /// client has authenticated with one of `sasl`'s mechanisms; the
     /// session's principal is then `User:<name>`.
     pub fn with_sasl(mut self, sasl: Arc<ListenerSasl>) -> Self {
-        self.auth = Some(Authenticating::new(sasl));
+        self.auth = Some(Authenticating::new(sasl.clone()));
+        self.sasl = Some(sasl);
         self
     }
 
@@ -250,11 +272,11 @@ impl Connection {
                 };
             }
         };
-        let max = match self.auth {
-            Some(_) => self
+        let max = match &self.auth {
+            Some(a) if !a.is_reauth() => self
                 .max_request_bytes
                 .min(MAX_UNAUTHENTICATED_REQUEST_BYTES),
-            None => self.max_request_bytes,
+            _ => self.max_request_bytes,
         };
         if size < 0 || size as u32 > max {
             return Err(ConnectionError::FrameTooLarge {
@@ -612,11 +634,54 @@ impl Connection {
                 return Err(ConnectionError::InvalidRequest(e.to_string()));
             }
         };
+        if self.auth.is_none()
+            && let Some(sasl) = &self.sasl
+        {
+            let handshake = matches!(body, RequestBody::SaslHandshake(_));
+            match self.authenticated_with {
+                // KIP-368: an authenticated session starts re-authenticating
+                Some(m) if handshake && sasl.max_reauth_ms > 0 => {
+                    self.auth = Some(Authenticating::reauthenticate(sasl.clone(), m));
+                }
+                _ if self
+                    .session_expires_ms
+                    .is_some_and(|t| broker.now_ms() >= t) =>
+                {
+                    broker
+                        .metrics
+                        .sasl_sessions_expired
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Err(ConnectionError::Unauthenticated(
+                        "the SASL session expired (connections.max.reauth.ms) without a \
+                         re-authentication"
+                            .to_string(),
+                    ));
+                }
+                _ => {}
+            }
+        }
         if let Some(auth) = &mut self.auth {
             match auth.request(&body, crate::sasl::server_nonce) {
                 Gate::Pass => {}
-                Gate::Answer { body, after } => {
-                    self.after_sasl_step(broker, after);
+                Gate::Answer { mut body, after } => {
+                    match self.after_sasl_step(broker, after) {
+                        SaslOutcome::Nothing => {}
+                        SaslOutcome::Lifetime(ms) => {
+                            if let ResponseBody::SaslAuthenticate(r) = body.as_mut() {
+                                r.session_lifetime_ms = ms;
+                            }
+                        }
+                        SaslOutcome::Refused(message) => {
+                            if let ResponseBody::SaslAuthenticate(r) = body.as_mut() {
+                                r.error_code =
+                                    weir_protocol::error_code::ErrorCode::SaslAuthenticationFailed
+                                        .code();
+                                r.error_message = Some(message);
+                                r.auth_bytes = Bytes::new();
+                                r.session_lifetime_ms = 0;
+                            }
+                        }
+                    }
                     broker.metrics.record_response_errors(api_key, &body);
                     return Ok(Outgoing {
                         correlation_id,
@@ -673,29 +738,66 @@ impl Connection {
     }
 
     /// Acts on a step of the SASL exchange: a success makes the session's
-    /// principal the user; a failure is counted, logged (never with the
-    /// credentials) and closes the connection after the answer.
-    fn after_sasl_step(&mut self, broker: &Broker, after: After) {
+    /// principal the user (a re-authentication must keep it) and sets the
+    /// session's lifetime (KIP-368); a failure is counted, logged (never
+    /// with the credentials) and closes the connection after the answer.
+    fn after_sasl_step(&mut self, broker: &Broker, after: After) -> SaslOutcome {
         match after {
-            After::Continue => {}
-            After::Authenticated { user, mechanism } => {
+            After::Continue => SaslOutcome::Nothing,
+            After::Authenticated {
+                user,
+                mechanism,
+                expires_at_ms,
+            } => {
+                let reauth = self.auth.as_ref().is_some_and(Authenticating::is_reauth);
                 self.auth = None;
-                self.session = Session::new(
-                    self.session.listener.clone(),
-                    Principal::user(user),
-                    self.session.host.clone(),
-                );
-                broker
-                    .metrics
-                    .sasl_authentications
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(
-                    peer = %self.peer,
-                    listener = %self.session.listener.name,
-                    principal = %self.session.principal,
-                    mechanism = mechanism.name(),
-                    "SASL authenticated"
-                );
+                if reauth && user != self.session.principal.name {
+                    let reason = format!(
+                        "re-authentication as {user:?} of a session of {}",
+                        self.session.principal
+                    );
+                    self.after_sasl_step(broker, After::Failed { reason });
+                    return SaslOutcome::Refused(
+                        "Authentication failed: a re-authentication cannot change the principal"
+                            .to_string(),
+                    );
+                }
+                let now = broker.now_ms();
+                let lifetime = self
+                    .sasl
+                    .as_ref()
+                    .and_then(|s| s.session_lifetime_ms(now, expires_at_ms));
+                self.session_expires_ms = lifetime.map(|l| now.saturating_add(l));
+                self.authenticated_with = Some(mechanism);
+                if reauth {
+                    broker
+                        .metrics
+                        .sasl_reauthentications
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(
+                        peer = %self.peer,
+                        principal = %self.session.principal,
+                        "SASL re-authenticated"
+                    );
+                } else {
+                    self.session = Session::new(
+                        self.session.listener.clone(),
+                        Principal::user(user),
+                        self.session.host.clone(),
+                    );
+                    broker
+                        .metrics
+                        .sasl_authentications
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(
+                        peer = %self.peer,
+                        listener = %self.session.listener.name,
+                        principal = %self.session.principal,
+                        mechanism = mechanism.name(),
+                        "SASL authenticated"
+                    );
+                }
+                lifetime.map_or(SaslOutcome::Nothing, SaslOutcome::Lifetime)
             }
             After::Failed { reason } => {
                 broker
@@ -708,6 +810,7 @@ impl Connection {
                     "SASL authentication failed: {reason}"
                 );
                 self.close_after = Some(reason);
+                SaslOutcome::Nothing
             }
         }
     }

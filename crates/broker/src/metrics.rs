@@ -239,6 +239,11 @@ pub struct BrokerMetrics {
     /// SASL authentications refused (wrong credentials, malformed or
     /// out-of-order SASL messages).
     pub sasl_authentication_failures: AtomicU64,
+    /// Re-authentications (KIP-368) that succeeded.
+    pub sasl_reauthentications: AtomicU64,
+    /// Connections closed because their SASL session expired without a
+    /// re-authentication.
+    pub sasl_sessions_expired: AtomicU64,
     open_connections: AtomicI64,
     /// Fetch requests waiting for data now (long polls).
     parked_fetches: AtomicI64,
@@ -248,6 +253,10 @@ pub struct BrokerMetrics {
     /// Memory of request frames (`queued.max.request.bytes`).
     pub request_memory: Arc<RequestMemoryGauges>,
     pub http_requests: AtomicU64,
+    /// HTTP requests whose basic-auth credentials were refused (wrong
+    /// user or password, or not decodable; requests without credentials
+    /// are not counted).
+    pub http_auth_failures: AtomicU64,
     pub retention: RetentionStats,
     /// Set once the log cleaner runs (absent when disabled).
     cleaner: OnceLock<Arc<LogCleaner>>,
@@ -272,11 +281,14 @@ impl BrokerMetrics {
             connections_rejected: AtomicU64::new(0),
             sasl_authentications: AtomicU64::new(0),
             sasl_authentication_failures: AtomicU64::new(0),
+            sasl_reauthentications: AtomicU64::new(0),
+            sasl_sessions_expired: AtomicU64::new(0),
             open_connections: AtomicI64::new(0),
             parked_fetches: AtomicI64::new(0),
             fetch_wakeups: AtomicU64::new(0),
             request_memory: Arc::default(),
             http_requests: AtomicU64::new(0),
+            http_auth_failures: AtomicU64::new(0),
             retention: RetentionStats::default(),
             cleaner: OnceLock::new(),
             extra: ExtraSlot::default(),

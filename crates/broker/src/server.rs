@@ -152,6 +152,7 @@ pub async fn start_with_setup(
     // TLS stores are read and ports bound first: a bad keystore or a port
     // in use fails before the data dir is touched
     let tls = load_tls(&config).await?;
+    let http_protection = load_http_protection(&config).await?;
     let mut bound = Vec::with_capacity(config.listeners.len());
     for (l, tls) in config.listeners.iter().zip(tls) {
         let bind = l.address.bind_addr().map_err(BrokerError::Config)?;
@@ -228,6 +229,30 @@ pub async fn start_with_setup(
         .first()
         .map(|(_, a)| *a)
         .ok_or_else(|| BrokerError::Config("no client listener".into()))?;
+    let mut http_addr = None;
+    let mut http_task = None;
+    if let Some(l) = http_listener {
+        let addr = l.local_addr()?;
+        let scheme = if http_protection.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        tracing::info!(%addr, scheme, "HTTP listening (/metrics, console)");
+        if let Some(weak) = config.http_security.weakness(addr) {
+            tracing::warn!(%addr, "HTTP listener {weak}");
+        }
+        if let Some(t) = &http_protection.tls {
+            reloading.push(t.clone());
+        }
+        http_addr = Some(addr);
+        http_task = Some(crate::http::spawn(
+            l,
+            broker.clone(),
+            http_protection,
+            shutdown_rx.clone(),
+        ));
+    }
     if !reloading.is_empty() {
         tasks.push(tokio::spawn(tls_reload_loop(
             reloading,
@@ -242,14 +267,6 @@ pub async fn start_with_setup(
         broker.clone(),
         shutdown_rx.clone(),
     ));
-    let mut http_addr = None;
-    let mut http_task = None;
-    if let Some(l) = http_listener {
-        let addr = l.local_addr()?;
-        tracing::info!(%addr, "HTTP listening (/metrics, console)");
-        http_addr = Some(addr);
-        http_task = Some(crate::http::spawn(l, broker.clone(), shutdown_rx.clone()));
-    }
     let ticker = tokio::spawn(tick_loop(broker.clone(), shutdown_rx));
     tracing::info!(%local_addr, "broker listening");
     Ok(RunningBroker {
@@ -308,8 +325,24 @@ async fn load_tls(config: &BrokerConfig) -> Result<Vec<Option<Arc<ListenerTls>>>
     .map_err(|e| BrokerError::Config(format!("TLS load task failed: {e}")))?
 }
 
-/// What connections of `l`, bound at `bound`, see of their listener.
-fn listener_info(l: &ClientListener, bound: SocketAddr) -> ListenerInfo {
+/// Loads the HTTP listener's keystore and users file (blocking reads, on a
+/// blocking thread); nothing when the listener is off.
+async fn load_http_protection(
+    config: &BrokerConfig,
+) -> Result<crate::http::Protection, BrokerError> {
+    if config.http_listener.is_none() {
+        return Ok(crate::http::Protection::default());
+    }
+    let security = config.http_security.clone();
+    tokio::task::spawn_blocking(move || crate::http::Protection::load(&security))
+        .await
+        .map_err(|e| BrokerError::Config(format!("HTTP TLS load task failed: {e}")))?
+        .map_err(|e| BrokerError::Config(e.to_string()))
+}
+
+/// What connections of `l`, bound at `bound`, see of their listener (and
+/// what a cluster member registers for it).
+pub fn listener_info(l: &ClientListener, bound: SocketAddr) -> ListenerInfo {
     let (advertised_host, advertised_port) = match &l.advertised {
         Some(a) => (a.host.clone(), a.port),
         None if bound.ip().is_unspecified() => ("127.0.0.1".to_string(), bound.port()),

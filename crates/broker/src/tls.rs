@@ -30,6 +30,7 @@ use tokio_rustls::TlsAcceptor;
 
 pub use dn::subject_dn;
 pub use principal::PrincipalRules;
+pub(crate) use store::FileStamp;
 
 use crate::session::Principal;
 

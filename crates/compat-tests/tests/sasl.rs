@@ -29,6 +29,11 @@ const SCRAM_JAAS: &str = "org.apache.kafka.common.security.scram.ScramLoginModul
 /// A broker whose first listener is SASL_PLAINTEXT with PLAIN and both
 /// SCRAM mechanisms, with an HTTP listener for its metrics.
 fn start() -> WeirProcess {
+    start_with(&[])
+}
+
+/// [`start`] with more `--set` values.
+fn start_with(more: &[&str]) -> WeirProcess {
     let args: Vec<String> = [
         "listeners=SASL_PLAINTEXT://127.0.0.1:0".to_string(),
         "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512".to_string(),
@@ -38,6 +43,7 @@ fn start() -> WeirProcess {
         "http.listeners=127.0.0.1:0".to_string(),
     ]
     .into_iter()
+    .chain(more.iter().map(|s| s.to_string()))
     .flat_map(|kv| ["--set".to_string(), kv])
     .collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -195,6 +201,62 @@ async fn rdkafka_plain_and_scram_and_wrong_credentials_refused() {
     assert!(
         !log.contains("bob-secret") && !log.contains("alice-secret"),
         "{log}"
+    );
+}
+
+/// KIP-368: with `connections.max.reauth.ms`, librdkafka re-authenticates
+/// its connections before their sessions end and keeps producing; no
+/// session expires, nothing fails.
+#[tokio::test(flavor = "multi_thread")]
+async fn rdkafka_reauthenticates_before_its_session_expires() {
+    let b = start_with(&["connections.max.reauth.ms=1500"]);
+    let reauths = || b.metric("weir_sasl_reauthentications_total", &[]).unwrap();
+    for (mechanism, user, password) in [
+        ("SCRAM-SHA-512", "carol", "carol-secret"),
+        ("PLAIN", "alice", "alice-secret"),
+    ] {
+        let before = reauths();
+        let topic = format!("sasl-reauth-{}", mechanism.to_ascii_lowercase());
+        let producer: FutureProducer = client(&b, mechanism, user, password)
+            .set("acks", "all")
+            .set("message.timeout.ms", "30000")
+            .create()
+            .expect("producer");
+        // produce (each send waits for its ack) until the connection has
+        // re-authenticated twice
+        let deadline = Instant::now() + TIMEOUT;
+        let mut sent = 0;
+        while reauths() < before + 2.0 {
+            assert!(
+                Instant::now() < deadline,
+                "{mechanism}: {} re-authentications after {sent} records",
+                reauths() - before
+            );
+            producer
+                .send(
+                    FutureRecord::<(), _>::to(&topic)
+                        .payload(&format!("r-{sent}"))
+                        .partition(0),
+                    TIMEOUT,
+                )
+                .await
+                .unwrap_or_else(|(e, _)| {
+                    panic!("{mechanism}: produce across re-authentication: {e}")
+                });
+            sent += 1;
+        }
+        let values: Vec<String> = (0..sent).map(|i| format!("r-{i}")).collect();
+        assert_eq!(
+            consume(&client(&b, mechanism, user, password), &topic, sent),
+            values,
+            "{mechanism}"
+        );
+    }
+    assert_eq!(failures(&b), 0.0);
+    assert_eq!(
+        b.metric("weir_sasl_sessions_expired_total", &[]).unwrap(),
+        0.0,
+        "a session expired instead of being renewed"
     );
 }
 

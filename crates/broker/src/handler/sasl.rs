@@ -1,8 +1,8 @@
 //! SaslHandshake and SaslAuthenticate once a connection is past
 //! authentication, or on a listener without SASL: ILLEGAL_SASL_STATE, as
-//! Kafka answers (re-authentication, KIP-368, is not served). Before
-//! authentication the connection answers them itself (see
-//! [`crate::sasl::gate`]).
+//! Kafka answers. Before authentication, and for a re-authentication
+//! (KIP-368, with `connections.max.reauth.ms`), the connection answers
+//! them itself (see [`crate::sasl::gate`]).
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{

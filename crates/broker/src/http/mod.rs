@@ -14,9 +14,18 @@
 //! gets 421 ([`host::HostCheck`]); every response carries
 //! `Content-Security-Policy`, `X-Frame-Options: DENY`,
 //! `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
+//!
+//! Protection ([`security`]): with `https://` the listener speaks only TLS
+//! (the keystore of `http.ssl.*`, loaded and reloaded as the Kafka SSL
+//! listeners' are; a plain-HTTP request fails the handshake); with
+//! `http.basic.auth.file` every request, `/metrics` included unless
+//! `http.basic.auth.metrics=false`, needs the credentials of a listed user
+//! ([`basic_auth`]) and gets 401 otherwise.
 
+pub mod basic_auth;
 pub mod console;
 pub mod host;
+pub mod security;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -28,18 +37,22 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{
-    ALLOW, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HOST, HeaderValue, REFERRER_POLICY,
-    X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+    ALLOW, AUTHORIZATION, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HOST, HeaderValue,
+    REFERRER_POLICY, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
+use crate::tls::{ListenerTls, TlsError};
+use basic_auth::{BasicAuth, BasicAuthError};
+use security::HttpSecurity;
 
 /// Largest request head accepted (hyper's minimum is 8 KiB).
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
@@ -51,23 +64,102 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// idle keep-alive connections cannot hold every slot.
 pub const MAX_CONNECTION_AGE: Duration = Duration::from_secs(300);
 
+/// How often the users file is looked at for changes (a stat).
+pub const AUTH_RELOAD_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What the listener serves with, loaded from [`HttpSecurity`].
+#[derive(Debug, Clone, Default)]
+pub struct Protection {
+    /// Some for `https://`: the acceptor of each new connection.
+    pub tls: Option<Arc<ListenerTls>>,
+    /// Some with `http.basic.auth.file`.
+    pub auth: Option<Arc<BasicAuth>>,
+    /// `/metrics` is answered without credentials
+    /// (`http.basic.auth.metrics=false`).
+    pub metrics_open: bool,
+}
+
+/// A keystore or users file that cannot be used at start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtectionError {
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    BasicAuth(#[from] BasicAuthError),
+}
+
+impl Protection {
+    /// Loads the keystore and the users file `s` names (blocking reads).
+    pub fn load(s: &HttpSecurity) -> Result<Protection, ProtectionError> {
+        let tls = s
+            .tls
+            .clone()
+            .map(ListenerTls::load)
+            .transpose()?
+            .map(Arc::new);
+        let auth = s
+            .basic_auth
+            .as_ref()
+            .map(|a| BasicAuth::load(&a.file))
+            .transpose()?
+            .map(Arc::new);
+        Ok(Protection {
+            tls,
+            auth,
+            metrics_open: s.basic_auth.as_ref().is_some_and(|a| !a.metrics),
+        })
+    }
+}
+
 /// Binds the HTTP listener.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves HTTP on `listener` until `shutdown` becomes true.
+/// Serves HTTP on `listener` until `shutdown` becomes true. The caller
+/// reloads `protection.tls` (with the Kafka listeners' stores); the users
+/// file is reloaded here.
 pub fn spawn(
     listener: TcpListener,
     broker: Arc<Broker>,
+    protection: Protection,
     shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
-    tokio::spawn(accept_loop(listener, broker, shutdown))
+    if let Some(auth) = &protection.auth {
+        tokio::spawn(auth_reload_loop(auth.clone(), shutdown.clone()));
+    }
+    tokio::spawn(accept_loop(
+        listener,
+        broker,
+        Arc::new(protection),
+        shutdown,
+    ))
+}
+
+/// Reloads the users file when it changes.
+async fn auth_reload_loop(auth: Arc<BasicAuth>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(AUTH_RELOAD_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        let a = auth.clone();
+        match tokio::task::spawn_blocking(move || a.reload_if_changed()).await {
+            Ok(Ok(true)) => tracing::info!(
+                file = %auth.path().display(),
+                "http.basic.auth.file changed: its users are in force"
+            ),
+            Ok(Ok(false)) | Err(_) => {}
+            Ok(Err(e)) => tracing::error!("reloading failed, the previous users stay: {e}"),
+        }
+    }
 }
 
 async fn accept_loop(
     listener: TcpListener,
     broker: Arc<Broker>,
+    protection: Arc<Protection>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -89,25 +181,42 @@ async fn accept_loop(
         let broker = broker.clone();
         let shutdown = shutdown.clone();
         let hosts = hosts.clone();
+        let protection = protection.clone();
         tokio::spawn(async move {
-            serve_connection(stream, peer, broker, hosts, shutdown).await;
+            match &protection.tls {
+                None => serve_connection(stream, peer, broker, hosts, protection, shutdown).await,
+                Some(tls) => {
+                    let handshake = tls.acceptor().accept(stream);
+                    match tokio::time::timeout(HEADER_READ_TIMEOUT, handshake).await {
+                        Ok(Ok(s)) => {
+                            serve_connection(s, peer, broker, hosts, protection, shutdown).await
+                        }
+                        Ok(Err(e)) => tracing::debug!(%peer, "HTTPS handshake failed: {e}"),
+                        Err(_) => tracing::debug!(%peer, "HTTPS handshake timed out"),
+                    }
+                }
+            }
             drop(slot);
         });
     }
 }
 
-async fn serve_connection(
-    stream: TcpStream,
+async fn serve_connection<S>(
+    stream: S,
     peer: SocketAddr,
     broker: Arc<Broker>,
     hosts: Arc<host::HostCheck>,
+    protection: Arc<Protection>,
     mut shutdown: watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let service = service_fn(move |req: Request<Incoming>| {
         let broker = broker.clone();
         let hosts = hosts.clone();
+        let protection = protection.clone();
         async move {
-            let mut r = route(&broker, &hosts, &req).await;
+            let mut r = route(&broker, &hosts, &protection, &req).await;
             secure_headers(&mut r);
             Ok::<_, Infallible>(r)
         }
@@ -190,11 +299,46 @@ fn host_allowed<B>(hosts: &host::HostCheck, req: &Request<B>) -> bool {
             .is_none_or(|a| hosts.allows(Some(a.as_str())))
 }
 
+/// Whether the request may pass basic authentication: always without
+/// `http.basic.auth.file`, and for `/metrics` with
+/// `http.basic.auth.metrics=false`; else with the credentials of a listed
+/// user. Wrong credentials are counted; several `Authorization` headers
+/// are never right.
+async fn authenticated<B>(broker: &Broker, protection: &Protection, req: &Request<B>) -> bool {
+    let Some(auth) = &protection.auth else {
+        return true;
+    };
+    if protection.metrics_open && req.uri().path() == "/metrics" {
+        return true;
+    }
+    let mut values = req.headers().get_all(AUTHORIZATION).iter();
+    let value = match (values.next(), values.next()) {
+        (None, _) => None,
+        (Some(v), None) => Some(v.as_bytes().to_vec()),
+        (Some(_), Some(_)) => Some(Vec::new()),
+    };
+    let presented = value.is_some();
+    let a = auth.clone();
+    // a key derivation takes milliseconds: off the async workers
+    let ok = tokio::task::spawn_blocking(move || a.allows(value.as_deref()))
+        .await
+        .unwrap_or(false);
+    if !ok && presented {
+        broker
+            .metrics
+            .http_auth_failures
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    ok
+}
+
 /// Routes one request: a `Host` that does not name the broker gets 421,
-/// then GET/HEAD `/metrics`, else the console.
+/// missing or wrong credentials 401, then GET/HEAD `/metrics`, else the
+/// console.
 pub async fn route<B>(
     broker: &Arc<Broker>,
     hosts: &host::HostCheck,
+    protection: &Protection,
     req: &Request<B>,
 ) -> Response<Full<Bytes>> {
     broker.metrics.http_requests.fetch_add(1, Ordering::Relaxed);
@@ -203,6 +347,14 @@ pub async fn route<B>(
             StatusCode::MISDIRECTED_REQUEST,
             "misdirected request: the Host header does not name this broker (add the name to http.allowed.hosts)\n",
         );
+    }
+    if !authenticated(broker, protection, req).await {
+        let mut r = plain(StatusCode::UNAUTHORIZED, "unauthorized\n");
+        r.headers_mut().insert(
+            WWW_AUTHENTICATE,
+            HeaderValue::from_static(basic_auth::CHALLENGE),
+        );
+        return r;
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");

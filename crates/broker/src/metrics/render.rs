@@ -202,6 +202,16 @@ fn network(w: &mut TextWriter, b: &Broker) {
             load(&m.sasl_authentication_failures),
         ),
         (
+            "weir_sasl_reauthentications_total",
+            "SASL re-authentications (KIP-368, connections.max.reauth.ms) that succeeded.",
+            load(&m.sasl_reauthentications),
+        ),
+        (
+            "weir_sasl_sessions_expired_total",
+            "Connections closed because their SASL session expired without a re-authentication.",
+            load(&m.sasl_sessions_expired),
+        ),
+        (
             "weir_fetch_wakeups_total",
             "Parked fetches woken by an append to one of their partitions (each re-reads its partitions).",
             load(&m.fetch_wakeups),
@@ -210,6 +220,11 @@ fn network(w: &mut TextWriter, b: &Broker) {
             "weir_http_requests_total",
             "Requests served by the HTTP listener (metrics and console).",
             load(&m.http_requests),
+        ),
+        (
+            "weir_http_auth_failures_total",
+            "HTTP requests refused with 401 for wrong basic-auth credentials (http.basic.auth.file).",
+            load(&m.http_auth_failures),
         ),
     ];
     for (name, help, v) in counters {

@@ -46,6 +46,9 @@ pub enum After {
     Authenticated {
         user: String,
         mechanism: Mechanism,
+        /// When the credential stops being valid (an OAUTHBEARER token's
+        /// `exp`), for the session's lifetime (KIP-368).
+        expires_at_ms: Option<i64>,
     },
     /// The client failed to authenticate: count, log, close.
     Failed {
@@ -68,6 +71,10 @@ enum Phase {
 pub struct Authenticating {
     sasl: Arc<ListenerSasl>,
     phase: Phase,
+    /// A re-authentication (KIP-368) of a session that authenticated with
+    /// this mechanism: the same mechanism is required, and other requests
+    /// are served meanwhile.
+    reauth: Option<Mechanism>,
 }
 
 impl Authenticating {
@@ -75,14 +82,56 @@ impl Authenticating {
         Authenticating {
             sasl,
             phase: Phase::Handshake,
+            reauth: None,
         }
+    }
+
+    /// A re-authentication of a session authenticated with `mechanism`.
+    pub fn reauthenticate(sasl: Arc<ListenerSasl>, mechanism: Mechanism) -> Authenticating {
+        Authenticating {
+            sasl,
+            phase: Phase::Handshake,
+            reauth: Some(mechanism),
+        }
+    }
+
+    /// Whether this is a re-authentication (the session is authenticated).
+    pub fn is_reauth(&self) -> bool {
+        self.reauth.is_some()
     }
 
     /// Decides about one decoded request. `nonce` makes a SCRAM server
     /// nonce when a SCRAM exchange starts.
     pub fn request(&mut self, body: &RequestBody, nonce: impl FnOnce() -> String) -> Gate {
+        let sasl_request = matches!(
+            body,
+            RequestBody::SaslHandshake(_) | RequestBody::SaslAuthenticate(_)
+        );
+        if self.reauth.is_some() && !sasl_request {
+            // the session stays authenticated while it re-authenticates
+            return Gate::Pass;
+        }
         match (body, &mut self.phase) {
             (RequestBody::ApiVersions(_), Phase::Handshake) => Gate::Pass,
+            (RequestBody::SaslHandshake(r), Phase::Handshake)
+                if self
+                    .reauth
+                    .is_some_and(|m| Mechanism::from_name(&r.mechanism) != Some(m)) =>
+            {
+                self.phase = Phase::Over;
+                let reason = format!(
+                    "re-authentication with {:?}, not the session's mechanism",
+                    r.mechanism
+                );
+                Gate::Answer {
+                    body: Box::new(ResponseBody::SaslHandshake(SaslHandshakeResponse {
+                        error_code: ErrorCode::IllegalSaslState.code(),
+                        mechanisms: self.reauth.iter().map(|m| m.name().to_string()).collect(),
+                        ..Default::default()
+                    })),
+                    after: After::Failed { reason },
+                }
+            }
             (RequestBody::SaslHandshake(r), Phase::Handshake) => {
                 let mechanisms: Vec<String> = self
                     .sasl
@@ -123,12 +172,19 @@ impl Authenticating {
                         body: authenticate_response(ErrorCode::None, None, bytes),
                         after: After::Continue,
                     },
-                    // The credential's expiry (`expires_at_ms`, an
-                    // OAUTHBEARER token's `exp`) is not used yet: it bounds
-                    // the session once re-authentication (KIP-368) is served.
-                    Ok(SaslStep::Done { user, response, .. }) => Gate::Answer {
+                    // The session's lifetime (KIP-368) is set by the
+                    // connection, which knows the time.
+                    Ok(SaslStep::Done {
+                        user,
+                        response,
+                        expires_at_ms,
+                    }) => Gate::Answer {
                         body: authenticate_response(ErrorCode::None, None, response),
-                        after: After::Authenticated { user, mechanism },
+                        after: After::Authenticated {
+                            user,
+                            mechanism,
+                            expires_at_ms,
+                        },
                     },
                     Err(e) => {
                         self.phase = Phase::Over;
@@ -175,7 +231,7 @@ fn authenticate_response(
         error_code: error.code(),
         error_message: message,
         auth_bytes: Bytes::from(bytes),
-        // no re-authentication (connections.max.reauth.ms is not served)
+        // set by the connection on success with connections.max.reauth.ms
         session_lifetime_ms: 0,
         ..Default::default()
     }))
@@ -245,10 +301,37 @@ mod tests {
                 0,
                 After::Authenticated {
                     user: "u".into(),
-                    mechanism: Mechanism::Plain
+                    mechanism: Mechanism::Plain,
+                    expires_at_ms: None,
                 }
             )
         );
+    }
+
+    #[test]
+    fn reauthentication_keeps_serving_and_the_mechanism() {
+        let sasl = match gate() {
+            Authenticating { sasl, .. } => sasl,
+        };
+        let mut g = Authenticating::reauthenticate(sasl.clone(), Mechanism::Plain);
+        assert!(g.is_reauth());
+        // other requests are served while it re-authenticates
+        let metadata = RequestBody::Metadata(MetadataRequest::default());
+        assert!(matches!(g.request(&metadata, nonce), Gate::Pass));
+        assert_eq!(
+            answer(g.request(&handshake("PLAIN"), nonce)),
+            (0, After::Continue)
+        );
+        assert!(matches!(g.request(&metadata, nonce), Gate::Pass));
+        assert!(matches!(
+            answer(g.request(&auth(b"\0u\0p"), nonce)),
+            (0, After::Authenticated { .. })
+        ));
+        // another mechanism than the session's is refused
+        let mut g = Authenticating::reauthenticate(sasl, Mechanism::Plain);
+        let (code, after) = answer(g.request(&handshake("SCRAM-SHA-256"), nonce));
+        assert_eq!(code, ErrorCode::IllegalSaslState.code());
+        assert!(matches!(after, After::Failed { .. }));
     }
 
     #[test]

@@ -180,6 +180,9 @@ pub struct ListenerSasl {
     /// Set when OAUTHBEARER is among the mechanisms.
     oauthbearer: Option<Arc<dyn TokenValidator>>,
     clock: Clock,
+    /// `connections.max.reauth.ms` (KIP-368): how long an authenticated
+    /// session lasts before the client must re-authenticate; 0: forever.
+    pub max_reauth_ms: i64,
 }
 
 impl PartialEq for ListenerSasl {
@@ -311,6 +314,21 @@ impl ListenerSasl {
             secret: rand::random(),
             oauthbearer,
             clock: Clock::system(),
+            max_reauth_ms: get("connections.max.reauth.ms")
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .unwrap_or(0)
+                .max(0),
+        })
+    }
+
+    /// How long a session that authenticated at `now_ms` with a
+    /// credential valid until `expires_at_ms` lasts (KIP-368: the smaller
+    /// of `connections.max.reauth.ms` and the credential's remaining life);
+    /// None without `connections.max.reauth.ms`, as in Kafka.
+    pub fn session_lifetime_ms(&self, now_ms: i64, expires_at_ms: Option<i64>) -> Option<i64> {
+        (self.max_reauth_ms > 0).then(|| {
+            let left = expires_at_ms.map_or(i64::MAX, |e| e.saturating_sub(now_ms).max(0));
+            self.max_reauth_ms.min(left)
         })
     }
 

@@ -28,15 +28,20 @@ pub fn stamps(s: &TlsSettings) -> Vec<FileStamp> {
     if let Some(TrustStoreSource::File { path, .. }) = &s.truststore {
         paths.push(path.clone());
     }
-    paths
-        .into_iter()
-        .map(|path| {
-            let seen = std::fs::metadata(&path)
-                .ok()
-                .map(|m| (m.mtime(), m.mtime_nsec(), m.len(), m.ino()));
-            FileStamp { path, seen }
-        })
-        .collect()
+    paths.iter().map(|p| FileStamp::of(p)).collect()
+}
+
+impl FileStamp {
+    /// The stamp of the file at `path` as it is now.
+    pub fn of(path: &Path) -> FileStamp {
+        let seen = std::fs::metadata(path)
+            .ok()
+            .map(|m| (m.mtime(), m.mtime_nsec(), m.len(), m.ino()));
+        FileStamp {
+            path: path.to_path_buf(),
+            seen,
+        }
+    }
 }
 
 type Chain = Vec<CertificateDer<'static>>;

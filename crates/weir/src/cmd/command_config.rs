@@ -176,12 +176,6 @@ pub fn check_supported(key: &str, value: &str) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
-        v.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     #[test]
     fn config_trims_overrides_and_lists_what_it_ignores() {
         let mut c = CommandConfig::default();
