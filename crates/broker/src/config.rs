@@ -592,16 +592,6 @@ impl BrokerConfig {
                 ),
             ));
         }
-        if cfg.is_cluster() && cfg.authorizer.is_some() {
-            return Err(invalid(
-                "authorizer.class.name",
-                cfg.explicit
-                    .get("authorizer.class.name")
-                    .map_or("", String::as_str),
-                "ACLs are served by a single node for now: a cluster's brokers do not share them \
-                 through the metadata log yet",
-            ));
-        }
         if cfg.default_replication_factor > 1 && !cfg.is_cluster() {
             return Err(invalid(
                 "default.replication.factor",

@@ -4,6 +4,7 @@
 
 mod acls;
 mod cluster;
+mod cluster_acls;
 mod cluster_configs;
 mod cluster_roles;
 mod compaction;

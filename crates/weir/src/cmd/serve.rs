@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use weir_broker::config::ConfigSources;
 
 mod cluster;
+mod security;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -522,6 +523,7 @@ async fn start_member(
         hosted_rx,
         Duration::from_secs(30),
     ));
+    let mut security_sync = None;
     let running = weir_broker::server::start_with_setup(
         config,
         weir_broker::broker::system_clock(),
@@ -530,10 +532,19 @@ async fn start_member(
             // leadership is applied.
             broker.replicas.set_cluster_member();
             broker.set_cluster(view, admin);
+            let sync = Arc::new(security::SecuritySync::new(broker.acls.clone()));
+            broker.set_security_admin(Arc::new(security::ForwardingSecurity::new(
+                voters.clone(),
+                images.clone(),
+                sync.clone(),
+                Duration::from_secs(30),
+            )));
+            security_sync = Some(sync);
         },
     )
     .await
     .map_err(|e| e.to_string())?;
+    let security_sync = security_sync.ok_or("the broker was not set up")?;
     let broker = running.broker.clone();
     if let Some(node) = &node {
         broker
@@ -592,6 +603,12 @@ async fn start_member(
     };
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let tasks = vec![
+        tokio::spawn(security::follow_security(
+            security_sync,
+            images.clone(),
+            registration.clone(),
+            stop_rx.clone(),
+        )),
         tokio::spawn(cluster::follow_image(
             broker.clone(),
             images.clone(),
