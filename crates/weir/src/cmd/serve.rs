@@ -475,6 +475,30 @@ async fn serve_controller(config: weir_broker::BrokerConfig, signals: Signals) -
     }
 }
 
+/// The client listeners a cluster member registers, as Kafka's brokers do:
+/// each by name and security protocol at its advertised address (its
+/// `advertised.listeners` entry, else the address `bound` gives it), so the
+/// other brokers send a client to the listener of the name it came in on.
+fn registered_listeners(
+    config: &weir_broker::BrokerConfig,
+    bound: &[(String, std::net::SocketAddr)],
+) -> Vec<weir_metadata::image::Endpoint> {
+    config
+        .listeners
+        .iter()
+        .filter_map(|l| {
+            let (_, addr) = bound.iter().find(|(name, _)| *name == l.name)?;
+            let info = weir_broker::server::listener_info(l, *addr);
+            Some(weir_metadata::image::Endpoint {
+                name: info.name,
+                host: info.advertised_host,
+                port: info.advertised_port,
+                security_protocol: l.protocol.id(),
+            })
+        })
+        .collect()
+}
+
 /// Starts a broker of a cluster: on a combined node the CONTROLLER listener
 /// with the metadata quorum, on a broker-only node a fetch of the metadata
 /// log from the quorum; then the broker answering from the metadata image,
@@ -515,7 +539,15 @@ async fn start_member(
         (None, Some(observer)) => (observer.images(), observer.leader_reader()),
         (None, None) => return Err("neither a controller nor a metadata observer".into()),
     };
-    let view = Arc::new(cluster::ImageView::new(images.clone(), leader));
+    let inter_broker = config
+        .inter_broker_listener()
+        .map(|l| l.name.clone())
+        .unwrap_or_default();
+    let view = Arc::new(cluster::ImageView::new(
+        images.clone(),
+        leader,
+        inter_broker,
+    ));
     let (hosted_tx, hosted_rx) = tokio::sync::watch::channel(0u64);
     let admin = Arc::new(cluster::ForwardingAdmin::new(
         voters.clone(),
@@ -551,16 +583,10 @@ async fn start_member(
             .metrics
             .set_extra_metrics(controller_metrics(node.controller().clone()));
     }
-    let (host, port) = broker.advertised();
     let info = BrokerInfo {
         node_id,
         cluster_id: broker.meta.cluster_id.clone(),
-        listeners: vec![weir_metadata::image::Endpoint {
-            name: cluster::CLIENT_LISTENER.into(),
-            host,
-            port,
-            security_protocol: 0,
-        }],
+        listeners: registered_listeners(&broker.config, &running.listener_addrs),
         rack: broker.config.explicit.get("broker.rack").cloned(),
     };
     let lifecycle = LifecycleConfig {

@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use weir_broker::cluster::{
-    AdminFuture, BrokerNode, ClusterSnapshot, ClusterView, HostedTopic, PartitionView, TopicAdmin,
-    TopicView,
+    AdminFuture, BrokerNode, ClusterSnapshot, ClusterView, HostedTopic, ListenerEndpoint,
+    PartitionView, TopicAdmin, TopicView,
 };
 use weir_broker::handler::RequestContext;
 use weir_broker::handler::configs::{OP_DELETE, OP_SET};
@@ -49,8 +49,8 @@ use weir_protocol::messages::{
     ListPartitionReassignmentsResponse,
 };
 
-/// The listener name brokers register their client listener under.
-pub const CLIENT_LISTENER: &str = "PLAINTEXT";
+/// Kafka's id of the PLAINTEXT security protocol in broker registrations.
+const PLAINTEXT_ID: i16 = 0;
 
 /// Kafka's resource type of topic configs in `ConfigRecord`.
 const TOPIC_RESOURCE: i8 = 2;
@@ -61,6 +61,8 @@ pub struct ImageView {
     images: ImageReader,
     /// The active controller as this node knows it.
     leader: LeaderFn,
+    /// This node's inter-broker listener name (see [`snapshot_of`]).
+    inter_broker: String,
     cache: Mutex<Option<(SnapshotKey, Arc<ClusterSnapshot>)>>,
 }
 
@@ -69,10 +71,11 @@ pub struct ImageView {
 type SnapshotKey = (u64, Option<u64>);
 
 impl ImageView {
-    pub fn new(images: ImageReader, leader: LeaderFn) -> ImageView {
+    pub fn new(images: ImageReader, leader: LeaderFn, inter_broker: String) -> ImageView {
         ImageView {
             images,
             leader,
+            inter_broker,
             cache: Mutex::new(None),
         }
     }
@@ -92,6 +95,7 @@ impl ClusterView for ImageView {
         let snap = Arc::new(snapshot_of(
             &applied.image,
             controller_id(&applied.image, leader),
+            &self.inter_broker,
         ));
         *cache = Some((key, snap.clone()));
         snap
@@ -117,18 +121,31 @@ pub fn controller_id(image: &MetadataImage, leader: Option<u64>) -> i32 {
     }
 }
 
-/// What clients see of `image`: the unfenced brokers with their client
-/// listener, and every topic's partitions. A replica is offline when its
-/// broker is fenced or not registered.
-pub fn snapshot_of(image: &MetadataImage, controller_id: i32) -> ClusterSnapshot {
-    let brokers = image
-        .brokers()
-        .filter(|b| !b.fenced)
+/// What clients see of `image`: the unfenced brokers with every client
+/// listener they registered, and every topic's partitions. A replica is
+/// offline when its broker is fenced or not registered.
+///
+/// A broker's `host:port` (where brokers reach it) is its endpoint named
+/// `inter_broker` (this node's inter-broker listener; Kafka has every
+/// broker of a cluster use the same name), else its first PLAINTEXT one.
+pub fn snapshot_of(
+    image: &MetadataImage,
+    controller_id: i32,
+    inter_broker: &str,
+) -> ClusterSnapshot {
+    let live: Vec<_> = image.brokers().filter(|b| !b.fenced).collect();
+    let brokers = live
+        .iter()
         .filter_map(|b| {
             let e = b
                 .endpoints
                 .iter()
-                .find(|e| e.name == CLIENT_LISTENER)
+                .find(|e| e.name.eq_ignore_ascii_case(inter_broker))
+                .or_else(|| {
+                    b.endpoints
+                        .iter()
+                        .find(|e| e.security_protocol == PLAINTEXT_ID)
+                })
                 .or_else(|| b.endpoints.first())?;
             Some(BrokerNode {
                 id: b.id,
@@ -138,6 +155,18 @@ pub fn snapshot_of(image: &MetadataImage, controller_id: i32) -> ClusterSnapshot
             })
         })
         .collect();
+    let listeners = live.iter().map(|b| {
+        let endpoints = b
+            .endpoints
+            .iter()
+            .map(|e| ListenerEndpoint {
+                name: e.name.clone(),
+                host: e.host.clone(),
+                port: e.port,
+            })
+            .collect();
+        (b.id, endpoints)
+    });
     let online = |id: i32| image.broker(id).is_some_and(|b| !b.fenced);
     let topics = image
         .topics()
@@ -171,6 +200,7 @@ pub fn snapshot_of(image: &MetadataImage, controller_id: i32) -> ClusterSnapshot
     ClusterSnapshot::new(brokers, controller_id, topics)
         .with_topic_configs(configs)
         .with_shutting_down(shutting_down)
+        .with_listeners(listeners)
 }
 
 /// The topics with a replica on broker `me`, as `reconcile_hosted` takes
@@ -816,5 +846,71 @@ impl weir_broker::broker::ProducerIdSource for ControllerProducerIds {
             block.0 += 1;
             Ok(id)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_protocol::Uuid;
+    use weir_protocol::messages::metadata::RegisterBrokerRecord;
+    use weir_protocol::messages::metadata::register_broker_record::BrokerEndpoint;
+    use weir_protocol::metadata_record::MetadataRecord;
+
+    fn register(id: i32, fenced: bool, endpoints: &[(&str, u16, i16)]) -> MetadataRecord {
+        MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: id,
+            incarnation_id: Uuid([id as u8; 16]),
+            broker_epoch: i64::from(id),
+            end_points: endpoints
+                .iter()
+                .map(|(name, port, protocol)| BrokerEndpoint {
+                    name: (*name).into(),
+                    host: format!("h{id}"),
+                    port: *port,
+                    security_protocol: *protocol,
+                    ..Default::default()
+                })
+                .collect(),
+            fenced,
+            ..Default::default()
+        })
+    }
+
+    /// Every registered listener survives into the image (and its
+    /// snapshot records) and the cluster snapshot; a broker's own address
+    /// is its inter-broker endpoint, by name, else its first PLAINTEXT one;
+    /// a fenced broker is not listed.
+    #[test]
+    fn snapshots_keep_every_listener_and_reach_brokers_on_the_inter_broker_one() {
+        let records = [
+            register(1, false, &[("SASL_SSL", 11, 3), ("PLAINTEXT", 10, 0)]),
+            register(2, false, &[("SASL_SSL", 21, 3), ("INTERNAL", 20, 0)]),
+            register(3, true, &[("PLAINTEXT", 30, 0)]),
+        ];
+        let (image, _) = MetadataImage::empty().apply(&records).unwrap();
+        let (image, _) = MetadataImage::empty()
+            .apply(&weir_cluster::image::image_records(&image))
+            .unwrap();
+        assert_eq!(image.broker(1).unwrap().endpoints.len(), 2);
+        let snap = snapshot_of(&image, 1, "PLAINTEXT");
+        let reached: Vec<_> = snap.brokers.iter().map(|b| (b.id, b.port)).collect();
+        assert_eq!(reached, [(1, 10), (2, 20)]);
+        let on = |name: &str| weir_broker::session::ListenerInfo {
+            name: name.into(),
+            protocol: weir_broker::config::SecurityProtocol::SaslSsl,
+            advertised_host: "me".into(),
+            advertised_port: 0,
+        };
+        let two = snap.broker(2).unwrap();
+        assert_eq!(
+            snap.client_endpoint(two, 1, &on("SASL_SSL")),
+            Some(("h2".into(), 21))
+        );
+        assert_eq!(
+            snap.client_endpoint(two, 1, &on("INTERNAL")),
+            Some(("h2".into(), 20))
+        );
+        assert_eq!(snap.client_endpoint(two, 1, &on("PLAINTEXT")), None);
     }
 }
