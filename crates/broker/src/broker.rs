@@ -171,6 +171,9 @@ pub struct Broker {
     /// Client quotas (`weir-client-quotas.json`) and the rates measured
     /// against them.
     pub quotas: Arc<crate::quotas::QuotaStore>,
+    /// Recent failed authentications per client address: how long the
+    /// next one's answer waits.
+    pub auth_failure_delays: crate::sasl::throttle::FailureDelays,
 }
 
 /// Kafka's rule for topic names.
@@ -328,6 +331,7 @@ impl Broker {
             isr_changer: RwLock::new(None),
             scram: Arc::new(scram),
             acls: Arc::new(acls),
+            auth_failure_delays: Default::default(),
             security_admin: RwLock::new(None),
             quotas: Arc::new(quotas),
         })

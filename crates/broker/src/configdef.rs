@@ -284,6 +284,17 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     // KIP-368: a SASL session lasts at most this long, then the client
     // re-authenticates on the same connection or is disconnected; 0: forever
     min(def("connections.max.reauth.ms", Long, Some("0")), 0),
+    // a failed authentication's answer (and the close) waits this long;
+    // weir doubles it per further failure from the address within a
+    // minute, up to 32 times (crate::sasl::throttle)
+    min(
+        def(
+            "connection.failed.authentication.delay.ms",
+            Int,
+            Some("100"),
+        ),
+        0,
+    ),
     min(def("num.recovery.threads.per.data.dir", Int, Some("2")), 1),
     cw(min(def("message.max.bytes", Int, Some("1048588")), 0)),
     cw(min(def("log.segment.bytes", Int, Some("1073741824")), 14)),

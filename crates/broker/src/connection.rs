@@ -82,9 +82,9 @@ pub enum ConnectionError {
 }
 
 /// How long a connection that failed SASL authentication stays open after
-/// its answer (Kafka's `connection.failed.authentication.delay.ms`
-/// default).
-const FAILED_AUTHENTICATION_CLOSE_DELAY: Duration = Duration::from_millis(100);
+/// its answer (itself delayed by `connection.failed.authentication.delay.ms`,
+/// see [`crate::sasl::throttle`]), so the close never overtakes it.
+const FAILED_AUTHENTICATION_CLOSE_DELAY: Duration = Duration::from_millis(20);
 
 /// Most answers a connection keeps waiting (produce syncs in flight) before
 /// it stops reading requests.
@@ -518,9 +518,10 @@ impl Connection {
                     reply => self.finish(&broker, resolved(reply)).await?,
                 }
                 if let Some(reason) = self.close_after.take() {
-                    // The answer is out; closing at once could overtake it
-                    // at a client that handles the close first, and would
-                    // let a client retry at full speed.
+                    // The (delayed) answer goes out first; closing at once
+                    // could overtake it at a client that handles the close
+                    // first.
+                    self.drain(&broker, &mut pending).await?;
                     tokio::time::sleep(FAILED_AUTHENTICATION_CLOSE_DELAY).await;
                     return Err(ConnectionError::Unauthenticated(reason));
                 }
@@ -687,7 +688,14 @@ impl Connection {
                         correlation_id,
                         key,
                         version,
-                        reply: Reply::Body(*body),
+                        reply: match self.failure_delay(broker) {
+                            // Kafka's connection.failed.authentication.delay.ms
+                            Some(delay) => Reply::Later(Box::pin(async move {
+                                tokio::time::sleep(delay).await;
+                                Reply::Body(*body)
+                            })),
+                            None => Reply::Body(*body),
+                        },
                         charge: None,
                     });
                 }
@@ -698,6 +706,9 @@ impl Connection {
                             reason: reason.clone(),
                         },
                     );
+                    if let Some(delay) = self.failure_delay(broker) {
+                        tokio::time::sleep(delay).await;
+                    }
                     return Err(ConnectionError::Unauthenticated(reason));
                 }
             }
@@ -735,6 +746,22 @@ impl Connection {
             reply,
             charge,
         })
+    }
+
+    /// After a failed authentication (`close_after` set), how long its
+    /// answer and the close wait ([`crate::sasl::throttle`]).
+    fn failure_delay(&self, broker: &Broker) -> Option<Duration> {
+        self.close_after.as_ref()?;
+        let base = broker
+            .config
+            .explicit
+            .get("connection.failed.authentication.delay.ms")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(100);
+        let ms = broker
+            .auth_failure_delays
+            .failed(self.peer.ip(), broker.now_ms(), base);
+        (ms > 0).then(|| Duration::from_millis(ms))
     }
 
     /// Acts on a step of the SASL exchange: a success makes the session's

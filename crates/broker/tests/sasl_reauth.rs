@@ -181,3 +181,39 @@ async fn without_max_reauth_a_session_lasts_and_a_second_handshake_is_refused() 
     assert_eq!(handshake(&mut c, "PLAIN").await, ILLEGAL_SASL_STATE);
     metadata_ok(&mut c).await;
 }
+
+/// Kafka's `connection.failed.authentication.delay.ms` (100 ms here), and
+/// weir's doubling per further failure from the same address: three wrong
+/// passwords in a row are answered no sooner than 100, 200 and 400 ms
+/// after they were sent, then the connection is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_authentications_from_one_address_are_answered_ever_later() {
+    let b = start(None).await;
+    let addr = b.b.listener_addr("SASL_PLAINTEXT").unwrap();
+    for at_least_ms in [100, 200, 400] {
+        let mut c = Client::connect(addr).await;
+        assert_eq!(handshake(&mut c, "PLAIN").await, 0);
+        let sent = std::time::Instant::now();
+        let r = match c
+            .call(
+                RequestBody::SaslAuthenticate(SaslAuthenticateRequest {
+                    auth_bytes: Bytes::from_static(b"\0alice\0guess"),
+                    ..Default::default()
+                }),
+                2,
+            )
+            .await
+        {
+            ResponseBody::SaslAuthenticate(r) => r,
+            other => panic!("{other:?}"),
+        };
+        let waited = sent.elapsed();
+        assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
+        assert!(
+            waited >= std::time::Duration::from_millis(at_least_ms),
+            "answered after {waited:?}, expected at least {at_least_ms} ms"
+        );
+        assert!(c.is_closed().await);
+    }
+    assert_eq!(metric(&b, |m| &m.sasl_authentication_failures), 3);
+}

@@ -310,9 +310,7 @@ mod tests {
 
     #[test]
     fn reauthentication_keeps_serving_and_the_mechanism() {
-        let sasl = match gate() {
-            Authenticating { sasl, .. } => sasl,
-        };
+        let Authenticating { sasl, .. } = gate();
         let mut g = Authenticating::reauthenticate(sasl.clone(), Mechanism::Plain);
         assert!(g.is_reauth());
         // other requests are served while it re-authenticates

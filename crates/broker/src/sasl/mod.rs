@@ -29,6 +29,7 @@ pub mod jaas;
 pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
+pub mod throttle;
 
 use std::sync::Arc;
 
