@@ -6,6 +6,7 @@ mod acls;
 mod cluster;
 mod cluster_acls;
 mod cluster_configs;
+mod cluster_listeners;
 mod cluster_roles;
 mod compaction;
 mod conformance;

@@ -4,7 +4,7 @@
 //! SASL listener uses them. One result per user named in the request.
 //!
 //! A cluster member refuses every entry with INVALID_REQUEST: credentials
-//! are kept per broker, and a cluster's listeners serve PLAINTEXT only.
+//! are kept per broker, and the brokers of a cluster would disagree.
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
@@ -17,7 +17,7 @@ use crate::scram_credentials::{Deletion, Upsertion};
 
 /// The refusal of a cluster member.
 pub const CLUSTER_REFUSAL: &str = "SCRAM credentials are managed on single-node brokers only for now \
-     (cluster listeners serve PLAINTEXT only)";
+     (a cluster's SASL listeners take the static JAAS users)";
 
 pub async fn handle(ctx: &RequestContext, req: AlterUserScramCredentialsRequest) -> Reply {
     let results = if !ctx.authorize_cluster(weir_acl::Operation::Alter) {
