@@ -256,8 +256,10 @@ pub struct BrokerConfig {
     pub node_id: i32,
     /// The inter-broker listener's address: `inter.broker.listener.name`,
     /// else the first PLAINTEXT client listener, else the first one. Its
-    /// advertised address is what this broker registers in a cluster and
-    /// where transaction markers reach it (both PLAINTEXT clients).
+    /// advertised address is where the other brokers of a cluster reach
+    /// this one (replica fetchers, transaction markers: PLAINTEXT clients,
+    /// so a cluster member's is always PLAINTEXT); a cluster member
+    /// registers it beside its other client listeners.
     pub listener: Listener,
     /// The inter-broker listener's `advertised.listeners` entry.
     pub advertised_listener: Option<Listener>,
@@ -574,19 +576,23 @@ impl BrokerConfig {
             unused,
             authorizer,
         };
+        // A cluster member registers every client listener, and clients are
+        // sent to the other brokers' listener of the same name; but brokers
+        // reach each other (replication, transaction markers) on the
+        // inter-broker listener, which must be PLAINTEXT.
         if cfg.is_cluster()
             && let Some(l) = cfg
-                .listeners
-                .iter()
-                .find(|l| l.protocol != SecurityProtocol::Plaintext)
+                .inter_broker_listener()
+                .filter(|l| l.protocol != SecurityProtocol::Plaintext)
         {
             return Err(invalid(
                 "listeners",
                 &listener_s,
                 format!(
-                    "listener {} is {}: a cluster member serves PLAINTEXT listeners only for now \
-                     (brokers register and replicate over PLAINTEXT); SSL listeners are served by \
-                     a single node",
+                    "a cluster member needs a PLAINTEXT listener for inter-broker traffic \
+                     (replication, transaction markers), and {} is {}: add one, bound to a \
+                     private address if clients should not use it (inter.broker.listener.name \
+                     names it when there are several)",
                     l.name,
                     l.protocol.name()
                 ),
@@ -1552,24 +1558,46 @@ mod tests {
         assert_eq!(c.listener.port, 9);
     }
 
+    /// A cluster member serves SSL and SASL client listeners beside the
+    /// PLAINTEXT one its brokers reach each other on; without a PLAINTEXT
+    /// inter-broker listener it is refused.
     #[test]
-    fn a_cluster_member_refuses_ssl_listeners() {
-        let e = BrokerConfig::from_pairs([
-            ("node.id", "1"),
-            (
-                "listeners",
-                "SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
-            ),
-            ("controller.listener.names", "CONTROLLER"),
-            (
-                "controller.quorum.voters",
-                "1@127.0.0.1:19093,2@127.0.0.1:19094",
-            ),
-            ("ssl.keystore.location", "/k.pem"),
-        ])
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("cluster member serves PLAINTEXT"), "{e}");
+    fn a_cluster_member_needs_a_plaintext_inter_broker_listener() {
+        let member = |listeners: &str| {
+            BrokerConfig::from_pairs([
+                ("node.id", "1"),
+                ("listeners", listeners),
+                ("controller.listener.names", "CONTROLLER"),
+                (
+                    "controller.quorum.voters",
+                    "1@127.0.0.1:19093,2@127.0.0.1:19094",
+                ),
+                ("ssl.keystore.location", "/k.pem"),
+                ("sasl.enabled.mechanisms", "PLAIN"),
+                (
+                    "listener.name.sasl_ssl.plain.sasl.jaas.config",
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                     user_alice=\"s\";",
+                ),
+            ])
+        };
+        let c = member(
+            "SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0,\
+             CONTROLLER://127.0.0.1:19093",
+        )
+        .unwrap();
+        assert_eq!(c.listeners.len(), 3);
+        assert_eq!(c.inter_broker_listener().unwrap().name, "PLAINTEXT");
+        for listeners in [
+            "SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
+            "SASL_SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
+        ] {
+            let e = member(listeners).unwrap_err().to_string();
+            assert!(
+                e.contains("needs a PLAINTEXT listener for inter-broker traffic"),
+                "{e}"
+            );
+        }
     }
 
     #[test]
