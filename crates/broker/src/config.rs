@@ -657,8 +657,10 @@ impl BrokerConfig {
 
 /// Splits `listener.name.<name>.<config>` into the listener name (as
 /// written, Kafka writes it in lower case) and the config it overrides;
-/// `ssl.*` configs, `sasl.enabled.mechanisms` and
-/// `<mechanism>.sasl.jaas.config` have per-listener forms here.
+/// `ssl.*` configs, `sasl.enabled.mechanisms`, `sasl.oauthbearer.*` and
+/// `<mechanism>.sasl.jaas.config` (OAUTHBEARER also
+/// `oauthbearer.sasl.server.callback.handler.class` and
+/// `oauthbearer.sasl.oauthbearer.*`) have per-listener forms here.
 fn listener_override(key: &str) -> Option<(&str, &str)> {
     let rest = key.strip_prefix("listener.name.")?;
     let (name, base) = rest.split_once('.')?;
@@ -670,9 +672,18 @@ fn override_def(base: &str) -> Option<&'static configdef::ConfigDef> {
     if crate::tls::SSL_SETTINGS.contains(&base) || crate::sasl::SASL_SETTINGS.contains(&base) {
         return configdef::broker_def(base);
     }
-    let mechanism = base.strip_suffix(".sasl.jaas.config")?;
-    crate::sasl::Mechanism::from_name(&mechanism.to_ascii_uppercase())
-        .map(|_| &configdef::LISTENER_SASL_JAAS_CONFIG)
+    let (mechanism, setting) = base.split_once('.')?;
+    let mechanism = crate::sasl::Mechanism::from_name(&mechanism.to_ascii_uppercase())?;
+    if !crate::sasl::mechanism_setting(mechanism, setting) {
+        return None;
+    }
+    match setting {
+        "sasl.jaas.config" => Some(&configdef::LISTENER_SASL_JAAS_CONFIG),
+        "sasl.server.callback.handler.class" => {
+            Some(&configdef::LISTENER_SASL_SERVER_CALLBACK_HANDLER_CLASS)
+        }
+        _ => configdef::broker_def(setting),
+    }
 }
 
 /// The inter-broker listener among `listeners` (see
@@ -1688,6 +1699,84 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--listen") && e.contains("KERBEROS"), "{e}");
+    }
+
+    /// OAUTHBEARER's settings: global, per listener and per listener and
+    /// mechanism, all known (not reported unused) and read.
+    #[test]
+    fn oauthbearer_settings_per_listener_and_mechanism() {
+        let base = [
+            ("listeners", "CLIENT://127.0.0.1:0"),
+            ("listener.security.protocol.map", "CLIENT:SASL_PLAINTEXT"),
+            ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+            (
+                "listener.name.client.oauthbearer.sasl.jaas.config",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+            ),
+            ("sasl.oauthbearer.expected.audience", "kafka"),
+        ];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            BrokerConfig::from_pairs(base.iter().chain(extra).copied())
+        };
+        let c = with(&[(
+            "listener.name.client.oauthbearer.sasl.server.callback.handler.class",
+            crate::sasl::oauthbearer::UNSECURED_VALIDATOR_CLASS,
+        )])
+        .unwrap();
+        assert!(c.unused.is_empty(), "{:?}", c.unused);
+        assert_eq!(
+            c.listeners[0].sasl.as_ref().unwrap().mechanisms,
+            [crate::sasl::Mechanism::OAuthBearer]
+        );
+        // the per-listener URL is the one read
+        let e = with(&[
+            (
+                "sasl.oauthbearer.jwks.endpoint.url",
+                "file:///nonexistent/j.json",
+            ),
+            (
+                "listener.name.client.sasl.oauthbearer.jwks.endpoint.url",
+                "https://idp/jwks",
+            ),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("only file:// URLs are served"), "{e}");
+        // the per-mechanism one wins over both
+        let e = with(&[
+            ("sasl.oauthbearer.jwks.endpoint.url", "https://idp/jwks"),
+            (
+                "listener.name.client.oauthbearer.sasl.oauthbearer.jwks.endpoint.url",
+                "file:///nonexistent/j.json",
+            ),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cannot read"), "{e}");
+        // values are checked against the config table
+        let e = with(&[(
+            "listener.name.client.oauthbearer.sasl.oauthbearer.clock.skew.seconds",
+            "-1",
+        )])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("clock.skew.seconds"), "{e}");
+        // a per-mechanism setting of another mechanism is not OAUTHBEARER's
+        let c = with(&[
+            (
+                "listener.name.client.oauthbearer.sasl.server.callback.handler.class",
+                crate::sasl::oauthbearer::UNSECURED_VALIDATOR_CLASS,
+            ),
+            (
+                "listener.name.client.plain.sasl.server.callback.handler.class",
+                "x",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.unused,
+            ["listener.name.client.plain.sasl.server.callback.handler.class"]
+        );
     }
 
     #[test]
