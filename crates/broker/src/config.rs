@@ -477,11 +477,11 @@ impl BrokerConfig {
         let http_s = get("http.listeners");
         let http_parsed = crate::http::security::parse_listener(&http_s)
             .map_err(|e| invalid("http.listeners", &http_s, e))?;
-        let http_security = crate::http::security::HttpSecurity::parse(
-            http_parsed.as_ref(),
-            &|name: &str| explicit.get(name).cloned(),
-        )
-        .map_err(|e| invalid(&e.name, &e.value, e.reason))?;
+        let http_security =
+            crate::http::security::HttpSecurity::parse(http_parsed.as_ref(), &|name: &str| {
+                explicit.get(name).cloned()
+            })
+            .map_err(|e| invalid(&e.name, &e.value, e.reason))?;
         let http_listener = http_parsed.map(|(l, _)| l);
         let allowed_s = get("http.allowed.hosts");
         let http_allowed_hosts: Vec<String> = allowed_s
