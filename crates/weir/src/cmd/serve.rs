@@ -160,8 +160,13 @@ async fn serve(config: weir_broker::BrokerConfig) -> ExitCode {
         }
         match running.http_addr() {
             Some(http) => {
-                let _ = writeln!(out, "weir: metrics http://{http}/metrics");
-                let _ = writeln!(out, "weir: console http://{http}/");
+                let scheme = if running.broker.config.http_security.tls.is_some() {
+                    "https"
+                } else {
+                    "http"
+                };
+                let _ = writeln!(out, "weir: metrics {scheme}://{http}/metrics");
+                let _ = writeln!(out, "weir: console {scheme}://{http}/");
             }
             None => {
                 let _ = writeln!(
