@@ -4,11 +4,13 @@
 //! semantics of Kafka's `StandardAuthorizer` (DENY wins, implied
 //! operations, `super.users`, `allow.everyone.if.no.acl.found`).
 //!
-//! Where ACLs are stored and which operation each API needs are the
-//! broker's business; this crate does no I/O.
+//! [`wire`] reads and writes the model in Kafka's ACL messages. Where ACLs
+//! are stored and which operation each API needs are the broker's
+//! business; this crate does no I/O.
 
 pub mod authorizer;
 pub mod types;
+pub mod wire;
 
 pub use authorizer::{Authorizer, AuthorizerConfig, Requestor};
 pub use types::{

@@ -18,13 +18,10 @@
 //! comes once this broker's image holds the change. DescribeAcls reads
 //! this broker's ACLs, which on a cluster member are its image's.
 
-use weir_acl::{AclBinding, AclBindingFilter, Operation};
+use weir_acl::{AclBinding, AclBindingFilter, Operation, wire};
 use weir_protocol::error_code::ErrorCode;
-use weir_protocol::messages::create_acls_request::AclCreation;
 use weir_protocol::messages::create_acls_response::AclCreationResult;
-use weir_protocol::messages::delete_acls_response::{
-    DeleteAclsFilterResult, DeleteAclsMatchingAcl,
-};
+use weir_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use weir_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use weir_protocol::messages::{
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
@@ -37,18 +34,6 @@ const NO_AUTHORIZER: &str = "No Authorizer is configured.";
 
 fn code(e: ErrorCode) -> i16 {
     e as i16
-}
-
-fn binding(c: &AclCreation) -> Result<AclBinding, String> {
-    AclBinding::from_codes(
-        c.resource_type,
-        &c.resource_name,
-        c.resource_pattern_type,
-        &c.principal,
-        &c.host,
-        c.operation,
-        c.permission_type,
-    )
 }
 
 /// Why this request may not change or read ACLs, if it may not.
@@ -83,7 +68,7 @@ pub fn create(ctx: &RequestContext, req: CreateAclsRequest) -> Reply {
                 }));
             }
             let parsed: Vec<Result<AclBinding, String>> =
-                req.creations.iter().map(binding).collect();
+                req.creations.iter().map(wire::creation_binding).collect();
             let valid: Vec<AclBinding> = parsed.iter().filter_map(|r| r.clone().ok()).collect();
             let mut created = ctx.broker.acls.create(valid).into_iter();
             parsed
@@ -182,21 +167,8 @@ pub fn delete(ctx: &RequestContext, req: DeleteAclsRequest) -> Reply {
             Reply::Body(ResponseBody::DeleteAcls(admin.delete_acls(req).await))
         }));
     } else {
-        let parsed: Vec<Result<AclBindingFilter, String>> = req
-            .filters
-            .iter()
-            .map(|f| {
-                AclBindingFilter::from_codes(
-                    f.resource_type_filter,
-                    f.resource_name_filter.as_deref(),
-                    f.pattern_type_filter,
-                    f.principal_filter.as_deref(),
-                    f.host_filter.as_deref(),
-                    f.operation,
-                    f.permission_type,
-                )
-            })
-            .collect();
+        let parsed: Vec<Result<AclBindingFilter, String>> =
+            req.filters.iter().map(wire::delete_filter).collect();
         let valid: Vec<AclBindingFilter> = parsed.iter().filter_map(|r| r.clone().ok()).collect();
         match ctx.broker.acls.delete(&valid) {
             Err(reason) => req
@@ -215,16 +187,7 @@ pub fn delete(ctx: &RequestContext, req: DeleteAclsRequest) -> Reply {
                                 .next()
                                 .unwrap_or_default()
                                 .into_iter()
-                                .map(|b| DeleteAclsMatchingAcl {
-                                    resource_type: b.pattern.resource_type.code(),
-                                    resource_name: b.pattern.name,
-                                    pattern_type: b.pattern.pattern_type.code(),
-                                    principal: b.entry.principal,
-                                    host: b.entry.host,
-                                    operation: b.entry.operation.code(),
-                                    permission_type: b.entry.permission.code(),
-                                    ..Default::default()
-                                })
+                                .map(wire::matching_acl)
                                 .collect(),
                             ..Default::default()
                         },

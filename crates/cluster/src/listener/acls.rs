@@ -5,18 +5,16 @@
 //! The forwarding broker has already checked the client's permission
 //! (ALTER on the cluster) and that an authorizer is configured; the checks
 //! of each ACL and filter are the same ones a single node makes
-//! (`weir_acl::AclBinding::from_codes`, `AclBindingFilter::from_codes`):
+//! (`weir_acl::wire`):
 //! an invalid one is INVALID_REQUEST, the rest of the request goes ahead.
 //! The whole request is one controller decision and one batch. Off the
 //! active controller every result is NOT_CONTROLLER. DescribeAcls is not
 //! served here: every broker answers it from its own image.
 
-use weir_acl::{AclBinding, AclBindingFilter};
+use weir_acl::{AclBinding, AclBindingFilter, wire};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::create_acls_response::AclCreationResult;
-use weir_protocol::messages::delete_acls_response::{
-    DeleteAclsFilterResult, DeleteAclsMatchingAcl,
-};
+use weir_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use weir_protocol::messages::{
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
 };
@@ -25,21 +23,8 @@ use super::ListenerContext;
 use super::topics::message;
 
 pub(super) async fn create(ctx: &ListenerContext, req: CreateAclsRequest) -> CreateAclsResponse {
-    let parsed: Vec<Result<AclBinding, String>> = req
-        .creations
-        .iter()
-        .map(|c| {
-            AclBinding::from_codes(
-                c.resource_type,
-                &c.resource_name,
-                c.resource_pattern_type,
-                &c.principal,
-                &c.host,
-                c.operation,
-                c.permission_type,
-            )
-        })
-        .collect();
+    let parsed: Vec<Result<AclBinding, String>> =
+        req.creations.iter().map(wire::creation_binding).collect();
     let valid: Vec<AclBinding> = parsed.iter().filter_map(|r| r.clone().ok()).collect();
     let decided = if valid.is_empty() {
         Ok(Vec::new())
@@ -81,21 +66,8 @@ pub(super) async fn create(ctx: &ListenerContext, req: CreateAclsRequest) -> Cre
 }
 
 pub(super) async fn delete(ctx: &ListenerContext, req: DeleteAclsRequest) -> DeleteAclsResponse {
-    let parsed: Vec<Result<AclBindingFilter, String>> = req
-        .filters
-        .iter()
-        .map(|f| {
-            AclBindingFilter::from_codes(
-                f.resource_type_filter,
-                f.resource_name_filter.as_deref(),
-                f.pattern_type_filter,
-                f.principal_filter.as_deref(),
-                f.host_filter.as_deref(),
-                f.operation,
-                f.permission_type,
-            )
-        })
-        .collect();
+    let parsed: Vec<Result<AclBindingFilter, String>> =
+        req.filters.iter().map(wire::delete_filter).collect();
     let valid: Vec<AclBindingFilter> = parsed.iter().filter_map(|r| r.clone().ok()).collect();
     let decided = if valid.is_empty() {
         Ok(Vec::new())
@@ -126,7 +98,7 @@ pub(super) async fn delete(ctx: &ListenerContext, req: DeleteAclsRequest) -> Del
                             .next()
                             .unwrap_or_default()
                             .into_iter()
-                            .map(matching_acl)
+                            .map(wire::matching_acl)
                             .collect(),
                         ..Default::default()
                     },
@@ -136,20 +108,6 @@ pub(super) async fn delete(ctx: &ListenerContext, req: DeleteAclsRequest) -> Del
     };
     DeleteAclsResponse {
         filter_results,
-        ..Default::default()
-    }
-}
-
-/// A deleted ACL as DeleteAcls reports it.
-pub fn matching_acl(b: AclBinding) -> DeleteAclsMatchingAcl {
-    DeleteAclsMatchingAcl {
-        resource_type: b.pattern.resource_type.code(),
-        resource_name: b.pattern.name,
-        pattern_type: b.pattern.pattern_type.code(),
-        principal: b.entry.principal,
-        host: b.entry.host,
-        operation: b.entry.operation.code(),
-        permission_type: b.entry.permission.code(),
         ..Default::default()
     }
 }
