@@ -181,28 +181,11 @@ impl ScramMechanism {
     /// mechanism's hash. What AlterUserScramCredentials carries, so the
     /// password itself never leaves the client.
     pub fn salted_password(self, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
-        match self {
-            ScramMechanism::ScramSha256 => {
-                let mut out = vec![0u8; 32];
-                pbkdf2::pbkdf2_hmac::<sha2::Sha256>(
-                    password.as_bytes(),
-                    salt,
-                    iterations,
-                    &mut out,
-                );
-                out
-            }
-            ScramMechanism::ScramSha512 => {
-                let mut out = vec![0u8; 64];
-                pbkdf2::pbkdf2_hmac::<sha2::Sha512>(
-                    password.as_bytes(),
-                    salt,
-                    iterations,
-                    &mut out,
-                );
-                out
-            }
-        }
+        let hash = match self {
+            ScramMechanism::ScramSha256 => crate::scram::ScramHash::Sha256,
+            ScramMechanism::ScramSha512 => crate::scram::ScramHash::Sha512,
+        };
+        hash.salted_password(password.as_bytes(), salt, iterations)
     }
 }
 

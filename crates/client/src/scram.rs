@@ -37,14 +37,16 @@ pub enum ScramHash {
 }
 
 impl ScramHash {
-    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+    /// `HMAC(key, data)` with this hash.
+    pub fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         match self {
             ScramHash::Sha256 => hmac_with::<Hmac<Sha256>>(key, data),
             ScramHash::Sha512 => hmac_with::<Hmac<Sha512>>(key, data),
         }
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    /// `H(data)`.
+    pub fn hash(self, data: &[u8]) -> Vec<u8> {
         match self {
             ScramHash::Sha256 => Sha256::digest(data).to_vec(),
             ScramHash::Sha512 => Sha512::digest(data).to_vec(),
@@ -52,7 +54,7 @@ impl ScramHash {
     }
 
     /// `Hi(password, salt, i)`: PBKDF2 with HMAC of this hash.
-    fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+    pub fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
         match self {
             ScramHash::Sha256 => {
                 let mut out = vec![0u8; 32];

@@ -20,8 +20,6 @@ use std::collections::HashMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::{Digest, Sha256, Sha512};
 use subtle::ConstantTimeEq;
 
 use super::{Mechanism, SaslError};
@@ -82,44 +80,27 @@ impl ScramHash {
         }
     }
 
-    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+    /// The client's hash primitives (one implementation for both sides).
+    fn primitives(self) -> weir_client::scram::ScramHash {
         match self {
-            ScramHash::Sha256 => hmac_with::<Hmac<Sha256>>(key, data),
-            ScramHash::Sha512 => hmac_with::<Hmac<Sha512>>(key, data),
+            ScramHash::Sha256 => weir_client::scram::ScramHash::Sha256,
+            ScramHash::Sha512 => weir_client::scram::ScramHash::Sha512,
         }
     }
 
+    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+        self.primitives().hmac(key, data)
+    }
+
     fn hash(self, data: &[u8]) -> Vec<u8> {
-        match self {
-            ScramHash::Sha256 => Sha256::digest(data).to_vec(),
-            ScramHash::Sha512 => Sha512::digest(data).to_vec(),
-        }
+        self.primitives().hash(data)
     }
 
     /// `Hi(password, salt, i)`: PBKDF2 with HMAC of this hash.
     fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
-        match self {
-            ScramHash::Sha256 => {
-                let mut out = vec![0u8; 32];
-                pbkdf2::pbkdf2_hmac::<Sha256>(password, salt, iterations, &mut out);
-                out
-            }
-            ScramHash::Sha512 => {
-                let mut out = vec![0u8; 64];
-                pbkdf2::pbkdf2_hmac::<Sha512>(password, salt, iterations, &mut out);
-                out
-            }
-        }
+        self.primitives()
+            .salted_password(password, salt, iterations)
     }
-}
-
-fn hmac_with<M: Mac + KeyInit>(key: &[u8], data: &[u8]) -> Vec<u8> {
-    // HMAC takes a key of any length
-    let Ok(mut mac) = <M as KeyInit>::new_from_slice(key) else {
-        return Vec::new();
-    };
-    mac.update(data);
-    mac.finalize().into_bytes().to_vec()
 }
 
 /// What the server keeps for a user and a mechanism (never the password).
