@@ -23,6 +23,7 @@ mod connection;
 mod error;
 pub mod group;
 pub mod jaas;
+pub mod pem;
 pub mod quotas;
 mod sasl;
 pub mod scram;

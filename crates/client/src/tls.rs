@@ -15,7 +15,6 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
-use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -166,7 +165,7 @@ fn load_truststore(trust: &TrustStoreSource) -> Result<RootCertStore, SecurityEr
     let (what, certs) = match trust {
         TrustStoreSource::Inline(pem) => {
             let what = "ssl.truststore.certificates".to_string();
-            let certs = pem_certs(pem.0.as_bytes()).map_err(|e| err(&what, e))?;
+            let certs = crate::pem::certs(pem.0.as_bytes()).map_err(|e| err(&what, e))?;
             (what, certs)
         }
         TrustStoreSource::File {
@@ -177,11 +176,11 @@ fn load_truststore(trust: &TrustStoreSource) -> Result<RootCertStore, SecurityEr
             let what = format!("ssl.truststore.location {}", path.display());
             let data = read(path).map_err(|e| err(&what, e))?;
             let certs = match kind.unwrap_or_else(|| sniff(&data)) {
-                StoreType::Pem => pem_certs(&data).map_err(|e| err(&what, e))?,
+                StoreType::Pem => crate::pem::certs(&data).map_err(|e| err(&what, e))?,
                 StoreType::Pkcs12 => {
                     let password = password.as_ref().map_or("", |p| p.0.as_str());
                     p12_keystore::Pkcs12Archive::from_pkcs12(&data, password)
-                        .map_err(|e| err(&what, pkcs12_reason(&e)))?
+                        .map_err(|e| err(&what, crate::pem::pkcs12_reason(&e)))?
                         .certs
                         .iter()
                         .map(|bag| CertificateDer::from(bag.cert.as_der().to_vec()))
@@ -209,7 +208,7 @@ fn load_truststore(trust: &TrustStoreSource) -> Result<RootCertStore, SecurityEr
                 })?;
             let what = format!("system CA bundle {}", file.display());
             let data = read(&file).map_err(|e| err(&what, e))?;
-            let certs = pem_certs(&data).map_err(|e| err(&what, e))?;
+            let certs = crate::pem::certs(&data).map_err(|e| err(&what, e))?;
             (what, certs)
         }
     };
@@ -235,11 +234,11 @@ fn load_keystore(
     match source {
         KeyStoreSource::Inline { chain, key } => {
             let what = "ssl.keystore.certificate.chain";
-            let certs = pem_certs(chain.0.as_bytes()).map_err(|e| err(what, e))?;
+            let certs = crate::pem::certs(chain.0.as_bytes()).map_err(|e| err(what, e))?;
             if certs.is_empty() {
                 return Err(err(what, "no CERTIFICATE in it".into()));
             }
-            let key = pem_key(key.0.as_bytes()).map_err(|e| err("ssl.keystore.key", e))?;
+            let key = crate::pem::key(key.0.as_bytes()).map_err(|e| err("ssl.keystore.key", e))?;
             Ok((certs, key))
         }
         KeyStoreSource::File {
@@ -251,11 +250,11 @@ fn load_keystore(
             let data = read(path).map_err(|e| err(&what, e))?;
             match kind.unwrap_or_else(|| sniff(&data)) {
                 StoreType::Pem => {
-                    let certs = pem_certs(&data).map_err(|e| err(&what, e))?;
+                    let certs = crate::pem::certs(&data).map_err(|e| err(&what, e))?;
                     if certs.is_empty() {
                         return Err(err(&what, "no CERTIFICATE in the PEM file".into()));
                     }
-                    let key = pem_key(&data).map_err(|e| err(&what, e))?;
+                    let key = crate::pem::key(&data).map_err(|e| err(&what, e))?;
                     Ok((certs, key))
                 }
                 StoreType::Pkcs12 => {
@@ -265,7 +264,7 @@ fn load_keystore(
                         password,
                         p12_keystore::Pkcs12ImportPolicy::Strict,
                     )
-                    .map_err(|e| err(&what, pkcs12_reason(&e)))?;
+                    .map_err(|e| err(&what, crate::pem::pkcs12_reason(&e)))?;
                     let (_, entry) = store.private_key_chain().ok_or_else(|| {
                         err(
                             &what,
@@ -298,36 +297,6 @@ fn sniff(data: &[u8]) -> StoreType {
         StoreType::Pem
     } else {
         StoreType::Pkcs12
-    }
-}
-
-fn pem_certs(data: &[u8]) -> Result<Chain, String> {
-    CertificateDer::pem_slice_iter(data)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("not valid PEM: {e}"))
-}
-
-fn pem_key(data: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
-    if String::from_utf8_lossy(data).contains("-----BEGIN ENCRYPTED PRIVATE KEY") {
-        return Err(
-            "the private key is encrypted; store it unencrypted (PKCS#8) or use a PKCS12 \
-             keystore"
-                .into(),
-        );
-    }
-    PrivateKeyDer::from_pem_slice(data).map_err(|e| match e {
-        rustls_pki_types::pem::Error::NoItemsFound => "no PRIVATE KEY in it".to_string(),
-        e => format!("the private key is not valid PEM: {e}"),
-    })
-}
-
-/// A PKCS12 error as a reader understands it: most often the password.
-fn pkcs12_reason(e: &p12_keystore::error::Error) -> String {
-    let detail = e.to_string();
-    if detail.to_ascii_lowercase().contains("mac") {
-        format!("wrong password, or a damaged file ({detail})")
-    } else {
-        format!("not a PKCS12 store this password opens ({detail})")
     }
 }
 

@@ -5,7 +5,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use rustls::RootCertStore;
-use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use super::{KeyStoreSource, StoreType, TlsError, TlsSettings, TrustStoreSource};
@@ -56,11 +55,13 @@ pub fn load_keystore(s: &TlsSettings) -> Result<(Chain, PrivateKeyDer<'static>),
     match &s.keystore {
         KeyStoreSource::Inline { chain, key } => {
             let what = "ssl.keystore.certificate.chain".to_string();
-            let certs = pem_certs(chain.0.as_bytes()).map_err(|e| err(what.clone(), e))?;
+            let certs =
+                weir_client::pem::certs(chain.0.as_bytes()).map_err(|e| err(what.clone(), e))?;
             if certs.is_empty() {
                 return Err(err(what, "no CERTIFICATE in it".into()));
             }
-            let key = pem_key(key.0.as_bytes()).map_err(|e| err("ssl.keystore.key".into(), e))?;
+            let key = weir_client::pem::key(key.0.as_bytes())
+                .map_err(|e| err("ssl.keystore.key".into(), e))?;
             Ok((certs, key))
         }
         KeyStoreSource::File {
@@ -72,11 +73,11 @@ pub fn load_keystore(s: &TlsSettings) -> Result<(Chain, PrivateKeyDer<'static>),
             let data = read(path).map_err(|e| err(what.clone(), e))?;
             match kind.unwrap_or_else(|| sniff(&data)) {
                 StoreType::Pem => {
-                    let certs = pem_certs(&data).map_err(|e| err(what.clone(), e))?;
+                    let certs = weir_client::pem::certs(&data).map_err(|e| err(what.clone(), e))?;
                     if certs.is_empty() {
                         return Err(err(what, "no CERTIFICATE in the PEM file".into()));
                     }
-                    let key = pem_key(&data).map_err(|e| err(what, e))?;
+                    let key = weir_client::pem::key(&data).map_err(|e| err(what, e))?;
                     Ok((certs, key))
                 }
                 StoreType::Pkcs12 => {
@@ -86,7 +87,7 @@ pub fn load_keystore(s: &TlsSettings) -> Result<(Chain, PrivateKeyDer<'static>),
                         password,
                         p12_keystore::Pkcs12ImportPolicy::Strict,
                     )
-                    .map_err(|e| err(what.clone(), pkcs12_reason(&e)))?;
+                    .map_err(|e| err(what.clone(), weir_client::pem::pkcs12_reason(&e)))?;
                     let (_, entry) = store.private_key_chain().ok_or_else(|| {
                         err(
                             what,
@@ -121,7 +122,8 @@ pub fn load_truststore(
     let (what, certs) = match trust {
         TrustStoreSource::Inline(pem) => {
             let what = "ssl.truststore.certificates".to_string();
-            let certs = pem_certs(pem.0.as_bytes()).map_err(|e| err(what.clone(), e))?;
+            let certs =
+                weir_client::pem::certs(pem.0.as_bytes()).map_err(|e| err(what.clone(), e))?;
             (what, certs)
         }
         TrustStoreSource::File {
@@ -132,11 +134,13 @@ pub fn load_truststore(
             let what = format!("ssl.truststore.location {}", path.display());
             let data = read(path).map_err(|e| err(what.clone(), e))?;
             let certs = match kind.unwrap_or_else(|| sniff(&data)) {
-                StoreType::Pem => pem_certs(&data).map_err(|e| err(what.clone(), e))?,
+                StoreType::Pem => {
+                    weir_client::pem::certs(&data).map_err(|e| err(what.clone(), e))?
+                }
                 StoreType::Pkcs12 => {
                     let password = password.as_ref().map_or("", |p| p.0.as_str());
                     p12_keystore::Pkcs12Archive::from_pkcs12(&data, password)
-                        .map_err(|e| err(what.clone(), pkcs12_reason(&e)))?
+                        .map_err(|e| err(what.clone(), weir_client::pem::pkcs12_reason(&e)))?
                         .certs
                         .iter()
                         .map(|bag| CertificateDer::from(bag.cert.as_der().to_vec()))
@@ -169,35 +173,5 @@ fn sniff(data: &[u8]) -> StoreType {
         StoreType::Pem
     } else {
         StoreType::Pkcs12
-    }
-}
-
-fn pem_certs(data: &[u8]) -> Result<Chain, String> {
-    CertificateDer::pem_slice_iter(data)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("not valid PEM: {e}"))
-}
-
-fn pem_key(data: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
-    if String::from_utf8_lossy(data).contains("-----BEGIN ENCRYPTED PRIVATE KEY") {
-        return Err(
-            "the private key is encrypted; store it unencrypted (PKCS#8) or use a \
-                    PKCS12 keystore"
-                .into(),
-        );
-    }
-    PrivateKeyDer::from_pem_slice(data).map_err(|e| match e {
-        rustls_pki_types::pem::Error::NoItemsFound => "no PRIVATE KEY in it".to_string(),
-        e => format!("the private key is not valid PEM: {e}"),
-    })
-}
-
-/// A PKCS#12 error as a reader understands it: most often the password.
-fn pkcs12_reason(e: &p12_keystore::error::Error) -> String {
-    let detail = e.to_string();
-    if detail.to_ascii_lowercase().contains("mac") {
-        format!("wrong password, or a damaged file ({detail})")
-    } else {
-        format!("not a PKCS12 store this password opens ({detail})")
     }
 }
