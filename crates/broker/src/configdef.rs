@@ -423,8 +423,17 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     min(def("group.min.session.timeout.ms", Int, Some("6000")), 0),
     min(def("group.max.session.timeout.ms", Int, Some("1800000")), 0),
     min(def("group.max.size", Int, Some("2147483647")), 1),
-    // Defaults and bounds of the group configs (`GROUP_CONFIGS`); weir
-    // serves classic groups only, so nothing else reads these yet.
+    // Consumer-protocol groups (KIP-848) and the defaults and bounds of
+    // the group configs (`GROUP_CONFIGS`). Assignors are named `uniform`
+    // and `range` (or by Kafka's class names); the first is the default.
+    def(
+        "group.consumer.assignors",
+        List,
+        Some(
+            "org.apache.kafka.coordinator.group.assignor.UniformAssignor,org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+        ),
+    ),
+    min(def("group.consumer.max.size", Int, Some("2147483647")), 1),
     min(
         def("group.consumer.session.timeout.ms", Int, Some("45000")),
         1,

@@ -155,7 +155,53 @@ pub fn group_config(b: &BrokerConfig) -> GroupConfig {
         ))
         .unwrap_or(d.max_metadata_bytes),
         member_id_seed: rand::random(),
+        consumer_session_timeout_ms: clamp_i32(setting(
+            b,
+            "group.consumer.session.timeout.ms",
+            i64::from(d.consumer_session_timeout_ms),
+        ))
+        .max(1),
+        consumer_heartbeat_interval_ms: clamp_i32(setting(
+            b,
+            "group.consumer.heartbeat.interval.ms",
+            i64::from(d.consumer_heartbeat_interval_ms),
+        ))
+        .max(1),
+        consumer_assignors: b
+            .value("group.consumer.assignors")
+            .map(|v| consumer_assignors(&v))
+            .filter(|a| !a.is_empty())
+            .unwrap_or(d.consumer_assignors),
+        consumer_max_size: usize::try_from(setting(
+            b,
+            "group.consumer.max.size",
+            d.consumer_max_size as i64,
+        ))
+        .unwrap_or(d.consumer_max_size)
+        .max(1),
     }
+}
+
+/// `group.consumer.assignors`: short names (`uniform`, `range`) or Kafka's
+/// class names, comma-separated; unknown entries are dropped (with a
+/// warning).
+fn consumer_assignors(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| {
+            let short = match s {
+                "org.apache.kafka.coordinator.group.assignor.UniformAssignor" => "uniform",
+                "org.apache.kafka.coordinator.group.assignor.RangeAssignor" => "range",
+                other => other,
+            };
+            let known = weir_group::Assignor::parse(short).is_some();
+            if !known {
+                tracing::warn!("group.consumer.assignors: unknown assignor {s}, ignored");
+            }
+            known.then(|| short.to_string())
+        })
+        .collect()
 }
 
 impl Groups {

@@ -27,6 +27,17 @@ pub struct GroupConfig {
     /// Seed for generated member ids, so ids differ between broker runs while
     /// the state machine itself stays deterministic.
     pub member_id_seed: u64,
+    /// `group.consumer.session.timeout.ms`: a consumer-protocol (KIP-848)
+    /// member without a heartbeat for this long is removed.
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`: told to consumer-protocol
+    /// members in every heartbeat response.
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.assignors`: the server-side assignors a member may
+    /// name (`uniform`, `range`); the first is the default.
+    pub consumer_assignors: Vec<String>,
+    /// `group.consumer.max.size`.
+    pub consumer_max_size: usize,
 }
 
 impl Default for GroupConfig {
@@ -42,6 +53,10 @@ impl Default for GroupConfig {
             offsets_retention_check_interval_ms: 600_000,
             max_metadata_bytes: 4096,
             member_id_seed: 0,
+            consumer_session_timeout_ms: 45_000,
+            consumer_heartbeat_interval_ms: 5_000,
+            consumer_assignors: vec!["uniform".to_string(), "range".to_string()],
+            consumer_max_size: i32::MAX as usize,
         }
     }
 }
@@ -53,6 +68,10 @@ pub enum ConfigError {
     NotPositive { name: &'static str, value: i64 },
     #[error("group.min.session.timeout.ms ({min}) exceeds group.max.session.timeout.ms ({max})")]
     SessionTimeoutRange { min: i32, max: i32 },
+    #[error("group.consumer.assignors: unknown assignor {0:?} (known: uniform, range)")]
+    UnknownAssignor(String),
+    #[error("group.consumer.assignors must name at least one assignor")]
+    NoAssignor,
 }
 
 impl GroupConfig {
@@ -69,6 +88,15 @@ impl GroupConfig {
             ),
             ("group.max.size", self.max_group_size as i64),
             (
+                "group.consumer.session.timeout.ms",
+                i64::from(self.consumer_session_timeout_ms),
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                i64::from(self.consumer_heartbeat_interval_ms),
+            ),
+            ("group.consumer.max.size", self.consumer_max_size as i64),
+            (
                 "new.member.join.timeout.ms",
                 self.new_member_join_timeout_ms,
             ),
@@ -83,6 +111,16 @@ impl GroupConfig {
                 name: "group.initial.rebalance.delay.ms",
                 value: i64::from(self.initial_rebalance_delay_ms),
             });
+        }
+        if self.consumer_assignors.is_empty() {
+            return Err(ConfigError::NoAssignor);
+        }
+        if let Some(a) = self
+            .consumer_assignors
+            .iter()
+            .find(|a| crate::consumer::assignor::Assignor::parse(a).is_none())
+        {
+            return Err(ConfigError::UnknownAssignor(a.clone()));
         }
         if self.min_session_timeout_ms > self.max_session_timeout_ms {
             return Err(ConfigError::SessionTimeoutRange {

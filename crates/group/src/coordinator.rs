@@ -139,6 +139,7 @@ impl GroupCoordinator {
             };
             run_group_timers(group, &mut ctx);
         }
+        out.extend(self.expire_consumer_members(now_ms));
         let due = self.next_offsets_check_ms.is_none_or(|t| now_ms >= t);
         if due {
             self.next_offsets_check_ms =
@@ -161,34 +162,42 @@ impl GroupCoordinator {
                 .filter(|m| m.timer_running())
                 .for_each(|m| consider(m.heartbeat_deadline_ms));
         }
+        self.next_consumer_deadline().into_iter().for_each(consider);
         best
     }
 
-    /// ListGroups. Empty filters match everything; state names are
-    /// case-insensitive; the only group type is "classic".
+    /// ListGroups. Empty filters match everything; state names and types
+    /// ("classic", "consumer") are case-insensitive.
     pub fn list_groups(
         &self,
         states_filter: &[String],
         types_filter: &[String],
     ) -> Vec<ListedGroup> {
-        if !types_filter.is_empty()
-            && !types_filter
-                .iter()
-                .any(|t| t.eq_ignore_ascii_case("classic"))
-        {
-            return Vec::new();
-        }
         let states: Vec<Option<GroupState>> =
             states_filter.iter().map(|s| GroupState::parse(s)).collect();
         self.groups
             .values()
             .filter(|g| self.partition_status(self.partition_for(&g.id)) == PartitionStatus::Active)
-            .filter(|g| states.is_empty() || states.contains(&Some(g.state)))
-            .map(|g| ListedGroup {
-                group_id: g.id.clone(),
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state,
-                group_type: "classic",
+            .map(|g| match g.consumer.as_deref() {
+                None => ListedGroup {
+                    group_id: g.id.clone(),
+                    protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                    state: g.state,
+                    group_type: "classic",
+                },
+                Some(cg) => ListedGroup {
+                    group_id: g.id.clone(),
+                    protocol_type: "consumer".to_string(),
+                    state: GroupState::parse(cg.state_name()).unwrap_or(GroupState::Empty),
+                    group_type: "consumer",
+                },
+            })
+            .filter(|l| states.is_empty() || states.contains(&Some(l.state)))
+            .filter(|l| {
+                types_filter.is_empty()
+                    || types_filter
+                        .iter()
+                        .any(|t| t.eq_ignore_ascii_case(l.group_type))
             })
             .collect()
     }
@@ -215,6 +224,11 @@ impl GroupCoordinator {
         let Some(g) = self.groups.get(id) else {
             return d;
         };
+        if g.consumer.is_some() {
+            // Not a classic group: DescribeGroups v0-5 report it Dead
+            // (ConsumerGroupDescribe describes it).
+            return d;
+        }
         let stable = g.state == GroupState::Stable;
         d.found = true;
         d.state = g.state;
@@ -262,7 +276,9 @@ impl GroupCoordinator {
                 Ok(partition) => match self.groups.get(id) {
                     None => ErrorCode::GroupIdNotFound,
                     Some(g) if g.state == GroupState::Dead => ErrorCode::GroupIdNotFound,
-                    Some(g) if g.state != GroupState::Empty => ErrorCode::NonEmptyGroup,
+                    Some(g) if g.state != GroupState::Empty || g.is_active_consumer() => {
+                        ErrorCode::NonEmptyGroup
+                    }
                     Some(g) => {
                         // Removed once the tombstones are durable.
                         let effect = Effect::Tombstones {

@@ -29,6 +29,8 @@ pub enum RecordError {
         kind: &'static str,
         remaining: usize,
     },
+    #[error("cannot decode the {kind}: {message}")]
+    Decode { kind: &'static str, message: String },
     #[error(
         "a group metadata value needs a group metadata key, got an offset commit key (or vice versa)"
     )]

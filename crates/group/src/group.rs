@@ -165,6 +165,10 @@ pub(crate) struct Group {
     /// commits). Invisible to OffsetFetch; a fetch that requires stable
     /// offsets gets UNSTABLE_OFFSET_COMMIT for their partitions.
     pub pending_txn: BTreeMap<i64, BTreeMap<OffsetKey, StoredOffset>>,
+    /// Set when the group uses the consumer protocol (KIP-848): its members
+    /// and assignments live there and the classic fields above stay empty
+    /// (state Empty, no members); offsets are shared by both kinds.
+    pub consumer: Option<Box<crate::consumer::ConsumerGroup>>,
 }
 
 impl Group {
@@ -186,7 +190,24 @@ impl Group {
             new_member_added: false,
             offsets: BTreeMap::new(),
             pending_txn: BTreeMap::new(),
+            consumer: None,
         }
+    }
+
+    /// A classic group without members (only offsets, or nobody joined
+    /// since it became Empty): it may become a consumer group.
+    pub fn is_empty_classic(&self) -> bool {
+        self.consumer.is_none()
+            && self.members.is_empty()
+            && self.pending_members.is_empty()
+            && matches!(self.state, GroupState::Empty | GroupState::Dead)
+    }
+
+    /// A consumer-protocol group with members.
+    pub fn is_active_consumer(&self) -> bool {
+        self.consumer
+            .as_ref()
+            .is_some_and(|c| !c.members.is_empty())
     }
 
     /// Whether a transaction of some producer has an offset of `key`
@@ -540,7 +561,10 @@ impl Group {
         match self.state {
             GroupState::Stable | GroupState::CompletingRebalance => self.prepare_rebalance(ctx),
             GroupState::PreparingRebalance => self.maybe_complete_join(ctx),
-            GroupState::Empty | GroupState::Dead => {}
+            GroupState::Empty
+            | GroupState::Dead
+            | GroupState::Assigning
+            | GroupState::Reconciling => {}
         }
     }
 
@@ -584,11 +608,27 @@ impl Group {
                 value: None,
             })
             .collect();
-        out.push(OffsetsRecord {
-            key: encode_group_metadata_key(&self.id),
-            value: None,
-        });
+        out.extend(self.metadata_tombstones());
         out
+    }
+
+    /// The tombstones that remove the group itself: its GroupMetadata
+    /// record, or for a consumer group its KIP-848 records.
+    pub fn metadata_tombstones(&self) -> Vec<OffsetsRecord> {
+        match self.consumer.as_deref() {
+            None => vec![OffsetsRecord {
+                key: encode_group_metadata_key(&self.id),
+                value: None,
+            }],
+            Some(cg) => {
+                let mut out = Vec::new();
+                for m in cg.members.keys() {
+                    out.extend(crate::consumer::records::member_tombstones(&self.id, m));
+                }
+                out.extend(crate::consumer::records::group_tombstones(&self.id));
+                out
+            }
+        }
     }
 
     /// Topics the members subscribe to, when the group uses the consumer

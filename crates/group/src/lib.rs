@@ -58,6 +58,7 @@
 //! States, transitions and record formats are described in `docs/groups.md`.
 
 pub mod config;
+pub mod consumer;
 pub mod coordinator;
 pub mod error;
 mod group;
@@ -71,6 +72,11 @@ pub mod types;
 mod writes;
 
 pub use config::{ConfigError, GroupConfig};
+pub use consumer::assignor::Assignor;
+pub use consumer::types::{
+    ConsumerGroupDescription, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse,
+    ConsumerMemberDescription, MemberState, Partitions, TopicInfo, TopicsImage,
+};
 pub use coordinator::{GroupCoordinator, PartitionStatus};
 pub use error::{ErrorCode, RecordError};
 pub use partition::{java_string_hash, partition_for};

@@ -42,6 +42,28 @@ impl GroupCoordinator {
         {
             return join_error(token, ErrorCode::InvalidSessionTimeout, &req.member_id);
         }
+        let mut out = Vec::new();
+        if let Some(g) = self.groups.get(&req.group_id)
+            && g.consumer.is_some()
+        {
+            if g.is_active_consumer() {
+                // Members of the consumer protocol (KIP-848): mixing in a
+                // classic member (an online downgrade) is not supported.
+                return join_error(token, ErrorCode::InconsistentGroupProtocol, &req.member_id);
+            }
+            // An empty consumer group becomes a classic group (its offsets
+            // stay): its KIP-848 records are tombstoned.
+            let records = g.metadata_tombstones();
+            let before = crate::consumer::heartbeat::Snapshot {
+                consumer: g.consumer.clone(),
+                protocol_type: g.protocol_type.clone(),
+            };
+            if let Some(g) = self.groups.get_mut(&req.group_id) {
+                g.consumer = None;
+                g.protocol_type = None;
+            }
+            out = self.consumer_write(partition, &req.group_id, Some(before), records);
+        }
         if !self.groups.contains_key(&req.group_id) {
             if !req.member_id.is_empty() {
                 return join_error(token, ErrorCode::UnknownMemberId, &req.member_id);
@@ -60,7 +82,6 @@ impl GroupCoordinator {
         } else {
             None
         };
-        let mut out = Vec::new();
         let Some(group) = self.groups.get_mut(&req.group_id) else {
             return join_error(token, ErrorCode::UnknownServerError, &req.member_id);
         };
@@ -117,7 +138,10 @@ impl GroupCoordinator {
             writes: &mut self.writes,
         };
         match group.state {
-            GroupState::Empty | GroupState::Dead => {
+            GroupState::Empty
+            | GroupState::Dead
+            | GroupState::Assigning
+            | GroupState::Reconciling => {
                 return sync_error(token, ErrorCode::UnknownMemberId);
             }
             GroupState::PreparingRebalance => {
@@ -218,7 +242,10 @@ impl GroupCoordinator {
             m.heartbeat_deadline_ms = now_ms.saturating_add(i64::from(m.session_timeout_ms));
         }
         match state {
-            GroupState::Empty | GroupState::Dead => ErrorCode::UnknownMemberId,
+            GroupState::Empty
+            | GroupState::Dead
+            | GroupState::Assigning
+            | GroupState::Reconciling => ErrorCode::UnknownMemberId,
             GroupState::PreparingRebalance => ErrorCode::RebalanceInProgress,
             GroupState::CompletingRebalance | GroupState::Stable => ErrorCode::None,
         }
@@ -408,7 +435,7 @@ fn join_known_member(group: &mut Group, req: JoinRequest, token: u64, ctx: &mut 
         GroupState::CompletingRebalance | GroupState::Stable => {
             update_member_and_rebalance(group, req, token, ctx)
         }
-        GroupState::Empty | GroupState::Dead => {
+        GroupState::Empty | GroupState::Dead | GroupState::Assigning | GroupState::Reconciling => {
             ctx.respond_join(
                 token,
                 JoinResponse::error(ErrorCode::UnknownMemberId, &member_id),
@@ -537,7 +564,7 @@ fn replace_static_member(
                 group.prepare_rebalance(ctx);
             }
         }
-        GroupState::Empty | GroupState::Dead => {
+        GroupState::Empty | GroupState::Dead | GroupState::Assigning | GroupState::Reconciling => {
             ctx.respond_join(token, JoinResponse::error(ErrorCode::UnknownMemberId, ""));
         }
     }

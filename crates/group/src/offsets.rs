@@ -208,6 +208,11 @@ impl GroupCoordinator {
             return (ErrorCode::GroupIdNotFound, Vec::new(), Vec::new());
         };
         let subscribed = match group.state {
+            _ if group.is_active_consumer() => group
+                .consumer
+                .as_deref()
+                .map(|cg| cg.subscribed.keys().cloned().collect())
+                .unwrap_or_default(),
             GroupState::Dead => return (ErrorCode::GroupIdNotFound, Vec::new(), Vec::new()),
             GroupState::Empty => Default::default(),
             _ => match group.subscribed_topics() {
@@ -282,7 +287,13 @@ impl GroupCoordinator {
             if !active {
                 continue;
             }
+            // A consumer group (KIP-848): offsets of topics its members
+            // subscribe to never expire; others expire from their commit.
+            let consumer_topics = group.consumer.as_deref().map(|cg| {
+                (!cg.members.is_empty()).then(|| cg.subscribed.keys().cloned().collect())
+            });
             let unsubscribed_only = match (group.state, &group.protocol_type) {
+                _ if consumer_topics.is_some() => consumer_topics.clone().flatten(),
                 (GroupState::Empty, _) | (_, None) => None,
                 (GroupState::Stable, Some(_)) => match group.subscribed_topics() {
                     Some(t) => Some(t),
@@ -291,6 +302,7 @@ impl GroupCoordinator {
                 _ => continue,
             };
             let empty_since = (group.state == GroupState::Empty
+                && consumer_topics.is_none()
                 && group.protocol_type.is_some()
                 && group.state_timestamp_ms >= 0)
                 .then_some(group.state_timestamp_ms);
@@ -320,14 +332,12 @@ impl GroupCoordinator {
                 })
                 .collect();
             let remove_group = group.state == GroupState::Empty
+                && !group.is_active_consumer()
                 && group.offsets.len() == expired.len()
                 && group.pending_members.is_empty()
                 && group.pending_txn.is_empty();
             if remove_group {
-                records.push(OffsetsRecord {
-                    key: crate::records::encode_group_metadata_key(id),
-                    value: None,
-                });
+                records.extend(group.metadata_tombstones());
             }
             if !records.is_empty() {
                 // Removed once the tombstones are durable.
@@ -351,6 +361,10 @@ impl GroupCoordinator {
 
 /// Kafka's classic-group commit validation.
 fn validate_commit(group: &Group, req: &OffsetCommitRequest) -> Result<(), ErrorCode> {
+    if let Some(cg) = group.consumer.as_deref() {
+        // OffsetCommit's generation id carries the member epoch.
+        return crate::consumer::heartbeat::validate_commit(cg, &req.member_id, req.generation_id);
+    }
     if group.state == GroupState::Dead {
         return Err(ErrorCode::CoordinatorNotAvailable);
     }

@@ -5,9 +5,9 @@
 //! `docs/groups.md`. Every key and value starts with an int16 version.
 //!
 //! * Keys: version 0/1 = offset commit (group, topic, partition), version 2
-//!   = group metadata (group). Other versions belong to record types this
-//!   crate does not handle (KIP-848 consumer groups, share groups) and decode
-//!   as [`RecordKey::Other`].
+//!   = group metadata (group). Other versions decode as
+//!   [`RecordKey::Other`]: 3-8 are the KIP-848 consumer group records
+//!   (`crate::consumer::records`), later ones share groups (skipped).
 //! * OffsetCommitValue: written as v3 (v1 when the commit carries an explicit
 //!   expire timestamp, like Kafka); v0-v4 are read (v4 is flexible).
 //! * GroupMetadataValue: written as v3; v0-v4 are read (v4 is flexible).

@@ -96,7 +96,12 @@ impl GroupCoordinator {
         value: Option<&[u8]>,
     ) -> Result<(), RecordError> {
         match decode_key(key)? {
-            RecordKey::Other { .. } => Ok(()),
+            RecordKey::Other { .. } => {
+                // KIP-848 consumer group records; others (share groups)
+                // are skipped.
+                self.replay_consumer(key, value)?;
+                Ok(())
+            }
             RecordKey::OffsetCommit {
                 group,
                 topic,
@@ -156,6 +161,8 @@ impl GroupCoordinator {
                             .groups
                             .entry(group.clone())
                             .or_insert_with(|| Group::new(group, -1));
+                        // A classic group replaces an (empty) consumer group.
+                        g.consumer = None;
                         g.generation = value.generation;
                         g.protocol_type = Some(value.protocol_type).filter(|t| !t.is_empty());
                         g.protocol = value.protocol;
@@ -227,6 +234,7 @@ impl GroupCoordinator {
                 }
             }
         }
+        self.complete_consumer_load(partition, now_ms);
         self.set_status(partition, PartitionStatus::Active);
         self.check_txn_index();
     }

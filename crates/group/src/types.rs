@@ -8,7 +8,10 @@ use bytes::Bytes;
 
 use crate::error::ErrorCode;
 
-/// Group states of Kafka's classic protocol.
+/// Group states of Kafka's classic protocol, plus the two a consumer
+/// group (KIP-848) adds: Assigning (the group epoch is ahead of the target
+/// assignment) and Reconciling (members are moving to the target). A
+/// consumer group is otherwise Empty or Stable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GroupState {
     Empty,
@@ -16,6 +19,8 @@ pub enum GroupState {
     CompletingRebalance,
     Stable,
     Dead,
+    Assigning,
+    Reconciling,
 }
 
 impl GroupState {
@@ -27,6 +32,8 @@ impl GroupState {
             GroupState::CompletingRebalance => "CompletingRebalance",
             GroupState::Stable => "Stable",
             GroupState::Dead => "Dead",
+            GroupState::Assigning => "Assigning",
+            GroupState::Reconciling => "Reconciling",
         }
     }
 
@@ -39,6 +46,8 @@ impl GroupState {
             GroupState::CompletingRebalance,
             GroupState::Stable,
             GroupState::Dead,
+            GroupState::Assigning,
+            GroupState::Reconciling,
         ]
         .into_iter()
         .find(|s| s.name().eq_ignore_ascii_case(name))
@@ -304,7 +313,7 @@ pub struct ListedGroup {
     pub group_id: String,
     pub protocol_type: String,
     pub state: GroupState,
-    /// Always "classic".
+    /// "classic" or "consumer" (KIP-848).
     pub group_type: &'static str,
 }
 

@@ -66,6 +66,13 @@ pub(crate) enum Effect {
         generation: i32,
         tokens: Vec<u64>,
     },
+    /// A consumer group's (KIP-848) records: its state changed already;
+    /// if the write fails it goes back to `before` (None: the group did not
+    /// exist, or had no consumer part).
+    ConsumerGroup {
+        group_id: String,
+        before: Option<Box<crate::consumer::heartbeat::Snapshot>>,
+    },
     /// A static member's id replaced without a rebalance; `token` is the
     /// join answered after the write.
     StaticReplace {
@@ -160,7 +167,10 @@ impl GroupCoordinator {
                 .collect::<Vec<_>>()
         };
         match effect {
-            Effect::Nothing | Effect::Assignment { .. } | Effect::StaticReplace { .. } => {}
+            Effect::Nothing
+            | Effect::Assignment { .. }
+            | Effect::StaticReplace { .. }
+            | Effect::ConsumerGroup { .. } => {}
             Effect::Commit {
                 group_id, offsets, ..
             } => {
@@ -209,6 +219,9 @@ impl GroupCoordinator {
         let mut completion = Completion::default();
         match effect {
             Effect::Nothing | Effect::Tombstones { .. } => {}
+            Effect::ConsumerGroup { group_id, before } => {
+                self.restore(&group_id, before.map(|b| *b));
+            }
             Effect::Commit {
                 group_id,
                 created_group,

@@ -3,7 +3,10 @@
 //! module name: `cargo test -p weir-group --test integration <module>::`.
 
 mod common;
+mod consumer_common;
 
+mod consumer_groups;
+mod consumer_model;
 mod durability;
 mod membership;
 mod offsets;
