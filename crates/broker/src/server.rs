@@ -124,6 +124,8 @@ pub struct RunningBroker {
     tasks: Vec<JoinHandle<()>>,
     done_rx: mpsc::Receiver<()>,
     ticker: JoinHandle<()>,
+    /// Retention and the cleaner.
+    maintainer: JoinHandle<()>,
     group_timer: JoinHandle<()>,
     txn_timer: JoinHandle<()>,
 }
@@ -267,6 +269,7 @@ pub async fn start_with_setup(
         broker.clone(),
         shutdown_rx.clone(),
     ));
+    let maintainer = tokio::spawn(maintenance_loop(broker.clone(), shutdown_rx.clone()));
     let ticker = tokio::spawn(tick_loop(broker.clone(), shutdown_rx));
     tracing::info!(%local_addr, "broker listening");
     Ok(RunningBroker {
@@ -279,6 +282,7 @@ pub async fn start_with_setup(
         tasks,
         done_rx,
         ticker,
+        maintainer,
         group_timer,
         txn_timer,
     })
@@ -651,10 +655,12 @@ fn cleaner_config(cfg: &BrokerConfig) -> weir_storage::cleaner::CleanerConfig {
     }
 }
 
+/// Every `TICK_INTERVAL`: segment rolls by `segment.ms`, flushes by
+/// `flush.ms`/`flush.messages` and checkpoints. Retention and the cleaner
+/// run in [`maintenance_loop`], so a long cleaning never delays them.
 async fn tick_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(TICK_INTERVAL);
     let mut last_checkpoint = tokio::time::Instant::now();
-    let maintenance = Arc::new(std::sync::Mutex::new(Maintenance::new(&broker)));
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -665,19 +671,36 @@ async fn tick_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
         if checkpoint {
             last_checkpoint = tokio::time::Instant::now();
         }
-        let m = maintenance.clone();
         let r = tokio::task::spawn_blocking(move || {
             b.replicas.tick(b.now_ms())?;
             if checkpoint {
                 b.replicas.checkpoint()?;
             }
-            m.lock().unwrap_or_else(|e| e.into_inner()).run(&b);
             Ok::<_, weir_storage::StorageError>(())
         })
         .await;
         if let Ok(Err(e)) = r {
             tracing::warn!("periodic storage work failed: {e}");
         }
+    }
+}
+
+/// Retention and the log cleaner on their own schedule (checked every
+/// `TICK_INTERVAL`, each round on a blocking thread), beside [`tick_loop`].
+async fn maintenance_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(TICK_INTERVAL);
+    let maintenance = Arc::new(std::sync::Mutex::new(Maintenance::new(&broker)));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        let b = broker.clone();
+        let m = maintenance.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            m.lock().unwrap_or_else(|e| e.into_inner()).run(&b);
+        })
+        .await;
     }
 }
 
@@ -708,6 +731,7 @@ impl RunningBroker {
             let _ = t.await;
         }
         let _ = self.ticker.await;
+        let _ = self.maintainer.await;
         let _ = self.group_timer.await;
         let _ = self.txn_timer.await;
         // wait for connection tasks (each finishes its in-flight request)

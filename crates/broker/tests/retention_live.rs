@@ -26,6 +26,11 @@ const T0: i64 = 1_700_000_000_000;
 /// A broker whose retention check and cleaner are due whenever the clock
 /// moves by 10 ms.
 async fn start_virtual(dir: &Path) -> (RunningBroker, VirtualClock) {
+    start_virtual_with(dir, &[]).await
+}
+
+/// [`start_virtual`] with more broker settings.
+async fn start_virtual_with(dir: &Path, extra: &[(&str, &str)]) -> (RunningBroker, VirtualClock) {
     let time = Arc::new(AtomicI64::new(T0));
     let t = time.clone();
     let mut s = ConfigSources::default();
@@ -33,6 +38,9 @@ async fn start_virtual(dir: &Path) -> (RunningBroker, VirtualClock) {
     s.set("log.dirs", &dir.display().to_string());
     s.set("log.retention.check.interval.ms", "10");
     s.set("log.cleaner.backoff.ms", "10");
+    for (k, v) in extra {
+        s.set(k, v);
+    }
     let b = start_with_clock(
         s.build().unwrap(),
         Arc::new(move || t.load(Ordering::SeqCst)),
@@ -313,6 +321,70 @@ async fn switching_cleanup_policy_to_compact_live_compacts_the_topic() {
         assert!(all.contains(rec), "{rec:?} was not written at that offset");
     }
     assert!(got.contains(&all[14]) && got.contains(&all[15]), "{got:?}");
+    b.shutdown().await.unwrap();
+}
+
+/// A long cleaning does not hold up the periodic log work: a segment
+/// rolls by `segment.ms` while the cleaner is still busy with another
+/// topic (retention and the cleaner run apart from rolls, flushes and
+/// checkpoints).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segment_ms_rolls_while_the_cleaner_is_busy() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1000 bytes/s of cleaner I/O at the broker's (virtual) clock: about
+    // 25 s of cleaning for the topic below unless the test moves time on.
+    let (b, clock) = start_virtual_with(
+        dir.path(),
+        &[("log.cleaner.io.max.bytes.per.second", "1000")],
+    )
+    .await;
+    let mut c = Client::connect(b.local_addr).await;
+    let cfg = [
+        ("cleanup.policy", "compact"),
+        ("segment.bytes", "1024"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+    ];
+    assert_eq!(create_topic(&mut c, "slow", 1, &cfg).await, NONE);
+    for round in 0..40 {
+        let r = produce(&mut c, "slow", 0, values(2, &format!("r{round}"), T0), -1).await;
+        assert_eq!(r.0, NONE);
+    }
+    assert_eq!(
+        create_topic(&mut c, "rolls", 1, &[("segment.ms", "1000")]).await,
+        NONE
+    );
+    assert_eq!(
+        produce(&mut c, "rolls", 0, values(1, "a", T0), -1).await.0,
+        NONE
+    );
+    let rolls = b.broker.replicas.log("rolls", 0).unwrap();
+    assert_eq!(rolls.segment_base_offsets().len(), 1);
+    let cleaner = b.broker.metrics.cleaner().expect("cleaner enabled").clone();
+    // The cleaner starts on "slow" (its backoff is 10 ms of broker time).
+    wait_until(&clock, 1, "the cleaner to start", || {
+        cleaner.cleanings_in_progress() == 1
+    })
+    .await;
+    // segment.ms of "rolls" passes; its segment must roll while the
+    // cleaning goes on.
+    clock.advance(1_100);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while rolls.segment_base_offsets().len() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no roll by segment.ms while the cleaner was busy"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        cleaner.cleanings_in_progress(),
+        1,
+        "the cleaning ended first"
+    );
+    // Time moves on: the throttle lets the cleaning finish.
+    clock.advance(3_600_000);
+    let done = || cleaner.metrics().cleanings.load(Ordering::SeqCst) >= 1;
+    wait_until(&clock, 1_000, "the cleaning to finish", done).await;
     b.shutdown().await.unwrap();
 }
 

@@ -515,6 +515,16 @@ fn cleaner(w: &mut TextWriter, b: &Broker) {
         &[],
         m.last_duration_ms.load(Ordering::Relaxed) as f64 / 1000.0,
     );
+    w.family(
+        "weir_cleaner_cleanings_in_progress",
+        Kind::Gauge,
+        "Logs being cleaned right now.",
+    );
+    w.sample_int(
+        "weir_cleaner_cleanings_in_progress",
+        &[],
+        c.cleanings_in_progress() as i128,
+    );
     let now = b.now_ms();
     let max_ratio = b
         .replicas

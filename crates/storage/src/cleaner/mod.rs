@@ -184,6 +184,14 @@ impl LogCleaner {
         &self.metrics
     }
 
+    /// How many logs are being cleaned right now.
+    pub fn cleanings_in_progress(&self) -> usize {
+        self.in_progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
     /// The first dirty offset checkpointed for `tp`.
     pub fn checkpoint_of(&self, tp: &TopicPartition) -> Option<i64> {
         self.checkpoints
