@@ -27,11 +27,12 @@ use weir_client::{ClientError, Connection};
 use weir_protocol::codec::Request;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{
-    AllocateProducerIdsRequest, AlterPartitionReassignmentsRequest, AlterPartitionRequest,
-    BrokerHeartbeatRequest, BrokerRegistrationRequest, ControlledShutdownRequest,
-    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
-    DeleteTopicsRequest, DescribeQuorumRequest, ElectLeadersRequest, FetchRequest,
-    FetchSnapshotRequest, IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest,
+    AllocateProducerIdsRequest, AlterClientQuotasRequest, AlterPartitionReassignmentsRequest,
+    AlterPartitionRequest, AlterUserScramCredentialsRequest, BrokerHeartbeatRequest,
+    BrokerRegistrationRequest, ControlledShutdownRequest, CreateAclsRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteTopicsRequest,
+    DescribeQuorumRequest, ElectLeadersRequest, FetchRequest, FetchSnapshotRequest,
+    IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest,
 };
 
 /// How a [`ControllerClient`] retries.
@@ -145,6 +146,18 @@ impl ControllerRequest for DeleteAclsRequest {
         resp.filter_results
             .iter()
             .any(|r| is_not_controller(r.error_code))
+    }
+}
+
+impl ControllerRequest for AlterUserScramCredentialsRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        resp.results.iter().any(|r| is_not_controller(r.error_code))
+    }
+}
+
+impl ControllerRequest for AlterClientQuotasRequest {
+    fn not_controller(resp: &Self::Response) -> bool {
+        resp.entries.iter().any(|e| is_not_controller(e.error_code))
     }
 }
 

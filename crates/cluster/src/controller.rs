@@ -308,6 +308,38 @@ impl QuorumController {
         .await
     }
 
+    /// AlterUserScramCredentials: one decision and one batch for the whole
+    /// request, one result per user named (see weir-metadata's
+    /// `controller::scram`).
+    pub async fn alter_scram_credentials(
+        &self,
+        deletions: Vec<weir_metadata::scram::Deletion>,
+        upsertions: Vec<weir_metadata::scram::Upsertion>,
+    ) -> Result<Vec<(String, Result<(), weir_metadata::scram::Refusal>)>, ControllerError> {
+        self.decide(move |_, image, _| {
+            let a =
+                weir_metadata::controller::alter_scram_credentials(image, &deletions, &upsertions);
+            Ok((a.results, a.records))
+        })
+        .await
+    }
+
+    /// AlterClientQuotas: one decision and one batch for the whole
+    /// request (none with `validate_only`), one result per entry (see
+    /// weir-metadata's `controller::client_quotas`).
+    pub async fn alter_client_quotas(
+        &self,
+        alterations: Vec<weir_metadata::client_quotas::Alteration>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), weir_metadata::client_quotas::Refusal>>, ControllerError> {
+        self.decide(move |_, image, _| {
+            let a =
+                weir_metadata::controller::alter_client_quotas(image, &alterations, validate_only);
+            Ok((a.results, a.records))
+        })
+        .await
+    }
+
     /// ElectLeaders: one decision for every partition asked (`None`: all),
     /// each with its result; the elections are committed as one batch.
     pub async fn elect_leaders(

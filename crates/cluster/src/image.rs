@@ -332,7 +332,8 @@ pub fn snapshot_bytes(applied: &AppliedImage) -> Vec<u8> {
 
 /// The records that rebuild `image` when applied to the empty image: the
 /// brokers by epoch (their registrations must increase), topics with their
-/// partitions, configs, features and the next producer id.
+/// partitions, configs, features, ACLs, SCRAM credentials, client quotas
+/// and the next producer id.
 ///
 /// The highest broker epoch survives even when its broker was
 /// unregistered: a placeholder broker (id -1) is registered with that
@@ -421,6 +422,20 @@ pub fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
     }
     for (id, acl) in image.acls().iter() {
         records.push(weir_metadata::controller::acl_record(*id, acl));
+    }
+    for (user, hash, credential) in image.scram().iter() {
+        records.push(weir_metadata::controller::scram_record(
+            user, hash, credential,
+        ));
+    }
+    for (entity, values) in &image.client_quotas().entries {
+        for (key, value) in values {
+            records.push(weir_metadata::controller::client_quota_record(
+                entity,
+                key,
+                Some(*value),
+            ));
+        }
     }
     if image.next_producer_id() > 0 {
         records.push(MetadataRecord::ProducerIds(ProducerIdsRecord {

@@ -25,7 +25,8 @@ fn commit(sm: &mut ImageStateMachine, index: &mut u64, records: &[MetadataRecord
 
 /// An image with a bit of everything: brokers with endpoints and racks (one
 /// re-registered, one unregistered), topics with configs, a fenced broker and
-/// the elections it caused, an ISR change, producer ids, a feature level and
+/// the elections it caused, an ISR change, producer ids, ACLs, SCRAM
+/// credentials and client quotas (some removed again), a feature level and
 /// a broker config.
 fn busy_image() -> (ImageStateMachine, weir_cluster::ImageReader, u64) {
     let (mut sm, reader) = ImageStateMachine::new();
@@ -171,6 +172,78 @@ fn busy_image() -> (ImageStateMachine, weir_cluster::ImageReader, u64) {
     let deleted = weir_metadata::controller::delete_acls(&image, &[filter]).unwrap();
     commit(&mut sm, &mut i, &deleted.records);
     assert_eq!(reader.current().image.acls().len(), 2);
+    // SCRAM credentials: three set, one deleted again.
+    use weir_metadata::scram::{Deletion, ScramHash, Upsertion, salted_password};
+    let upsert = |user: &str, hash: ScramHash| Upsertion {
+        user: user.into(),
+        mechanism: hash.wire_type(),
+        iterations: 4096,
+        salt: user.as_bytes().to_vec(),
+        salted_password: salted_password(hash, "pw", user.as_bytes(), 4096),
+    };
+    let image = reader.current().image.clone();
+    let set = weir_metadata::controller::alter_scram_credentials(
+        &image,
+        &[],
+        &[
+            upsert("alice", ScramHash::Sha256),
+            upsert("bob", ScramHash::Sha512),
+            upsert("carol", ScramHash::Sha512),
+        ],
+    );
+    commit(&mut sm, &mut i, &set.records);
+    let image = reader.current().image.clone();
+    let gone = weir_metadata::controller::alter_scram_credentials(
+        &image,
+        &[Deletion {
+            user: "bob".into(),
+            mechanism: 2,
+        }],
+        &[],
+    );
+    commit(&mut sm, &mut i, &gone.records);
+    assert_eq!(reader.current().image.scram().len(), 2);
+    // Client quotas: a user's default client, a client id and an ip, one
+    // key removed again.
+    use weir_metadata::client_quotas::{Alteration, Op};
+    let quota = |entity: &[(&str, Option<&str>)], key: &str, value: Option<f64>| Alteration {
+        entity: entity
+            .iter()
+            .map(|(t, n)| (t.to_string(), n.map(String::from)))
+            .collect(),
+        ops: vec![Op {
+            key: key.into(),
+            value: value.unwrap_or(0.0),
+            remove: value.is_none(),
+        }],
+    };
+    let image = reader.current().image.clone();
+    let set = weir_metadata::controller::alter_client_quotas(
+        &image,
+        &[
+            quota(
+                &[("user", Some("alice")), ("client-id", None)],
+                "producer_byte_rate",
+                Some(1024.0),
+            ),
+            quota(
+                &[("client-id", Some("app"))],
+                "request_percentage",
+                Some(12.5),
+            ),
+            quota(&[("ip", None)], "connection_creation_rate", Some(30.0)),
+        ],
+        false,
+    );
+    commit(&mut sm, &mut i, &set.records);
+    let image = reader.current().image.clone();
+    let removed = weir_metadata::controller::alter_client_quotas(
+        &image,
+        &[quota(&[("ip", None)], "connection_creation_rate", None)],
+        false,
+    );
+    commit(&mut sm, &mut i, &removed.records);
+    assert_eq!(reader.current().image.client_quotas().entries.len(), 2);
     commit(
         &mut sm,
         &mut i,

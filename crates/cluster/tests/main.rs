@@ -16,4 +16,5 @@ mod observer;
 mod quorum;
 mod reassignments;
 mod refusals;
+mod security;
 mod tcp;

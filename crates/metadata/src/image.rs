@@ -11,7 +11,10 @@
 //! non-empty subset of its replicas, its leader is in the ISR or is
 //! [`NO_LEADER`], and its adding and removing replicas (a reassignment in
 //! progress) are disjoint sets of its replicas. Every ACL passed
-//! [`AclBinding::validate`].
+//! [`AclBinding::validate`]. Every SCRAM credential passed
+//! [`ScramCredential::check`] under a non-empty user name; every client
+//! quota entity passed [`client_quotas::validate_entity`] and every value
+//! [`client_quotas::validate_value`], and no entity has an empty key map.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -19,10 +22,13 @@ use std::sync::Arc;
 use weir_acl::AclBinding;
 use weir_protocol::Uuid;
 use weir_protocol::messages::metadata::{
-    AccessControlEntryRecord, BrokerRegistrationChangeRecord, PartitionChangeRecord,
-    PartitionRecord, RegisterBrokerRecord,
+    AccessControlEntryRecord, BrokerRegistrationChangeRecord, ClientQuotaRecord,
+    PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, UserScramCredentialRecord,
 };
 use weir_protocol::metadata_record::MetadataRecord;
+
+use crate::client_quotas::{self, ClientQuotas};
+use crate::scram::{ScramCredential, ScramHash, ScramUsers};
 
 /// `leader` of a partition with no leader.
 pub const NO_LEADER: i32 = -1;
@@ -161,6 +167,11 @@ struct Inner {
     /// an `Arc` of its own, so a batch without ACL records keeps the same
     /// map and readers can tell by pointer that the ACLs did not change.
     acls: Arc<BTreeMap<Uuid, AclBinding>>,
+    /// SCRAM credentials by user and mechanism; an `Arc` of its own, as
+    /// `acls`.
+    scram: Arc<ScramUsers>,
+    /// Client quotas by entity; an `Arc` of its own, as `acls`.
+    client_quotas: Arc<ClientQuotas>,
 }
 
 /// The cluster metadata as of one point of the metadata log.
@@ -187,6 +198,10 @@ pub struct MetadataDelta {
     pub configs_changed: BTreeSet<(i8, String)>,
     /// An ACL was added or removed.
     pub acls_changed: bool,
+    /// A SCRAM credential was set or removed.
+    pub scram_changed: bool,
+    /// A client quota was set or removed.
+    pub client_quotas_changed: bool,
 }
 
 /// Why a record cannot be applied to an image.
@@ -222,6 +237,20 @@ pub enum ApplyError {
     AclExists(Uuid),
     #[error("ACL {0:?} does not exist")]
     UnknownAcl(Uuid),
+    #[error("SCRAM credential of user {user:?} (mechanism {mechanism}) is invalid: {reason}")]
+    InvalidScramCredential {
+        user: String,
+        mechanism: i8,
+        reason: String,
+    },
+    #[error("user {user:?} has no SCRAM credential of mechanism {mechanism}")]
+    UnknownScramCredential { user: String, mechanism: i8 },
+    #[error("client quota {key} of {entity} is invalid: {reason}")]
+    InvalidClientQuota {
+        entity: String,
+        key: String,
+        reason: String,
+    },
 }
 
 impl MetadataImage {
@@ -291,6 +320,18 @@ impl MetadataImage {
     /// an apply added and removed none.
     pub fn acls(&self) -> &Arc<BTreeMap<Uuid, AclBinding>> {
         &self.inner.acls
+    }
+
+    /// Every SCRAM credential set with AlterUserScramCredentials. The same
+    /// `Arc` as the previous image's when an apply changed none.
+    pub fn scram(&self) -> &Arc<ScramUsers> {
+        &self.inner.scram
+    }
+
+    /// Every client quota set with AlterClientQuotas. The same `Arc` as
+    /// the previous image's when an apply changed none.
+    pub fn client_quotas(&self) -> &Arc<ClientQuotas> {
+        &self.inner.client_quotas
     }
 
     /// The first producer id not yet handed out.
@@ -375,6 +416,29 @@ impl Inner {
         for (id, acl) in self.acls.iter() {
             acl.validate()
                 .map_err(|e| format!("ACL {id:?} is invalid: {e}"))?;
+        }
+        for (user, hash, c) in self.scram.iter() {
+            if user.is_empty() {
+                return Err("a SCRAM user name is empty".into());
+            }
+            c.check(hash)
+                .map_err(|e| format!("SCRAM credential of {user:?} is invalid: {e}"))?;
+        }
+        for (entity, values) in &self.client_quotas.entries {
+            let parts: Vec<(String, Option<String>)> = entity
+                .0
+                .iter()
+                .map(|(t, n)| (t.name().to_string(), n.clone()))
+                .collect();
+            client_quotas::validate_entity(&parts)
+                .map_err(|r| format!("client quota entity {entity}: {}", r.message))?;
+            if values.is_empty() {
+                return Err(format!("client quota entity {entity} has no quota"));
+            }
+            for (k, v) in values {
+                client_quotas::validate_value(entity.allowed_keys(), k, *v)
+                    .map_err(|r| format!("client quota of {entity}: {}", r.message))?;
+            }
         }
         Ok(())
     }
@@ -513,11 +577,93 @@ impl Inner {
                 delta.acls_changed = true;
                 Ok(())
             }
-            // Not modelled yet (quotas, SCRAM, delegation tokens,
-            // transactions of the metadata log, controller registrations):
-            // accepted and skipped, so a log that holds them still replays.
+            MetadataRecord::UserScramCredential(r) => self.set_scram_credential(r, delta),
+            MetadataRecord::RemoveUserScramCredential(r) => {
+                let missing = || ApplyError::UnknownScramCredential {
+                    user: r.name.clone(),
+                    mechanism: r.mechanism,
+                };
+                let hash = ScramHash::from_wire_type(r.mechanism).ok_or_else(missing)?;
+                Arc::make_mut(&mut self.scram)
+                    .remove(hash, &r.name)
+                    .ok_or_else(missing)?;
+                delta.scram_changed = true;
+                Ok(())
+            }
+            MetadataRecord::ClientQuota(r) => self.change_client_quota(r, delta),
+            // Not modelled yet (delegation tokens, transactions of the
+            // metadata log, controller registrations): accepted and
+            // skipped, so a log that holds them still replays.
             _ => Ok(()),
         }
+    }
+
+    /// Sets (or replaces) one user's credential for one mechanism, checked
+    /// as [`ScramUsers::plan_alter`] checks an upsertion.
+    fn set_scram_credential(
+        &mut self,
+        r: &UserScramCredentialRecord,
+        delta: &mut MetadataDelta,
+    ) -> Result<(), ApplyError> {
+        let invalid = |reason: String| ApplyError::InvalidScramCredential {
+            user: r.name.clone(),
+            mechanism: r.mechanism,
+            reason,
+        };
+        if r.name.is_empty() {
+            return Err(invalid("empty user name".into()));
+        }
+        let hash = ScramHash::from_wire_type(r.mechanism)
+            .ok_or_else(|| invalid("unknown mechanism".into()))?;
+        let credential = ScramCredential {
+            salt: r.salt.to_vec(),
+            iterations: u32::try_from(r.iterations)
+                .map_err(|_| invalid(format!("{} iterations", r.iterations)))?,
+            stored_key: r.stored_key.to_vec(),
+            server_key: r.server_key.to_vec(),
+        };
+        credential.check(hash).map_err(invalid)?;
+        Arc::make_mut(&mut self.scram).insert(hash, &r.name, credential);
+        delta.scram_changed = true;
+        Ok(())
+    }
+
+    /// Sets or removes one quota key of one entity, checked as
+    /// [`ClientQuotas::plan_alter`] checks an entry; an entity left
+    /// without keys is gone.
+    fn change_client_quota(
+        &mut self,
+        r: &ClientQuotaRecord,
+        delta: &mut MetadataDelta,
+    ) -> Result<(), ApplyError> {
+        let parts: Vec<(String, Option<String>)> = r
+            .entity
+            .iter()
+            .map(|e| (e.entity_type.clone(), e.entity_name.clone()))
+            .collect();
+        let invalid = |entity: String, reason: String| ApplyError::InvalidClientQuota {
+            entity,
+            key: r.key.clone(),
+            reason,
+        };
+        let entity = client_quotas::validate_entity(&parts)
+            .map_err(|refusal| invalid(format!("{parts:?}"), refusal.message))?;
+        if !r.remove {
+            client_quotas::validate_value(entity.allowed_keys(), &r.key, r.value)
+                .map_err(|refusal| invalid(entity.to_string(), refusal.message))?;
+        }
+        let quotas = Arc::make_mut(&mut self.client_quotas);
+        let values = quotas.entries.entry(entity.clone()).or_default();
+        if r.remove {
+            values.remove(&r.key);
+        } else {
+            values.insert(r.key.clone(), r.value);
+        }
+        if values.is_empty() {
+            quotas.entries.remove(&entity);
+        }
+        delta.client_quotas_changed = true;
+        Ok(())
     }
 
     fn add_acl(

@@ -8,6 +8,10 @@
 //! records to [`MetadataImage::apply`]. Time is an argument (`now_ms`),
 //! never read from a clock. See `docs/cluster.md`.
 //!
+//! The SCRAM credential and client quota models ([`scram`],
+//! [`client_quotas`]) are shared with a single node, which validates and
+//! answers with the same code and keeps the result in its own files.
+//!
 //! ```
 //! use weir_metadata::controller::{Controller, ControllerConfig, Heartbeat, NewTopic, Registration};
 //! use weir_metadata::MetadataImage;
@@ -43,8 +47,10 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod client_quotas;
 pub mod controller;
 pub mod image;
+pub mod scram;
 
 pub use image::{
     ApplyError, Broker, Endpoint, MetadataDelta, MetadataImage, NO_LEADER, NO_LEADER_CHANGE,

@@ -20,8 +20,8 @@
 //! does not know, which is answered in v0 with UNSUPPORTED_VERSION and the
 //! versions served, as Kafka does.
 //!
-//! The handlers (`brokers`, `topics`, `leaders`, `configs`, `acls`, `partitions`,
-//! `reassignments`, `quorum`) map requests to the
+//! The handlers (`brokers`, `topics`, `leaders`, `configs`, `acls`,
+//! `security`, `partitions`, `reassignments`, `quorum`) map requests to the
 //! [`QuorumController`] and its answers to wire responses; they never
 //! touch the socket. On a node that is not the active controller every
 //! request but ApiVersions and DescribeQuorum is answered NOT_CONTROLLER,
@@ -35,6 +35,7 @@ pub mod metadata_fetch;
 pub mod partitions;
 mod quorum;
 mod reassignments;
+mod security;
 mod topics;
 
 pub use quorum::{METADATA_TOPIC, split_host_port};
@@ -119,6 +120,8 @@ pub const SERVED_APIS: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
+    ApiKey::AlterUserScramCredentials,
+    ApiKey::AlterClientQuotas,
     ApiKey::AlterPartition,
     ApiKey::AllocateProducerIds,
     ApiKey::AlterPartitionReassignments,
@@ -301,6 +304,12 @@ async fn respond(
         }
         RequestBody::CreateAcls(r) => ResponseBody::CreateAcls(acls::create(ctx, r).await),
         RequestBody::DeleteAcls(r) => ResponseBody::DeleteAcls(acls::delete(ctx, r).await),
+        RequestBody::AlterUserScramCredentials(r) => {
+            ResponseBody::AlterUserScramCredentials(security::alter_scram(ctx, r).await)
+        }
+        RequestBody::AlterClientQuotas(r) => {
+            ResponseBody::AlterClientQuotas(security::alter_quotas(ctx, r).await)
+        }
         RequestBody::AlterPartition(r) => {
             ResponseBody::AlterPartition(partitions::alter_partition(ctx, r, version).await)
         }

@@ -186,16 +186,22 @@ impl Controller {
 
 mod acls;
 mod brokers;
+mod client_quotas;
 mod configs;
 mod election;
 mod leaders;
 mod partitions;
 mod reassignment;
+mod scram;
 mod topics;
 
 pub use acls::{AclCreation, AclDeletion, acl_record, delete_acls};
+pub use client_quotas::{
+    QuotaAlteration, alter_client_quotas, client_quota_changes, client_quota_record,
+};
 pub use configs::alter_topic_configs;
 pub use leaders::{ElectionResult, ElectionType, imbalanced_partitions};
 pub use reassignment::{
     OngoingReassignment, Reassignment, ReassignmentResult, ongoing_reassignments,
 };
+pub use scram::{ScramAlteration, alter_scram_credentials, scram_changes, scram_record};
