@@ -115,6 +115,8 @@ pub struct ReplicaManager {
     wakeups: PartitionWakeups,
     /// Per-partition producer state, loaded on first use.
     producers: RwLock<HashMap<TopicPartition, ProducerSlot>>,
+    /// Producer-state loads, by where they ran.
+    producer_loads: ProducerLoads,
     /// Serialises high-watermark updates so the HW never moves backwards.
     hw_lock: Mutex<()>,
     /// Replication state of the partitions the metadata assigns (cluster
@@ -144,6 +146,17 @@ pub struct ReplicaManager {
 
 type ReplicationSlot = Arc<Mutex<PartitionReplication>>;
 
+/// How many partitions' producer states were loaded (snapshot and log
+/// tail read from disk), and where: ahead of the request on a blocking
+/// thread ([`ReplicaManager::load_producers_ahead`]), or inline by the
+/// code that needed them (a marker, a group's transactional offsets, a
+/// state dropped after a failed append).
+#[derive(Debug, Default)]
+pub struct ProducerLoads {
+    pub ahead: std::sync::atomic::AtomicU64,
+    pub inline: std::sync::atomic::AtomicU64,
+}
+
 /// A partition this broker follows, for the fetcher of its leader.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Followed {
@@ -159,6 +172,7 @@ impl ReplicaManager {
             logs,
             wakeups: PartitionWakeups::default(),
             producers: RwLock::new(HashMap::new()),
+            producer_loads: ProducerLoads::default(),
             hw_lock: Mutex::new(()),
             replication: RwLock::new(HashMap::new()),
             cleaner: std::sync::OnceLock::new(),
@@ -694,7 +708,41 @@ impl ReplicaManager {
     pub fn with_producers<R>(&self, log: &Log, f: impl FnOnce(&mut PartitionProducers) -> R) -> R {
         let slot = self.producer_slot(log);
         let mut state = slot.lock().unwrap_or_else(|p| p.into_inner());
-        f(state.get_or_insert_with(|| load_producers(log)))
+        f(state.get_or_insert_with(|| {
+            self.producer_loads.inline.fetch_add(1, Ordering::Relaxed);
+            load_producers(log)
+        }))
+    }
+
+    /// Loads `log`'s producer state on a blocking thread unless it is in
+    /// memory already, so that the request about to need it (an
+    /// idempotent produce) finds it there instead of reading the snapshot
+    /// and the log's tail on an async worker. Requests for the same
+    /// partition meanwhile wait on the slot's lock, on blocking threads.
+    pub async fn load_producers_ahead(&self, log: &Arc<Log>) {
+        let slot = self.producer_slot(log);
+        // Held by an append (or a load): let the blocking thread wait.
+        if slot.try_lock().is_ok_and(|s| s.is_some()) {
+            return;
+        }
+        let log = log.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            let mut state = slot.lock().unwrap_or_else(|p| p.into_inner());
+            if state.is_some() {
+                return false;
+            }
+            *state = Some(crate::producer_state_io::rebuild(&log));
+            true
+        })
+        .await;
+        if loaded.unwrap_or(false) {
+            self.producer_loads.ahead.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Producer-state loads so far (for `/metrics`).
+    pub fn producer_loads(&self) -> &ProducerLoads {
+        &self.producer_loads
     }
 
     /// The slot of a partition's producer state (empty until loaded). Every

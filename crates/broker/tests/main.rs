@@ -30,6 +30,7 @@ mod network;
 mod offset_for_leader_epoch;
 mod produce_flush;
 mod produce_record_errors;
+mod producer_state_loads;
 mod record_validation;
 mod replica_fetch_refusals;
 mod replication_metrics;

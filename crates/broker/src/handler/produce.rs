@@ -108,6 +108,12 @@ pub fn has_transactional_batch(records: &[u8]) -> bool {
     false
 }
 
+/// Whether the first batch of the records carries a producer id (headers
+/// only; malformed records are refused by the append).
+fn has_producer_id(records: &[u8]) -> bool {
+    BatchHeader::parse(records).is_ok_and(|h| h.producer_id >= 0)
+}
+
 /// Reads batch headers: returns the idempotence info when the records are a
 /// single batch with a producer id, an error for malformed input and for
 /// what a client may not write (Kafka's `LogValidator`): a control batch,
@@ -488,6 +494,13 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> Reply {
                     ),
                 )
             } else {
+                // An idempotent batch needs the partition's producer state:
+                // loaded here, off the async workers, the first time.
+                if p.records.as_deref().is_some_and(has_producer_id)
+                    && let Some(log) = b.replicas.log(&topic.name, p.index)
+                {
+                    b.replicas.load_producers_ahead(&log).await;
+                }
                 let (r, flush) = append_partition(b, &topic.name, p.index, p.records.as_ref());
                 if let Some(f) = flush {
                     flushes.push(((responses.len(), partitions.len()), f));

@@ -212,6 +212,16 @@ fn network(w: &mut TextWriter, b: &Broker) {
             load(&m.sasl_sessions_expired),
         ),
         (
+            "weir_producer_state_loads_ahead_total",
+            "Partitions' producer states loaded on a blocking thread before the idempotent produce that needed them.",
+            load(&b.replicas.producer_loads().ahead),
+        ),
+        (
+            "weir_producer_state_loads_inline_total",
+            "Partitions' producer states loaded inline by the code that needed them (markers, transactional offsets, after a failed append).",
+            load(&b.replicas.producer_loads().inline),
+        ),
+        (
             "weir_fetch_wakeups_total",
             "Parked fetches woken by an append to one of their partitions (each re-reads its partitions).",
             load(&m.fetch_wakeups),
