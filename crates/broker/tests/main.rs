@@ -9,6 +9,7 @@ mod admin;
 mod client_quotas;
 mod cluster_view;
 mod conformance;
+mod consumer_groups;
 mod console;
 mod console_cluster;
 mod console_corrupt;

@@ -18,6 +18,8 @@ pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod configs;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -157,6 +159,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::TxnOffsetCommit, 0, 4),
+    // Consumer-protocol groups (KIP-848).
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 0),
     // The transaction coordinator. EndTxn stays at v4: v5 would put
     // clients on transaction version 2 (KIP-890 part 2).
     (ApiKey::AddPartitionsToTxn, 0, 5),
@@ -265,6 +270,8 @@ async fn dispatch(ctx: &RequestContext, body: RequestBody) -> Reply {
         RequestBody::ListGroups(r) => list_groups::handle(ctx, r),
         RequestBody::DescribeGroups(r) => describe_groups::handle(ctx, r),
         RequestBody::DeleteGroups(r) => delete_groups::handle(ctx, r).await,
+        RequestBody::ConsumerGroupHeartbeat(r) => consumer_group_heartbeat::handle(ctx, r).await,
+        RequestBody::ConsumerGroupDescribe(r) => consumer_group_describe::handle(ctx, r),
         RequestBody::OffsetDelete(r) => offset_delete::handle(ctx, r).await,
         RequestBody::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(ctx, r),
         RequestBody::TxnOffsetCommit(r) => txn_offset_commit::handle(ctx, r).await,

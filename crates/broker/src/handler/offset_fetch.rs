@@ -119,6 +119,17 @@ fn authorized_results(
 pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
     let v = ctx.api_version;
     let require_stable = req.require_stable;
+    // v9+: a member of a consumer-protocol group (KIP-848) names itself
+    // and its epoch, checked as Kafka does (UNKNOWN_MEMBER_ID,
+    // STALE_MEMBER_EPOCH).
+    let members: Vec<(String, Option<String>, i32)> = if v >= 9 {
+        req.groups
+            .iter()
+            .map(|g| (g.group_id.clone(), g.member_id.clone(), g.member_epoch))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let asked: Vec<OffsetFetchGroup> = if v >= 8 {
         req.groups
             .into_iter()
@@ -152,8 +163,25 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
         }]
     };
     let results = authorized_results(ctx, asked, |asked| match ctx.broker.groups() {
-        Some(groups) if require_stable => groups.lock().fetch_stable_offsets(asked),
-        Some(groups) => groups.lock().fetch_offsets(asked),
+        Some(groups) => {
+            let coord = groups.lock();
+            let mut results = if require_stable {
+                coord.fetch_stable_offsets(asked)
+            } else {
+                coord.fetch_offsets(asked)
+            };
+            for r in results.iter_mut().filter(|r| r.error.is_ok()) {
+                let member = members.iter().find(|(g, _, _)| *g == r.group_id);
+                if let Some((g, id, epoch)) = member {
+                    let e = coord.check_offset_fetch_member(g, id.as_deref(), *epoch);
+                    if !e.is_ok() {
+                        r.error = e;
+                        r.partitions.clear();
+                    }
+                }
+            }
+            results
+        }
         None => asked
             .iter()
             .map(|g| OffsetFetchResult {

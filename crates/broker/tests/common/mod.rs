@@ -862,6 +862,24 @@ pub fn request_for(key: ApiKey, version: i16, t: &str, id: Uuid, n: i16) -> Requ
             }],
             ..Default::default()
         }),
+        // A member joining a consumer-protocol group (KIP-848).
+        ApiKey::ConsumerGroupHeartbeat => {
+            RequestBody::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+                group_id: format!("cg-{n}"),
+                member_id: format!("member-{n}"),
+                member_epoch: 0,
+                rebalance_timeout_ms: 10_000,
+                subscribed_topic_names: Some(vec![t.into()]),
+                topic_partitions: Some(Vec::new()),
+                ..Default::default()
+            })
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            RequestBody::ConsumerGroupDescribe(ConsumerGroupDescribeRequest {
+                group_ids: vec!["cg-0".into()],
+                ..Default::default()
+            })
+        }
         other => panic!("no request for {other:?}"),
     }
 }
