@@ -41,6 +41,7 @@ use weir_storage::FileRegion;
 
 use crate::broker::Broker;
 use crate::handler::{self, Reply, RequestContext};
+use crate::metrics::RequestStages;
 use crate::quotas::throttle::{self as quota_throttle, Charge};
 use crate::sasl::ListenerSasl;
 use crate::sasl::gate::{After, Authenticating, Gate, MAX_UNAUTHENTICATED_REQUEST_BYTES};
@@ -105,6 +106,10 @@ pub struct Outgoing {
 struct Done {
     out: Outgoing,
     started: std::time::Instant,
+    /// When the handler returned.
+    handled: std::time::Instant,
+    /// When the answer was ready (after a deferred reply's wait).
+    ready: std::time::Instant,
 }
 
 /// An answer still waiting (or ready, queued behind one that waits).
@@ -498,6 +503,7 @@ impl Connection {
                     reply,
                     charge,
                 } = out;
+                let handled = std::time::Instant::now();
                 let resolved = move |reply| Done {
                     out: Outgoing {
                         correlation_id,
@@ -507,6 +513,8 @@ impl Connection {
                         charge,
                     },
                     started,
+                    handled,
+                    ready: std::time::Instant::now(),
                 };
                 match reply {
                     Reply::Later(fut) => {
@@ -559,7 +567,12 @@ impl Connection {
 
     /// Sends one answer and records its metrics.
     async fn finish(&mut self, broker: &Arc<Broker>, done: Done) -> Result<(), ConnectionError> {
-        let Done { mut out, started } = done;
+        let Done {
+            mut out,
+            started,
+            handled,
+            ready,
+        } = done;
         let key = out.key as i16;
         let throttle = match out.charge.take() {
             Some(charge) => quota_throttle::apply(
@@ -572,7 +585,9 @@ impl Connection {
             ),
             None => 0,
         };
+        let writing = std::time::Instant::now();
         let r = self.send_reply(out).await;
+        let written = std::time::Instant::now();
         if throttle > 0 {
             let until = tokio::time::Instant::now()
                 + Duration::from_millis(u64::try_from(throttle).unwrap_or(0));
@@ -581,6 +596,17 @@ impl Connection {
         broker
             .metrics
             .record_request(key, started.elapsed(), r.is_ok());
+        if r.is_ok() {
+            broker.metrics.record_stages(
+                key,
+                RequestStages {
+                    handle: handled.saturating_duration_since(started),
+                    wait: ready.saturating_duration_since(handled),
+                    queue: writing.saturating_duration_since(ready),
+                    write: written.saturating_duration_since(writing),
+                },
+            );
+        }
         broker
             .metrics
             .bytes_out

@@ -187,6 +187,47 @@ pub struct ApiStats {
     pub failures: AtomicU64,
     /// Time from the complete request frame to the response written.
     pub latency: Histogram,
+    /// The same time in its four stages ([`RequestStages`]).
+    pub stages: StageHistograms,
+}
+
+/// Where the time of one answered request went, in order (the four add up
+/// to its `weir_request_duration_seconds`):
+/// - `handle`: from the complete frame to the handler's return (decoding,
+///   checks, and for a Produce the append to the log);
+/// - `wait`: the handler's deferred part (a Produce waiting for its sync,
+///   `flush.messages`, or for the in-sync replicas, acks=all); zero when
+///   the answer was ready at once;
+/// - `queue`: the ready answer waiting behind earlier answers of the same
+///   connection (answers go out in request order);
+/// - `write`: writing the answer to the socket.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestStages {
+    pub handle: Duration,
+    pub wait: Duration,
+    pub queue: Duration,
+    pub write: Duration,
+}
+
+/// One histogram per stage of [`RequestStages`].
+#[derive(Debug, Default)]
+pub struct StageHistograms {
+    pub handle: Histogram,
+    pub wait: Histogram,
+    pub queue: Histogram,
+    pub write: Histogram,
+}
+
+impl StageHistograms {
+    /// The stages with their `stage` label.
+    pub fn named(&self) -> [(&'static str, &Histogram); 4] {
+        [
+            ("handle", &self.handle),
+            ("wait", &self.wait),
+            ("queue", &self.queue),
+            ("write", &self.write),
+        ]
+    }
 }
 
 /// Retention totals since start.
@@ -311,6 +352,16 @@ impl BrokerMetrics {
                 a.failures.fetch_add(1, Ordering::Relaxed);
             }
             a.latency.observe(elapsed);
+        }
+    }
+
+    /// Records the stages of an answered request of api key `key`.
+    pub fn record_stages(&self, key: i16, stages: RequestStages) {
+        if let Some(a) = self.api(key) {
+            a.stages.handle.observe(stages.handle);
+            a.stages.wait.observe(stages.wait);
+            a.stages.queue.observe(stages.queue);
+            a.stages.write.observe(stages.write);
         }
     }
 

@@ -568,3 +568,73 @@ async fn error_codes_in_responses_are_counted_per_api_and_error() {
     );
     b.shutdown().await.unwrap();
 }
+
+/// The value of the sample line `name{labels} value` in rendered text.
+fn sample(text: &str, name_and_labels: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name_and_labels} in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+/// A Produce's time split into its stages: a sync asked for by
+/// `flush.messages=1` shows as `wait`; each stage counts every answered
+/// request once, and the stages add up to no more than the whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_time_is_split_into_stages() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(
+        create_topic(&mut c, "synced", 1, &[("flush.messages", "1")]).await,
+        NONE
+    );
+    for _ in 0..20 {
+        assert_eq!(
+            produce(&mut c, "synced", 0, batch(&["v"], 1), -1).await.0,
+            NONE
+        );
+    }
+    // The last answer's metrics are recorded just after it is written.
+    let produces = |text: &str| {
+        let total = sample(text, "weir_request_duration_seconds_count{api=\"Produce\"}");
+        let stages = sample(
+            text,
+            "weir_request_stage_seconds_count{api=\"Produce\",stage=\"write\"}",
+        );
+        total.min(stages)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut text = weir_broker::metrics::render(&b.broker);
+    while produces(&text) < 20.0 {
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        text = weir_broker::metrics::render(&b.broker);
+    }
+    let total = sample(&text, "weir_request_duration_seconds_sum{api=\"Produce\"}");
+    let count = sample(
+        &text,
+        "weir_request_duration_seconds_count{api=\"Produce\"}",
+    );
+    assert_eq!(count, 20.0);
+    let mut stages = 0.0;
+    for stage in ["handle", "wait", "queue", "write"] {
+        let labels = format!("{{api=\"Produce\",stage=\"{stage}\"}}");
+        assert_eq!(
+            sample(&text, &format!("weir_request_stage_seconds_count{labels}")),
+            count,
+            "{stage}"
+        );
+        stages += sample(&text, &format!("weir_request_stage_seconds_sum{labels}"));
+    }
+    let wait = sample(
+        &text,
+        "weir_request_stage_seconds_sum{api=\"Produce\",stage=\"wait\"}",
+    );
+    assert!(wait > 0.0, "the syncs took no time: {wait}");
+    assert!(stages <= total + 1e-6, "stages {stages} > total {total}");
+    // An API nobody used has no stage series.
+    assert!(!text.contains("weir_request_stage_seconds_count{api=\"DeleteGroups\""));
+    b.shutdown().await.unwrap();
+}

@@ -132,6 +132,23 @@ fn requests(w: &mut TextWriter, b: &Broker) {
             &a.latency.snapshot(),
         );
     }
+    w.family(
+        "weir_request_stage_seconds",
+        Kind::Histogram,
+        "Request time by stage (handle: to the handler's return, with a Produce's append; wait: a Produce waiting for its sync or its in-sync replicas; queue: behind earlier answers of the connection; write: to the socket), by API; only APIs that were used.",
+    );
+    for (name, a) in stats
+        .iter()
+        .filter(|(_, a)| a.requests.load(Ordering::Relaxed) > 0)
+    {
+        for (stage, h) in a.stages.named() {
+            w.histogram(
+                "weir_request_stage_seconds",
+                &[("api", name), ("stage", stage)],
+                &h.snapshot(),
+            );
+        }
+    }
 }
 
 /// `weir_request_errors_total{api, error}`: only series that are non-zero.
