@@ -28,10 +28,13 @@ pub mod cluster;
 pub mod codes;
 pub mod config;
 pub mod configdef;
+// Code on the async workers: no blocking file or clock calls (clippy.toml).
+#[deny(clippy::disallowed_methods)]
 pub mod connection;
 pub mod dynamic_config;
 pub mod embedded;
 pub mod groups;
+#[deny(clippy::disallowed_methods)]
 pub mod handler;
 pub mod hosting;
 pub mod http;
