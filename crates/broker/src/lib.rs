@@ -45,6 +45,7 @@ pub mod properties;
 pub mod quotas;
 pub mod replica_manager;
 pub mod replication;
+pub mod runtime_watchdog;
 pub mod sasl;
 pub mod scram_credentials;
 pub mod security_admin;

@@ -293,6 +293,9 @@ pub struct BrokerMetrics {
     pub fetch_wakeups: AtomicU64,
     /// Memory of request frames (`queued.max.request.bytes`).
     pub request_memory: Arc<RequestMemoryGauges>,
+    /// How long the async runtime takes to start a task
+    /// ([`crate::runtime_watchdog`]).
+    pub runtime: Arc<crate::runtime_watchdog::RuntimeDelays>,
     pub http_requests: AtomicU64,
     /// HTTP requests whose basic-auth credentials were refused (wrong
     /// user or password, or not decodable; requests without credentials
@@ -328,6 +331,7 @@ impl BrokerMetrics {
             parked_fetches: AtomicI64::new(0),
             fetch_wakeups: AtomicU64::new(0),
             request_memory: Arc::default(),
+            runtime: Arc::default(),
             http_requests: AtomicU64::new(0),
             http_auth_failures: AtomicU64::new(0),
             retention: RetentionStats::default(),

@@ -126,6 +126,8 @@ pub struct RunningBroker {
     ticker: JoinHandle<()>,
     /// Retention and the cleaner.
     maintainer: JoinHandle<()>,
+    /// Probes the runtime's task start delay; stops when dropped.
+    _watchdog: crate::runtime_watchdog::Watchdog,
     group_timer: JoinHandle<()>,
     txn_timer: JoinHandle<()>,
 }
@@ -271,6 +273,10 @@ pub async fn start_with_setup(
     ));
     let maintainer = tokio::spawn(maintenance_loop(broker.clone(), shutdown_rx.clone()));
     let ticker = tokio::spawn(tick_loop(broker.clone(), shutdown_rx));
+    let watchdog = crate::runtime_watchdog::Watchdog::start(
+        tokio::runtime::Handle::current(),
+        broker.metrics.runtime.clone(),
+    );
     tracing::info!(%local_addr, "broker listening");
     Ok(RunningBroker {
         local_addr,
@@ -283,6 +289,7 @@ pub async fn start_with_setup(
         done_rx,
         ticker,
         maintainer,
+        _watchdog: watchdog,
         group_timer,
         txn_timer,
     })

@@ -638,3 +638,35 @@ async fn request_time_is_split_into_stages() {
     assert!(!text.contains("weir_request_stage_seconds_count{api=\"DeleteGroups\""));
     b.shutdown().await.unwrap();
 }
+
+/// The runtime watchdog measures how long a task waits to start: probes
+/// arrive while the broker idles, and blocking every worker thread (as a
+/// file read or an fsync on a worker would) shows as a stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocked_workers_show_as_runtime_stalls() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let rt = b.broker.metrics.runtime.clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while rt.delay.snapshot().count == 0 {
+        assert!(std::time::Instant::now() < deadline, "no probe arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    while rt.stalls.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no stall seen");
+        // Both workers blocked at once for 100 ms.
+        let blockers: Vec<_> = (0..2)
+            .map(|_| tokio::spawn(async { std::thread::sleep(Duration::from_millis(100)) }))
+            .collect();
+        for t in blockers {
+            t.await.unwrap();
+        }
+    }
+    let text = weir_broker::metrics::render(&b.broker);
+    assert!(sample(&text, "weir_runtime_stalls_total") >= 1.0, "{text}");
+    assert!(
+        sample(&text, "weir_runtime_max_schedule_delay_seconds") > 0.01,
+        "{text}"
+    );
+    b.shutdown().await.unwrap();
+}

@@ -132,6 +132,33 @@ fn requests(w: &mut TextWriter, b: &Broker) {
             &a.latency.snapshot(),
         );
     }
+    let rt = &b.metrics.runtime;
+    w.family(
+        "weir_runtime_schedule_delay_seconds",
+        Kind::Histogram,
+        "Time from spawning a probe task onto the async runtime to its start, sampled every 10 ms: long when workers are blocked or all busy.",
+    );
+    w.histogram(
+        "weir_runtime_schedule_delay_seconds",
+        &[],
+        &rt.delay.snapshot(),
+    );
+    w.family(
+        "weir_runtime_stalls_total",
+        Kind::Counter,
+        "Probes of the async runtime that waited more than 10 ms to start.",
+    );
+    w.sample_int("weir_runtime_stalls_total", &[], load(&rt.stalls));
+    w.family(
+        "weir_runtime_max_schedule_delay_seconds",
+        Kind::Gauge,
+        "The longest probe delay since the broker started.",
+    );
+    w.sample(
+        "weir_runtime_max_schedule_delay_seconds",
+        &[],
+        rt.max_us.load(Ordering::Relaxed) as f64 / 1e6,
+    );
     w.family(
         "weir_request_stage_seconds",
         Kind::Histogram,
