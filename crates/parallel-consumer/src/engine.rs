@@ -137,6 +137,9 @@ pub struct PartitionStats {
     pub skipped: u64,
     /// Why the commit metadata found at assignment was ignored, if it was.
     pub metadata_error: Option<MetadataError>,
+    /// Results of tasks from an earlier assignment of this partition that
+    /// were discarded (since the consumer started, over all assignments).
+    pub stale_results: u64,
 }
 
 #[derive(Debug)]
@@ -167,6 +170,9 @@ pub struct Engine<T> {
     parts: HashMap<TopicPartition, PartInfo>,
     /// Submitted tasks not yet finished, with their partition.
     running: HashMap<TaskId, TopicPartition>,
+    /// Discarded results of earlier assignments, per partition ever owned
+    /// (kept across assignments).
+    stale: HashMap<TopicPartition, u64>,
 }
 
 impl<T> Engine<T> {
@@ -182,6 +188,7 @@ impl<T> Engine<T> {
             tracker: AssignmentTracker::new(),
             parts: HashMap::new(),
             running: HashMap::new(),
+            stale: HashMap::new(),
         })
     }
 
@@ -348,6 +355,14 @@ impl<T> Engine<T> {
         };
         if applied && let Some(part) = self.parts.get_mut(&task.tp) {
             part.metadata_dirty = true;
+        }
+        if !applied
+            && self
+                .parts
+                .get(&task.tp)
+                .is_none_or(|p| p.generation != task.generation)
+        {
+            *self.stale.entry(task.tp.clone()).or_default() += 1;
         }
         applied
     }
@@ -536,6 +551,7 @@ impl<T> Engine<T> {
                     oldest_unfinished_age_ms: t.oldest_unfinished_age_ms(now_ms),
                     skipped: part.skipped,
                     metadata_error: part.metadata_error.clone(),
+                    stale_results: self.stale.get(tp).copied().unwrap_or(0),
                 })
             })
             .collect();

@@ -103,6 +103,7 @@ mod tests {
             oldest_unfinished_age_ms: Some(250),
             skipped: 0,
             metadata_error: None,
+            stale_results: 0,
         }
     }
 

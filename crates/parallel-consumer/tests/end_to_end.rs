@@ -15,7 +15,12 @@
 //! 3. per-key order of effects: in the order effects were committed, each
 //!    key's sequence numbers are exactly 0, 1, 2, … (increasing, no gap);
 //! 4. per-key order of invocations: within one process, an invocation of a
-//!    key starts only after the previous invocation of that key finished.
+//!    key starts only after the previous invocation of that key finished;
+//! 5. the kill interrupted work: the process is killed once it has finished
+//!    records above the committed offsets; afterwards, it had started
+//!    records that no commit covered (offset or completed set, read right
+//!    after the kill), and at least one record it had applied was run
+//!    again by another process, which found the effect there (`dup`).
 //!
 //! The worker binary is `target/<profile>/examples/e2e_worker`, which `cargo
 //! test` builds with the tests; `WEIR_PC_E2E_WORKER` overrides the path, and
@@ -38,6 +43,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use weir_parallel_consumer::metadata::{self, CompletedSet};
 
 const RECORDS: u64 = 100_000;
 const KEYS: u64 = 3_000;
@@ -137,6 +143,37 @@ fn committed_all(bootstrap: &str, group: &str, topic: &str) -> Vec<i64> {
                 _ => -1,
             },
         )
+        .collect()
+}
+
+/// The group's committed offset per partition with the completed set in
+/// its metadata (records above the offset a new owner skips).
+fn committed_with_sets(bootstrap: &str, group: &str, topic: &str) -> Vec<(i64, CompletedSet)> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .expect("offset reader");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition(topic, p);
+    }
+    let list = c
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .expect("OffsetFetch");
+    (0..PARTITIONS)
+        .map(|p| {
+            let e = list.find_partition(topic, p);
+            match e.as_ref().map(|e| e.offset()) {
+                Some(Offset::Offset(o)) => {
+                    let meta = e.map(|e| e.metadata().to_string()).unwrap_or_default();
+                    let set = metadata::decode(&meta, o)
+                        .unwrap_or_else(|e| panic!("partition {p}: commit metadata {meta:?}: {e}"));
+                    (o, set)
+                }
+                _ => (-1, CompletedSet::default()),
+            }
+        })
         .collect()
 }
 
@@ -244,13 +281,20 @@ enum Line {
 /// Parses a log; a torn last line (no newline) is allowed only for a killed
 /// process.
 fn read_log(w: &Worker) -> Vec<Line> {
+    read_log_lines(w, false)
+}
+
+/// The complete lines of a log; a torn last line (no newline) is allowed
+/// for a killed process, or while the process still writes
+/// (`in_progress`).
+fn read_log_lines(w: &Worker, in_progress: bool) -> Vec<Line> {
     let text = std::fs::read_to_string(&w.log).unwrap_or_default();
     let complete = match text.rfind('\n') {
         Some(i) => &text[..=i],
         None => "",
     };
     assert!(
-        w.killed || complete.len() == text.len(),
+        in_progress || w.killed || complete.len() == text.len(),
         "worker {} left a torn log line without being killed",
         w.id
     );
@@ -291,6 +335,28 @@ fn read_log(w: &Worker) -> Vec<Line> {
             }
         })
         .collect()
+}
+
+/// Records a worker started at or above the committed offset of their
+/// partition (work no commit covers yet), and how many of them it finished.
+fn ahead_of_commit(lines: &[Line], committed: &[i64]) -> (HashSet<(i32, i64)>, usize) {
+    let above = |p: i32, o: i64| committed.get(p as usize).is_some_and(|&c| o >= c);
+    let mut started = HashSet::new();
+    let mut finished = 0;
+    for line in lines {
+        match line {
+            Line::Start {
+                partition, offset, ..
+            } if above(*partition, *offset) => {
+                started.insert((*partition, *offset));
+            }
+            Line::End {
+                partition, offset, ..
+            } if above(*partition, *offset) => finished += 1,
+            _ => {}
+        }
+    }
+    (started, finished)
 }
 
 fn bad_line<T>(worker: usize, line: &str) -> T {
@@ -355,26 +421,33 @@ fn hundred_thousand_records_survive_a_killed_process_and_a_new_one() {
         .map(|i| Worker::spawn(&setup, i))
         .collect();
 
-    // Mid-run: kill one process, add another.
+    // Mid-run: kill one process while it has finished work that no commit
+    // covers yet, add another.
     let deadline = started + CONSUME_WAIT;
     loop {
         let committed = committed_all(&bootstrap, &group, &topic);
         let done: i64 = committed.iter().map(|&o| o.max(0)).sum();
-        if done as u64 >= KILL_AFTER {
+        let (_, finished_ahead) = ahead_of_commit(&read_log_lines(&workers[0], true), &committed);
+        if done as u64 >= KILL_AFTER && finished_ahead > 0 {
             eprintln!(
-                "killing worker 0 at {done} committed ({:?})",
+                "killing worker 0 at {done} committed, {finished_ahead} records finished above them ({:?})",
                 started.elapsed()
             );
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "gave up waiting for {KILL_AFTER} commits\n{}",
+            "gave up waiting for {KILL_AFTER} commits with records finished by worker 0 above them (now {done} committed, {finished_ahead} finished above)\n{}",
             diagnose(&workers, &committed, &ends)
         );
         std::thread::sleep(Duration::from_millis(300));
     }
     workers[0].kill();
+    // Nothing of worker 0 can be committed any more: whatever it started at
+    // or above these offsets, and not in their completed sets, was
+    // unfinished or uncommitted work when it died (a later owner's commits
+    // only cover more, which makes the set below smaller, never wrong).
+    let committed_at_kill = committed_with_sets(&bootstrap, &group, &topic);
     workers.push(Worker::spawn(&setup, FIRST_WORKERS));
 
     loop {
@@ -508,6 +581,71 @@ fn hundred_thousand_records_survive_a_killed_process_and_a_new_one() {
     let invoked: HashSet<&String> = event_at.values().collect();
     assert_eq!(invoked.len(), expected.len(), "distinct events invoked");
     assert!(invoked.iter().all(|e| expected.contains(*e)));
+
+    // The kill interrupted work: worker 0 had started records that no
+    // commit covered, and some it had applied were delivered again to
+    // another process, which found the effect there (`dup`).
+    let killed_lines = read_log(&workers[0]);
+    let offsets_at_kill: Vec<i64> = committed_at_kill.iter().map(|(o, _)| *o).collect();
+    let (ahead, _) = ahead_of_commit(&killed_lines, &offsets_at_kill);
+    let uncommitted_at_kill: HashSet<(i32, i64)> = ahead
+        .into_iter()
+        .filter(|(p, o)| !committed_at_kill[*p as usize].1.contains(*o))
+        .collect();
+    let mut open_at_kill: HashSet<(i32, i64)> = HashSet::new();
+    let mut applied_by_killed: HashSet<&str> = HashSet::new();
+    for line in &killed_lines {
+        match line {
+            Line::Start {
+                partition, offset, ..
+            } => {
+                open_at_kill.insert((*partition, *offset));
+            }
+            Line::End {
+                partition,
+                offset,
+                event,
+                applied,
+            } => {
+                open_at_kill.remove(&(*partition, *offset));
+                if *applied {
+                    applied_by_killed.insert(event);
+                }
+            }
+            Line::Failed {
+                partition, offset, ..
+            } => {
+                open_at_kill.remove(&(*partition, *offset));
+            }
+        }
+    }
+    let mut deduplicated = 0usize;
+    for w in workers.iter().filter(|w| w.id != 0) {
+        for line in read_log(w) {
+            if let Line::End {
+                event,
+                applied: false,
+                ..
+            } = &line
+                && applied_by_killed.contains(event.as_str())
+            {
+                deduplicated += 1;
+            }
+        }
+    }
+    eprintln!(
+        "worker 0 at the kill: {} records started that no commit covered (offsets {offsets_at_kill:?} and their completed sets), {} still running; {deduplicated} records it had applied were run again elsewhere and found done",
+        uncommitted_at_kill.len(),
+        open_at_kill.len()
+    );
+    assert!(
+        !uncommitted_at_kill.is_empty(),
+        "the killed process had no unfinished or uncommitted work: the kill tested nothing"
+    );
+    assert!(
+        deduplicated > 0,
+        "no record the killed process had applied was delivered again and deduplicated"
+    );
 
     // 2. Exactly once, from the database.
     let store = EffectStore::open(db.to_str().expect("utf-8 path")).expect("db");

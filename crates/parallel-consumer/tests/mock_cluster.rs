@@ -37,17 +37,25 @@ fn row5_key_order_is_kept_while_other_keys_run() {
 
 #[test]
 fn row6_revoke_commits_completed_prefix_eager() {
-    common::revoke_commits_completed_prefix(&TestBroker::mock(), "range");
+    common::revoke_commits_completed_prefix(
+        &TestBroker::mock(),
+        "range",
+        common::RevokeCommit::RefusedByMockDuringEagerRebalance,
+    );
 }
 
 #[test]
 fn row6_revoke_commits_completed_prefix_cooperative() {
-    common::revoke_commits_completed_prefix(&TestBroker::mock(), "cooperative-sticky");
+    common::revoke_commits_completed_prefix(
+        &TestBroker::mock(),
+        "cooperative-sticky",
+        common::RevokeCommit::Accepted,
+    );
 }
 
 #[test]
 fn row8_paused_partition_keeps_its_membership() {
-    common::row8_paused_partition_keeps_its_membership(&TestBroker::mock());
+    common::row8_paused_partition_keeps_its_membership(&TestBroker::mock(), Duration::from_secs(3));
 }
 
 #[test]
@@ -119,7 +127,8 @@ fn row7_lost_assignment_discards_the_late_result() {
     broker.create_topic(&rt, &topic, 1);
     common::produce(b, &topic, 0, &[(None, "10"), (None, "11")]);
     let log = common::Log::default();
-    let (open, gate) = watch::channel(false);
+    let (old_run, old_gate) = watch::channel(false);
+    let (new_run, new_gate) = watch::channel(false);
     let mut client = common::client(b, &group);
     client.set("session.timeout.ms", "6000");
     let pc = ParallelConsumer::start(
@@ -127,7 +136,7 @@ fn row7_lost_assignment_discards_the_late_result() {
         &[topic.as_str()],
         common::config(Ordering::Unordered, 8),
         rt.handle().clone(),
-        common::gated_handler(log.clone(), [(0, 0)].into(), gate),
+        common::run_gated_handler(log.clone(), (0, 0), vec![old_gate, new_gate]),
     )
     .expect("start");
     wait_until("0 committed with {1} in metadata", || {
@@ -152,19 +161,6 @@ fn row7_lost_assignment_discards_the_late_result() {
     });
     let s = common::stats_of(&pc, &topic, 0).expect("stats");
     assert_eq!(s.skipped, 1, "record 1 came back but was restored as done");
-    // Both the old and the new run of 0 finish; only the new one counts.
-    open.send(true).expect("open gate");
-    wait_until("2 committed", || {
-        committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 2)
-    });
-    assert_eq!(
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter(|e| **e == ("start", 0, 1))
-            .count(),
-        1,
-        "record 1 ran again"
-    );
+    common::row7_only_the_new_run_moves_the_commit(&pc, b, &group, &topic, &log, old_run, new_run);
     pc.shutdown().expect("shutdown");
 }

@@ -184,6 +184,7 @@ fn row7_lost_partition_commits_nothing_and_late_results_are_stale() {
         );
     }
     assert_eq!(e.stats(0)[0].effect_watermark, 10);
+    assert_eq!(e.stats(0)[0].stale_results, 2);
     assert!(e.commits().is_empty());
 }
 

@@ -339,6 +339,106 @@ pub fn gated_handler(
     }
 }
 
+/// A handler that logs, and blocks the `k`-th run of record `blocked`
+/// (counted from 0) until `gates[k]` turns true: each run of the record
+/// has its own gate (runs beyond the list are not blocked).
+pub fn run_gated_handler(
+    log: Log,
+    blocked: (i32, i64),
+    gates: Vec<watch::Receiver<bool>>,
+) -> impl Fn(Record) -> BoxFuture + Send + Sync + 'static {
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    move |r: Record| {
+        let log = log.clone();
+        let gate = if (r.partition, r.offset) == blocked {
+            let k = runs.fetch_add(1, AtomicOrdering::SeqCst);
+            gates.get(k).cloned()
+        } else {
+            None
+        };
+        Box::pin(async move {
+            log.lock().unwrap().push(("start", r.partition, r.offset));
+            if let Some(mut gate) = gate {
+                gate.wait_for(|open| *open)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            log.lock().unwrap().push(("end", r.partition, r.offset));
+            Ok(())
+        })
+    }
+}
+
+/// Row 7's end, once record 0's run of the lost assignment (blocked on
+/// `old`) and its run under the new assignment (blocked on `new`) both
+/// started and record 1 was restored as done: only the old run is
+/// released. Its result must be discarded: the watermark stays at 0, and a
+/// commit made after it (once record 2, produced now, completed) still
+/// says 0 with {1, 2} done. Then the new run finishes and 3 is committed.
+pub fn row7_only_the_new_run_moves_the_commit(
+    pc: &ParallelConsumer,
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    log: &Log,
+    old: watch::Sender<bool>,
+    new: watch::Sender<bool>,
+) {
+    let starts_of_0 = || {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|e| **e == ("start", 0, 0))
+            .count()
+    };
+    assert_eq!(starts_of_0(), 2, "{:?}", log.lock().unwrap());
+    old.send(true).expect("release the old run");
+    wait_until_or(
+        "the old run's result reached the owner thread",
+        || {
+            log.lock().unwrap().contains(&("end", 0, 0))
+                && stats_of(pc, topic, 0)
+                    .is_some_and(|s| s.stale_results >= 1 || s.effect_watermark > 0)
+        },
+        || format!("{:?}", stats_of(pc, topic, 0)),
+    );
+    let s = stats_of(pc, topic, 0).expect("stats");
+    assert_eq!(
+        (s.effect_watermark, s.in_flight, s.stale_results),
+        (0, 1, 1),
+        "the old generation's result of record 0 was applied: {s:?}"
+    );
+    produce(bootstrap, topic, 0, &[(None, "12")]);
+    wait_until("a commit that has record 2 done", || {
+        committed(bootstrap, group, topic, 0)
+            .is_some_and(|(o, m)| o > 0 || metadata::decode(&m, o).is_ok_and(|s| s.contains(2)))
+    });
+    let (offset, meta) = committed(bootstrap, group, topic, 0).expect("committed");
+    assert_eq!(
+        offset, 0,
+        "the commit moved past record 0 while only its old run had finished"
+    );
+    assert_eq!(
+        metadata::decode(&meta, 0).ok().map(|s| s.runs),
+        Some(vec![1..3]),
+        "{meta:?}"
+    );
+    assert_eq!(starts_of_0(), 2, "record 0 ran a third time");
+    new.send(true).expect("release the new run");
+    wait_until("3 committed", || {
+        committed(bootstrap, group, topic, 0).is_some_and(|(o, _)| o == 3)
+    });
+    assert_eq!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|e| **e == ("start", 0, 1))
+            .count(),
+        1,
+        "record 1 ran again"
+    );
+}
+
 pub fn row1_unfinished_first_record_holds_the_commit(broker: &TestBroker) {
     let b = &broker.bootstrap();
     let rt = runtime();
@@ -512,10 +612,22 @@ pub fn row5_key_order_is_kept_while_other_keys_run(broker: &TestBroker) {
     pc.shutdown().expect("shutdown");
 }
 
+/// Whether the broker accepts the revoke's commit in row 6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevokeCommit {
+    Accepted,
+    /// librdkafka's mock cluster answers REBALANCE_IN_PROGRESS to every
+    /// commit once a new member's JoinGroup started an eager rebalance
+    /// (Kafka and weir accept commits of the current generation until the
+    /// rebalance completes): the new owner then runs every record again.
+    RefusedByMockDuringEagerRebalance,
+}
+
 /// Row 6: a second member joins while record 0 runs and 1 is done on every
-/// partition. The first member's revoke commits 0 with {1} in the metadata;
-/// the new owner runs 0 and 2 again but not 1.
-pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str) {
+/// partition. The first member commits nothing periodically (an interval
+/// of one hour), so the only commit that can write 0 with {1} in its
+/// metadata is the revoke's; the new owner runs 0 and 2 again but not 1.
+pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str, expect: RevokeCommit) {
     let b = &broker.bootstrap();
     let rt = runtime();
     let (topic, group) = (unique("row6"), unique("g6"));
@@ -529,10 +641,12 @@ pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str) {
     let first_log = Log::default();
     let (_first_open, first_gate) = watch::channel(false);
     let blocked: HashSet<(i32, i64)> = (0..partitions).flat_map(|p| [(p, 0), (p, 2)]).collect();
+    let mut no_periodic_commit = config(Ordering::Unordered, 8);
+    no_periodic_commit.commit_interval = Duration::from_secs(3600);
     let first = ParallelConsumer::start(
         c.clone(),
         &[topic.as_str()],
-        config(Ordering::Unordered, 8),
+        no_periodic_commit,
         rt.handle().clone(),
         gated_handler(first_log.clone(), blocked, first_gate),
     )
@@ -541,15 +655,19 @@ pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str) {
         let log = first_log.lock().unwrap();
         (0..partitions).all(|p| log.contains(&("end", p, 1)))
     });
-    // The completed prefix and set are committed before the second member
-    // joins (a commit racing the rebalance may be refused by the broker).
-    wait_until("0 committed with {1} on every partition", || {
-        (0..partitions).all(|p| {
-            committed(b, &group, &topic, p).is_some_and(|(o, m)| {
-                o == 0 && metadata::decode(&m, 0).is_ok_and(|s| s.runs == vec![1..2])
-            })
-        })
+    wait_until("the first member saw 1 done on every partition", || {
+        let s = first.stats();
+        s.len() == partitions as usize
+            && s.iter()
+                .all(|s| s.position == 3 && s.in_flight == 2 && s.tracked == 3)
     });
+    for p in 0..partitions {
+        assert_eq!(
+            committed(b, &group, &topic, p),
+            None,
+            "partition {p} committed before the revoke"
+        );
+    }
     let second_log = Log::default();
     let (_second_open, second_gate) = watch::channel(true);
     let second = ParallelConsumer::start(
@@ -562,12 +680,7 @@ pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str) {
     .expect("second member");
     wait_until_or(
         "the second member owns a partition and finished it",
-        || {
-            second
-                .stats()
-                .iter()
-                .any(|s| s.effect_watermark == 3 && s.skipped == 1)
-        },
+        || second.stats().iter().any(|s| s.effect_watermark == 3),
         || {
             format!(
                 "first: {:#?}\nsecond: {:#?}\ncommitted: {:?}\nsecond log: {:?}",
@@ -580,14 +693,24 @@ pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str) {
             )
         },
     );
-    let moved: Vec<i32> = second
+    let moved: Vec<_> = second
         .stats()
-        .iter()
-        .filter(|s| s.skipped == 1)
-        .map(|s| s.partition)
+        .into_iter()
+        .filter(|s| s.effect_watermark == 3)
         .collect();
     let log = second_log.lock().unwrap().clone();
-    for p in moved {
+    assert!(!moved.is_empty());
+    for s in &moved {
+        let p = s.partition;
+        if expect == RevokeCommit::RefusedByMockDuringEagerRebalance {
+            assert_eq!(s.skipped, 0, "{s:?}");
+            assert!(log.contains(&("end", p, 1)), "{log:?}");
+            continue;
+        }
+        assert_eq!(
+            s.skipped, 1,
+            "partition {p}: the new owner did not find record 1 done in the revoke's commit: {s:?}\n{log:?}"
+        );
         assert!(log.contains(&("end", p, 0)), "{log:?}");
         assert!(log.contains(&("end", p, 2)), "{log:?}");
         assert!(
@@ -599,15 +722,41 @@ pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str) {
     first.shutdown().expect("shutdown first");
 }
 
-/// Row 8's group timeouts: the coordinator drops a member whose heartbeats
-/// stop for `session.timeout.ms`, and librdkafka leaves the group itself
-/// when the application stops polling for `max.poll.interval.ms` (which
-/// must not be below the session timeout). 6 s is the broker's smallest
-/// session.
-const ROW8_TIMEOUT: Duration = Duration::from_secs(6);
-const ROW8_HEARTBEAT: Duration = Duration::from_millis(500);
+/// The group's state and member ids as the coordinator describes them
+/// (DescribeGroups), or `None` where the broker does not answer it (the
+/// mock cluster).
+pub fn group_members(bootstrap: &str, group: &str) -> Option<(String, Vec<String>)> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("group reader");
+    let list = c
+        .fetch_group_list(Some(group), Duration::from_secs(10))
+        .ok()?;
+    let g = list.groups().iter().find(|g| g.name() == group)?;
+    Some((
+        g.state().to_string(),
+        g.members().iter().map(|m| m.id().to_string()).collect(),
+    ))
+}
 
-pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker) {
+/// Row 8: a partition paused (its buffer is full while record 0 runs) for
+/// longer than `max.poll.interval.ms` keeps its member in the group,
+/// because the owner thread keeps polling while partitions are paused.
+/// librdkafka leaves the group by itself when the application does not
+/// poll for `max.poll.interval.ms`, even while its own thread keeps
+/// heartbeating; so the pause lasts `timeout` + 2 s with
+/// `max.poll.interval.ms` = `session.timeout.ms` = `timeout` (librdkafka
+/// wants the poll interval at least the session timeout, and the broker's
+/// `group.min.session.timeout.ms` bounds the session from below).
+///
+/// Seen from outside: the same member id is the group's only member after
+/// the pause (where the broker answers DescribeGroups), heartbeats kept
+/// coming after the timeouts ran out (where the broker's counters are
+/// visible), and the partition's generation never changed (a member that
+/// had left would rejoin under a new one).
+pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker, timeout: Duration) {
+    const HEARTBEAT: Duration = Duration::from_millis(500);
     let b = &broker.bootstrap();
     let rt = runtime();
     let (topic, group) = (unique("row8"), unique("g8"));
@@ -620,13 +769,10 @@ pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker) {
     cfg.engine.scheduler.max_buffered_per_partition = 4;
     cfg.engine.scheduler.resume_at_buffered = 1;
     let mut c = client(b, &group);
-    let timeout_ms = ROW8_TIMEOUT.as_millis().to_string();
+    let timeout_ms = timeout.as_millis().to_string();
     c.set("session.timeout.ms", &timeout_ms)
         .set("max.poll.interval.ms", &timeout_ms)
-        .set(
-            "heartbeat.interval.ms",
-            ROW8_HEARTBEAT.as_millis().to_string(),
-        );
+        .set("heartbeat.interval.ms", HEARTBEAT.as_millis().to_string());
     let pc = ParallelConsumer::start(
         c,
         &[topic.as_str()],
@@ -644,16 +790,16 @@ pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker) {
         .oldest_unfinished_age_ms
         .expect("record 0 is unfinished");
     let paused_at = Instant::now();
-    // Stay paused for longer than both timeouts, and see that the member
-    // stayed alive all that time:
-    // - the owner loop kept turning (it polls once a turn): the stats are
-    //   published every turn and the age of the blocked record 0 in them is
-    //   computed then, so it reaches `age_at_pause + window` only if a turn
-    //   ran at least `window` after the pause;
-    // - where the broker's counters are visible, heartbeats still came
-    //   after the timeouts had run out (a member that left or was dropped
-    //   would have stopped by then).
-    let window = ROW8_TIMEOUT + Duration::from_secs(1);
+    let members_at_pause = group_members(b, &group);
+    if let Some((state, members)) = &members_at_pause {
+        assert_eq!(state, "Stable", "{members:?}");
+        assert_eq!(members.len(), 1, "{members:?}");
+    }
+    // The owner loop keeps turning (the stats are published every turn and
+    // the blocked record's age in them is computed then): wait until a turn
+    // ran `window` after the pause. Where the broker's counters are visible,
+    // also wait for heartbeats after the timeouts had run out.
+    let window = timeout + Duration::from_secs(2);
     let window_ms = i64::try_from(window.as_millis()).expect("window");
     const LATE_HEARTBEATS: u64 = 3;
     let mut heartbeats_at_timeout = None;
@@ -670,7 +816,7 @@ pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker) {
             .is_some_and(|age| age >= age_at_pause + window_ms);
         // None: not visible (mock cluster, external broker)
         let late_heartbeats = broker.heartbeats().map(|now| {
-            if paused_at.elapsed() < ROW8_TIMEOUT {
+            if paused_at.elapsed() < timeout {
                 return 0;
             }
             now - *heartbeats_at_timeout.get_or_insert(now)
@@ -680,10 +826,20 @@ pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker) {
         }
         assert!(
             Instant::now() < deadline,
-            "the member did not stay alive while paused: the blocked record's age in the latest stats is {:?} ms, {age_at_pause} ms at the pause (if it stands still, the owner loop stopped turning); {late_heartbeats:?} heartbeats after the {ROW8_TIMEOUT:?} timeouts ran out ({LATE_HEARTBEATS} wanted)",
+            "the member did not stay alive while paused: the blocked record's age in the latest stats is {:?} ms, {age_at_pause} ms at the pause (if it stands still, the owner loop stopped turning); {late_heartbeats:?} heartbeats after the {timeout:?} timeouts ran out ({LATE_HEARTBEATS} wanted)",
             s.oldest_unfinished_age_ms
         );
         std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(paused_at.elapsed() > timeout);
+    if let Some((_, before)) = &members_at_pause {
+        let now = group_members(b, &group);
+        assert_eq!(
+            now,
+            Some(("Stable".to_string(), before.clone())),
+            "after {:?} paused (max.poll.interval.ms {timeout_ms}), the coordinator no longer has the member that was there at the pause",
+            paused_at.elapsed()
+        );
     }
     open.send(true).expect("open gate");
     wait_until("20 committed", || {
@@ -696,6 +852,13 @@ pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker) {
         s.generation, generation,
         "the member rejoined after the pause"
     );
+    if let Some((_, before)) = &members_at_pause {
+        assert_eq!(
+            group_members(b, &group).map(|(_, m)| m).as_ref(),
+            Some(before),
+            "the member rejoined after the pause"
+        );
+    }
     pc.shutdown().expect("shutdown");
 }
 
