@@ -159,17 +159,19 @@ pub struct Broker {
     producer_ids: RwLock<Option<Arc<dyn ProducerIdSource>>>,
     /// How ISR changes reach the controller; none on a single node.
     isr_changer: RwLock<Option<Arc<dyn crate::replication::IsrChanger>>>,
-    /// SCRAM credentials set at run time (`weir-scram-credentials.json`),
-    /// checked by every SASL listener before its static JAAS users.
+    /// SCRAM credentials set at run time (`weir-scram-credentials.json`,
+    /// or the metadata image on a cluster member), checked by every SASL
+    /// listener before its static JAAS users.
     pub scram: Arc<crate::scram_credentials::ScramStore>,
     /// ACLs (`weir-acls.json`, or the metadata image on a cluster member)
     /// and the authorizer's decisions.
     pub acls: Arc<crate::acls::AclStore>,
-    /// Where a cluster member sends ACL changes (the metadata log); none on
-    /// a single node, which changes its own files.
+    /// Where a cluster member sends ACL, SCRAM credential and client quota
+    /// changes (the metadata log); none on a single node, which changes its
+    /// own files.
     security_admin: RwLock<Option<Arc<dyn crate::security_admin::SecurityAdmin>>>,
-    /// Client quotas (`weir-client-quotas.json`) and the rates measured
-    /// against them.
+    /// Client quotas (`weir-client-quotas.json`, or the metadata image on
+    /// a cluster member) and the rates measured against them.
     pub quotas: Arc<crate::quotas::QuotaStore>,
     /// Recent failed authentications per client address: how long the
     /// next one's answer waits.
@@ -231,17 +233,24 @@ impl Broker {
             topics::load_or_create_meta_in(&dir, config.node_id, config.cluster_id().as_deref())?;
         let mut store = TopicStore::open(&dir)?;
         let dynamic = dynamic_config::load(&dir).map_err(|e| BrokerError::Config(e.to_string()))?;
-        let scram = crate::scram_credentials::ScramStore::open(&dir)
-            .map_err(|e| BrokerError::Config(e.to_string()))?;
-        // A cluster member's ACLs come from the metadata image.
-        let acls = if config.is_cluster() {
-            crate::acls::AclStore::in_cluster(config.authorizer.clone())
+        // A cluster member's ACLs, SCRAM credentials and client quotas
+        // come from the metadata image.
+        let (scram, acls, quotas) = if config.is_cluster() {
+            (
+                crate::scram_credentials::ScramStore::in_cluster(),
+                crate::acls::AclStore::in_cluster(config.authorizer.clone()),
+                crate::quotas::QuotaStore::in_cluster(quota_window(&config)),
+            )
         } else {
-            crate::acls::AclStore::open(&dir, config.authorizer.clone())
-                .map_err(|e| BrokerError::Config(e.to_string()))?
+            (
+                crate::scram_credentials::ScramStore::open(&dir)
+                    .map_err(|e| BrokerError::Config(e.to_string()))?,
+                crate::acls::AclStore::open(&dir, config.authorizer.clone())
+                    .map_err(|e| BrokerError::Config(e.to_string()))?,
+                crate::quotas::QuotaStore::open(&dir, quota_window(&config))
+                    .map_err(|e| BrokerError::Config(e.to_string()))?,
+            )
         };
-        let quotas = crate::quotas::QuotaStore::open(&dir, quota_window(&config))
-            .map_err(|e| BrokerError::Config(e.to_string()))?;
         let static_config = config;
         let config = static_config.with_dynamic(
             &dynamic.cluster_default,
@@ -402,8 +411,8 @@ impl Broker {
         *self.topic_admin.write().unwrap_or_else(|p| p.into_inner()) = admin;
     }
 
-    /// Installs where ACL changes go (cluster wiring, before clients
-    /// connect).
+    /// Installs where ACL, SCRAM credential and client quota changes go
+    /// (cluster wiring, before clients connect).
     pub fn set_security_admin(&self, admin: Arc<dyn crate::security_admin::SecurityAdmin>) {
         *self
             .security_admin
@@ -411,7 +420,8 @@ impl Broker {
             .unwrap_or_else(|p| p.into_inner()) = Some(admin);
     }
 
-    /// Where ACL changes go, when a cluster installed it.
+    /// Where ACL, SCRAM credential and client quota changes go, when a
+    /// cluster installed it.
     pub fn security_admin(&self) -> Option<Arc<dyn crate::security_admin::SecurityAdmin>> {
         self.security_admin
             .read()

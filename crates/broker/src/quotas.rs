@@ -17,6 +17,13 @@
 //! cannot be read or parsed stops the broker at start: starting without
 //! it would lift every quota it holds.
 //!
+//! On a cluster member ([`QuotaStore::in_cluster`]) there is no file: the
+//! quotas live in the metadata log, AlterClientQuotas goes to the active
+//! controller ([`crate::security_admin`]), and the process that applies
+//! the metadata image hands every new quota set to [`QuotaStore::replace`].
+//! The entities and their checks are shared with the controller
+//! ([`weir_metadata::client_quotas`]).
+//!
 //! Enforcement: the connection layer ([`throttle`]) charges each answered
 //! request to the quota that applies to its client, found with Kafka's
 //! precedence ([`Index::resolve`]), measured by a [`rate::Rate`] over
@@ -62,6 +69,8 @@ pub enum StoreError {
     Corrupt { path: PathBuf, reason: String },
     #[error(transparent)]
     Write(#[from] TopicStoreError),
+    #[error("a cluster member's client quotas are changed through the metadata log")]
+    InCluster,
 }
 
 /// The quotas the broker enforces.
@@ -266,11 +275,13 @@ pub struct QuotaMetrics {
 
 /// The broker's client quotas: the file, the quotas every connection
 /// checks, and the rates measured against them. Invariant: `current` is
-/// what the file holds (a change is written before it is swapped in) and
+/// what the file holds (a change is written before it is swapped in), or
+/// on a cluster member what the metadata image last handed over, and
 /// `kinds` is its index's `kinds`.
 #[derive(Debug)]
 pub struct QuotaStore {
-    dir: PathBuf,
+    /// Where the file lives; None on a cluster member.
+    dir: Option<PathBuf>,
     window: WindowConfig,
     current: RwLock<Arc<Snapshot>>,
     /// The quota types set anywhere; read on every request, so the path
@@ -287,9 +298,19 @@ impl QuotaStore {
     /// Loads `weir-client-quotas.json` from `dir` (the first log dir).
     pub fn open(dir: &Path, window: WindowConfig) -> Result<QuotaStore, StoreError> {
         let quotas = load(dir)?;
+        Ok(QuotaStore::with(Some(dir.to_path_buf()), window, quotas))
+    }
+
+    /// The store of a cluster member: no file, no quotas until the first
+    /// [`QuotaStore::replace`] (see the module doc).
+    pub fn in_cluster(window: WindowConfig) -> QuotaStore {
+        QuotaStore::with(None, window, ClientQuotas::default())
+    }
+
+    fn with(dir: Option<PathBuf>, window: WindowConfig, quotas: ClientQuotas) -> QuotaStore {
         let index = Index::build(&quotas);
-        Ok(QuotaStore {
-            dir: dir.to_path_buf(),
+        QuotaStore {
+            dir,
             window,
             kinds: AtomicU8::new(index.kinds),
             current: RwLock::new(Arc::new(Snapshot { quotas, index })),
@@ -297,7 +318,23 @@ impl QuotaStore {
             sensors: Mutex::new(HashMap::new()),
             records: AtomicU64::new(0),
             metrics: QuotaMetrics::default(),
-        })
+        }
+    }
+
+    /// Makes `quotas` the quotas, as the metadata image holds them (a
+    /// cluster member); the next request is measured against them. The
+    /// rates measured so far are kept.
+    pub fn replace(&self, quotas: ClientQuotas) {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.swap(quotas);
+    }
+
+    fn swap(&self, quotas: ClientQuotas) {
+        let index = Index::build(&quotas);
+        let kinds = index.kinds;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(Snapshot { quotas, index });
+        self.kinds.store(kinds, Ordering::Relaxed);
     }
 
     pub fn window(&self) -> WindowConfig {
@@ -337,7 +374,11 @@ impl QuotaStore {
         if validate_only || !plan.changed {
             return plan.results;
         }
-        if let Err(e) = store(&self.dir, &plan.next) {
+        let stored = match &self.dir {
+            Some(dir) => store(dir, &plan.next),
+            None => Err(StoreError::InCluster),
+        };
+        if let Err(e) = stored {
             tracing::error!(error = %e, "client quotas not changed: cannot write them");
             let message = format!("cannot store the client quotas: {e}");
             return plan
@@ -351,13 +392,7 @@ impl QuotaStore {
                 })
                 .collect();
         }
-        let index = Index::build(&plan.next);
-        let kinds = index.kinds;
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Snapshot {
-            quotas: plan.next,
-            index,
-        });
-        self.kinds.store(kinds, Ordering::Relaxed);
+        self.swap(plan.next);
         tracing::info!("client quotas changed");
         plan.results
     }
@@ -492,18 +527,8 @@ pub fn load(dir: &Path) -> Result<ClientQuotas, StoreError> {
     for stored in file.entities {
         let parts: Vec<(String, Option<String>)> = stored.entity.into_iter().collect();
         let entity = entity::validate_entity(&parts).map_err(|r| corrupt(r.message))?;
-        let allowed: &[&str] = if entity.get(EntityType::Ip).is_some() {
-            &[entity::CONNECTION_CREATION_RATE]
-        } else {
-            &[
-                entity::PRODUCER_BYTE_RATE,
-                entity::CONSUMER_BYTE_RATE,
-                entity::REQUEST_PERCENTAGE,
-                entity::CONTROLLER_MUTATION_RATE,
-            ]
-        };
         for (k, v) in &stored.quotas {
-            entity::validate_value(allowed, k, *v)
+            entity::validate_value(entity.allowed_keys(), k, *v)
                 .map_err(|r| corrupt(format!("{entity}: {}", r.message)))?;
         }
         if stored.quotas.is_empty() || quotas.entries.contains_key(&entity) {
@@ -656,6 +681,33 @@ mod tests {
         assert!(throttles > 0);
         assert!(achieved < 10_000.0 * 1.2, "achieved {achieved} B/s");
         assert!(achieved > 10_000.0 * 0.8, "achieved {achieved} B/s");
+    }
+
+    #[test]
+    fn a_cluster_store_takes_the_images_quotas() {
+        let store = QuotaStore::in_cluster(WindowConfig::DEFAULT);
+        assert!(store.is_empty());
+        assert_eq!(store.record(QuotaType::Produce, "u", "c", 1e9, 0), 0);
+        store.replace(quotas(&[(&[("user", Some("u"))], P, 10.0)]));
+        assert!(store.has(QuotaType::Produce));
+        assert!(store.record(QuotaType::Produce, "u", "c", 1e6, 0) > 0);
+        // Not changed locally: a cluster member forwards the request.
+        let lift = Alteration {
+            entity: vec![("user".into(), Some("u".into()))],
+            ops: vec![Op {
+                key: P.into(),
+                value: 0.0,
+                remove: true,
+            }],
+        };
+        let r = store.alter(&[lift], false);
+        assert_eq!(
+            r[0].as_ref().unwrap_err().code,
+            ErrorCode::KafkaStorageError
+        );
+        assert!(store.has(QuotaType::Produce));
+        store.replace(ClientQuotas::default());
+        assert!(store.is_empty());
     }
 
     #[test]

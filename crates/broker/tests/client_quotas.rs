@@ -5,7 +5,7 @@
 //! the rate it achieves stays near the quota even when it ignores the
 //! throttle time; a consumer over its `consumer_byte_rate` gets empty
 //! throttled answers; a client without a quota is never throttled; a
-//! cluster member refuses quotas.
+//! cluster member forwards quotas and describes what its image holds.
 
 use std::time::{Duration, Instant};
 
@@ -463,49 +463,30 @@ async fn a_consumer_over_its_quota_gets_empty_throttled_answers() {
     b.shutdown().await.unwrap();
 }
 
-#[tokio::test]
-async fn a_cluster_member_refuses_quotas() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_member_forwards_quotas_and_describes_its_image() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut s = ConfigSources::default();
-    s.set(
-        "listeners",
-        &format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
-    );
-    s.set("controller.listener.names", "CONTROLLER");
-    s.set("process.roles", "broker,controller");
-    s.set("node.id", "1");
-    s.set(
-        "controller.quorum.voters",
-        &format!("1@127.0.0.1:{port},2@127.0.0.1:{}", port.wrapping_add(1)),
-    );
-    s.set("log.dirs", &dir.path().display().to_string());
-    s.set("http.listeners", "");
-    let b = start(s.build().unwrap()).await.unwrap();
+    let (b, admin) = crate::scram_credentials::start_member(dir.path()).await;
     let mut c = Client::connect(b.local_addr).await;
-    let got = alter(
-        &mut c,
-        vec![entry(
-            &[("user", Some("a"))],
-            &[("producer_byte_rate", 1.0, false)],
-        )],
-        false,
-    )
-    .await;
-    assert_eq!(got[0].0, ErrorCode::InvalidRequest.code());
-    assert!(
-        got[0]
-            .1
-            .as_deref()
-            .unwrap()
-            .contains("single-node brokers only")
-    );
-    let d = describe(&mut c, &[], false).await;
-    assert_eq!(d.error_code, ErrorCode::InvalidRequest.code());
+    let set = vec![entry(
+        &[("user", Some("a"))],
+        &[("producer_byte_rate", 1.0, false)],
+    )];
+    // validate_only is forwarded too, and changes nothing.
+    let got = alter(&mut c, set.clone(), true).await;
+    assert_eq!(got[0].0, 0);
     assert!(b.broker.quotas.is_empty());
+    let got = alter(&mut c, set, false).await;
+    assert_eq!(got[0].0, 0);
+    assert_eq!(
+        admin.forwarded.load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    // No file: a cluster member's quotas live in the metadata log.
+    assert!(!dir.path().join("weir-client-quotas.json").exists());
+    let d = describe(&mut c, &[], false).await;
+    assert_eq!(d.error_code, 0);
+    assert_eq!(d.entries.unwrap().len(), 1);
+    assert!(!b.broker.quotas.is_empty());
     b.shutdown().await.unwrap();
 }

@@ -3,7 +3,8 @@
 //! listener of the same broker with the new credential; deleted, the login
 //! fails; a restarted broker still has them (`weir-scram-credentials.json`);
 //! they take precedence over a listener's static JAAS users; Kafka's error
-//! codes; a cluster member refuses them.
+//! codes; a cluster member forwards changes and logs in with what its
+//! image holds.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -400,11 +401,81 @@ async fn a_corrupt_credentials_file_stops_the_start() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_member_refuses_with_invalid_request() {
-    let dir = tempfile::tempdir().unwrap();
-    // the controller address is only configuration here (this process
-    // starts no quorum); a port just freed keeps it from naming a live one
+/// A cluster member's security admin standing in for the controller and
+/// the metadata image: it decides with the shared models and hands the
+/// result to the broker's stores, as `weir serve` does once the image
+/// holds the change.
+pub(crate) struct ImageAdmin {
+    pub scram: std::sync::Arc<weir_broker::scram_credentials::ScramStore>,
+    pub quotas: std::sync::Arc<weir_broker::quotas::QuotaStore>,
+    /// How many requests were forwarded.
+    pub forwarded: std::sync::atomic::AtomicUsize,
+}
+
+impl weir_broker::security_admin::SecurityAdmin for ImageAdmin {
+    fn create_acls(
+        &self,
+        _: weir_protocol::messages::CreateAclsRequest,
+    ) -> weir_broker::security_admin::SecurityFuture<weir_protocol::messages::CreateAclsResponse>
+    {
+        Box::pin(async { Default::default() })
+    }
+
+    fn delete_acls(
+        &self,
+        _: weir_protocol::messages::DeleteAclsRequest,
+    ) -> weir_broker::security_admin::SecurityFuture<weir_protocol::messages::DeleteAclsResponse>
+    {
+        Box::pin(async { Default::default() })
+    }
+
+    fn alter_user_scram_credentials(
+        &self,
+        req: AlterUserScramCredentialsRequest,
+    ) -> weir_broker::security_admin::SecurityFuture<
+        weir_protocol::messages::AlterUserScramCredentialsResponse,
+    > {
+        use weir_metadata::scram;
+        self.forwarded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (deletions, upsertions) = scram::request_changes(&req);
+        let plan = self.scram.snapshot().plan_alter(&deletions, &upsertions);
+        self.scram.replace(plan.next);
+        let results = scram::alter_results(plan.results);
+        Box::pin(async move {
+            weir_protocol::messages::AlterUserScramCredentialsResponse {
+                results,
+                ..Default::default()
+            }
+        })
+    }
+
+    fn alter_client_quotas(
+        &self,
+        req: weir_protocol::messages::AlterClientQuotasRequest,
+    ) -> weir_broker::security_admin::SecurityFuture<
+        weir_protocol::messages::AlterClientQuotasResponse,
+    > {
+        use weir_metadata::client_quotas;
+        self.forwarded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let plan = self
+            .quotas
+            .snapshot()
+            .quotas
+            .plan_alter(&client_quotas::request_alterations(&req));
+        if !req.validate_only {
+            self.quotas.replace(plan.next);
+        }
+        let response = client_quotas::alter_response(req, plan.results);
+        Box::pin(async move { response })
+    }
+}
+
+/// A broker configured as a cluster member (its controller address is only
+/// configuration: this process starts no quorum) with an [`ImageAdmin`].
+pub(crate) async fn start_member(dir: &Path) -> (RunningBroker, std::sync::Arc<ImageAdmin>) {
+    // a port just freed keeps the controller address from naming a live one
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -413,8 +484,11 @@ async fn a_cluster_member_refuses_with_invalid_request() {
     let mut s = ConfigSources::default();
     s.set(
         "listeners",
-        &format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
+        &format!(
+            "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"
+        ),
     );
+    s.set("sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512");
     s.set("controller.listener.names", "CONTROLLER");
     s.set("process.roles", "broker,controller");
     s.set("node.id", "1");
@@ -422,33 +496,46 @@ async fn a_cluster_member_refuses_with_invalid_request() {
         "controller.quorum.voters",
         &format!("1@127.0.0.1:{port},2@127.0.0.1:{}", port.wrapping_add(1)),
     );
-    s.set("log.dirs", &dir.path().display().to_string());
+    s.set("log.dirs", &dir.display().to_string());
     s.set("http.listeners", "");
     let config = s.build().unwrap();
     assert!(config.is_cluster());
     let b = start(config).await.unwrap();
+    let admin = std::sync::Arc::new(ImageAdmin {
+        scram: b.broker.scram.clone(),
+        quotas: b.broker.quotas.clone(),
+        forwarded: Default::default(),
+    });
+    b.broker.set_security_admin(admin.clone());
+    (b, admin)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_member_forwards_changes_and_logs_in_from_its_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, admin) = start_member(dir.path()).await;
+    // Nothing before the image has credentials.
+    let d = describe(&b, None).await;
+    assert_eq!(d.error_code, 0);
+    assert!(d.results.is_empty());
     let got = alter(
         &b,
         vec![delete("a", SHA256)],
-        vec![
-            upsert("a", SHA512, "p", 4096),
-            upsert("b", SHA512, "p", 4096),
-        ],
+        vec![upsert("b", SHA512, "secret", 4096)],
     )
     .await;
-    assert_eq!(got.len(), 2);
-    for (_, code, message) in &got {
-        assert_eq!(*code, ErrorCode::InvalidRequest.code());
-        assert!(
-            message
-                .as_deref()
-                .unwrap()
-                .contains("single-node brokers only")
-        );
-    }
-    let d = describe(&b, Some(&["a"])).await;
-    assert_eq!(d.error_code, ErrorCode::InvalidRequest.code());
-    assert_eq!(d.results[0].error_code, ErrorCode::InvalidRequest.code());
-    assert!(b.broker.scram.snapshot().is_empty());
+    assert_eq!(
+        admin.forwarded.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    let codes: Vec<(&str, i16)> = got.iter().map(|(u, c, _)| (u.as_str(), *c)).collect();
+    assert_eq!(codes, [("a", ErrorCode::ResourceNotFound.code()), ("b", 0)]);
+    // No file: a cluster member's credentials live in the metadata log.
+    assert!(!dir.path().join("weir-scram-credentials.json").exists());
+    let d = describe(&b, Some(&["b"])).await;
+    assert_eq!(d.results[0].error_code, 0);
+    assert_eq!(d.results[0].credential_infos[0].mechanism, SHA512);
+    assert!(login(&b, SHA512, "b", "secret").await);
+    assert!(!login(&b, SHA512, "b", "wrong").await);
     b.shutdown().await.unwrap();
 }

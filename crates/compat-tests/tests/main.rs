@@ -8,6 +8,7 @@ mod cluster_acls;
 mod cluster_configs;
 mod cluster_listeners;
 mod cluster_roles;
+mod cluster_security;
 mod compaction;
 mod conformance;
 mod console;

@@ -1,8 +1,8 @@
 //! DescribeClientQuotas (KIP-546): the quotas of the entities a filter
 //! matches (`crate::quotas::ClientQuotas::describe`). Needs
-//! DESCRIBE_CONFIGS on the cluster; a malformed filter is refused whole,
-//! as is any filter on a cluster member (quotas are kept per broker for
-//! now).
+//! DESCRIBE_CONFIGS on the cluster; a malformed filter is refused whole.
+//! A cluster member answers from its own metadata image (the quotas it
+//! enforces), as a Kafka broker does.
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
@@ -28,12 +28,6 @@ pub fn handle(ctx: &RequestContext, req: DescribeClientQuotasRequest) -> Reply {
         return refuse(
             ErrorCode::ClusterAuthorizationFailed,
             "Cluster authorization failed.".to_string(),
-        );
-    }
-    if ctx.broker.config.is_cluster() {
-        return refuse(
-            ErrorCode::InvalidRequest,
-            super::alter_client_quotas::CLUSTER_REFUSAL.to_string(),
         );
     }
     let components: Vec<Component> = req

@@ -4,8 +4,9 @@
 //! of a listener are configuration, not credentials set at run time, and
 //! are not listed.
 //!
-//! A cluster member answers INVALID_REQUEST, at the top and for each user
-//! named (see [`super::alter_user_scram_credentials`]).
+//! Needs DESCRIBE on the cluster. A cluster member answers from its own
+//! metadata image (the credentials its SCRAM logins use), as a Kafka
+//! broker does.
 
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::describe_user_scram_credentials_response::{
@@ -15,7 +16,6 @@ use weir_protocol::messages::{
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, ResponseBody,
 };
 
-use super::alter_user_scram_credentials::CLUSTER_REFUSAL;
 use super::{Reply, RequestContext};
 
 pub fn handle(ctx: &RequestContext, req: DescribeUserScramCredentialsRequest) -> Reply {
@@ -29,55 +29,32 @@ pub fn handle(ctx: &RequestContext, req: DescribeUserScramCredentialsRequest) ->
         ));
     }
     let users: Option<Vec<String>> = req.users.map(|us| us.into_iter().map(|u| u.name).collect());
-    let response = if ctx.broker.config.is_cluster() {
-        let mut named: Vec<String> = Vec::new();
-        for u in users.unwrap_or_default() {
-            if !named.contains(&u) {
-                named.push(u);
-            }
-        }
-        DescribeUserScramCredentialsResponse {
-            error_code: ErrorCode::InvalidRequest.code(),
-            error_message: Some(CLUSTER_REFUSAL.to_string()),
-            results: named
-                .into_iter()
-                .map(|user| DescribeUserScramCredentialsResult {
-                    user,
-                    error_code: ErrorCode::InvalidRequest.code(),
-                    error_message: Some(CLUSTER_REFUSAL.to_string()),
+    let described = ctx.broker.scram.snapshot().describe(users.as_deref());
+    let response = DescribeUserScramCredentialsResponse {
+        results: described
+            .into_iter()
+            .map(|d| match d.result {
+                Ok(infos) => DescribeUserScramCredentialsResult {
+                    user: d.user,
+                    credential_infos: infos
+                        .into_iter()
+                        .map(|(hash, iterations)| CredentialInfo {
+                            mechanism: hash.wire_type(),
+                            iterations: i32::try_from(iterations).unwrap_or(i32::MAX),
+                            ..Default::default()
+                        })
+                        .collect(),
                     ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }
-    } else {
-        let described = ctx.broker.scram.snapshot().describe(users.as_deref());
-        DescribeUserScramCredentialsResponse {
-            results: described
-                .into_iter()
-                .map(|d| match d.result {
-                    Ok(infos) => DescribeUserScramCredentialsResult {
-                        user: d.user,
-                        credential_infos: infos
-                            .into_iter()
-                            .map(|(hash, iterations)| CredentialInfo {
-                                mechanism: hash.wire_type(),
-                                iterations: i32::try_from(iterations).unwrap_or(i32::MAX),
-                                ..Default::default()
-                            })
-                            .collect(),
-                        ..Default::default()
-                    },
-                    Err(r) => DescribeUserScramCredentialsResult {
-                        user: d.user,
-                        error_code: r.code.code(),
-                        error_message: Some(r.message),
-                        ..Default::default()
-                    },
-                })
-                .collect(),
-            ..Default::default()
-        }
+                },
+                Err(r) => DescribeUserScramCredentialsResult {
+                    user: d.user,
+                    error_code: r.code.code(),
+                    error_message: Some(r.message),
+                    ..Default::default()
+                },
+            })
+            .collect(),
+        ..Default::default()
     };
     Reply::Body(ResponseBody::DescribeUserScramCredentials(response))
 }

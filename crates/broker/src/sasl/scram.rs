@@ -22,136 +22,16 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use subtle::ConstantTimeEq;
 
-use super::{Mechanism, SaslError};
+use super::SaslError;
 
-/// Kafka's lowest iteration count for a SCRAM credential.
-pub const MIN_ITERATIONS: u32 = 4096;
 /// Kafka's class name for the SCRAM login module.
 pub const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
 
-/// Kafka's highest iteration count for a credential set with
-/// AlterUserScramCredentials (`ScramControlManager.MAX_ITERATIONS`).
-pub const MAX_ITERATIONS: u32 = 16384;
-
-/// The two SCRAM hash functions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ScramHash {
-    Sha256,
-    Sha512,
-}
-
-impl ScramHash {
-    pub const ALL: [ScramHash; 2] = [ScramHash::Sha256, ScramHash::Sha512];
-
-    pub fn mechanism(self) -> Mechanism {
-        match self {
-            ScramHash::Sha256 => Mechanism::ScramSha256,
-            ScramHash::Sha512 => Mechanism::ScramSha512,
-        }
-    }
-
-    /// Kafka's wire code of the mechanism (`ScramMechanism.type()`:
-    /// 1 SCRAM-SHA-256, 2 SCRAM-SHA-512; 0 is UNKNOWN).
-    pub fn wire_type(self) -> i8 {
-        match self {
-            ScramHash::Sha256 => 1,
-            ScramHash::Sha512 => 2,
-        }
-    }
-
-    pub fn from_wire_type(t: i8) -> Option<ScramHash> {
-        ScramHash::ALL.into_iter().find(|h| h.wire_type() == t)
-    }
-
-    /// The mechanism's IANA name (`SCRAM-SHA-256`).
-    pub fn name(self) -> &'static str {
-        self.mechanism().name()
-    }
-
-    pub fn from_name(name: &str) -> Option<ScramHash> {
-        ScramHash::ALL.into_iter().find(|h| h.name() == name)
-    }
-
-    /// Bytes of a digest: the length of a stored or server key.
-    pub fn output_len(self) -> usize {
-        match self {
-            ScramHash::Sha256 => 32,
-            ScramHash::Sha512 => 64,
-        }
-    }
-
-    /// The client's hash primitives (one implementation for both sides).
-    fn primitives(self) -> weir_client::scram::ScramHash {
-        match self {
-            ScramHash::Sha256 => weir_client::scram::ScramHash::Sha256,
-            ScramHash::Sha512 => weir_client::scram::ScramHash::Sha512,
-        }
-    }
-
-    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
-        self.primitives().hmac(key, data)
-    }
-
-    fn hash(self, data: &[u8]) -> Vec<u8> {
-        self.primitives().hash(data)
-    }
-
-    /// `Hi(password, salt, i)`: PBKDF2 with HMAC of this hash.
-    fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
-        self.primitives()
-            .salted_password(password, salt, iterations)
-    }
-}
-
-/// What the server keeps for a user and a mechanism (never the password).
-#[derive(Clone, PartialEq, Eq)]
-pub struct ScramCredential {
-    pub salt: Vec<u8>,
-    pub iterations: u32,
-    pub stored_key: Vec<u8>,
-    pub server_key: Vec<u8>,
-}
-
-impl std::fmt::Debug for ScramCredential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScramCredential")
-            .field("iterations", &self.iterations)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ScramCredential {
-    /// Derives the credential from a password (RFC 5802 section 3).
-    pub fn from_password(hash: ScramHash, password: &str, salt: &[u8], iterations: u32) -> Self {
-        let salted = hash.salted_password(password.as_bytes(), salt, iterations);
-        Self::from_salted_password(hash, &salted, salt, iterations)
-    }
-
-    /// Derives the credential from `SaltedPassword = Hi(password, salt, i)`,
-    /// which is what AlterUserScramCredentials carries (the client salts;
-    /// the broker never sees the password): `StoredKey = H(HMAC(salted,
-    /// "Client Key"))`, `ServerKey = HMAC(salted, "Server Key")`.
-    pub fn from_salted_password(
-        hash: ScramHash,
-        salted_password: &[u8],
-        salt: &[u8],
-        iterations: u32,
-    ) -> Self {
-        let client_key = hash.hmac(salted_password, b"Client Key");
-        ScramCredential {
-            salt: salt.to_vec(),
-            iterations,
-            stored_key: hash.hash(&client_key),
-            server_key: hash.hmac(salted_password, b"Server Key"),
-        }
-    }
-}
-
-/// `Hi(password, salt, i)` of RFC 5802: what a client sends in
-/// AlterUserScramCredentials.
-pub fn salted_password(hash: ScramHash, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
-    hash.salted_password(password.as_bytes(), salt, iterations)
-}
+/// The credential model (hashes, credentials, iteration bounds) is shared
+/// with a cluster's controller.
+pub use weir_metadata::scram::{
+    MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, ScramHash, salted_password,
+};
 
 /// Where SCRAM credentials come from: the static JAAS users of a listener
 /// ([`StaticScramCredentials`]), the ones set at run time

@@ -569,7 +569,11 @@ async fn start_member(
             // leadership is applied.
             broker.replicas.set_cluster_member();
             broker.set_cluster(view, admin);
-            let sync = Arc::new(security::SecuritySync::new(broker.acls.clone()));
+            let sync = Arc::new(security::SecuritySync::new(
+                broker.acls.clone(),
+                broker.scram.clone(),
+                broker.quotas.clone(),
+            ));
             broker.set_security_admin(Arc::new(security::ForwardingSecurity::new(
                 voters.clone(),
                 images.clone(),
