@@ -396,35 +396,48 @@ impl JwksFile {
     }
 
     /// The current keys, looking at the file again first when that is due.
+    /// The file is looked at without the cache's lock, through
+    /// [`crate::handler::blocking`] (authentication runs on the async
+    /// workers): other logins meanwhile use the keys read before.
     pub fn keys(&self, now_ms: i64, unknown_key: bool) -> Arc<KeySet> {
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if !recheck_due(cache.checked_at_ms, now_ms, self.refresh_ms, unknown_key) {
-            return cache.keys.clone();
-        }
-        cache.checked_at_ms = Some(now_ms);
-        let current = std::fs::metadata(&self.path).map(|m| FileVersion {
-            modified: m.modified().ok(),
-            len: m.len(),
+        let (keys, version) = {
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if !recheck_due(cache.checked_at_ms, now_ms, self.refresh_ms, unknown_key) {
+                return cache.keys.clone();
+            }
+            cache.checked_at_ms = Some(now_ms);
+            (cache.keys.clone(), cache.version)
+        };
+        let reread = crate::handler::blocking(|| {
+            let current = std::fs::metadata(&self.path).map(|m| FileVersion {
+                modified: m.modified().ok(),
+                len: m.len(),
+            });
+            if matches!(current, Ok(v) if v == version) {
+                return None;
+            }
+            Some(read(&self.path))
         });
-        if matches!(current, Ok(v) if v == cache.version) {
-            return cache.keys.clone();
-        }
-        match read(&self.path) {
-            Ok((version, keys)) => {
+        match reread {
+            None => keys,
+            Some(Ok((version, keys))) => {
                 tracing::info!(
                     path = %self.path.display(),
                     keys = keys.keys.len(),
                     skipped = keys.skipped,
                     "OAUTHBEARER JWKS reloaded"
                 );
-                cache.keys = Arc::new(keys);
+                let keys = Arc::new(keys);
+                let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+                cache.keys = keys.clone();
                 cache.version = version;
+                keys
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 tracing::warn!("OAUTHBEARER JWKS not reloaded, the keys read before stay: {e}");
+                keys
             }
         }
-        cache.keys.clone()
     }
 }
 
