@@ -20,8 +20,8 @@
 //!   then produces through the same broker is refused, and one that sets a
 //!   password logs in with it at once.
 //!
-//! See "ACLs, SCRAM credentials and quotas in a cluster" in
-//! docs/security.md.
+//! See "ACLs in a cluster" and "SCRAM credentials and quotas in a
+//! cluster" in docs/security.md.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
