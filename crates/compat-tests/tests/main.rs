@@ -22,6 +22,7 @@ mod kcat;
 mod netns_partition;
 mod quotas;
 mod rdkafka;
+mod rdkafka_consumer_protocol;
 mod rdkafka_dynamic_configs;
 mod rdkafka_groups;
 mod rdkafka_groups_members;

@@ -41,7 +41,7 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// One line printed by the helper (see `src/bin/rdkafka_group_member.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Event {
+pub(crate) enum Event {
     Joined {
         generation: i32,
     },
@@ -100,7 +100,7 @@ fn parse_event(line: &str) -> Event {
 }
 
 /// A running helper process and the events it has printed so far.
-struct Member {
+pub(crate) struct Member {
     name: String,
     /// Who owns its partitions: the static instance id if it has one (a
     /// restarted static member takes its predecessor's place in the same
@@ -114,7 +114,13 @@ struct Member {
 }
 
 impl Member {
-    fn spawn(name: &str, broker: &WeirProcess, group: &str, topic: &str, args: &[&str]) -> Self {
+    pub(crate) fn spawn(
+        name: &str,
+        broker: &WeirProcess,
+        group: &str,
+        topic: &str,
+        args: &[&str],
+    ) -> Self {
         let mut child = Command::new(MEMBER_BIN)
             .args(["--bootstrap", broker.bootstrap()])
             .args(["--group", group, "--topic", topic])
@@ -160,12 +166,12 @@ impl Member {
         }
     }
 
-    fn events(&self) -> Vec<Event> {
+    pub(crate) fn events(&self) -> Vec<Event> {
         lock(&self.events).clone()
     }
 
     /// The latest `OWN` line: (generation, partitions).
-    fn owned(&self) -> Option<(i32, BTreeSet<i32>)> {
+    pub(crate) fn owned(&self) -> Option<(i32, BTreeSet<i32>)> {
         self.events().into_iter().rev().find_map(|e| match e {
             Event::Own {
                 generation,
@@ -196,7 +202,7 @@ impl Member {
     }
 
     /// Clean stop: close stdin, the helper closes its consumer (LeaveGroup).
-    fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         drop(self.stdin.take());
         let status = self.wait_exit();
         assert!(
@@ -208,13 +214,13 @@ impl Member {
     }
 
     /// SIGKILL: the member vanishes without leaving the group.
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         self.child.kill().expect("kill member");
         let status = self.wait_exit();
         assert!(!status.success(), "{status}");
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let events = self.events();
         let interesting: Vec<String> = events
             .iter()
@@ -246,14 +252,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn diagnostics(broker: &WeirProcess, members: &[&Member]) -> String {
+pub(crate) fn diagnostics(broker: &WeirProcess, members: &[&Member]) -> String {
     let mut s: String = members.iter().map(|m| m.describe() + "\n").collect();
     s.push_str("--- weir stderr (tail) ---\n");
     s.push_str(&broker.stderr_tail());
     s
 }
 
-fn wait_for(what: &str, broker: &WeirProcess, members: &[&Member], mut done: impl FnMut() -> bool) {
+pub(crate) fn wait_for(
+    what: &str,
+    broker: &WeirProcess,
+    members: &[&Member],
+    mut done: impl FnMut() -> bool,
+) {
     let deadline = Instant::now() + STEP_TIMEOUT;
     while !done() {
         assert!(

@@ -3,8 +3,6 @@
 //! its records are appended before the answer, and a failed append is
 //! answered with that append's error (the group is then as before).
 
-use std::collections::BTreeSet;
-
 use weir_acl::{Operation, ResourceType as AclResource};
 use weir_group::{ConsumerHeartbeatRequest, Partitions, TopicsImage};
 use weir_protocol::Uuid;
@@ -66,9 +64,7 @@ pub async fn handle(ctx: &RequestContext, req: ConsumerGroupHeartbeatRequest) ->
     let owned = req.topic_partitions.map(|tps| {
         let mut p = Partitions::new();
         for tp in tps {
-            p.entry(tp.topic_id)
-                .or_insert_with(BTreeSet::new)
-                .extend(tp.partitions);
+            p.entry(tp.topic_id).or_default().extend(tp.partitions);
         }
         p
     });

@@ -7,7 +7,19 @@
 //! rdkafka-group-member --bootstrap HOST:PORT --group G --topic T
 //!     [--strategy range|roundrobin|cooperative-sticky] [--reset earliest|latest]
 //!     [--session-timeout-ms MS] [--instance-id ID] [--max-records N] [--max-secs S]
+//!     [--protocol classic|consumer] [--remote-assignor uniform|range]
+//!     [--record-delay-ms MS]
 //! ```
+//!
+//! `--record-delay-ms` makes it a slow consumer: it "processes" each
+//! record for that long between printing it and committing it, so records
+//! are in flight while partitions move.
+//!
+//! With `--protocol consumer` the member uses the KIP-848 consumer protocol
+//! (`group.protocol=consumer`): the broker assigns, the session timeout and
+//! heartbeat interval are the broker's, `--strategy` is ignored, a topic
+//! starting with `^` is a regex subscription, and there is no JoinGroup
+//! (the generation in `OWN` lines stays -1; `JOINED` is not printed).
 //!
 //! It consumes `T` in group `G` and, after each record, commits the offset of
 //! the next record to read (last processed + 1) synchronously. It stops on
@@ -58,6 +70,9 @@ struct Options {
     instance_id: Option<String>,
     max_records: Option<u64>,
     max_secs: u64,
+    protocol: String,
+    remote_assignor: Option<String>,
+    record_delay_ms: u64,
 }
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
@@ -70,6 +85,9 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut instance_id = None;
     let mut max_records = None;
     let mut max_secs = 300;
+    let mut protocol = String::from("classic");
+    let mut remote_assignor = None;
+    let mut record_delay_ms = 0;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it
@@ -90,6 +108,9 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--instance-id" => instance_id = Some(value),
             "--max-records" => max_records = Some(number(&value)?),
             "--max-secs" => max_secs = number(&value)?,
+            "--protocol" => protocol = value,
+            "--remote-assignor" => remote_assignor = Some(value),
+            "--record-delay-ms" => record_delay_ms = number(&value)?,
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -103,6 +124,9 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         instance_id,
         max_records,
         max_secs,
+        protocol,
+        remote_assignor,
+        record_delay_ms,
     })
 }
 
@@ -192,11 +216,22 @@ fn run(options: &Options) -> Result<(), String> {
     config
         .set("bootstrap.servers", &options.bootstrap)
         .set("group.id", &options.group)
-        .set("partition.assignment.strategy", &options.strategy)
         .set("auto.offset.reset", &options.reset)
-        .set("enable.auto.commit", "false")
-        .set("session.timeout.ms", options.session_timeout_ms.to_string())
-        .set("heartbeat.interval.ms", "500")
+        .set("enable.auto.commit", "false");
+    if options.protocol == "consumer" {
+        // The broker decides assignment, session timeout and heartbeat
+        // interval; librdkafka refuses the classic settings here.
+        config.set("group.protocol", "consumer");
+        if let Some(a) = &options.remote_assignor {
+            config.set("group.remote.assignor", a);
+        }
+    } else {
+        config
+            .set("partition.assignment.strategy", &options.strategy)
+            .set("session.timeout.ms", options.session_timeout_ms.to_string())
+            .set("heartbeat.interval.ms", "500");
+    }
+    config
         // The JoinGroup response line (with the generation) is a cgrp debug message.
         .set("debug", "cgrp")
         .set_log_level(RDKafkaLogLevel::Debug);
@@ -244,6 +279,9 @@ fn run(options: &Options) -> Result<(), String> {
         let (partition, offset) = (message.partition(), message.offset());
         emit(&format!("REC {partition} {offset} {value}"));
         processed += 1;
+        if options.record_delay_ms > 0 {
+            std::thread::sleep(Duration::from_millis(options.record_delay_ms));
+        }
         let next = offset + 1;
         let mut list = TopicPartitionList::new();
         list.add_partition_offset(message.topic(), partition, Offset::Offset(next))

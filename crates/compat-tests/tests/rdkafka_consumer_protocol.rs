@@ -1,0 +1,318 @@
+//! librdkafka members with the KIP-848 consumer protocol
+//! (`group.protocol=consumer`), each its own process
+//! (`rdkafka-group-member --protocol consumer`, see
+//! `src/bin/rdkafka_group_member.rs`), against one `weir serve`:
+//!
+//! 1. two members split a 12-partition topic 6/6, five members 2-3 each;
+//!    one closes (leaves with epoch -1) and the others take its
+//!    partitions; one is SIGKILLed and after the broker's session timeout
+//!    (`group.consumer.session.timeout.ms`, 6 s here) the rest take its
+//!    partitions. Every record is read, each exactly once except a record
+//!    the killed member read but whose commit it had not seen
+//!    acknowledged; the committed offsets end at the log end offsets.
+//! 2. a regex subscription (`^rx-.*`) picks up a topic created after the
+//!    member joined.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Offset};
+use weir_compat_tests::WeirProcess;
+
+use crate::rdkafka_groups_members::{Event, Member, diagnostics, wait_for};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn start_broker() -> WeirProcess {
+    WeirProcess::start_with_args(&[
+        "--set",
+        "group.consumer.min.session.timeout.ms=1000",
+        "--set",
+        "group.consumer.session.timeout.ms=6000",
+        "--set",
+        "group.consumer.min.heartbeat.interval.ms=100",
+        "--set",
+        "group.consumer.heartbeat.interval.ms=500",
+    ])
+    .unwrap_or_else(|e| panic!("weir did not start: {e}"))
+}
+
+fn create_topic(rt: &tokio::runtime::Runtime, broker: &WeirProcess, topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .create()
+        .expect("admin client");
+    let opts = AdminOptions::new().operation_timeout(Some(TIMEOUT));
+    let r = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            &opts,
+        ))
+        .expect("create topics");
+    assert!(r[0].is_ok(), "{r:?}");
+}
+
+/// Produces `<tag>-<i>` round-robin over `partitions` and waits for every
+/// acknowledgement; returns the values.
+fn produce(
+    rt: &tokio::runtime::Runtime,
+    broker: &WeirProcess,
+    topic: &str,
+    partitions: i32,
+    tag: &str,
+    count: usize,
+) -> Vec<String> {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("acks", "all")
+        .create()
+        .expect("producer");
+    let values: Vec<String> = (0..count).map(|i| format!("{tag}-{i}")).collect();
+    let mut pending = Vec::new();
+    for (i, value) in values.iter().enumerate() {
+        let record = FutureRecord::<(), _>::to(topic)
+            .payload(value)
+            .partition(i as i32 % partitions);
+        match producer.send_result(record) {
+            Ok(f) => pending.push(f),
+            Err((e, _)) => panic!("produce {value}: {e}"),
+        }
+    }
+    for f in pending {
+        match rt.block_on(f) {
+            Ok(Ok(_)) => {}
+            other => panic!("produce not acknowledged: {other:?}"),
+        }
+    }
+    values
+}
+
+/// The members' latest `OWN` sets when they split all `partitions`
+/// partitions between them, none twice, each within `sizes`.
+fn split(members: &[&Member], partitions: i32, sizes: &[usize]) -> bool {
+    let mut seen = BTreeSet::new();
+    for m in members {
+        let Some((_, owned)) = m.owned() else {
+            return false;
+        };
+        if !sizes.contains(&owned.len()) {
+            return false;
+        }
+        for p in owned {
+            if !seen.insert(p) {
+                return false;
+            }
+        }
+    }
+    seen.len() == partitions as usize
+}
+
+fn values_read(members: &[&Member]) -> Vec<(i32, i64, String)> {
+    members
+        .iter()
+        .flat_map(|m| m.events())
+        .filter_map(|e| match e {
+            Event::Rec {
+                partition,
+                offset,
+                value,
+            } => Some((partition, offset, value)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn last_acked(m: &Member) -> BTreeMap<i32, i64> {
+    let mut out = BTreeMap::new();
+    for e in m.events() {
+        if let Event::Commit { partition, offset } = e {
+            out.insert(partition, offset);
+        }
+    }
+    out
+}
+
+#[test]
+fn rdkafka_consumer_protocol_members_split_leave_and_die() {
+    const PARTITIONS: i32 = 12;
+    let broker = start_broker();
+    let topic = "cp-members";
+    let group = "cp-members";
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    create_topic(&rt, &broker, topic, PARTITIONS);
+    let mut produced = produce(&rt, &broker, topic, PARTITIONS, "first", 240);
+    let spawn = |name: &str| {
+        Member::spawn(
+            name,
+            &broker,
+            group,
+            topic,
+            &[
+                "--protocol",
+                "consumer",
+                "--max-secs",
+                "240",
+                "--record-delay-ms",
+                "100",
+            ],
+        )
+    };
+
+    // Members are slow (100 ms between reading a record and committing
+    // it), so partitions move while records are in flight: a partition
+    // given away before its owner revoked it would be read twice.
+    let a = spawn("a");
+    let b = spawn("b");
+    wait_for("a and b own 6 partitions each", &broker, &[&a, &b], || {
+        split(&[&a, &b], PARTITIONS, &[6])
+    });
+    let c = spawn("c");
+    let mut d = spawn("d");
+    let mut e = spawn("e");
+    let five = [&a, &b, &c, &d, &e];
+    wait_for(
+        "five members own 2 or 3 partitions each",
+        &broker,
+        &five,
+        || split(&five, PARTITIONS, &[2, 3]),
+    );
+    produced.extend(produce(&rt, &broker, topic, PARTITIONS, "second", 240));
+
+    // e leaves: the four others own 3 each.
+    e.close();
+    let four = [&a, &b, &c, &d];
+    wait_for(
+        "after e left, four members own 3 each",
+        &broker,
+        &four,
+        || split(&four, PARTITIONS, &[3]),
+    );
+    // Wait until everything so far is read, then kill d mid-stream.
+    let all_read = |members: &[&Member], want: &[String]| {
+        let got: BTreeSet<String> = values_read(members).into_iter().map(|r| r.2).collect();
+        want.iter().all(|v| got.contains(v))
+    };
+    {
+        let everyone = [&a, &b, &c, &d, &e];
+        wait_for("the first 480 records read", &broker, &everyone, || {
+            all_read(&everyone, &produced)
+        });
+    }
+    produced.extend(produce(&rt, &broker, topic, PARTITIONS, "third", 120));
+    d.kill();
+    let three = [&a, &b, &c];
+    wait_for(
+        "after d's session timeout, three members own 4 each",
+        &broker,
+        &three,
+        || split(&three, PARTITIONS, &[4]),
+    );
+    produced.extend(produce(&rt, &broker, topic, PARTITIONS, "fourth", 240));
+    let everyone = [&a, &b, &c, &d, &e];
+    wait_for("every record read", &broker, &everyone, || {
+        all_read(&everyone, &produced)
+    });
+
+    // Exactly once, except what d read without an acknowledged commit.
+    let d_acked = last_acked(&d);
+    let mut reads: BTreeMap<(i32, i64), Vec<String>> = BTreeMap::new();
+    for (p, o, v) in values_read(&everyone) {
+        reads.entry((p, o)).or_default().push(v);
+    }
+    for ((p, o), vs) in &reads {
+        if vs.len() > 1 {
+            let acked = d_acked.get(p).copied().unwrap_or(0);
+            assert!(
+                vs.len() == 2 && *o >= acked,
+                "partition {p} offset {o} read {} times (d's last acked commit {acked})\n{}",
+                vs.len(),
+                diagnostics(&broker, &everyone)
+            );
+        }
+    }
+    assert_eq!(
+        reads.len(),
+        produced.len(),
+        "distinct records read vs produced"
+    );
+    // The consumer protocol it was: no member went through JoinGroup.
+    assert!(
+        everyone
+            .iter()
+            .all(|m| !m.events().iter().any(|e| matches!(e, Event::Joined { .. }))),
+        "a member used the classic protocol"
+    );
+
+    // The committed offsets reach the log end offsets (read by an
+    // admin-style OffsetFetch without member id).
+    let client: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("group.id", group)
+        .create()
+        .expect("offsets client");
+    wait_for(
+        "committed offsets at the log end",
+        &broker,
+        &everyone,
+        || {
+            let mut list = rdkafka::TopicPartitionList::new();
+            for p in 0..PARTITIONS {
+                list.add_partition(topic, p);
+            }
+            let Ok(committed) = client.committed_offsets(list, TIMEOUT) else {
+                return false;
+            };
+            (0..PARTITIONS).all(|p| {
+                let hw = client
+                    .fetch_watermarks(topic, p, TIMEOUT)
+                    .map(|w| w.1)
+                    .unwrap_or(-1);
+                committed
+                    .find_partition(topic, p)
+                    .is_some_and(|e| e.offset() == Offset::Offset(hw))
+            })
+        },
+    );
+    drop(client);
+    let (mut a, mut b, mut c) = (a, b, c);
+    a.close();
+    b.close();
+    c.close();
+}
+
+#[test]
+fn rdkafka_consumer_protocol_regex_picks_up_a_new_topic() {
+    let broker = start_broker();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    create_topic(&rt, &broker, "rx-a", 3);
+    let mut produced = produce(&rt, &broker, "rx-a", 3, "a", 30);
+    let mut m = Member::spawn(
+        "m",
+        &broker,
+        "rx",
+        "^rx-.*",
+        &["--protocol", "consumer", "--max-secs", "240"],
+    );
+    let read = |m: &Member, want: &[String]| {
+        let got: BTreeSet<String> = values_read(&[m]).into_iter().map(|r| r.2).collect();
+        want.iter().all(|v| got.contains(v))
+    };
+    wait_for("rx-a read", &broker, &[&m], || read(&m, &produced));
+    create_topic(&rt, &broker, "rx-b", 2);
+    create_topic(&rt, &broker, "other", 2);
+    let other = produce(&rt, &broker, "other", 2, "other", 10);
+    produced.extend(produce(&rt, &broker, "rx-b", 2, "b", 20));
+    wait_for("rx-b read after it was created", &broker, &[&m], || {
+        read(&m, &produced)
+    });
+    let got: BTreeSet<String> = values_read(&[&m]).into_iter().map(|r| r.2).collect();
+    assert!(
+        other.iter().all(|v| !got.contains(v)),
+        "a topic the regex does not match was read"
+    );
+    m.close();
+}
