@@ -10,6 +10,8 @@ use weir_protocol::messages::{DeleteGroupsRequest, DescribeGroupsRequest, ListGr
 
 use super::common::{Bootstrap, run_async};
 
+mod consumer;
+
 #[derive(clap::Args)]
 #[command(
     after_help = "Examples:\n  weir groups list\n  weir groups describe my-group\n  weir groups reset-offsets my-group --topic orders --to-earliest --execute\n  weir groups delete my-group"
@@ -124,6 +126,9 @@ async fn high_watermark(client: &mut Client, topic: &str, partition: i32) -> Res
 }
 
 async fn describe(client: &mut Client, group: &str) -> Result<()> {
+    if let Some(g) = consumer::describe_consumer_group(client, group).await? {
+        return consumer::print(client, &g).await;
+    }
     let req = DescribeGroupsRequest {
         groups: vec![group.to_string()],
         ..Default::default()
@@ -162,7 +167,7 @@ async fn describe(client: &mut Client, group: &str) -> Result<()> {
     rows.sort();
     rows.dedup();
     println!(
-        "GROUP {group}  STATE {}  PROTOCOL {}  MEMBERS {}",
+        "GROUP {group}  TYPE classic  STATE {}  PROTOCOL {}  MEMBERS {}",
         g.group_state,
         if g.protocol_data.is_empty() {
             "-"
