@@ -55,7 +55,7 @@ impl Default for EngineConfig {
         EngineConfig {
             scheduler: SchedulerConfig::default(),
             max_metadata_bytes: metadata::DEFAULT_MAX_METADATA_BYTES,
-            max_tracked_per_partition: 10_000,
+            max_tracked_per_partition: 50_000,
             completed_set: true,
         }
     }
@@ -173,6 +173,9 @@ pub struct Engine<T> {
     /// Discarded results of earlier assignments, per partition ever owned
     /// (kept across assignments).
     stale: HashMap<TopicPartition, u64>,
+    /// Whether [`Engine::actions`] leaves the metadata size check to
+    /// explicit [`Engine::check_metadata`] calls.
+    metadata_checks_deferred: bool,
 }
 
 impl<T> Engine<T> {
@@ -189,6 +192,7 @@ impl<T> Engine<T> {
             parts: HashMap::new(),
             running: HashMap::new(),
             stale: HashMap::new(),
+            metadata_checks_deferred: false,
         })
     }
 
@@ -299,6 +303,22 @@ impl<T> Engine<T> {
         payload: T,
         now_ms: i64,
     ) -> Delivered {
+        let key = crate::scheduler::key_hash(key.as_deref());
+        self.deliver_sized(tp, offset, key, 0, payload, now_ms)
+    }
+
+    /// [`Engine::deliver`] of a record whose key has hash `key`
+    /// ([`crate::scheduler::key_hash`]), of `bytes` bytes (counted against
+    /// the scheduler's byte bound while it waits or runs).
+    pub fn deliver_sized(
+        &mut self,
+        tp: &TopicPartition,
+        offset: i64,
+        key: u64,
+        bytes: usize,
+        payload: T,
+        now_ms: i64,
+    ) -> Delivered {
         let Some(part) = self.parts.get_mut(tp) else {
             return Delivered::NotOwned;
         };
@@ -325,7 +345,7 @@ impl<T> Engine<T> {
             offset,
             payload,
         };
-        match self.scheduler.push(tp, key, task) {
+        match self.scheduler.push_sized(tp, key, bytes, task) {
             Ok(()) => Delivered::Queued,
             // Not reachable: the partition is scheduled while owned and not
             // revoking. Leaving it tracked and unfinished is the safe answer.
@@ -367,8 +387,49 @@ impl<T> Engine<T> {
         applied
     }
 
+    /// From now on [`Engine::actions`] does not check whether the commit
+    /// metadata still fits; the caller calls [`Engine::check_metadata`]
+    /// itself (encoding the completed set costs time linear in the records
+    /// tracked, too much for every decision).
+    pub fn defer_metadata_checks(&mut self) {
+        self.metadata_checks_deferred = true;
+    }
+
+    /// Rechecks, for partitions whose completed set changed, whether it
+    /// still fits the metadata bound (a partition whose set does not fit is
+    /// held paused by [`Engine::actions`]).
+    pub fn check_metadata(&mut self) {
+        if !self.config.completed_set {
+            return;
+        }
+        for (tp, part) in &mut self.parts {
+            if part.revoking || !part.metadata_dirty {
+                continue;
+            }
+            let Some(t) = self.tracker.partition(tp) else {
+                continue;
+            };
+            part.metadata_dirty = false;
+            part.metadata_fits = metadata::encode(
+                t.next_commit(),
+                &t.completed_above_watermark(),
+                self.config.max_metadata_bytes,
+            )
+            .complete;
+        }
+    }
+
+    /// Bytes of delivered records waiting or running (see
+    /// [`Engine::deliver_sized`]).
+    pub fn buffered_bytes(&self) -> usize {
+        self.scheduler.buffered_bytes()
+    }
+
     /// Tasks to submit and partitions to pause or resume.
     pub fn actions(&mut self) -> Vec<Decision<Task<T>>> {
+        if !self.metadata_checks_deferred {
+            self.check_metadata();
+        }
         for (tp, part) in &mut self.parts {
             if part.revoking {
                 continue;
@@ -376,15 +437,6 @@ impl<T> Engine<T> {
             let Some(t) = self.tracker.partition(tp) else {
                 continue;
             };
-            if part.metadata_dirty && self.config.completed_set {
-                part.metadata_dirty = false;
-                part.metadata_fits = metadata::encode(
-                    t.next_commit(),
-                    &t.completed_above_watermark(),
-                    self.config.max_metadata_bytes,
-                )
-                .complete;
-            }
             let held = !part.metadata_fits || t.tracked() >= self.config.max_tracked_per_partition;
             self.scheduler.set_held(tp, held);
         }

@@ -16,8 +16,18 @@
 //! - A partition is paused while `buffered >= max_buffered_per_partition`
 //!   (or while held or stopped) and resumed once `buffered <=
 //!   resume_at_buffered`, so pause/resume does not flap on every record.
+//! - Over all partitions, the bytes of buffered records (waiting, and
+//!   running until they finish) are bounded the same way: every partition
+//!   is paused once they reach `max_buffered_bytes` and may resume once
+//!   they are down to `resume_at_buffered_bytes`.
+//!
+//! A lock is a (partition, key hash) pair, not a copy of the key: two keys
+//! with the same 64-bit hash are ordered as one key (more ordering, never
+//! less), and no key is copied or compared byte by byte per decision.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::hash::{Hash, Hasher};
 
 use crate::tracker::TopicPartition;
 
@@ -44,15 +54,29 @@ pub struct SchedulerConfig {
     pub max_buffered_per_partition: usize,
     /// A paused partition resumes once its buffer is down to this many.
     pub resume_at_buffered: usize,
+    /// Bytes (key, value, headers) of buffered records over all partitions
+    /// before every partition is paused.
+    pub max_buffered_bytes: usize,
+    /// Paused partitions may resume once the buffered bytes are down to
+    /// this.
+    pub resume_at_buffered_bytes: usize,
 }
 
+/// Defaults: a partition pauses at 10 000 buffered records and resumes at
+/// 5 000, so a pause lets the workers drain half the buffer before
+/// librdkafka fetches again (a narrow band, such as 1 000 and 500, paused
+/// and resumed continuously and cost most of the throughput: a pause drops
+/// librdkafka's prefetched records, a resume fetches them again); all
+/// partitions together hold at most 64 MiB, resuming at 32 MiB.
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
             ordering: Ordering::Partition,
             max_concurrency: 16,
-            max_buffered_per_partition: 1000,
-            resume_at_buffered: 500,
+            max_buffered_per_partition: 10_000,
+            resume_at_buffered: 5_000,
+            max_buffered_bytes: 64 << 20,
+            resume_at_buffered_bytes: 32 << 20,
         }
     }
 }
@@ -64,6 +88,8 @@ pub enum ConfigError {
     Zero { name: &'static str },
     #[error("resume_at_buffered ({resume}) must be below max_buffered_per_partition ({max})")]
     ResumeNotBelowMax { resume: usize, max: usize },
+    #[error("resume_at_buffered_bytes ({resume}) must be below max_buffered_bytes ({max})")]
+    ResumeBytesNotBelowMax { resume: usize, max: usize },
 }
 
 impl SchedulerConfig {
@@ -82,6 +108,12 @@ impl SchedulerConfig {
             return Err(ConfigError::ResumeNotBelowMax {
                 resume: self.resume_at_buffered,
                 max: self.max_buffered_per_partition,
+            });
+        }
+        if self.resume_at_buffered_bytes >= self.max_buffered_bytes {
+            return Err(ConfigError::ResumeBytesNotBelowMax {
+                resume: self.resume_at_buffered_bytes,
+                max: self.max_buffered_bytes,
             });
         }
         Ok(())
@@ -107,23 +139,36 @@ pub enum Decision<T> {
     Resume(TopicPartition),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Lock {
-    Partition(TopicPartition),
-    Key(TopicPartition, Option<Vec<u8>>),
+/// What a running task holds: (partition id, key hash). In partition mode
+/// the key hash is [`PARTITION_LOCK`].
+type Lock = (u32, u64);
+
+const PARTITION_LOCK: u64 = u64::MAX;
+
+/// The hash a record's key is locked under in key order (see
+/// [`Scheduler::push_sized`]).
+pub fn key_hash(key: Option<&[u8]>) -> u64 {
+    let mut h = DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
 }
 
 #[derive(Debug)]
 struct Waiting<T> {
-    key: Option<Vec<u8>>,
+    key_hash: u64,
+    bytes: usize,
     payload: T,
 }
 
 #[derive(Debug)]
 struct PartitionState<T> {
+    /// Stable id of the partition (kept across incarnations) for locks.
+    id: u32,
     waiting: VecDeque<Waiting<T>>,
     /// Running tasks of the current incarnation of this partition.
     running: usize,
+    /// Bytes of the waiting records.
+    waiting_bytes: usize,
     /// Whether the consumer was told to pause it.
     paused: bool,
     /// Held by the caller (for example, commit metadata would not fit).
@@ -132,19 +177,19 @@ struct PartitionState<T> {
     stopped: bool,
 }
 
-impl<T> Default for PartitionState<T> {
-    fn default() -> Self {
+impl<T> PartitionState<T> {
+    fn new(id: u32) -> Self {
         PartitionState {
+            id,
             waiting: VecDeque::new(),
             running: 0,
+            waiting_bytes: 0,
             paused: false,
             held: false,
             stopped: false,
         }
     }
-}
 
-impl<T> PartitionState<T> {
     fn buffered(&self) -> usize {
         self.waiting.len() + self.running
     }
@@ -152,10 +197,12 @@ impl<T> PartitionState<T> {
 
 #[derive(Debug)]
 struct Running {
-    tp: TopicPartition,
+    /// The partition's id ([`Scheduler::ids`]).
+    id: u32,
     lock: Option<Lock>,
     /// The partition incarnation it was submitted under.
     incarnation: u64,
+    bytes: usize,
 }
 
 /// See the module documentation.
@@ -163,12 +210,23 @@ struct Running {
 pub struct Scheduler<T> {
     config: SchedulerConfig,
     partitions: BTreeMap<TopicPartition, (u64, PartitionState<T>)>,
+    /// The scheduled partitions in order (the round robin's), rebuilt when
+    /// one is added or removed.
+    order: Vec<TopicPartition>,
     running: HashMap<TaskId, Running>,
     locks: HashSet<Lock>,
+    /// Partition ids for locks, never reused: `ids[id]` is the partition.
+    ids: Vec<TopicPartition>,
+    id_of: HashMap<TopicPartition, u32>,
     next_task: u64,
     next_incarnation: u64,
-    /// Where the next round-robin pass starts (fairness across partitions).
-    cursor: Option<TopicPartition>,
+    /// Where the next round-robin pass starts (an index into `order`).
+    cursor: usize,
+    /// Bytes of waiting records plus running tasks, all partitions.
+    buffered_bytes: usize,
+    /// Whether `buffered_bytes` reached the maximum and has not yet come
+    /// down to the resume level.
+    bytes_full: bool,
 }
 
 impl<T> Scheduler<T> {
@@ -177,11 +235,16 @@ impl<T> Scheduler<T> {
         Ok(Scheduler {
             config,
             partitions: BTreeMap::new(),
+            order: Vec::new(),
             running: HashMap::new(),
             locks: HashSet::new(),
+            ids: Vec::new(),
+            id_of: HashMap::new(),
             next_task: 0,
             next_incarnation: 0,
-            cursor: None,
+            cursor: 0,
+            buffered_bytes: 0,
+            bytes_full: false,
         })
     }
 
@@ -193,8 +256,18 @@ impl<T> Scheduler<T> {
     pub fn add_partition(&mut self, tp: TopicPartition) -> Vec<T> {
         let dropped = self.remove_partition(&tp);
         self.next_incarnation += 1;
+        let id = match self.id_of.get(&tp) {
+            Some(&id) => id,
+            None => {
+                let id = u32::try_from(self.ids.len()).unwrap_or(u32::MAX);
+                self.ids.push(tp.clone());
+                self.id_of.insert(tp.clone(), id);
+                id
+            }
+        };
         self.partitions
-            .insert(tp, (self.next_incarnation, PartitionState::default()));
+            .insert(tp, (self.next_incarnation, PartitionState::new(id)));
+        self.order = self.partitions.keys().cloned().collect();
         dropped
     }
 
@@ -203,16 +276,43 @@ impl<T> Scheduler<T> {
     /// they are reported [`Scheduler::finished`].
     pub fn remove_partition(&mut self, tp: &TopicPartition) -> Vec<T> {
         match self.partitions.remove(tp) {
-            Some((_, state)) => state.waiting.into_iter().map(|w| w.payload).collect(),
+            Some((_, state)) => {
+                self.buffered_bytes -= state.waiting_bytes;
+                self.order = self.partitions.keys().cloned().collect();
+                state.waiting.into_iter().map(|w| w.payload).collect()
+            }
             None => Vec::new(),
         }
     }
 
     /// Queues a delivered record. Returns it back if `tp` is not scheduled.
     pub fn push(&mut self, tp: &TopicPartition, key: Option<Vec<u8>>, payload: T) -> Result<(), T> {
+        self.push_sized(tp, key_hash(key.as_deref()), 0, payload)
+    }
+
+    /// Queues a delivered record whose key has hash `key` ([`key_hash`]),
+    /// of `bytes` bytes (counted against `max_buffered_bytes` until its
+    /// task finishes). Returns it back if `tp` is not scheduled.
+    pub fn push_sized(
+        &mut self,
+        tp: &TopicPartition,
+        key: u64,
+        bytes: usize,
+        payload: T,
+    ) -> Result<(), T> {
+        let key_hash = match self.config.ordering {
+            Ordering::Key => key,
+            Ordering::Partition | Ordering::Unordered => PARTITION_LOCK,
+        };
         match self.partitions.get_mut(tp) {
             Some((_, state)) => {
-                state.waiting.push_back(Waiting { key, payload });
+                state.waiting.push_back(Waiting {
+                    key_hash,
+                    bytes,
+                    payload,
+                });
+                state.waiting_bytes += bytes;
+                self.buffered_bytes += bytes;
                 Ok(())
             }
             None => Err(payload),
@@ -228,11 +328,21 @@ impl<T> Scheduler<T> {
         if let Some(lock) = &r.lock {
             self.locks.remove(lock);
         }
-        if let Some((incarnation, state)) = self.partitions.get_mut(&r.tp)
+        self.buffered_bytes -= r.bytes;
+        let Some(tp) = self.ids.get(r.id as usize) else {
+            return;
+        };
+        if let Some((incarnation, state)) = self.partitions.get_mut(tp)
             && *incarnation == r.incarnation
         {
             state.running -= 1;
         }
+    }
+
+    /// Bytes of buffered records (waiting, and running until they finish)
+    /// over all partitions.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered_bytes
     }
 
     /// Holds `tp` paused (or releases it) regardless of its buffer; its
@@ -273,89 +383,66 @@ impl<T> Scheduler<T> {
         self.running.len()
     }
 
-    fn lock_for(&self, tp: &TopicPartition, key: &Option<Vec<u8>>) -> Option<Lock> {
-        match self.config.ordering {
-            Ordering::Partition => Some(Lock::Partition(tp.clone())),
-            Ordering::Key => Some(Lock::Key(tp.clone(), key.clone())),
-            Ordering::Unordered => None,
-        }
-    }
-
-    /// Index of the first waiting record of `tp` that may start now.
-    fn runnable(&self, tp: &TopicPartition, state: &PartitionState<T>) -> Option<usize> {
-        if state.stopped {
-            return None;
-        }
-        match self.config.ordering {
-            // Only the head may run: checking it is enough.
-            Ordering::Partition | Ordering::Unordered => {
-                let head = state.waiting.front()?;
-                let free = self
-                    .lock_for(tp, &head.key)
-                    .is_none_or(|l| !self.locks.contains(&l));
-                free.then_some(0)
-            }
-            // The first record whose key is free. An earlier record with the
-            // same key would have been found first, so keys keep their order.
-            Ordering::Key => state
-                .waiting
-                .iter()
-                .position(|w| !self.locks.contains(&Lock::Key(tp.clone(), w.key.clone()))),
-        }
-    }
-
     /// Submits what may run now (round robin over partitions, one record per
     /// partition per round) and says which partitions to pause or resume.
     pub fn decide(&mut self) -> Vec<Decision<T>> {
         let mut out = Vec::new();
-        let order: Vec<TopicPartition> = {
-            let keys: Vec<_> = self.partitions.keys().cloned().collect();
-            let start = self
-                .cursor
-                .as_ref()
-                .map_or(0, |c| keys.partition_point(|k| k <= c));
-            keys[start..]
-                .iter()
-                .chain(&keys[..start])
-                .cloned()
-                .collect()
-        };
+        let n = self.order.len();
+        let start = if n == 0 { 0 } else { self.cursor % n };
         let mut progress = true;
         while progress && self.running.len() < self.config.max_concurrency {
             progress = false;
-            for tp in &order {
+            for k in 0..n {
                 if self.running.len() >= self.config.max_concurrency {
                     break;
                 }
-                let Some((_, state)) = self.partitions.get(tp) else {
-                    continue;
-                };
-                let Some(i) = self.runnable(tp, state) else {
-                    continue;
-                };
+                let i = (start + k) % n;
+                let tp = &self.order[i];
                 let Some((incarnation, state)) = self.partitions.get_mut(tp) else {
                     continue;
                 };
-                let Some(w) = state.waiting.remove(i) else {
+                if state.stopped {
+                    continue;
+                }
+                let locks = &self.locks;
+                let index = match self.config.ordering {
+                    Ordering::Unordered => (!state.waiting.is_empty()).then_some(0),
+                    // Only the head may run: checking it is enough.
+                    Ordering::Partition => (!state.waiting.is_empty()
+                        && !locks.contains(&(state.id, PARTITION_LOCK)))
+                    .then_some(0),
+                    // The first record whose key is free. An earlier record
+                    // with the same key would have been found first, so keys
+                    // keep their order.
+                    Ordering::Key => state
+                        .waiting
+                        .iter()
+                        .position(|w| !locks.contains(&(state.id, w.key_hash))),
+                };
+                let Some(w) = index.and_then(|i| state.waiting.remove(i)) else {
                     continue;
                 };
                 state.running += 1;
-                let incarnation = *incarnation;
-                let lock = self.lock_for(tp, &w.key);
-                if let Some(l) = &lock {
-                    self.locks.insert(l.clone());
+                state.waiting_bytes -= w.bytes;
+                let lock = match self.config.ordering {
+                    Ordering::Unordered => None,
+                    Ordering::Partition | Ordering::Key => Some((state.id, w.key_hash)),
+                };
+                if let Some(l) = lock {
+                    self.locks.insert(l);
                 }
                 self.next_task += 1;
                 let id = TaskId(self.next_task);
                 self.running.insert(
                     id,
                     Running {
-                        tp: tp.clone(),
+                        id: state.id,
                         lock,
-                        incarnation,
+                        incarnation: *incarnation,
+                        bytes: w.bytes,
                     },
                 );
-                self.cursor = Some(tp.clone());
+                self.cursor = i + 1;
                 out.push(Decision::Submit {
                     id,
                     tp: tp.clone(),
@@ -364,12 +451,20 @@ impl<T> Scheduler<T> {
                 progress = true;
             }
         }
+        if self.buffered_bytes >= self.config.max_buffered_bytes {
+            self.bytes_full = true;
+        } else if self.buffered_bytes <= self.config.resume_at_buffered_bytes {
+            self.bytes_full = false;
+        }
         for (tp, (_, state)) in &mut self.partitions {
             let must_pause = state.stopped
                 || state.held
+                || self.bytes_full
                 || state.buffered() >= self.config.max_buffered_per_partition;
-            let may_resume =
-                !state.stopped && !state.held && state.buffered() <= self.config.resume_at_buffered;
+            let may_resume = !state.stopped
+                && !state.held
+                && !self.bytes_full
+                && state.buffered() <= self.config.resume_at_buffered;
             if !state.paused && must_pause {
                 state.paused = true;
                 out.push(Decision::Pause(tp.clone()));

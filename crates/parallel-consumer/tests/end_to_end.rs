@@ -16,11 +16,11 @@
 //!    key's sequence numbers are exactly 0, 1, 2, … (increasing, no gap);
 //! 4. per-key order of invocations: within one process, an invocation of a
 //!    key starts only after the previous invocation of that key finished;
-//! 5. the kill interrupted work: the process is killed once it has finished
-//!    records above the committed offsets; afterwards, it had started
-//!    records that no commit covered (offset or completed set, read right
-//!    after the kill), and at least one record it had applied was run
-//!    again by another process, which found the effect there (`dup`).
+//! 5. the kill interrupted work: the process is frozen (SIGSTOP) and
+//!    killed if its log shows records applied that no commit covers (offset
+//!    or completed set), else resumed and checked again later; afterwards,
+//!    at least one record it had applied was run again by another process,
+//!    which found the effect there (`dup`).
 //!
 //! The worker binary is `target/<profile>/examples/e2e_worker`, which `cargo
 //! test` builds with the tests; `WEIR_PC_E2E_WORKER` overrides the path, and
@@ -337,26 +337,43 @@ fn read_log_lines(w: &Worker, in_progress: bool) -> Vec<Line> {
         .collect()
 }
 
-/// Records a worker started at or above the committed offset of their
-/// partition (work no commit covers yet), and how many of them it finished.
-fn ahead_of_commit(lines: &[Line], committed: &[i64]) -> (HashSet<(i32, i64)>, usize) {
-    let above = |p: i32, o: i64| committed.get(p as usize).is_some_and(|&c| o >= c);
+/// Records a worker started that no commit covers (at or above the
+/// committed offset of their partition and not in its completed set), and
+/// how many of those it applied (`E done`).
+fn uncovered(lines: &[Line], committed: &[(i64, CompletedSet)]) -> (HashSet<(i32, i64)>, usize) {
+    let open = |p: i32, o: i64| {
+        committed
+            .get(p as usize)
+            .is_some_and(|(c, set)| o >= *c && !set.contains(o))
+    };
     let mut started = HashSet::new();
-    let mut finished = 0;
+    let mut applied = 0;
     for line in lines {
         match line {
             Line::Start {
                 partition, offset, ..
-            } if above(*partition, *offset) => {
+            } if open(*partition, *offset) => {
                 started.insert((*partition, *offset));
             }
             Line::End {
-                partition, offset, ..
-            } if above(*partition, *offset) => finished += 1,
+                partition,
+                offset,
+                applied: true,
+                ..
+            } if open(*partition, *offset) => applied += 1,
             _ => {}
         }
     }
-    (started, finished)
+    (started, applied)
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`) to a worker process.
+fn signal(w: &Worker, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &w.child.id().to_string()])
+        .status()
+        .expect("running kill");
+    assert!(status.success(), "kill {signal} worker {}: {status}", w.id);
 }
 
 fn bad_line<T>(worker: usize, line: &str) -> T {
@@ -421,33 +438,39 @@ fn hundred_thousand_records_survive_a_killed_process_and_a_new_one() {
         .map(|i| Worker::spawn(&setup, i))
         .collect();
 
-    // Mid-run: kill one process while it has finished work that no commit
-    // covers yet, add another.
+    // Mid-run: kill one process while it has applied records that no
+    // commit covers, add another. The process is frozen (SIGSTOP) while
+    // its log and the group's commits are read, so nothing it does between
+    // that look and the SIGKILL can cover them.
     let deadline = started + CONSUME_WAIT;
-    loop {
+    let committed_at_kill = loop {
         let committed = committed_all(&bootstrap, &group, &topic);
         let done: i64 = committed.iter().map(|&o| o.max(0)).sum();
-        let (_, finished_ahead) = ahead_of_commit(&read_log_lines(&workers[0], true), &committed);
-        if done as u64 >= KILL_AFTER && finished_ahead > 0 {
-            eprintln!(
-                "killing worker 0 at {done} committed, {finished_ahead} records finished above them ({:?})",
-                started.elapsed()
-            );
-            break;
+        let mut applied_uncovered = 0;
+        if done as u64 >= KILL_AFTER {
+            signal(&workers[0], "-STOP");
+            let at_stop = committed_with_sets(&bootstrap, &group, &topic);
+            (_, applied_uncovered) = uncovered(&read_log_lines(&workers[0], true), &at_stop);
+            if applied_uncovered > 0 {
+                eprintln!(
+                    "killing worker 0 at {done} committed, {applied_uncovered} records it applied not covered by a commit ({:?})",
+                    started.elapsed()
+                );
+                workers[0].kill();
+                break at_stop;
+            }
+            signal(&workers[0], "-CONT");
         }
         assert!(
             Instant::now() < deadline,
-            "gave up waiting for {KILL_AFTER} commits with records finished by worker 0 above them (now {done} committed, {finished_ahead} finished above)\n{}",
+            "gave up waiting for {KILL_AFTER} commits with records applied by worker 0 that no commit covers (now {done} committed, {applied_uncovered} uncovered)\n{}",
             diagnose(&workers, &committed, &ends)
         );
         std::thread::sleep(Duration::from_millis(300));
-    }
-    workers[0].kill();
-    // Nothing of worker 0 can be committed any more: whatever it started at
-    // or above these offsets, and not in their completed sets, was
-    // unfinished or uncommitted work when it died (a later owner's commits
-    // only cover more, which makes the set below smaller, never wrong).
-    let committed_at_kill = committed_with_sets(&bootstrap, &group, &topic);
+    };
+    // Nothing of worker 0 was committed after `committed_at_kill` was read:
+    // whatever it started and that commit did not cover was unfinished or
+    // uncommitted work when it died.
     workers.push(Worker::spawn(&setup, FIRST_WORKERS));
 
     loop {
@@ -587,11 +610,7 @@ fn hundred_thousand_records_survive_a_killed_process_and_a_new_one() {
     // another process, which found the effect there (`dup`).
     let killed_lines = read_log(&workers[0]);
     let offsets_at_kill: Vec<i64> = committed_at_kill.iter().map(|(o, _)| *o).collect();
-    let (ahead, _) = ahead_of_commit(&killed_lines, &offsets_at_kill);
-    let uncommitted_at_kill: HashSet<(i32, i64)> = ahead
-        .into_iter()
-        .filter(|(p, o)| !committed_at_kill[*p as usize].1.contains(*o))
-        .collect();
+    let (uncommitted_at_kill, _) = uncovered(&killed_lines, &committed_at_kill);
     let mut open_at_kill: HashSet<(i32, i64)> = HashSet::new();
     let mut applied_by_killed: HashSet<&str> = HashSet::new();
     for line in &killed_lines {

@@ -1,9 +1,10 @@
 //! The parallel consumer against a broker that authenticates every client
-//! (an embedded weir broker whose only listener is SASL_PLAINTEXT with
-//! PLAIN): the consumer, the dead-letter producer and the exactly-once
-//! producer all get the consumer's `security.protocol` and `sasl.*`
-//! settings, so a poison record reaches the dead-letter topic and outputs
-//! are written in transactions. A producer without them could not connect.
+//! (an embedded weir broker whose client listener is SASL_PLAINTEXT, or
+//! SASL_SSL with a test CA's certificate, with PLAIN): the consumer, the
+//! dead-letter producer and the exactly-once producer all get the
+//! consumer's `security.protocol`, `sasl.*` and `ssl.*` settings, so a
+//! poison record reaches the dead-letter topic and outputs are written in
+//! transactions. A producer without them could not connect.
 
 use crate::common;
 
@@ -21,6 +22,7 @@ use weir_parallel_consumer::driver::{ExactlyOnceConfig, ParallelConsumer};
 use weir_parallel_consumer::exactly_once::OutputRecord;
 use weir_parallel_consumer::record::{FailurePolicy, Record};
 use weir_parallel_consumer::scheduler::Ordering;
+use weir_test_support::pki::TestPki;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -45,15 +47,67 @@ fn sasl_broker() -> TestBroker {
     ])
 }
 
-/// A client of the SASL listener (no other settings).
-fn authenticated(bootstrap: &str) -> ClientConfig {
+/// A broker whose client listener is SASL_SSL (PLAIN over TLS; the
+/// server certificate, for 127.0.0.1, is signed by a test CA), with the
+/// CA file clients trust.
+struct SaslSsl {
+    broker: TestBroker,
+    ca: String,
+    _dir: tempfile::TempDir,
+}
+
+fn sasl_ssl_broker() -> SaslSsl {
+    let pki = TestPki::new();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let keystore = dir.path().join("broker.pem");
+    std::fs::write(&keystore, pki.server("weir-broker", 1).keystore_pem()).expect("keystore");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, pki.ca_pem()).expect("ca");
+    let keystore = keystore.display().to_string();
+    let broker = TestBroker::embedded(&[
+        (
+            "listeners",
+            "SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        ),
+        ("ssl.keystore.location", &keystore),
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        ("listener.name.sasl_ssl.plain.sasl.jaas.config", JAAS),
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "1"),
+        ("transaction.state.log.num.partitions", "1"),
+    ]);
+    SaslSsl {
+        broker,
+        ca: ca.display().to_string(),
+        _dir: dir,
+    }
+}
+
+/// A client of the SASL listener (no other settings); over TLS when
+/// `tls_ca` names the CA file to trust.
+fn authenticated_with(bootstrap: &str, tls_ca: Option<&str>) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", bootstrap)
         .set("security.protocol", "SASL_PLAINTEXT")
         .set("sasl.mechanism", "PLAIN")
         .set("sasl.username", "pc")
         .set("sasl.password", "pc-secret");
+    if let Some(ca) = tls_ca {
+        c.set("security.protocol", "SASL_SSL")
+            .set("ssl.ca.location", ca)
+            .set("ssl.endpoint.identification.algorithm", "https");
+    }
     c
+}
+
+thread_local! {
+    /// The CA of the SASL_SSL broker the current test talks to, if any.
+    static TLS_CA: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A client of the current test's broker ([`authenticated_with`]).
+fn authenticated(bootstrap: &str) -> ClientConfig {
+    TLS_CA.with(|ca| authenticated_with(bootstrap, ca.borrow().as_deref()))
 }
 
 fn create_topics(rt: &tokio::runtime::Runtime, bootstrap: &str, topics: &[&str]) {
@@ -147,7 +201,19 @@ fn consumer_client(bootstrap: &str, group: &str) -> ClientConfig {
 #[test]
 fn the_dead_letter_producer_authenticates_like_the_consumer() {
     let broker = sasl_broker();
-    let b = &broker.bootstrap();
+    dead_letter_reaches_its_topic(&broker.bootstrap());
+}
+
+/// Over SASL_SSL the dead-letter producer needs the consumer's TLS
+/// settings (the CA) as well as its SASL ones.
+#[test]
+fn the_dead_letter_producer_connects_over_sasl_ssl_like_the_consumer() {
+    let tls = sasl_ssl_broker();
+    TLS_CA.with(|ca| *ca.borrow_mut() = Some(tls.ca.clone()));
+    dead_letter_reaches_its_topic(&tls.broker.bootstrap());
+}
+
+fn dead_letter_reaches_its_topic(b: &str) {
     let rt = runtime();
     let (topic, dlt, group) = (unique("sasl-in"), unique("sasl-dead"), unique("sasl-g"));
     create_topics(&rt, b, &[&topic, &dlt]);

@@ -133,7 +133,7 @@ mod tests {
     #[test]
     fn the_dead_letter_and_exactly_once_producers_get_them() {
         let consumer = sasl_ssl_consumer();
-        let dlq = super::super::dead_letter_config(&consumer);
+        let dlq = super::super::dead_letter_config(&consumer, None).unwrap();
         let eos = super::super::ExactlyOnceConfig::new("billing-0").producer_config(&consumer);
         for p in [&dlq, &eos] {
             for k in [
@@ -156,5 +156,38 @@ mod tests {
         }
         assert_eq!(dlq.get("acks"), Some("all"));
         assert_eq!(eos.get("transactional.id"), Some("billing-0"));
+    }
+
+    /// A dead-letter producer configuration set by the user is used as
+    /// given (nothing of the consumer's is added), with `acks=all`.
+    #[test]
+    fn a_dead_letter_producer_config_is_used_as_given() {
+        let consumer = sasl_ssl_consumer();
+        let settings: std::collections::BTreeMap<String, String> = [
+            ("bootstrap.servers", "dlq:9092"),
+            ("security.protocol", "SSL"),
+            ("ssl.ca.location", "/etc/dlq/ca.pem"),
+            ("linger.ms", "5"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let dlq = super::super::dead_letter_config(&consumer, Some(&settings)).unwrap();
+        let mut got: Vec<(String, String)> = dlq
+            .config_map()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        got.sort();
+        let mut want: Vec<(String, String)> = settings.clone().into_iter().collect();
+        want.push(("acks".into(), "all".into()));
+        want.sort();
+        assert_eq!(got, want);
+        let mut weak = settings;
+        weak.insert("acks".into(), "1".into());
+        assert!(matches!(
+            super::super::dead_letter_config(&consumer, Some(&weak)),
+            Err(super::super::DriverError::ForbiddenSetting { .. })
+        ));
     }
 }

@@ -76,12 +76,14 @@
 //! # }
 //! ```
 
+mod commit;
 pub mod connection;
 mod owner;
 mod rebalance;
 pub mod txn;
 mod worker;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering as AtomicOrdering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -90,10 +92,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::FutureProducer;
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use crate::engine::{CommitRequest, Engine, EngineConfig, Outcome, PartitionStats};
 use crate::exactly_once::OutputRecord;
@@ -129,6 +130,14 @@ pub struct DriverConfig {
     pub committed_fetch_timeout: Duration,
     /// Timeout of a dead-letter write.
     pub dead_letter_timeout: Duration,
+    /// The dead-letter producer's librdkafka settings
+    /// ([`FailurePolicy::DeadLetter`], at-least-once mode), used as given
+    /// (for example a dead-letter topic on another cluster), with
+    /// `acks=all` added (another `acks` is refused). `None`: the consumer's
+    /// connection and security settings ([`connection::producer_base`]:
+    /// `bootstrap.servers`, `client.id`, `security.protocol`, `ssl.*`,
+    /// `sasl.*`, …) and `acks=all`.
+    pub dead_letter_producer: Option<BTreeMap<String, String>>,
 }
 
 impl Default for DriverConfig {
@@ -144,6 +153,7 @@ impl Default for DriverConfig {
             max_poll_records: 500,
             committed_fetch_timeout: Duration::from_secs(10),
             dead_letter_timeout: Duration::from_secs(30),
+            dead_letter_producer: None,
         }
     }
 }
@@ -218,13 +228,13 @@ const ABORT: u8 = 2;
 const FAILED: u8 = 3;
 
 /// State shared by the poll loop and the rebalance callbacks. Both run on
-/// the owner thread; the mutexes are never contended (they make the context
-/// `Sync`, as rdkafka requires), except `stats`, read by other threads.
+/// the owner thread; the mutexes are hardly contended (they make the context
+/// `Sync`, as rdkafka requires): other threads lock the engine only to read
+/// [`ParallelConsumer::stats`].
 pub(crate) struct Shared {
     engine: Mutex<Engine<Record>>,
     results: Mutex<Receiver<Report>>,
     config: DriverConfig,
-    stats: Mutex<Vec<PartitionStats>>,
     started: Instant,
     state: AtomicU8,
     /// Exactly-once mode: the transactional producer and waiting outputs.
@@ -308,32 +318,19 @@ impl Shared {
             self.apply(&mut engine, report);
         }
     }
-
-    fn publish_stats(&self) {
-        let stats = self.lock_engine().stats(self.now_ms());
-        *self.stats.lock().unwrap_or_else(|p| p.into_inner()) = stats;
-    }
 }
 
-/// Commits explicit offsets (with their completed-set metadata), waiting for
-/// the broker's answer. One request per partition: librdkafka reports a
-/// failure of some partitions of a multi-partition commit as success, and a
-/// checkpoint must never be recorded for a partition whose commit failed.
+/// Commits explicit offsets (with their completed-set metadata) of every
+/// partition in one request, waiting for the broker's answer, and returns
+/// each partition's result ([`commit::commit_all`]: librdkafka's own
+/// commit call reports a request in which only some partitions failed as a
+/// success, and a checkpoint must never be recorded for a partition whose
+/// commit failed).
 pub(crate) fn commit<C: rdkafka::consumer::ConsumerContext>(
     consumer: &BaseConsumer<C>,
     requests: &[CommitRequest],
 ) -> Vec<Result<(), KafkaError>> {
-    requests
-        .iter()
-        .map(|r| {
-            let mut tpl = TopicPartitionList::with_capacity(1);
-            tpl.add_partition_offset(&r.tp.topic, r.tp.partition, Offset::Offset(r.offset))?;
-            if let Some(mut e) = tpl.find_partition(&r.tp.topic, r.tp.partition) {
-                e.set_metadata(&r.metadata);
-            }
-            consumer.commit(&tpl, CommitMode::Sync)
-        })
-        .collect()
+    commit::commit_all(consumer, requests)
 }
 
 /// What the consumer thread did when it stopped.
@@ -454,12 +451,15 @@ impl ParallelConsumer {
             config.engine.completed_set = false;
         }
         let dead_letter = match &config.on_failure {
-            FailurePolicy::DeadLetter { .. } if exactly_once.is_none() => {
-                Some(dead_letter_config(&client).create::<FutureProducer>()?)
-            }
+            FailurePolicy::DeadLetter { .. } if exactly_once.is_none() => Some(
+                dead_letter_config(&client, config.dead_letter_producer.as_ref())?
+                    .create::<FutureProducer>()?,
+            ),
             _ => None,
         };
-        let engine = Engine::new(config.engine.clone())?;
+        let mut engine = Engine::new(config.engine.clone())?;
+        // The owner thread checks the metadata bound on a timer.
+        engine.defer_metadata_checks();
         // Before subscribing: fencing the previous producer aborts its open
         // transaction, so the offsets this consumer starts from are settled.
         let txn = exactly_once
@@ -469,7 +469,6 @@ impl ParallelConsumer {
         let shared = Arc::new(Shared {
             engine: Mutex::new(engine),
             results: Mutex::new(results_rx),
-            stats: Mutex::new(Vec::new()),
             started: Instant::now(),
             state: AtomicU8::new(RUN),
             txn,
@@ -480,7 +479,7 @@ impl ParallelConsumer {
             shared: shared.clone(),
         })?;
         consumer.subscribe(topics)?;
-        let env = WorkerEnv {
+        let env = Arc::new(WorkerEnv {
             handler,
             retry: config.retry.clone(),
             on_failure: config.on_failure.clone(),
@@ -488,7 +487,7 @@ impl ParallelConsumer {
             dead_letter_timeout: config.dead_letter_timeout,
             dead_letter_as_output: shared.txn.is_some(),
             results: results_tx,
-        };
+        });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("weir-pc-owner".into())
@@ -500,13 +499,10 @@ impl ParallelConsumer {
         })
     }
 
-    /// The latest per-partition observations (refreshed every loop turn).
+    /// The per-partition observations now (read from the owner thread's
+    /// state under its lock; nothing is copied out per loop turn).
     pub fn stats(&self) -> Vec<PartitionStats> {
-        self.shared
-            .stats
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.shared.lock_engine().stats(self.shared.now_ms())
     }
 
     /// [`ParallelConsumer::stats`] in the Prometheus text format.
@@ -547,12 +543,34 @@ impl ParallelConsumer {
     }
 }
 
-/// The dead-letter producer's configuration: the consumer's connection
-/// and security settings ([`connection::producer_base`]), `acks=all`.
-fn dead_letter_config(consumer: &ClientConfig) -> ClientConfig {
-    let mut p = connection::producer_base(consumer);
+/// The dead-letter producer's configuration: `settings` as given, or
+/// without them the consumer's connection and security settings
+/// ([`connection::producer_base`]); `acks=all` either way (a record counts
+/// as completed once its copy is acknowledged by every in-sync replica).
+fn dead_letter_config(
+    consumer: &ClientConfig,
+    settings: Option<&BTreeMap<String, String>>,
+) -> Result<ClientConfig, DriverError> {
+    let mut p = match settings {
+        Some(settings) => {
+            let mut p = ClientConfig::new();
+            for (k, v) in settings {
+                p.set(k, v);
+            }
+            p
+        }
+        None => connection::producer_base(consumer),
+    };
+    match p.get("acks") {
+        None | Some("all" | "-1") => {}
+        Some(_) => {
+            return Err(DriverError::ForbiddenSetting {
+                setting: "dead_letter_producer acks other than all",
+            });
+        }
+    }
     p.set("acks", "all");
-    p
+    Ok(p)
 }
 
 impl Drop for ParallelConsumer {

@@ -38,19 +38,34 @@ fn to_record(m: &BorrowedMessage<'_>) -> Record {
     }
 }
 
+/// How often the owner thread rechecks that the completed sets still fit
+/// the commit metadata.
+const METADATA_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Bytes a record holds in the buffers (key, value, headers).
+fn record_bytes(r: &Record) -> usize {
+    r.key.as_ref().map_or(0, Vec::len)
+        + r.payload.as_ref().map_or(0, Vec::len)
+        + r.headers
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+            .sum::<usize>()
+}
+
 fn execute(
     consumer: &BaseConsumer<PcContext>,
     decisions: Vec<Decision<Task<Record>>>,
-    env: &WorkerEnv,
+    env: &Arc<WorkerEnv>,
     runtime: &tokio::runtime::Handle,
 ) {
     let mut pause = TopicPartitionList::new();
     let mut resume = TopicPartitionList::new();
+    let mut submits = Vec::new();
     for d in decisions {
         match d {
             Decision::Submit { id, payload, .. } => {
                 let task = payload.task_ref();
-                runtime.spawn(worker::run(env.clone(), id, task, payload.payload));
+                submits.push((id, task, payload.payload));
             }
             Decision::Pause(tp) => {
                 tracing::debug!(topic = %tp.topic, partition = tp.partition, "pause");
@@ -60,6 +75,25 @@ fn execute(
                 tracing::debug!(topic = %tp.topic, partition = tp.partition, "resume");
                 resume.add_partition(&tp.topic, tp.partition);
             }
+        }
+    }
+    // Tasks enter the runtime from this thread through its shared
+    // injection queue (a lock and maybe a wake-up each): hand over a batch
+    // as one task that spawns its tasks from inside the runtime.
+    match submits.len() {
+        0 => {}
+        1 => {
+            if let Some((id, task, record)) = submits.pop() {
+                runtime.spawn(worker::run(Arc::clone(env), id, task, record));
+            }
+        }
+        _ => {
+            let env = Arc::clone(env);
+            runtime.spawn(async move {
+                for (id, task, record) in submits {
+                    tokio::spawn(worker::run(Arc::clone(&env), id, task, record));
+                }
+            });
         }
     }
     if pause.count() > 0
@@ -101,13 +135,19 @@ fn periodic_commit(consumer: &BaseConsumer<PcContext>, shared: &Shared) {
 pub(super) fn run(
     consumer: BaseConsumer<PcContext>,
     shared: Arc<Shared>,
-    env: WorkerEnv,
+    env: Arc<WorkerEnv>,
     runtime: tokio::runtime::Handle,
 ) -> Result<ShutdownReport, DriverError> {
     let config = shared.config.clone();
     let mut next_commit = Instant::now() + config.commit_interval;
+    let mut next_metadata_check = Instant::now();
     while shared.state.load(AtomicOrdering::SeqCst) == RUN {
         shared.apply_ready_results();
+        let now = Instant::now();
+        if now >= next_metadata_check {
+            shared.lock_engine().check_metadata();
+            next_metadata_check = now + METADATA_CHECK_INTERVAL;
+        }
         let decisions = shared.lock_engine().actions();
         execute(&consumer, decisions, &env, &runtime);
         let outputs_full = shared.txn.as_ref().is_some_and(|t| t.outputs_full());
@@ -133,6 +173,10 @@ pub(super) fn run(
             config.poll_timeout
         };
         let mut polled_any = false;
+        let mut tp = crate::tracker::TopicPartition {
+            topic: String::new(),
+            partition: -1,
+        };
         for _ in 0..config.max_poll_records {
             // Rebalance callbacks run inside this call, on this thread.
             let Some(polled) = consumer.poll(timeout) else {
@@ -149,13 +193,22 @@ pub(super) fn run(
             };
             let record = to_record(&m);
             drop(m);
-            let tp = crate::tracker::TopicPartition {
-                topic: record.topic.clone(),
-                partition: record.partition,
-            };
-            let (offset, key) = (record.offset, record.key.clone());
+            // Consecutive records mostly come from one partition: reuse its
+            // name instead of allocating it per record.
+            if tp.partition != record.partition || tp.topic != record.topic {
+                tp = crate::tracker::TopicPartition {
+                    topic: record.topic.clone(),
+                    partition: record.partition,
+                };
+            }
+            let offset = record.offset;
+            let bytes = record_bytes(&record);
             let now = shared.now_ms();
-            match shared.lock_engine().deliver(&tp, offset, key, record, now) {
+            let key = crate::scheduler::key_hash(record.key.as_deref());
+            match shared
+                .lock_engine()
+                .deliver_sized(&tp, offset, key, bytes, record, now)
+            {
                 Delivered::Queued | Delivered::Skipped => {}
                 Delivered::NotOwned => {
                     tracing::debug!(topic = %tp.topic, partition = tp.partition, offset, "record of an unowned partition dropped");
@@ -168,7 +221,6 @@ pub(super) fn run(
         if running && !polled_any {
             shared.apply_one_result(config.poll_timeout);
         }
-        shared.publish_stats();
     }
     let state = shared.state.load(AtomicOrdering::SeqCst);
     let report = if state == ABORT || state == FAILED {
@@ -187,7 +239,6 @@ pub(super) fn run(
     } else {
         finish(&consumer, &shared)
     };
-    shared.publish_stats();
     // Leaving the group runs the revoke callback, which finds nothing left.
     drop(consumer);
     match shared

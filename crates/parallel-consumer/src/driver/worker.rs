@@ -3,9 +3,11 @@
 //! the consumer.
 
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rdkafka::message::{Header, OwnedHeaders};
@@ -48,8 +50,43 @@ pub(crate) struct WorkerEnv {
     pub results: Sender<Report>,
 }
 
+type HandlerFuture = Pin<Box<dyn Future<Output = Result<Vec<OutputRecord>, String>> + Send>>;
+
+/// The handler's future, with a panic while it is polled turned into an
+/// error (the attempt failed) instead of a task that never reports.
+struct CatchPanic(HandlerFuture);
+
+impl Future for CatchPanic {
+    type Output = Result<Vec<OutputRecord>, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let fut = &mut self.0;
+        match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(panic) => Poll::Ready(Err(format!("handler panicked: {}", panic_text(&*panic)))),
+        }
+    }
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
+}
+
+/// One attempt: the handler called and awaited in this task (no task of
+/// its own), a panic in either counting as a failed attempt.
+async fn attempt(env: &WorkerEnv, record: Record) -> Result<Vec<OutputRecord>, String> {
+    match catch_unwind(AssertUnwindSafe(|| (env.handler)(record))) {
+        Ok(fut) => CatchPanic(fut).await,
+        Err(panic) => Err(format!("handler panicked: {}", panic_text(&*panic))),
+    }
+}
+
 /// Runs one record to its outcome and reports it.
-pub(crate) async fn run(env: WorkerEnv, id: TaskId, task: TaskRef, record: Record) {
+pub(crate) async fn run(env: Arc<WorkerEnv>, id: TaskId, task: TaskRef, record: Record) {
     let (outcome, outputs) = outcome_of(&env, record).await;
     // The owner thread may be gone (shutdown): then nobody needs the result.
     let _ = env.results.send(Report {
@@ -64,12 +101,9 @@ async fn outcome_of(env: &WorkerEnv, record: Record) -> (Outcome, Vec<OutputReco
     let mut attempts = 0u32;
     let error = loop {
         attempts = attempts.saturating_add(1);
-        // Run the handler as its own task so that a panic becomes a failed
-        // attempt instead of a record that never finishes.
-        let error = match tokio::spawn((env.handler)(record.clone())).await {
-            Ok(Ok(outputs)) => return (Outcome::Success, outputs),
-            Ok(Err(e)) => e,
-            Err(join) => format!("handler panicked: {join}"),
+        let error = match attempt(env, record.clone()).await {
+            Ok(outputs) => return (Outcome::Success, outputs),
+            Err(e) => e,
         };
         match env.retry.backoff(attempts) {
             Some(wait) => {
@@ -200,7 +234,7 @@ mod tests {
             generation: 7,
             offset: 42,
         };
-        rt.block_on(run(env, TaskId(1), task, Record::default()));
+        rt.block_on(run(Arc::new(env), TaskId(1), task, Record::default()));
         rx.recv().unwrap()
     }
 

@@ -23,6 +23,7 @@ fn engine(ordering: Ordering, max_concurrency: usize) -> Engine<()> {
             max_concurrency,
             max_buffered_per_partition: 100,
             resume_at_buffered: 50,
+            ..SchedulerConfig::default()
         },
         ..EngineConfig::default()
     })
@@ -196,6 +197,7 @@ fn row8_full_buffer_pauses_without_giving_up_the_partition() {
             max_concurrency: 1,
             max_buffered_per_partition: 3,
             resume_at_buffered: 1,
+            ..SchedulerConfig::default()
         },
         ..EngineConfig::default()
     })
@@ -257,6 +259,7 @@ fn metadata_that_would_not_fit_pauses_the_partition() {
             max_concurrency: 100,
             max_buffered_per_partition: 100,
             resume_at_buffered: 50,
+            ..SchedulerConfig::default()
         },
         max_metadata_bytes: 16,
         ..EngineConfig::default()
@@ -291,6 +294,7 @@ fn tracked_bound_pauses_the_partition() {
             max_concurrency: 100,
             max_buffered_per_partition: 100,
             resume_at_buffered: 50,
+            ..SchedulerConfig::default()
         },
         max_tracked_per_partition: 5,
         ..EngineConfig::default()

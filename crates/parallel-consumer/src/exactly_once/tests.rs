@@ -26,6 +26,7 @@ fn engine(ordering: Ordering) -> Engine<()> {
             max_concurrency: 8,
             max_buffered_per_partition: 100,
             resume_at_buffered: 50,
+            ..SchedulerConfig::default()
         },
         completed_set: false,
         ..EngineConfig::default()

@@ -14,6 +14,7 @@ fn config(ordering: Ordering, max_concurrency: usize) -> SchedulerConfig {
         max_concurrency,
         max_buffered_per_partition: 100,
         resume_at_buffered: 50,
+        ..SchedulerConfig::default()
     }
 }
 
@@ -176,6 +177,7 @@ fn full_buffer_pauses_and_drained_buffer_resumes() {
         max_concurrency: 1,
         max_buffered_per_partition: 4,
         resume_at_buffered: 1,
+        ..SchedulerConfig::default()
     })
     .unwrap();
     s.add_partition(tp(0));
@@ -299,6 +301,7 @@ proptest! {
             max_concurrency,
             max_buffered_per_partition: 6,
             resume_at_buffered: 2,
+            ..SchedulerConfig::default()
         }).unwrap();
         for p in 0..3 {
             s.add_partition(tp(p));
