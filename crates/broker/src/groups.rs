@@ -204,6 +204,14 @@ fn consumer_assignors(list: &str) -> Vec<String> {
         .collect()
 }
 
+/// Nanoseconds since the first call, from a monotonic clock: the group
+/// coordinator's assignment clock (weir_consumer_group_assignment_seconds).
+fn monotonic_nanos() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
 impl Groups {
     /// Builds the coordinator and, when `__consumer_offsets` exists, replays
     /// every partition of it. An existing topic's partition count wins over
@@ -216,6 +224,7 @@ impl Groups {
         }
         let partitions = config.offsets_topic_partitions;
         let mut coord = GroupCoordinator::new(config);
+        coord.set_assignment_clock(monotonic_nanos);
         let now = b.now_ms();
         if b.config.is_cluster() {
             // A cluster member coordinates the groups of the offsets

@@ -302,6 +302,9 @@ pub struct BrokerMetrics {
     /// are not counted).
     pub http_auth_failures: AtomicU64,
     pub retention: RetentionStats,
+    /// Server-side target assignments of consumer-protocol (KIP-848)
+    /// groups: how long each computation took.
+    pub consumer_group_assignment: Histogram,
     /// Set once the log cleaner runs (absent when disabled).
     cleaner: OnceLock<Arc<LogCleaner>>,
     /// Families written by the wiring layer after the broker's own.
@@ -335,6 +338,7 @@ impl BrokerMetrics {
             http_requests: AtomicU64::new(0),
             http_auth_failures: AtomicU64::new(0),
             retention: RetentionStats::default(),
+            consumer_group_assignment: Histogram::default(),
             cleaner: OnceLock::new(),
             extra: ExtraSlot::default(),
             recovery,

@@ -7,7 +7,7 @@ use crate::common::*;
 
 use weir_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
 
-fn join(group: &str, member: &str, topics: &[&str]) -> ConsumerGroupHeartbeatRequest {
+pub(crate) fn join(group: &str, member: &str, topics: &[&str]) -> ConsumerGroupHeartbeatRequest {
     ConsumerGroupHeartbeatRequest {
         group_id: group.into(),
         member_id: member.into(),
@@ -19,7 +19,7 @@ fn join(group: &str, member: &str, topics: &[&str]) -> ConsumerGroupHeartbeatReq
     }
 }
 
-async fn heartbeat(
+pub(crate) async fn heartbeat(
     c: &mut Client,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {

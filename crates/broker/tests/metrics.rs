@@ -670,3 +670,123 @@ async fn blocked_workers_show_as_runtime_stalls() {
     );
     b.shutdown().await.unwrap();
 }
+
+/// A ConsumerGroupHeartbeat leaving the group.
+fn leave(group: &str, member: &str, epoch: i32) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest {
+        member_epoch: epoch,
+        topic_partitions: None,
+        subscribed_topic_names: None,
+        rebalance_timeout_ms: -1,
+        ..crate::consumer_groups::join(group, member, &[])
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_protocol_groups_show_state_members_lag_and_rebalances() {
+    use crate::consumer_groups::{heartbeat, join};
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), GROUP_CONFIG).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "cv", 4, &[]).await, 0);
+    let b1 = batch(&["a", "b", "c", "d", "e"], 1_700_000_000_000);
+    assert_eq!(produce(&mut c, "cv", 0, b1, -1).await, (NONE, 0));
+    let before = scrape(&b).await;
+    let rebalances = |s: &Scrape| value(s, "weir_consumer_group_rebalances_total", &[]).unwrap();
+    let assignments =
+        |s: &Scrape| histogram_count(s, "weir_consumer_group_assignment_seconds", &[]).unwrap();
+    let state = |s: &Scrape| -> Vec<String> {
+        ["Empty", "Assigning", "Reconciling", "Stable", "Dead"]
+            .into_iter()
+            .filter(|st| {
+                value(s, "weir_group_state", &[("group", "cg"), ("state", st)]) == Some(1.0)
+            })
+            .map(String::from)
+            .collect()
+    };
+    let members = |s: &Scrape| value(s, "weir_group_members", &[("group", "cg")]);
+
+    // m1 joins: epoch 1, all four partitions, Stable.
+    let r = heartbeat(&mut c, join("cg", "m1", &["cv"])).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    let s = scrape(&b).await;
+    assert_eq!(state(&s), ["Stable"]);
+    assert_eq!(members(&s), Some(1.0));
+    assert_eq!(
+        value(
+            &s,
+            "weir_group_type",
+            &[("group", "cg"), ("type", "consumer")]
+        ),
+        Some(1.0)
+    );
+    // a consumer group lists its own states, not the classic ones
+    assert_eq!(
+        value(
+            &s,
+            "weir_group_state",
+            &[("group", "cg"), ("state", "PreparingRebalance")]
+        ),
+        None
+    );
+
+    // m2 joins: epoch 2; m1 still owns what the target gives m2.
+    let r = heartbeat(&mut c, join("cg", "m2", &["cv"])).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let s = scrape(&b).await;
+    assert_eq!(state(&s), ["Reconciling"]);
+    assert_eq!(members(&s), Some(2.0));
+
+    // m1 leaves: epoch 3, whose assignment waits for the next heartbeat.
+    let r = heartbeat(&mut c, leave("cg", "m1", -1)).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let s = scrape(&b).await;
+    assert_eq!(state(&s), ["Assigning"]);
+    assert_eq!(members(&s), Some(1.0));
+
+    // m2's heartbeat computes it: all four, nobody else owns them.
+    let r = heartbeat(
+        &mut c,
+        ConsumerGroupHeartbeatRequest {
+            member_epoch: 2,
+            rebalance_timeout_ms: -1,
+            subscribed_topic_names: None,
+            topic_partitions: Some(Vec::new()),
+            ..join("cg", "m2", &[])
+        },
+    )
+    .await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 3), "{r:?}");
+    let s = scrape(&b).await;
+    assert_eq!(state(&s), ["Stable"]);
+
+    // a commit by the member: committed offset and lag like a classic group
+    let commit = RequestBody::OffsetCommit(OffsetCommitRequest {
+        group_id: "cg".into(),
+        generation_id_or_member_epoch: 3,
+        member_id: "m2".into(),
+        topics: vec![offset_commit_request::OffsetCommitRequestTopic {
+            name: "cv".into(),
+            partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
+                partition_index: 0,
+                committed_offset: 2,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    match c.call(commit, 9).await {
+        ResponseBody::OffsetCommit(r) => assert_eq!(r.topics[0].partitions[0].error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    let s = scrape(&b).await;
+    let gtp = [("group", "cg"), ("topic", "cv"), ("partition", "0")];
+    assert_eq!(value(&s, "weir_group_committed_offset", &gtp), Some(2.0));
+    assert_eq!(value(&s, "weir_group_lag", &gtp), Some(3.0));
+
+    // three epoch bumps (two joins, a leave), three assignments computed
+    assert_eq!(rebalances(&s) - rebalances(&before), 3.0);
+    assert_eq!(assignments(&s) - assignments(&before), 3.0);
+    b.shutdown().await.unwrap();
+}

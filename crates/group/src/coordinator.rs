@@ -44,7 +44,17 @@ pub struct GroupCoordinator {
     /// partition, producer id): the groups a marker of that producer on
     /// that partition completes.
     pub(crate) txn_index: BTreeMap<(i32, i64), BTreeSet<String>>,
+    /// Times consumer-protocol target assignments (None: not timed).
+    pub(crate) assignment_clock: Option<AssignmentClock>,
+    /// Consumer-protocol group epoch bumps decided since start (each is
+    /// a rebalance); a bump whose append then fails is still counted.
+    pub(crate) consumer_epoch_bumps: u64,
 }
+
+/// A monotonic clock in nanoseconds, given by the broker so the coordinator
+/// can report how long a server-side assignment took without reading the
+/// wall clock itself (tests give none, or a virtual one).
+pub type AssignmentClock = fn() -> u64;
 
 impl GroupCoordinator {
     /// A coordinator owning every `__consumer_offsets` partition, with no
@@ -60,7 +70,20 @@ impl GroupCoordinator {
             next_offsets_check_ms: None,
             writes: Writes::default(),
             txn_index: BTreeMap::new(),
+            assignment_clock: None,
+            consumer_epoch_bumps: 0,
         }
+    }
+
+    /// Times each consumer-protocol target assignment with `clock`
+    /// (reported in [`crate::ConsumerHeartbeatResponse::assignment_nanos`]).
+    pub fn set_assignment_clock(&mut self, clock: AssignmentClock) {
+        self.assignment_clock = Some(clock);
+    }
+
+    /// Consumer-protocol group epoch bumps (rebalances) since start.
+    pub fn consumer_epoch_bumps(&self) -> u64 {
+        self.consumer_epoch_bumps
     }
 
     pub fn config(&self) -> &GroupConfig {

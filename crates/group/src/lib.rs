@@ -77,7 +77,7 @@ pub use consumer::types::{
     ConsumerGroupDescription, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse,
     ConsumerMemberDescription, MemberState, Partitions, TopicInfo, TopicsImage,
 };
-pub use coordinator::{GroupCoordinator, PartitionStatus};
+pub use coordinator::{AssignmentClock, GroupCoordinator, PartitionStatus};
 pub use error::{ErrorCode, RecordError};
 pub use partition::{java_string_hash, partition_for};
 pub use replay::LogPosition;

@@ -94,6 +94,12 @@ pub async fn handle(ctx: &RequestContext, req: ConsumerGroupHeartbeatRequest) ->
         }
         r
     };
+    if let Some(ns) = r.assignment_nanos {
+        ctx.broker
+            .metrics
+            .consumer_group_assignment
+            .observe(std::time::Duration::from_nanos(ns));
+    }
     body(ConsumerGroupHeartbeatResponse {
         error_code: r.error.code(),
         error_message: r.error_message,

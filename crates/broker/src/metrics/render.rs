@@ -14,10 +14,21 @@ use weir_protocol::messages::ApiKey;
 use super::text::{Kind, TextWriter};
 use crate::broker::Broker;
 
-const GROUP_STATES: [GroupState; 5] = [
+/// The states a classic group's `weir_group_state` lists.
+const CLASSIC_STATES: [GroupState; 5] = [
     GroupState::Empty,
     GroupState::PreparingRebalance,
     GroupState::CompletingRebalance,
+    GroupState::Stable,
+    GroupState::Dead,
+];
+
+/// The states a consumer-protocol (KIP-848) group's `weir_group_state`
+/// lists.
+const CONSUMER_STATES: [GroupState; 5] = [
+    GroupState::Empty,
+    GroupState::Assigning,
+    GroupState::Reconciling,
     GroupState::Stable,
     GroupState::Dead,
 ];
@@ -409,19 +420,34 @@ fn partitions(w: &mut TextWriter, b: &Broker) {
 /// What the group metrics need, copied out under the coordinator's lock.
 struct GroupRow {
     id: String,
+    /// `classic` or `consumer` (KIP-848).
+    group_type: &'static str,
     state: GroupState,
     members: usize,
     /// (topic, partition) → committed offset (the next offset to read).
     committed: BTreeMap<(String, i32), i64>,
 }
 
-fn group_rows(b: &Broker) -> Vec<GroupRow> {
+/// The group rows and the coordinator's consumer-protocol epoch bumps.
+fn group_rows(b: &Broker) -> (Vec<GroupRow>, u64) {
     let Some(groups) = b.groups() else {
-        return Vec::new();
+        return (Vec::new(), 0);
     };
     let coordinator = groups.lock();
     let listed = coordinator.list_groups(&[], &[]);
     let ids: Vec<String> = listed.iter().map(|g| g.group_id.clone()).collect();
+    let consumer_ids: Vec<String> = listed
+        .iter()
+        .filter(|g| g.group_type == "consumer")
+        .map(|g| g.group_id.clone())
+        .collect();
+    // DescribeGroups reports a consumer-protocol group Dead with no
+    // members; ConsumerGroupDescribe has its members.
+    let mut consumer_members: BTreeMap<String, usize> = coordinator
+        .describe_consumer_groups(&consumer_ids)
+        .into_iter()
+        .map(|d| (d.group_id, d.members.len()))
+        .collect();
     let described = coordinator.describe_groups(&ids);
     let fetch: Vec<OffsetFetchGroup> = ids
         .iter()
@@ -431,15 +457,21 @@ fn group_rows(b: &Broker) -> Vec<GroupRow> {
         })
         .collect();
     let offsets = coordinator.fetch_offsets(&fetch);
+    let bumps = coordinator.consumer_epoch_bumps();
     drop(coordinator);
     let mut rows: Vec<GroupRow> = listed
         .into_iter()
         .zip(described)
         .zip(offsets)
         .map(|((l, d), o)| GroupRow {
+            members: if l.group_type == "consumer" {
+                consumer_members.remove(&l.group_id).unwrap_or(0)
+            } else {
+                d.members.len()
+            },
             id: l.group_id,
+            group_type: l.group_type,
             state: l.state,
-            members: d.members.len(),
             committed: o
                 .partitions
                 .into_iter()
@@ -449,11 +481,23 @@ fn group_rows(b: &Broker) -> Vec<GroupRow> {
         })
         .collect();
     rows.sort_by(|a, b| a.id.cmp(&b.id));
-    rows
+    (rows, bumps)
 }
 
 fn groups(w: &mut TextWriter, b: &Broker) {
-    let rows = group_rows(b);
+    let (rows, bumps) = group_rows(b);
+    w.family(
+        "weir_group_type",
+        Kind::Gauge,
+        "1 for each group, labelled with its type: classic or consumer (KIP-848).",
+    );
+    for g in &rows {
+        w.sample_int(
+            "weir_group_type",
+            &[("group", &g.id), ("type", g.group_type)],
+            1,
+        );
+    }
     w.family(
         "weir_group_members",
         Kind::Gauge,
@@ -468,7 +512,12 @@ fn groups(w: &mut TextWriter, b: &Broker) {
         "1 for the group's current state, 0 for the others.",
     );
     for g in &rows {
-        for s in GROUP_STATES {
+        let states = if g.group_type == "consumer" {
+            CONSUMER_STATES
+        } else {
+            CLASSIC_STATES
+        };
+        for s in states {
             let v = if s == g.state { 1 } else { 0 };
             w.sample_int(
                 "weir_group_state",
@@ -477,6 +526,22 @@ fn groups(w: &mut TextWriter, b: &Broker) {
             );
         }
     }
+    w.family(
+        "weir_consumer_group_rebalances_total",
+        Kind::Counter,
+        "Group epoch bumps of consumer-protocol (KIP-848) groups coordinated here: a member joined, left, was fenced or changed its subscription, or the subscribed topics changed.",
+    );
+    w.sample_int("weir_consumer_group_rebalances_total", &[], bumps as i128);
+    w.family(
+        "weir_consumer_group_assignment_seconds",
+        Kind::Histogram,
+        "Time the server-side assignor took to compute a consumer-protocol group's target assignment.",
+    );
+    w.histogram(
+        "weir_consumer_group_assignment_seconds",
+        &[],
+        &b.metrics.consumer_group_assignment.snapshot(),
+    );
     // (group, topic, partition, committed, high watermark)
     let mut lag = Vec::new();
     for g in &rows {

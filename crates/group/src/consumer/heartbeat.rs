@@ -7,7 +7,7 @@ use super::types::{ConsumerHeartbeatRequest, ConsumerHeartbeatResponse, Partitio
 use super::{ConsumerGroup, ConsumerMember, LEAVE_EPOCH, LEAVE_STATIC_EPOCH, compile_regex};
 use crate::config::GroupConfig;
 use crate::consumer::reconcile::reconcile;
-use crate::coordinator::GroupCoordinator;
+use crate::coordinator::{AssignmentClock, GroupCoordinator};
 use crate::error::ErrorCode;
 use crate::group::Group;
 use crate::records::encode_group_metadata_key;
@@ -151,6 +151,7 @@ impl GroupCoordinator {
         let generated = (req.member_id.is_empty() && req.member_epoch == 0)
             .then(|| self.new_member_id("").trim_start_matches('-').to_string());
         let mut records = Vec::new();
+        let clock = self.assignment_clock;
         let group_id = req.group_id.clone();
         // The state before, restored if the append fails.
         let before = self.groups.get(&group_id).map(|g| Snapshot {
@@ -211,6 +212,7 @@ impl GroupCoordinator {
                     member_id,
                     topics,
                     &self.config,
+                    clock,
                     now_ms,
                     &mut records,
                 )
@@ -262,6 +264,16 @@ impl GroupCoordinator {
         if records.is_empty() {
             return Vec::new();
         }
+        let epoch_of = |cg: Option<&ConsumerGroup>| cg.map_or(0, |cg| cg.epoch);
+        let was = epoch_of(before.as_ref().and_then(|b| b.consumer.as_deref()));
+        let now = epoch_of(
+            self.groups
+                .get(group_id)
+                .and_then(|g| g.consumer.as_deref()),
+        );
+        self.consumer_epoch_bumps = self
+            .consumer_epoch_bumps
+            .saturating_add(u64::try_from(now.saturating_sub(was)).unwrap_or(0));
         let effect = Effect::ConsumerGroup {
             group_id: group_id.to_string(),
             before: before.map(Box::new),
@@ -458,6 +470,7 @@ fn leave(
         member_epoch: req.member_epoch,
         heartbeat_interval_ms: 0,
         assignment: None,
+        assignment_nanos: None,
     })
 }
 
@@ -529,6 +542,7 @@ fn heartbeat(
     member_id: String,
     topics: &TopicsImage,
     cfg: &GroupConfig,
+    clock: Option<AssignmentClock>,
     now: i64,
     records: &mut Vec<OffsetsRecord>,
 ) -> Result<ConsumerHeartbeatResponse, Refusal> {
@@ -608,9 +622,14 @@ fn heartbeat(
         records.push(rec::epoch_record(group_id, cg.epoch));
     }
 
-    // 3. The target assignment of the new group epoch.
+    // 3. The target assignment of the new group epoch (timed with the
+    // injected clock, if any).
+    let mut assignment_nanos = None;
     if cg.epoch > cg.assignment_epoch {
-        for m in cg.compute_target(cfg) {
+        let start = clock.map(|c| c());
+        let changed = cg.compute_target(cfg);
+        assignment_nanos = clock.zip(start).map(|(c, s)| c().saturating_sub(s));
+        for m in changed {
             let t = cg.target.get(&m).cloned().unwrap_or_default();
             records.push(rec::target_member_record(group_id, &m, &t));
         }
@@ -669,5 +688,6 @@ fn heartbeat(
         member_epoch: m.current.member_epoch,
         heartbeat_interval_ms: cfg.consumer_heartbeat_interval_ms,
         assignment: (full || changed).then(|| m.current.assigned.clone()),
+        assignment_nanos,
     })
 }

@@ -98,6 +98,11 @@ pub struct ConsumerHeartbeatResponse {
     /// The member's whole assignment, when it is new to the member or the
     /// request was a full one (joining, or after an error).
     pub assignment: Option<Partitions>,
+    /// How long computing the group's new target assignment took, in
+    /// nanoseconds of the coordinator's assignment clock
+    /// ([`crate::GroupCoordinator::set_assignment_clock`]); None when this
+    /// heartbeat computed none or no clock is set.
+    pub assignment_nanos: Option<u64>,
 }
 
 impl ConsumerHeartbeatResponse {
@@ -109,6 +114,7 @@ impl ConsumerHeartbeatResponse {
             member_epoch: -1,
             heartbeat_interval_ms: 0,
             assignment: None,
+            assignment_nanos: None,
         }
     }
 }
