@@ -383,6 +383,96 @@ async fn groups_report_members_assignment_commits_and_lag() {
     b.shutdown().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_protocol_groups_show_type_state_epochs_and_lag() {
+    use crate::consumer_groups::{heartbeat, join};
+    let dir = tempfile::tempdir().unwrap();
+    let (b, mut c) = broker_with_data(dir.path()).await;
+    let broker = b.broker.clone();
+    // m1 owns all three partitions of `orders`; m2 joins: the target gives
+    // it some of them, which m1 still owns (Reconciling).
+    let r = heartbeat(&mut c, join("kg", "m1", &["orders"])).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    let r = heartbeat(&mut c, join("kg", "m2", &["orders"])).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    // m1 commits offset 5 of partition 0 (HW 30) as a member, with v9
+    let commit = RequestBody::OffsetCommit(OffsetCommitRequest {
+        group_id: "kg".into(),
+        generation_id_or_member_epoch: 1,
+        member_id: "m1".into(),
+        topics: vec![offset_commit_request::OffsetCommitRequestTopic {
+            name: "orders".into(),
+            partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
+                partition_index: 0,
+                committed_offset: 5,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    match c.call(commit, 9).await {
+        ResponseBody::OffsetCommit(r) => assert_eq!(r.topics[0].partitions[0].error_code, 0),
+        other => panic!("{other:?}"),
+    }
+
+    let groups = ok(&broker, "/api/groups", "");
+    let list = groups["groups"].as_array().unwrap();
+    let kg = list.iter().find(|g| g["group_id"] == "kg").unwrap();
+    assert_eq!(kg["group_type"], "consumer");
+    assert_eq!(kg["state"], "Reconciling");
+    assert_eq!(kg["protocol_type"], "consumer");
+    assert_eq!(kg["protocol"], "uniform");
+    assert_eq!(kg["members"], 2);
+    assert_eq!(kg["partitions"], 1);
+    assert_eq!(kg["total_lag"], 25);
+    let g = list.iter().find(|g| g["group_id"] == "g").unwrap();
+    assert_eq!(g["group_type"], "classic");
+
+    let d = ok(&broker, "/api/groups/kg", "");
+    assert_eq!(d["group_type"], "consumer");
+    assert_eq!(d["state"], "Reconciling");
+    assert_eq!(d["group_epoch"], 2);
+    assert_eq!(d["assignment_epoch"], 2);
+    assert_eq!(d["generation"], 2);
+    assert_eq!(d["assignor"], "uniform");
+    let members = d["members"].as_array().unwrap();
+    let m1 = members.iter().find(|m| m["member_id"] == "m1").unwrap();
+    let m2 = members.iter().find(|m| m["member_id"] == "m2").unwrap();
+    assert_eq!(m1["client_id"], "weir-test");
+    assert_eq!(m1["subscribed_topic_names"], serde_json::json!(["orders"]));
+    // m1 still owns every partition in epoch 1 (it has not heartbeated
+    // since epoch 2)
+    assert_eq!(m1["member_epoch"], 1);
+    assert_eq!(m1["member_state"], "Stable");
+    assert_eq!(m1["assignment"][0]["topic"], "orders");
+    assert_eq!(
+        m1["assignment"][0]["partitions"],
+        serde_json::json!([0, 1, 2])
+    );
+    // m2 is in epoch 2 and waits for what its target gives it
+    assert_eq!(m2["member_epoch"], 2);
+    assert_eq!(m2["member_state"], "UnreleasedPartitions");
+    let target = |m: &Value| -> usize {
+        m["target_assignment"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["partitions"].as_array().unwrap().len())
+            .sum()
+    };
+    assert_eq!(target(m1) + target(m2), 3);
+    assert!(target(m2) >= 1);
+    let o = &d["offsets"][0];
+    assert_eq!(
+        (o["partition"].clone(), o["committed_offset"].clone()),
+        (0.into(), 5.into())
+    );
+    assert_eq!(o["lag"], 25);
+    assert_eq!(d["total_lag"], 25);
+    b.shutdown().await.unwrap();
+}
+
 fn values(page: &Value) -> Vec<(i64, String)> {
     page["records"]
         .as_array()

@@ -518,6 +518,7 @@
         { class: 'group-row', 'data-group': g.group_id },
         h('td', null, link(`#/groups/${enc(g.group_id)}`, g.group_id)),
         h('td', null, h('span', { class: `pill state-${g.state}` }, g.state)),
+        h('td', null, g.group_type || 'classic'),
         h('td', null, g.protocol_type || '–', g.protocol ? ` / ${g.protocol}` : ''),
         h('td', { class: 'num' }, num(g.members)),
         h('td', { class: 'num' }, num(g.partitions)),
@@ -537,6 +538,7 @@
               [
                 'Group',
                 'State',
+                'Type',
                 'Protocol',
                 { text: 'Members', cls: 'num' },
                 { text: 'Partitions', cls: 'num' },
@@ -619,6 +621,16 @@
             : m.assignment_bytes
               ? `${m.assignment_bytes} bytes`
               : '–'
+        ),
+        h(
+          'td',
+          { class: 'mono' },
+          m.member_epoch !== undefined
+            ? `epoch ${m.member_epoch} · ${m.member_state}` +
+                (m.target_assignment && m.target_assignment.length
+                  ? ' · target ' + m.target_assignment.map((a) => `${a.topic}: ${a.partitions.join(', ')}`).join('; ')
+                  : '')
+            : '–'
         )
       )
     );
@@ -651,7 +663,11 @@
         h('span', { class: `pill state-${g.state}` }, g.state),
         ' ',
         g.protocol_type ? `${g.protocol_type}${g.protocol ? ' / ' + g.protocol : ''}` : 'no protocol',
-        g.generation !== null ? ` · generation ${g.generation}` : '',
+        g.group_type === 'consumer'
+          ? ` · group epoch ${g.group_epoch} · assignment epoch ${g.assignment_epoch}`
+          : g.generation !== null
+            ? ` · generation ${g.generation}`
+            : '',
         ` · coordinator partition ${g.coordinator_partition}`
       ),
       h(
@@ -673,7 +689,7 @@
         { class: 'panel' },
         h('h2', null, 'Members'),
         memberRows.length
-          ? table(['Member id', 'Client id', 'Host', 'Instance id', 'Assignment'], memberRows)
+          ? table(['Member id', 'Client id', 'Host', 'Instance id', 'Assignment', 'Epoch (KIP-848)'], memberRows)
           : h('p', { class: 'muted' }, 'No members (the group is empty).')
       ),
       h(

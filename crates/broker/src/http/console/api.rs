@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Serialize;
-use weir_group::{DescribedGroup, OffsetFetchGroup};
+use weir_group::{ConsumerGroupDescription, DescribedGroup, OffsetFetchGroup, Partitions};
 use weir_protocol::codec::Decodable;
 use weir_protocol::messages::ConsumerProtocolAssignment;
 
@@ -197,15 +197,38 @@ pub struct GroupMember {
     pub client_id: String,
     pub client_host: String,
     /// Decoded for the `consumer` protocol type while the group is Stable;
-    /// `None` when there is no assignment or it is not decodable.
+    /// `None` when there is no assignment or it is not decodable. For a
+    /// consumer-protocol (KIP-848) group: the partitions the member owns.
     pub assignment: Option<Vec<AssignedPartitions>>,
     pub assignment_bytes: usize,
+    /// Consumer-protocol groups only: the member's epoch, its
+    /// reconciliation state, what the assignor gave it, its subscription.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member_epoch: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member_state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_assignment: Option<Vec<AssignedPartitions>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscribed_topic_names: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscribed_topic_regex: Option<String>,
 }
 
 #[derive(Serialize)]
 pub struct GroupDetail {
     pub group_id: String,
+    /// `classic` or `consumer` (KIP-848).
+    pub group_type: &'static str,
     pub state: &'static str,
+    /// Consumer-protocol groups only: group and assignment epochs, the
+    /// server-side assignor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_epoch: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assignment_epoch: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assignor: Option<String>,
     pub protocol_type: String,
     pub protocol: String,
     pub generation: Option<i32>,
@@ -220,6 +243,8 @@ pub struct GroupDetail {
 #[derive(Serialize)]
 pub struct GroupSummary {
     pub group_id: String,
+    /// `classic` or `consumer` (KIP-848).
+    pub group_type: &'static str,
     pub state: &'static str,
     pub protocol_type: String,
     pub protocol: String,
@@ -270,16 +295,68 @@ fn group_offsets(b: &Broker, fetched: Vec<weir_group::FetchedOffset>) -> Vec<Gro
         .collect()
 }
 
+/// One group as the console shows it, read under one coordinator lock:
+/// DescribeGroups' view, and ConsumerGroupDescribe's for a
+/// consumer-protocol (KIP-848) group (DescribeGroups reports those Dead).
+struct Described {
+    classic: DescribedGroup,
+    consumer: Option<ConsumerGroupDescription>,
+    generation: Option<i32>,
+    partition: i32,
+    offsets: Vec<GroupOffset>,
+}
+
+impl Described {
+    fn group_type(&self) -> &'static str {
+        if self.consumer.is_some() {
+            "consumer"
+        } else {
+            "classic"
+        }
+    }
+
+    fn state(&self) -> &'static str {
+        match &self.consumer {
+            Some(c) => c.state,
+            None => self.classic.state.name(),
+        }
+    }
+
+    fn members(&self) -> usize {
+        match &self.consumer {
+            Some(c) => c.members.len(),
+            None => self.classic.members.len(),
+        }
+    }
+
+    fn protocol_type(&self) -> String {
+        match &self.consumer {
+            Some(_) => "consumer".to_string(),
+            None => self.classic.protocol_type.clone(),
+        }
+    }
+
+    fn protocol(&self) -> String {
+        match &self.consumer {
+            Some(c) => c.assignor_name.clone(),
+            None => self.classic.protocol.clone(),
+        }
+    }
+}
+
 /// Describes one group and fetches its offsets under one coordinator lock.
-fn describe(
-    b: &Broker,
-    id: &str,
-) -> Result<(DescribedGroup, Option<i32>, i32, Vec<GroupOffset>), ConsoleError> {
+fn describe(b: &Broker, id: &str) -> Result<Described, ConsoleError> {
     let groups = b.groups().ok_or(ConsoleError::CoordinatorUnavailable)?;
-    let (described, generation, partition, fetched) = {
+    let (described, consumer, generation, partition, fetched) = {
         let coord = groups.lock();
         let ids = [id.to_string()];
         let described = coord.describe_groups(&ids).into_iter().next();
+        // GROUP_ID_NOT_FOUND for a classic or unknown group
+        let consumer = coord
+            .describe_consumer_groups(&ids)
+            .into_iter()
+            .next()
+            .filter(|c| c.error.is_ok());
         let fetched = coord
             .fetch_offsets(&[OffsetFetchGroup {
                 group_id: id.to_string(),
@@ -288,7 +365,13 @@ fn describe(
             .into_iter()
             .next();
         let generation = coord.group_state(id).map(|(_, g)| g);
-        (described, generation, coord.partition_for(id), fetched)
+        (
+            described,
+            consumer,
+            generation,
+            coord.partition_for(id),
+            fetched,
+        )
     };
     let described = described.ok_or_else(|| ConsoleError::NotFound {
         what: "group",
@@ -301,44 +384,101 @@ fn describe(
         });
     }
     let fetched = fetched.map(|f| f.partitions).unwrap_or_default();
-    Ok((described, generation, partition, group_offsets(b, fetched)))
+    Ok(Described {
+        generation: match &consumer {
+            Some(c) => Some(c.group_epoch),
+            None => generation,
+        },
+        classic: described,
+        consumer,
+        partition,
+        offsets: group_offsets(b, fetched),
+    })
+}
+
+/// A consumer-protocol assignment by topic name (a topic id this broker
+/// does not know is shown as the id).
+fn named_partitions(b: &Broker, p: &Partitions) -> Vec<AssignedPartitions> {
+    let cluster = b.cluster();
+    p.iter()
+        .map(|(id, parts)| AssignedPartitions {
+            topic: cluster
+                .topics()
+                .find(|t| t.id == id.0)
+                .map(|t| t.name.clone())
+                .unwrap_or_else(|| id.to_string()),
+            partitions: parts.iter().copied().collect(),
+        })
+        .collect()
 }
 
 fn group_detail(b: &Broker, id: &str) -> Result<GroupDetail, ConsoleError> {
-    let (d, generation, coordinator_partition, offsets) = describe(b, id)?;
-    if !d.found && offsets.is_empty() {
+    let d = describe(b, id)?;
+    if !d.classic.found && d.consumer.is_none() && d.offsets.is_empty() {
         return Err(ConsoleError::NotFound {
             what: "group",
             name: id.to_string(),
         });
     }
-    let consumer = d.protocol_type == "consumer";
-    let members = d
-        .members
-        .into_iter()
-        .map(|m| GroupMember {
-            assignment: if consumer && !m.assignment.is_empty() {
-                decode_assignment(&m.assignment)
-            } else {
-                None
-            },
-            assignment_bytes: m.assignment.len(),
-            member_id: m.member_id,
-            group_instance_id: m.group_instance_id,
-            client_id: m.client_id,
-            client_host: m.client_host,
-        })
-        .collect();
+    let (group_type, state, protocol_type, protocol) =
+        (d.group_type(), d.state(), d.protocol_type(), d.protocol());
+    let members = match &d.consumer {
+        Some(c) => c
+            .members
+            .iter()
+            .map(|m| GroupMember {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                assignment: Some(named_partitions(b, &m.assignment)),
+                assignment_bytes: 0,
+                member_epoch: Some(m.member_epoch),
+                member_state: Some(format!("{:?}", m.state)),
+                target_assignment: Some(named_partitions(b, &m.target_assignment)),
+                subscribed_topic_names: Some(m.subscribed_topic_names.clone()),
+                subscribed_topic_regex: m.subscribed_topic_regex.clone(),
+            })
+            .collect(),
+        None => {
+            let consumer = d.classic.protocol_type == "consumer";
+            d.classic
+                .members
+                .into_iter()
+                .map(|m| GroupMember {
+                    assignment: if consumer && !m.assignment.is_empty() {
+                        decode_assignment(&m.assignment)
+                    } else {
+                        None
+                    },
+                    assignment_bytes: m.assignment.len(),
+                    member_id: m.member_id,
+                    group_instance_id: m.group_instance_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    member_epoch: None,
+                    member_state: None,
+                    target_assignment: None,
+                    subscribed_topic_names: None,
+                    subscribed_topic_regex: None,
+                })
+                .collect()
+        }
+    };
     Ok(GroupDetail {
-        group_id: d.group_id,
-        state: d.state.name(),
-        protocol_type: d.protocol_type,
-        protocol: d.protocol,
-        generation,
-        coordinator_partition,
+        group_id: d.classic.group_id,
+        group_type,
+        state,
+        group_epoch: d.consumer.as_ref().map(|c| c.group_epoch),
+        assignment_epoch: d.consumer.as_ref().map(|c| c.assignment_epoch),
+        assignor: d.consumer.as_ref().map(|c| c.assignor_name.clone()),
+        protocol_type,
+        protocol,
+        generation: d.generation,
+        coordinator_partition: d.partition,
         members,
-        total_lag: offsets.iter().filter_map(|o| o.lag).sum(),
-        offsets,
+        total_lag: d.offsets.iter().filter_map(|o| o.lag).sum(),
+        offsets: d.offsets,
         now_ms: b.now_ms(),
     })
 }
@@ -350,17 +490,18 @@ fn groups(b: &Broker) -> Result<Groups, ConsoleError> {
     let mut out = Vec::with_capacity(listed.len());
     for g in listed {
         // a group can disappear between listing and describing
-        let Ok((d, _, _, offsets)) = describe(b, &g.group_id) else {
+        let Ok(d) = describe(b, &g.group_id) else {
             continue;
         };
         out.push(GroupSummary {
+            group_type: d.group_type(),
+            state: d.state(),
+            protocol_type: d.protocol_type(),
+            protocol: d.protocol(),
+            members: d.members(),
+            partitions: d.offsets.len(),
+            total_lag: d.offsets.iter().filter_map(|o| o.lag).sum(),
             group_id: g.group_id,
-            state: d.state.name(),
-            protocol_type: d.protocol_type,
-            protocol: d.protocol,
-            members: d.members.len(),
-            partitions: offsets.len(),
-            total_lag: offsets.iter().filter_map(|o| o.lag).sum(),
         });
     }
     Ok(Groups {
