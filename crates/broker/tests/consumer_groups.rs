@@ -165,11 +165,16 @@ async fn consumer_group_heartbeat_over_the_wire() {
             ..Default::default()
         })
     };
-    for (epoch, code) in [(2, 113), (1, 0)] {
-        match c.call(commit(epoch), 9).await {
-            ResponseBody::OffsetCommit(r) => {
-                assert_eq!(r.topics[0].partitions[0].error_code, code, "epoch {epoch}")
-            }
+    for (epoch, version, code) in [
+        (2, 9, 113), // STALE_MEMBER_EPOCH
+        (1, 8, 35),  // UNSUPPORTED_VERSION: a member commits with v9+
+        (1, 9, 0),
+    ] {
+        match c.call(commit(epoch), version).await {
+            ResponseBody::OffsetCommit(r) => assert_eq!(
+                r.topics[0].partitions[0].error_code, code,
+                "epoch {epoch} v{version}"
+            ),
             other => panic!("{other:?}"),
         }
     }

@@ -363,7 +363,12 @@ impl GroupCoordinator {
 fn validate_commit(group: &Group, req: &OffsetCommitRequest) -> Result<(), ErrorCode> {
     if let Some(cg) = group.consumer.as_deref() {
         // OffsetCommit's generation id carries the member epoch.
-        return crate::consumer::heartbeat::validate_commit(cg, &req.member_id, req.generation_id);
+        return crate::consumer::heartbeat::validate_commit(
+            cg,
+            &req.member_id,
+            req.generation_id,
+            Some(req.api_version),
+        );
     }
     if group.state == GroupState::Dead {
         return Err(ErrorCode::CoordinatorNotAvailable);

@@ -303,7 +303,12 @@ fn validate_txn_commit(group: &Group, req: &TxnOffsetCommitRequest) -> Result<()
         return Ok(());
     }
     if let Some(cg) = group.consumer.as_deref() {
-        return crate::consumer::heartbeat::validate_commit(cg, &req.member_id, req.generation_id);
+        return crate::consumer::heartbeat::validate_commit(
+            cg,
+            &req.member_id,
+            req.generation_id,
+            None,
+        );
     }
     group.validate_member(&req.member_id, req.group_instance_id.as_deref())?;
     if req.generation_id != group.generation {

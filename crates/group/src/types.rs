@@ -230,6 +230,9 @@ pub struct OffsetCommitRequest {
     /// v2-v4 `retention_time_ms`; `None` or -1 means the broker default.
     pub retention_time_ms: Option<i64>,
     pub partitions: Vec<CommitPartition>,
+    /// The OffsetCommit version: a member of a consumer-protocol group
+    /// must commit with v9 or later (UNSUPPORTED_VERSION otherwise).
+    pub api_version: i16,
 }
 
 /// A TxnOffsetCommit request: offsets committed as part of a producer's

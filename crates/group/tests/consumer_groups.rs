@@ -432,6 +432,7 @@ fn offset_commits_check_the_member_epoch() {
         member_id: member.into(),
         group_instance_id: None,
         retention_time_ms: None,
+        api_version: 9,
         partitions: vec![CommitPartition {
             topic: "t".into(),
             partition: 0,
@@ -446,6 +447,16 @@ fn offset_commits_check_the_member_epoch() {
     let (r, _) = cg.coord.commit_offsets(&commit("zz", epoch), cg.now);
     assert_eq!(r[0].error, ErrorCode::UnknownMemberId);
     let (r, _) = cg.coord.commit_offsets(&commit("", -1), cg.now);
+    assert_eq!(r[0].error, ErrorCode::UnknownMemberId);
+    // A member commits with v9 or later (Kafka 4's validateOffsetCommit);
+    // the unknown member is still named first.
+    let v8 = |member: &str, epoch: i32| OffsetCommitRequest {
+        api_version: 8,
+        ..commit(member, epoch)
+    };
+    let (r, _) = cg.coord.commit_offsets(&v8("a", epoch), cg.now);
+    assert_eq!(r[0].error, ErrorCode::UnsupportedVersion);
+    let (r, _) = cg.coord.commit_offsets(&v8("zz", epoch), cg.now);
     assert_eq!(r[0].error, ErrorCode::UnknownMemberId);
     let (r, out) = cg.coord.commit_offsets(&commit("a", epoch), cg.now);
     assert_eq!(r[0].error, ErrorCode::None);

@@ -18,6 +18,7 @@ fn commit(group: &str, generation: i32, member: &str, offset: i64) -> OffsetComm
         member_id: member.into(),
         group_instance_id: None,
         retention_time_ms: None,
+        api_version: 9,
         partitions: vec![CommitPartition {
             topic: "t".into(),
             partition: 0,

@@ -22,6 +22,7 @@ fn commit(
         member_id: member.into(),
         group_instance_id: None,
         retention_time_ms: None,
+        api_version: 9,
         partitions: parts
             .iter()
             .map(|(t, p, o, m)| CommitPartition {

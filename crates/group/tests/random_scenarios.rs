@@ -255,6 +255,7 @@ impl Sim {
             member_id: c.member_id.clone(),
             group_instance_id: c.instance.clone(),
             retention_time_ms: None,
+            api_version: 9,
             partitions: vec![CommitPartition {
                 topic: "t".into(),
                 partition: (self.rng.below(u64::from(PARTITIONS))) as i32,

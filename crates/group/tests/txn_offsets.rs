@@ -48,6 +48,7 @@ fn plain(group: &str, list: &[(&str, i32, i64)]) -> OffsetCommitRequest {
         member_id: String::new(),
         group_instance_id: None,
         retention_time_ms: None,
+        api_version: 9,
         partitions: parts(list),
     }
 }

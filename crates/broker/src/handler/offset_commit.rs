@@ -103,6 +103,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
         member_id: req.member_id,
         group_instance_id: req.group_instance_id,
         retention_time_ms: (v <= 4).then_some(req.retention_time_ms),
+        api_version: v,
         partitions: req
             .topics
             .into_iter()

@@ -382,17 +382,23 @@ pub(crate) struct Snapshot {
 
 /// Kafka's `ConsumerGroup.validateOffsetCommit` for a group of the
 /// consumer protocol: a commit without a member (epoch < 0) only into an
-/// empty group; otherwise a known member with its current epoch.
+/// empty group; otherwise a known member with its current epoch, and an
+/// OffsetCommit (`offset_commit_version`, None for TxnOffsetCommit) of v9
+/// or later (every member here uses the consumer protocol).
 pub(crate) fn validate_commit(
     cg: &ConsumerGroup,
     member_id: &str,
     member_epoch: i32,
+    offset_commit_version: Option<i16>,
 ) -> Result<(), ErrorCode> {
     if member_epoch < 0 && cg.members.is_empty() {
         return Ok(());
     }
     match cg.members.get(member_id) {
         None => Err(ErrorCode::UnknownMemberId),
+        Some(_) if offset_commit_version.is_some_and(|v| v < 9) => {
+            Err(ErrorCode::UnsupportedVersion)
+        }
         Some(m) if m.current.member_epoch != member_epoch => Err(ErrorCode::StaleMemberEpoch),
         Some(_) => Ok(()),
     }
