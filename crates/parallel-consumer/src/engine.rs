@@ -29,7 +29,7 @@
 use std::collections::HashMap;
 
 use crate::metadata::{self, CompletedSet, Encoded, MetadataError};
-use crate::scheduler::{ConfigError, Decision, Scheduler, SchedulerConfig, TaskId};
+use crate::scheduler::{ConfigError, Decision, Scheduler, SchedulerConfig, TaskId, TaskMap};
 use crate::tracker::{AssignmentTracker, ResultOutcome, TopicPartition, TrackerError};
 
 /// Limits of the engine.
@@ -169,7 +169,7 @@ pub struct Engine<T> {
     scheduler: Scheduler<Task<T>>,
     parts: HashMap<TopicPartition, PartInfo>,
     /// Submitted tasks not yet finished, with their partition.
-    running: HashMap<TaskId, TopicPartition>,
+    running: TaskMap<TopicPartition>,
     /// Discarded results of earlier assignments, per partition ever owned
     /// (kept across assignments).
     stale: HashMap<TopicPartition, u64>,
@@ -190,7 +190,7 @@ impl<T> Engine<T> {
             config,
             tracker: AssignmentTracker::new(),
             parts: HashMap::new(),
-            running: HashMap::new(),
+            running: TaskMap::default(),
             stale: HashMap::new(),
             metadata_checks_deferred: false,
         })

@@ -25,9 +25,8 @@
 //! with the same 64-bit hash are ordered as one key (more ordering, never
 //! less), and no key is copied or compared byte by byte per decision.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::tracker::TopicPartition;
 
@@ -146,12 +145,44 @@ type Lock = (u32, u64);
 const PARTITION_LOCK: u64 = u64::MAX;
 
 /// The hash a record's key is locked under in key order (see
-/// [`Scheduler::push_sized`]).
+/// [`Scheduler::push_sized`]): FNV-1a over the key's bytes (keys are
+/// short, and a collision only orders two keys as one), a separate value
+/// for no key.
 pub fn key_hash(key: Option<&[u8]>) -> u64 {
-    let mut h = DefaultHasher::new();
-    key.hash(&mut h);
-    h.finish()
+    match key {
+        None => 0,
+        Some(bytes) => {
+            bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+            }) | 1
+        }
+    }
 }
+
+/// Hashing for maps keyed by [`TaskId`]: ids are distinct counters, so a
+/// multiply spreads them well enough (the default SipHash costs more than
+/// the map operation).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TaskIdHasher(u64);
+
+impl Hasher for TaskIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map keyed by [`TaskId`].
+pub type TaskMap<V> = HashMap<TaskId, V, BuildHasherDefault<TaskIdHasher>>;
 
 #[derive(Debug)]
 struct Waiting<T> {
@@ -213,7 +244,7 @@ pub struct Scheduler<T> {
     /// The scheduled partitions in order (the round robin's), rebuilt when
     /// one is added or removed.
     order: Vec<TopicPartition>,
-    running: HashMap<TaskId, Running>,
+    running: TaskMap<Running>,
     locks: HashSet<Lock>,
     /// Partition ids for locks, never reused: `ids[id]` is the partition.
     ids: Vec<TopicPartition>,
@@ -236,7 +267,7 @@ impl<T> Scheduler<T> {
             config,
             partitions: BTreeMap::new(),
             order: Vec::new(),
-            running: HashMap::new(),
+            running: TaskMap::default(),
             locks: HashSet::new(),
             ids: Vec::new(),
             id_of: HashMap::new(),

@@ -173,6 +173,9 @@ pub(super) fn run(
             config.poll_timeout
         };
         let mut polled_any = false;
+        // One clock reading per batch: delivery times are for ages in the
+        // stats, where a loop turn's resolution is plenty.
+        let now = shared.now_ms();
         let mut tp = crate::tracker::TopicPartition {
             topic: String::new(),
             partition: -1,
@@ -203,7 +206,6 @@ pub(super) fn run(
             }
             let offset = record.offset;
             let bytes = record_bytes(&record);
-            let now = shared.now_ms();
             let key = crate::scheduler::key_hash(record.key.as_deref());
             match shared
                 .lock_engine()
