@@ -698,3 +698,41 @@ fn uniform_assignor_table() {
         }
     }
 }
+
+/// A virtual assignment clock: each reading is 250 ns after the previous.
+fn stepping_clock() -> u64 {
+    static NOW: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NOW.fetch_add(250, std::sync::atomic::Ordering::SeqCst)
+}
+
+#[test]
+fn epoch_bumps_are_counted_and_assignments_timed_with_the_injected_clock() {
+    // Without a clock nothing is timed.
+    let mut plain = twelve();
+    let r = Client::new("a", &["t"]).beat(&mut plain, true);
+    assert_eq!((r.error, r.assignment_nanos), (ErrorCode::None, None));
+    assert_eq!(plain.coord.consumer_epoch_bumps(), 1);
+
+    let mut cg = twelve();
+    cg.coord.set_assignment_clock(stepping_clock);
+    let mut a = Client::new("a", &["t"]);
+    let mut b = Client::new("b", &["t"]);
+    // a joins, b joins: two new epochs, each assignment timed between two
+    // readings of the clock
+    assert_eq!(a.beat(&mut cg, true).assignment_nanos, Some(250));
+    assert_eq!(b.beat(&mut cg, true).assignment_nanos, Some(250));
+    assert_eq!(cg.coord.consumer_epoch_bumps(), 2);
+    // a heartbeat in the same epoch computes nothing
+    assert_eq!(a.beat(&mut cg, true).assignment_nanos, None);
+    assert_eq!(cg.coord.consumer_epoch_bumps(), 2);
+    // a leaves: a new epoch, assigned at b's next heartbeat
+    a.leave(&mut cg);
+    assert_eq!(cg.coord.consumer_epoch_bumps(), 3);
+    assert_eq!(b.beat(&mut cg, true).assignment_nanos, Some(250));
+    // b's session expires (tick): one more
+    cg.advance(i64::from(SESSION_MS) + 1);
+    assert!(cg.describe().members.is_empty());
+    assert_eq!(cg.coord.consumer_epoch_bumps(), 4);
+    // a coordinator rebuilt from the log starts counting again
+    assert_eq!(cg.replayed().consumer_epoch_bumps(), 0);
+}
