@@ -58,7 +58,11 @@ fn group_lag_follows_the_committed_offset() {
     assert_eq!(row["LOG-END-OFFSET"], "100");
     assert_eq!(row["LAG"], "60");
     // The member left on exit.
-    assert!(d.stdout.starts_with("GROUP g  TYPE classic  STATE Empty"), "{}", d.stdout);
+    assert!(
+        d.stdout.starts_with("GROUP g  TYPE classic  STATE Empty"),
+        "{}",
+        d.stdout
+    );
 
     // The group resumes at its committed offset (not at the beginning).
     let rest = consume_group(&b, "lag", "g", &["--from-beginning", "--timeout-ms", "500"]);
