@@ -16,14 +16,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Offset};
 use weir_compat_tests::WeirProcess;
 
-use crate::rdkafka_groups_members::{Event, Member, diagnostics, wait_for};
+use crate::rdkafka_groups_members::{Event, Member, create_topic, diagnostics, produce, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -39,56 +36,6 @@ fn start_broker() -> WeirProcess {
         "group.consumer.heartbeat.interval.ms=500",
     ])
     .unwrap_or_else(|e| panic!("weir did not start: {e}"))
-}
-
-fn create_topic(rt: &tokio::runtime::Runtime, broker: &WeirProcess, topic: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", broker.bootstrap())
-        .create()
-        .expect("admin client");
-    let opts = AdminOptions::new().operation_timeout(Some(TIMEOUT));
-    let r = rt
-        .block_on(admin.create_topics(
-            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
-            &opts,
-        ))
-        .expect("create topics");
-    assert!(r[0].is_ok(), "{r:?}");
-}
-
-/// Produces `<tag>-<i>` round-robin over `partitions` and waits for every
-/// acknowledgement; returns the values.
-fn produce(
-    rt: &tokio::runtime::Runtime,
-    broker: &WeirProcess,
-    topic: &str,
-    partitions: i32,
-    tag: &str,
-    count: usize,
-) -> Vec<String> {
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", broker.bootstrap())
-        .set("acks", "all")
-        .create()
-        .expect("producer");
-    let values: Vec<String> = (0..count).map(|i| format!("{tag}-{i}")).collect();
-    let mut pending = Vec::new();
-    for (i, value) in values.iter().enumerate() {
-        let record = FutureRecord::<(), _>::to(topic)
-            .payload(value)
-            .partition(i as i32 % partitions);
-        match producer.send_result(record) {
-            Ok(f) => pending.push(f),
-            Err((e, _)) => panic!("produce {value}: {e}"),
-        }
-    }
-    for f in pending {
-        match rt.block_on(f) {
-            Ok(Ok(_)) => {}
-            other => panic!("produce not acknowledged: {other:?}"),
-        }
-    }
-    values
 }
 
 /// The members' latest `OWN` sets when they split all `partitions`

@@ -506,7 +506,12 @@ fn assert_never_backwards(samples: &[Vec<i64>]) {
     }
 }
 
-fn create_topic(rt: &tokio::runtime::Runtime, broker: &WeirProcess, topic: &str) {
+pub(crate) fn create_topic(
+    rt: &tokio::runtime::Runtime,
+    broker: &WeirProcess,
+    topic: &str,
+    partitions: i32,
+) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", broker.bootstrap())
         .create()
@@ -514,19 +519,20 @@ fn create_topic(rt: &tokio::runtime::Runtime, broker: &WeirProcess, topic: &str)
     let opts = AdminOptions::new().operation_timeout(Some(TIMEOUT));
     let r = rt
         .block_on(admin.create_topics(
-            &[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))],
+            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
             &opts,
         ))
         .expect("create topics");
     assert!(r[0].is_ok(), "{r:?}");
 }
 
-/// Produces `count` records `<tag>-<i>` round-robin over the partitions and
+/// Produces `count` records `<tag>-<i>` round-robin over `partitions` and
 /// waits for every acknowledgement; returns the values.
-fn produce(
+pub(crate) fn produce(
     rt: &tokio::runtime::Runtime,
     broker: &WeirProcess,
     topic: &str,
+    partitions: i32,
     tag: &str,
     count: usize,
 ) -> Vec<String> {
@@ -540,7 +546,7 @@ fn produce(
     for (i, value) in values.iter().enumerate() {
         let record = FutureRecord::<(), _>::to(topic)
             .payload(value)
-            .partition(i as i32 % PARTITIONS);
+            .partition(i as i32 % partitions);
         match producer.send_result(record) {
             Ok(f) => pending.push(f),
             Err((e, _)) => panic!("produce {value}: {e}"),
@@ -567,8 +573,8 @@ fn members_join_leave_and_die(strategy: &str) {
     let topic = format!("rk-members-{strategy}");
     let group = topic.clone();
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    create_topic(&rt, &broker, &topic);
-    let mut produced = produce(&rt, &broker, &topic, "first", 300);
+    create_topic(&rt, &broker, &topic, PARTITIONS);
+    let mut produced = produce(&rt, &broker, &topic, PARTITIONS, "first", 300);
     let monitor = CommitMonitor::start(&broker, &group, &topic);
     let args = ["--strategy", strategy, "--session-timeout-ms", "6000"];
 
@@ -591,7 +597,7 @@ fn members_join_leave_and_die(strategy: &str) {
         || shared_generation(&[&a, &b, &c]).is_some(),
     );
     let g3 = shared_generation(&[&a, &b, &c]);
-    produced.extend(produce(&rt, &broker, &topic, "second", 300));
+    produced.extend(produce(&rt, &broker, &topic, PARTITIONS, "second", 300));
 
     // b leaves cleanly; its partitions resume where it committed. The
     // survivors' marks are taken before b leaves, b's once it has exited.
@@ -624,7 +630,7 @@ fn members_join_leave_and_die(strategy: &str) {
     let mut after_c = mark(&[&a, &b, &c]);
     c.kill();
     after_c.0[2] = c.events().len();
-    produced.extend(produce(&rt, &broker, &topic, "third", 300));
+    produced.extend(produce(&rt, &broker, &topic, PARTITIONS, "third", 300));
     let all_so_far: HashSet<String> = produced.iter().cloned().collect();
     wait_for(
         "a alone owns every partition and read every record",
@@ -640,7 +646,7 @@ fn members_join_leave_and_die(strategy: &str) {
     a.close();
 
     // A member stops part way; a restarted one resumes at the commits.
-    produced.extend(produce(&rt, &broker, &topic, "fourth", 120));
+    produced.extend(produce(&rt, &broker, &topic, PARTITIONS, "fourth", 120));
     let mut a2 = Member::spawn(
         "a2",
         &broker,
@@ -751,8 +757,8 @@ fn rdkafka_static_member_restarts_without_rebalance() {
     let topic = "rk-static";
     let group = "rk-static";
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    create_topic(&rt, &broker, topic);
-    let mut produced = produce(&rt, &broker, topic, "before", 60);
+    create_topic(&rt, &broker, topic, PARTITIONS);
+    let mut produced = produce(&rt, &broker, topic, PARTITIONS, "before", 60);
     // The session timeout is far longer than the restart takes.
     let args = |id: &'static str| ["--instance-id", id, "--session-timeout-ms", "30000"];
     let mut s1 = Member::spawn("s1", &broker, group, topic, &args("s1"));
@@ -776,7 +782,7 @@ fn rdkafka_static_member_restarts_without_rebalance() {
     s1.kill();
     before.0[0] = s1.events().len();
     let s1b = Member::spawn("s1-restarted", &broker, group, topic, &args("s1"));
-    produced.extend(produce(&rt, &broker, topic, "after", 60));
+    produced.extend(produce(&rt, &broker, topic, PARTITIONS, "after", 60));
     let everything: HashSet<String> = produced.iter().cloned().collect();
     let all = [&s1, &s2, &s1b];
     wait_for(
@@ -898,8 +904,8 @@ fn rdkafka_commits_survive_broker_restart_mid_stream() {
     let topic = "rk-broker-restart";
     let group = "rk-broker-restart";
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    create_topic(&rt, &broker, topic);
-    produce(&rt, &broker, topic, "first", 1200);
+    create_topic(&rt, &broker, topic, PARTITIONS);
+    produce(&rt, &broker, topic, PARTITIONS, "first", 1200);
     let args = ["--session-timeout-ms", "6000"];
     // Committed offsets found after the previous restart (-1: none).
     let mut resume_at: Option<Vec<i64>> = None;
