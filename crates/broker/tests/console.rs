@@ -396,25 +396,10 @@ async fn consumer_protocol_groups_show_type_state_epochs_and_lag() {
     let r = heartbeat(&mut c, join("kg", "m2", &["orders"])).await;
     assert_eq!(r.error_code, 0, "{r:?}");
     // m1 commits offset 5 of partition 0 (HW 30) as a member, with v9
-    let commit = RequestBody::OffsetCommit(OffsetCommitRequest {
-        group_id: "kg".into(),
-        generation_id_or_member_epoch: 1,
-        member_id: "m1".into(),
-        topics: vec![offset_commit_request::OffsetCommitRequestTopic {
-            name: "orders".into(),
-            partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
-                partition_index: 0,
-                committed_offset: 5,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    match c.call(commit, 9).await {
-        ResponseBody::OffsetCommit(r) => assert_eq!(r.topics[0].partitions[0].error_code, 0),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        crate::consumer_groups::member_commit(&mut c, ("kg", "m1", 1), "orders", 5, 9).await,
+        0
+    );
 
     let groups = ok(&broker, "/api/groups", "");
     let list = groups["groups"].as_array().unwrap();

@@ -29,6 +29,37 @@ pub(crate) async fn heartbeat(
     }
 }
 
+/// OffsetCommit of `offset` for partition 0 of `topic` by `member` of a
+/// consumer group at member epoch `epoch`, sent at `version`; the
+/// partition's error code.
+pub(crate) async fn member_commit(
+    c: &mut Client,
+    (group, member, epoch): (&str, &str, i32),
+    topic: &str,
+    offset: i64,
+    version: i16,
+) -> i16 {
+    let req = RequestBody::OffsetCommit(OffsetCommitRequest {
+        group_id: group.into(),
+        generation_id_or_member_epoch: epoch,
+        member_id: member.into(),
+        topics: vec![offset_commit_request::OffsetCommitRequestTopic {
+            name: topic.into(),
+            partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
+                partition_index: 0,
+                committed_offset: offset,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    match c.call(req, version).await {
+        ResponseBody::OffsetCommit(r) => r.topics[0].partitions[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumer_group_heartbeat_over_the_wire() {
     let dir = tempfile::tempdir().unwrap();
@@ -148,35 +179,16 @@ async fn consumer_group_heartbeat_over_the_wire() {
     assert_eq!(listed.groups[0].group_state, "Stable");
 
     // OffsetCommit v9 carries the member epoch.
-    let commit = |epoch: i32| {
-        RequestBody::OffsetCommit(OffsetCommitRequest {
-            group_id: "g".into(),
-            generation_id_or_member_epoch: epoch,
-            member_id: "m1".into(),
-            topics: vec![offset_commit_request::OffsetCommitRequestTopic {
-                name: "cgt".into(),
-                partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
-                    partition_index: 0,
-                    committed_offset: 3,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        })
-    };
     for (epoch, version, code) in [
         (2, 9, 113), // STALE_MEMBER_EPOCH
         (1, 8, 35),  // UNSUPPORTED_VERSION: a member commits with v9+
         (1, 9, 0),
     ] {
-        match c.call(commit(epoch), version).await {
-            ResponseBody::OffsetCommit(r) => assert_eq!(
-                r.topics[0].partitions[0].error_code, code,
-                "epoch {epoch} v{version}"
-            ),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(
+            member_commit(&mut c, ("g", "m1", epoch), "cgt", 3, version).await,
+            code,
+            "epoch {epoch} v{version}"
+        );
     }
     // OffsetFetch v9 as the member with a stale epoch.
     let fetch = RequestBody::OffsetFetch(OffsetFetchRequest {

@@ -761,25 +761,10 @@ async fn consumer_protocol_groups_show_state_members_lag_and_rebalances() {
     assert_eq!(state(&s), ["Stable"]);
 
     // a commit by the member: committed offset and lag like a classic group
-    let commit = RequestBody::OffsetCommit(OffsetCommitRequest {
-        group_id: "cg".into(),
-        generation_id_or_member_epoch: 3,
-        member_id: "m2".into(),
-        topics: vec![offset_commit_request::OffsetCommitRequestTopic {
-            name: "cv".into(),
-            partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
-                partition_index: 0,
-                committed_offset: 2,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    match c.call(commit, 9).await {
-        ResponseBody::OffsetCommit(r) => assert_eq!(r.topics[0].partitions[0].error_code, 0),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        crate::consumer_groups::member_commit(&mut c, ("cg", "m2", 3), "cv", 2, 9).await,
+        0
+    );
     let s = scrape(&b).await;
     let gtp = [("group", "cg"), ("topic", "cv"), ("partition", "0")];
     assert_eq!(value(&s, "weir_group_committed_offset", &gtp), Some(2.0));
