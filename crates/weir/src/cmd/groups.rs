@@ -125,6 +125,30 @@ async fn high_watermark(client: &mut Client, topic: &str, partition: i32) -> Res
     Ok(client.list_offset(topic, partition, -1, leader).await?.0)
 }
 
+/// The TOPIC, PARTITION, CURRENT-OFFSET, LOG-END-OFFSET and LAG columns of
+/// one partition's row, with which both group types' tables start.
+async fn offset_columns(
+    client: &mut Client,
+    offsets: &BTreeMap<(String, i32), i64>,
+    topic: &str,
+    partition: i32,
+) -> String {
+    let current = offsets.get(&(topic.to_string(), partition)).copied();
+    let hw = high_watermark(client, topic, partition).await.ok();
+    let lag = match (current, hw) {
+        (Some(c), Some(h)) => (h - c).max(0).to_string(),
+        _ => "-".to_string(),
+    };
+    format!(
+        "{:<30} {:>9} {:>15} {:>15} {:>8}",
+        topic,
+        partition,
+        current.map_or("-".to_string(), |c| c.to_string()),
+        hw.map_or("-".to_string(), |h| h.to_string()),
+        lag,
+    )
+}
+
 async fn describe(client: &mut Client, group: &str) -> Result<()> {
     if let Some(g) = consumer::describe_consumer_group(client, group).await? {
         return consumer::print(client, &g).await;
@@ -182,27 +206,12 @@ async fn describe(client: &mut Client, group: &str) -> Result<()> {
         "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST"
     );
     for (topic, partition) in rows {
-        let current = offsets.get(&(topic.clone(), partition)).copied();
-        let hw = high_watermark(client, &topic, partition).await.ok();
-        let lag = match (current, hw) {
-            (Some(c), Some(h)) => (h - c).max(0).to_string(),
-            _ => "-".to_string(),
-        };
+        let columns = offset_columns(client, &offsets, &topic, partition).await;
         let (member, host, client_id) = owners
-            .get(&(topic.clone(), partition))
+            .get(&(topic, partition))
             .cloned()
             .unwrap_or_else(|| ("-".into(), "-".into(), "-".into()));
-        println!(
-            "{:<30} {:>9} {:>15} {:>15} {:>8} {:<45} {:<16} {}",
-            topic,
-            partition,
-            current.map_or("-".to_string(), |c| c.to_string()),
-            hw.map_or("-".to_string(), |h| h.to_string()),
-            lag,
-            member,
-            host,
-            client_id
-        );
+        println!("{columns} {member:<45} {host:<16} {client_id}");
     }
     if !g.members.is_empty() {
         println!();

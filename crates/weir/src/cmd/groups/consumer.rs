@@ -11,7 +11,7 @@ use weir_client::Client;
 use weir_protocol::messages::ConsumerGroupDescribeRequest;
 use weir_protocol::messages::consumer_group_describe_response::{Assignment, DescribedGroup};
 
-use super::{committed, high_watermark};
+use super::{committed, offset_columns};
 
 /// The group if it is a consumer-protocol group; None for a classic or
 /// unknown group, or a broker without ConsumerGroupDescribe.
@@ -72,26 +72,12 @@ pub async fn print(client: &mut Client, g: &DescribedGroup) -> Result<()> {
         "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"
     );
     for (topic, partition) in rows {
-        let current = offsets.get(&(topic.clone(), partition)).copied();
-        let hw = high_watermark(client, &topic, partition).await.ok();
-        let lag = match (current, hw) {
-            (Some(c), Some(h)) => (h - c).max(0).to_string(),
-            _ => "-".to_string(),
-        };
+        let columns = offset_columns(client, &offsets, &topic, partition).await;
         let (now, target) = owners
-            .get(&(topic.clone(), partition))
+            .get(&(topic, partition))
             .cloned()
             .unwrap_or_else(|| ("-".into(), "-".into()));
-        println!(
-            "{:<30} {:>9} {:>15} {:>15} {:>8} {:<40} {}",
-            topic,
-            partition,
-            current.map_or("-".to_string(), |c| c.to_string()),
-            hw.map_or("-".to_string(), |h| h.to_string()),
-            lag,
-            now,
-            target
-        );
+        println!("{columns} {now:<40} {target}");
     }
     if !g.members.is_empty() {
         println!();
