@@ -38,6 +38,57 @@ pub struct GroupConfig {
     pub consumer_assignors: Vec<String>,
     /// `group.consumer.max.size`.
     pub consumer_max_size: usize,
+    /// `group.consumer.migration.policy`: whether a classic group with
+    /// members becomes a consumer group when a consumer-protocol member
+    /// joins (upgrade), and back when the last one leaves (downgrade).
+    pub consumer_migration_policy: MigrationPolicy,
+}
+
+/// `group.consumer.migration.policy` (Kafka 4's default: bidirectional).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MigrationPolicy {
+    #[default]
+    Bidirectional,
+    Upgrade,
+    Downgrade,
+    Disabled,
+}
+
+impl MigrationPolicy {
+    /// Parses Kafka's names (case-insensitive).
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            MigrationPolicy::Bidirectional,
+            MigrationPolicy::Upgrade,
+            MigrationPolicy::Downgrade,
+            MigrationPolicy::Disabled,
+        ]
+        .into_iter()
+        .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MigrationPolicy::Bidirectional => "bidirectional",
+            MigrationPolicy::Upgrade => "upgrade",
+            MigrationPolicy::Downgrade => "downgrade",
+            MigrationPolicy::Disabled => "disabled",
+        }
+    }
+
+    pub fn upgrade(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Bidirectional | MigrationPolicy::Upgrade
+        )
+    }
+
+    pub fn downgrade(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Bidirectional | MigrationPolicy::Downgrade
+        )
+    }
 }
 
 impl Default for GroupConfig {
@@ -57,6 +108,7 @@ impl Default for GroupConfig {
             consumer_heartbeat_interval_ms: 5_000,
             consumer_assignors: vec!["uniform".to_string(), "range".to_string()],
             consumer_max_size: i32::MAX as usize,
+            consumer_migration_policy: MigrationPolicy::Bidirectional,
         }
     }
 }

@@ -49,6 +49,10 @@ pub struct GroupCoordinator {
     /// Consumer-protocol group epoch bumps decided since start (each is
     /// a rebalance); a bump whose append then fails is still counted.
     pub(crate) consumer_epoch_bumps: u64,
+    /// The broker's latest view of the topics (from the last
+    /// ConsumerGroupHeartbeat or `set_topics`): resolves the topic names
+    /// of classic members inside consumer groups.
+    pub(crate) topics: crate::consumer::types::TopicsImage,
 }
 
 /// A monotonic clock in nanoseconds, given by the broker so the coordinator
@@ -72,6 +76,7 @@ impl GroupCoordinator {
             txn_index: BTreeMap::new(),
             assignment_clock: None,
             consumer_epoch_bumps: 0,
+            topics: Default::default(),
         }
     }
 

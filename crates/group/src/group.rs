@@ -171,7 +171,71 @@ pub(crate) struct Group {
     pub consumer: Option<Box<crate::consumer::ConsumerGroup>>,
 }
 
+/// The classic part of a group (everything but its id, offsets and
+/// consumer part), set aside while a group converts between the classic
+/// and the consumer protocol so a failed write can put it back.
+#[derive(Clone, Debug)]
+pub(crate) struct ClassicPart {
+    state: GroupState,
+    state_timestamp_ms: i64,
+    generation: i32,
+    protocol: Option<String>,
+    leader: Option<String>,
+    members: Vec<Member>,
+    pending_members: BTreeMap<String, i64>,
+    pending_sync: BTreeSet<String>,
+    join_deadline_ms: Option<i64>,
+    sync_deadline_ms: Option<i64>,
+    initial_delay: Option<InitialDelay>,
+    new_member_added: bool,
+}
+
 impl Group {
+    /// A copy of the classic part.
+    pub fn classic_part(&self) -> ClassicPart {
+        ClassicPart {
+            state: self.state,
+            state_timestamp_ms: self.state_timestamp_ms,
+            generation: self.generation,
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone(),
+            members: self.members.clone(),
+            pending_members: self.pending_members.clone(),
+            pending_sync: self.pending_sync.clone(),
+            join_deadline_ms: self.join_deadline_ms,
+            sync_deadline_ms: self.sync_deadline_ms,
+            initial_delay: self.initial_delay,
+            new_member_added: self.new_member_added,
+        }
+    }
+
+    /// Puts a classic part back (parked requests in it are not restored:
+    /// they were answered when it was set aside).
+    pub fn set_classic_part(&mut self, p: ClassicPart) {
+        self.state = p.state;
+        self.state_timestamp_ms = p.state_timestamp_ms;
+        self.generation = p.generation;
+        self.protocol = p.protocol;
+        self.leader = p.leader;
+        self.members = p.members;
+        for m in &mut self.members {
+            m.awaiting_join = None;
+            m.awaiting_sync = None;
+        }
+        self.pending_members = p.pending_members;
+        self.pending_sync = p.pending_sync;
+        self.join_deadline_ms = p.join_deadline_ms;
+        self.sync_deadline_ms = p.sync_deadline_ms;
+        self.initial_delay = p.initial_delay;
+        self.new_member_added = p.new_member_added;
+    }
+
+    /// Empties the classic part (state Empty, no members, generation 0).
+    pub fn clear_classic_part(&mut self, now: i64) {
+        let fresh = Group::new(self.id.clone(), now);
+        self.set_classic_part(fresh.classic_part());
+    }
+
     pub fn new(id: String, now: i64) -> Self {
         Self {
             id,

@@ -71,7 +71,7 @@ mod txn;
 pub mod types;
 mod writes;
 
-pub use config::{ConfigError, GroupConfig};
+pub use config::{ConfigError, GroupConfig, MigrationPolicy};
 pub use consumer::assignor::Assignor;
 pub use consumer::types::{
     ConsumerGroupDescription, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse,

@@ -47,17 +47,14 @@ impl GroupCoordinator {
             && g.consumer.is_some()
         {
             if g.is_active_consumer() {
-                // Members of the consumer protocol (KIP-848): mixing in a
-                // classic member (an online downgrade) is not supported.
-                return join_error(token, ErrorCode::InconsistentGroupProtocol, &req.member_id);
+                // A classic member of a consumer group (see
+                // `consumer/migration.rs`).
+                return self.classic_join_to_consumer(req, token, partition, now_ms);
             }
             // An empty consumer group becomes a classic group (its offsets
             // stay): its KIP-848 records are tombstoned.
             let records = g.metadata_tombstones();
-            let before = crate::consumer::heartbeat::Snapshot {
-                consumer: g.consumer.clone(),
-                protocol_type: g.protocol_type.clone(),
-            };
+            let before = crate::consumer::heartbeat::Snapshot::of(g);
             if let Some(g) = self.groups.get_mut(&req.group_id) {
                 g.consumer = None;
                 g.protocol_type = None;
@@ -108,6 +105,13 @@ impl GroupCoordinator {
         };
         if req.group_id.is_empty() {
             return sync_error(token, ErrorCode::InvalidGroupId);
+        }
+        if self
+            .groups
+            .get(&req.group_id)
+            .is_some_and(|g| g.consumer.is_some())
+        {
+            return self.classic_sync_to_consumer(&req, token, now_ms);
         }
         let Some(group) = self.groups.get_mut(&req.group_id) else {
             return sync_error(token, ErrorCode::UnknownMemberId);
@@ -228,6 +232,13 @@ impl GroupCoordinator {
         if req.group_id.is_empty() {
             return ErrorCode::InvalidGroupId;
         }
+        if self
+            .groups
+            .get(&req.group_id)
+            .is_some_and(|g| g.consumer.is_some())
+        {
+            return self.classic_heartbeat_to_consumer(req, now_ms);
+        }
         let Some(group) = self.groups.get_mut(&req.group_id) else {
             return ErrorCode::UnknownMemberId;
         };
@@ -266,6 +277,13 @@ impl GroupCoordinator {
                 );
             }
         };
+        if self
+            .groups
+            .get(&req.group_id)
+            .is_some_and(|g| g.consumer.is_some())
+        {
+            return self.classic_leave_to_consumer(req, partition);
+        }
         let mut out = Vec::new();
         let Some(group) = self.groups.get_mut(&req.group_id) else {
             return (

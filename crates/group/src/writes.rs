@@ -72,6 +72,9 @@ pub(crate) enum Effect {
     ConsumerGroup {
         group_id: String,
         before: Option<Box<crate::consumer::heartbeat::Snapshot>>,
+        /// Parked requests (a classic member's JoinGroup) answered with
+        /// the change, failed with the append's error if it fails.
+        tokens: Vec<u64>,
     },
     /// A static member's id replaced without a rebalance; `token` is the
     /// join answered after the write.
@@ -219,7 +222,12 @@ impl GroupCoordinator {
         let mut completion = Completion::default();
         match effect {
             Effect::Nothing | Effect::Tombstones { .. } => {}
-            Effect::ConsumerGroup { group_id, before } => {
+            Effect::ConsumerGroup {
+                group_id,
+                before,
+                tokens,
+            } => {
+                completion.failed_tokens = tokens;
                 self.restore(&group_id, before.map(|b| *b));
             }
             Effect::Commit {

@@ -385,7 +385,8 @@ fn classic_join(cg: &mut Cg, group: &str) -> Vec<Output> {
 #[test]
 fn classic_and_consumer_groups_do_not_mix() {
     let mut cg = twelve();
-    // A classic group with a member: a consumer heartbeat is refused.
+    // A classic group whose member's metadata is no ConsumerProtocol
+    // subscription cannot be upgraded: a consumer heartbeat is refused.
     let out = classic_join(&mut cg, "classic");
     cg.run(out);
     let r = cg.heartbeat(&weir_group::ConsumerHeartbeatRequest {
@@ -393,7 +394,8 @@ fn classic_and_consumer_groups_do_not_mix() {
         ..join_req("x", &["t"])
     });
     assert_eq!(r.error, ErrorCode::GroupIdNotFound);
-    // A consumer group with a member: a classic join is refused.
+    // A consumer group with a member: a classic join whose metadata is
+    // no ConsumerProtocol subscription is refused.
     let mut a = Client::new("a", &["t"]);
     a.beat(&mut cg, true);
     let out = classic_join(&mut cg, GROUP);

@@ -9,6 +9,7 @@ mod consumer_groups;
 mod consumer_model;
 mod durability;
 mod membership;
+mod migration;
 mod offsets;
 mod random_scenarios;
 mod records;

@@ -9,7 +9,7 @@ use crate::config::GroupConfig;
 use crate::consumer::reconcile::reconcile;
 use crate::coordinator::{AssignmentClock, GroupCoordinator};
 use crate::error::ErrorCode;
-use crate::group::Group;
+use crate::group::{ClassicPart, Group};
 use crate::records::encode_group_metadata_key;
 use crate::types::{OffsetsRecord, Output};
 use crate::writes::Effect;
@@ -154,11 +154,22 @@ impl GroupCoordinator {
         let clock = self.assignment_clock;
         let group_id = req.group_id.clone();
         // The state before, restored if the append fails.
-        let before = self.groups.get(&group_id).map(|g| Snapshot {
-            consumer: g.consumer.clone(),
-            protocol_type: g.protocol_type.clone(),
-        });
+        if self.topics != *topics {
+            self.topics = topics.clone();
+        }
         let joining = req.member_epoch == 0;
+        // A classic group with members that may be upgraded: its parked
+        // joins and syncs are told to rejoin first (Kafka's
+        // `convertToConsumerGroup`), so the snapshot below holds none.
+        let mut answered = Vec::new();
+        let upgrade = joining && self.upgrade_allowed(&group_id, topics);
+        if upgrade && let Some(g) = self.groups.get_mut(&group_id) {
+            answered = super::migration::answer_parked(g);
+        }
+        if req.member_epoch == LEAVE_EPOCH && self.downgrade_allowed(&group_id, req) {
+            return self.downgrade(partition, &group_id, &req.member_id, now_ms);
+        }
+        let before = self.groups.get(&group_id).map(Snapshot::of);
         let result = match self.groups.get_mut(&group_id) {
             None if !joining => refuse(
                 ErrorCode::GroupIdNotFound,
@@ -172,7 +183,10 @@ impl GroupCoordinator {
                 Ok(())
             }
             Some(g) if g.consumer.is_none() => {
-                if joining && g.is_empty_classic() {
+                if upgrade {
+                    super::migration::convert_to_consumer(g, topics, now_ms, &mut records);
+                    Ok(())
+                } else if joining && g.is_empty_classic() {
                     // An empty classic group becomes a consumer group (its
                     // offsets stay); its metadata record is tombstoned.
                     if g.protocol_type.is_some() {
@@ -215,6 +229,7 @@ impl GroupCoordinator {
                     clock,
                     now_ms,
                     &mut records,
+                    None,
                 )
             };
             cg.check();
@@ -223,11 +238,11 @@ impl GroupCoordinator {
         match result {
             Err((e, message)) => {
                 self.restore(&group_id, before);
-                (ConsumerHeartbeatResponse::error(e, message), Vec::new())
+                (ConsumerHeartbeatResponse::error(e, message), answered)
             }
             Ok(response) => {
-                let out = self.consumer_write(partition, &group_id, before, records);
-                (response, out)
+                answered.extend(self.consumer_write(partition, &group_id, before, records));
+                (response, answered)
             }
         }
     }
@@ -247,6 +262,7 @@ impl GroupCoordinator {
                 if let Some(g) = self.groups.get_mut(group_id) {
                     g.consumer = s.consumer;
                     g.protocol_type = s.protocol_type;
+                    g.set_classic_part(*s.classic);
                 }
             }
         }
@@ -260,6 +276,20 @@ impl GroupCoordinator {
         group_id: &str,
         before: Option<Snapshot>,
         records: Vec<OffsetsRecord>,
+    ) -> Vec<Output> {
+        self.consumer_write_answering(partition, group_id, before, records, Vec::new())
+    }
+
+    /// As [`GroupCoordinator::consumer_write`]; the parked requests of
+    /// `tokens`, answered in the same outputs, get the append's error
+    /// instead if it fails.
+    pub(crate) fn consumer_write_answering(
+        &mut self,
+        partition: i32,
+        group_id: &str,
+        before: Option<Snapshot>,
+        records: Vec<OffsetsRecord>,
+        tokens: Vec<u64>,
     ) -> Vec<Output> {
         if records.is_empty() {
             return Vec::new();
@@ -277,6 +307,7 @@ impl GroupCoordinator {
         let effect = Effect::ConsumerGroup {
             group_id: group_id.to_string(),
             before: before.map(Box::new),
+            tokens,
         };
         let write = self.writes.register(partition, effect);
         vec![Output::Append {
@@ -304,10 +335,7 @@ impl GroupCoordinator {
             let Some(g) = self.groups.get_mut(&id) else {
                 continue;
             };
-            let before = Snapshot {
-                consumer: g.consumer.clone(),
-                protocol_type: g.protocol_type.clone(),
-            };
+            let before = Snapshot::of(g);
             let Some(cg) = g.consumer.as_deref_mut() else {
                 continue;
             };
@@ -317,10 +345,23 @@ impl GroupCoordinator {
                 .filter(|m| {
                     m.session_deadline_ms <= now_ms
                         || m.rebalance_deadline_ms.is_some_and(|t| t <= now_ms)
+                        || m.classic_deadline_ms.is_some_and(|t| t <= now_ms)
                 })
                 .map(|m| m.id.clone())
                 .collect();
             if expired.is_empty() {
+                continue;
+            }
+            // The last consumer-protocol member expiring among classic
+            // ones downgrades the group (Kafka's
+            // `validateOnlineDowngradeWithFencedMember`).
+            if let Some(last) = expired
+                .iter()
+                .find(|m| super::migration::may_downgrade(cg, m, &self.config))
+                .cloned()
+            {
+                let (_, o) = self.downgrade(partition, &id, &last, now_ms);
+                out.extend(o);
                 continue;
             }
             let mut records = Vec::new();
@@ -339,7 +380,13 @@ impl GroupCoordinator {
             .values()
             .filter_map(|g| g.consumer.as_deref())
             .flat_map(|cg| cg.members.values())
-            .flat_map(|m| [Some(m.session_deadline_ms), m.rebalance_deadline_ms])
+            .flat_map(|m| {
+                [
+                    Some(m.session_deadline_ms),
+                    m.rebalance_deadline_ms,
+                    m.classic_deadline_ms,
+                ]
+            })
             .flatten()
             .filter(|&t| t < i64::MAX)
             .min()
@@ -367,7 +414,7 @@ impl GroupCoordinator {
         }
         match member_id.and_then(|m| cg.members.get(m)) {
             None => ErrorCode::UnknownMemberId,
-            Some(m) if m.current.member_epoch != member_epoch => ErrorCode::StaleMemberEpoch,
+            Some(m) if m.current.member_epoch != member_epoch => stale_epoch(m),
             Some(_) => ErrorCode::None,
         }
     }
@@ -378,13 +425,36 @@ impl GroupCoordinator {
 pub(crate) struct Snapshot {
     pub consumer: Option<Box<ConsumerGroup>>,
     pub protocol_type: Option<String>,
+    /// The classic part (empty for a consumer group): what a failed
+    /// upgrade puts back and a failed downgrade empties again.
+    pub classic: Box<ClassicPart>,
+}
+
+impl Snapshot {
+    pub fn of(g: &Group) -> Self {
+        Self {
+            consumer: g.consumer.clone(),
+            protocol_type: g.protocol_type.clone(),
+            classic: Box::new(g.classic_part()),
+        }
+    }
+}
+
+/// A wrong epoch: STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION for a member
+/// of the classic protocol (its generation is its member epoch).
+fn stale_epoch(m: &ConsumerMember) -> ErrorCode {
+    if m.is_classic() {
+        ErrorCode::IllegalGeneration
+    } else {
+        ErrorCode::StaleMemberEpoch
+    }
 }
 
 /// Kafka's `ConsumerGroup.validateOffsetCommit` for a group of the
 /// consumer protocol: a commit without a member (epoch < 0) only into an
-/// empty group; otherwise a known member with its current epoch, and an
-/// OffsetCommit (`offset_commit_version`, None for TxnOffsetCommit) of v9
-/// or later (every member here uses the consumer protocol).
+/// empty group; otherwise a known member with its current epoch, and for
+/// a member of the consumer protocol an OffsetCommit
+/// (`offset_commit_version`, None for TxnOffsetCommit) of v9 or later.
 pub(crate) fn validate_commit(
     cg: &ConsumerGroup,
     member_id: &str,
@@ -396,17 +466,22 @@ pub(crate) fn validate_commit(
     }
     match cg.members.get(member_id) {
         None => Err(ErrorCode::UnknownMemberId),
-        Some(_) if offset_commit_version.is_some_and(|v| v < 9) => {
+        Some(m) if !m.is_classic() && offset_commit_version.is_some_and(|v| v < 9) => {
             Err(ErrorCode::UnsupportedVersion)
         }
-        Some(m) if m.current.member_epoch != member_epoch => Err(ErrorCode::StaleMemberEpoch),
+        Some(m) if m.current.member_epoch != member_epoch => Err(stale_epoch(m)),
         Some(_) => Ok(()),
     }
 }
 
 /// Removes a member for good (leave with -1, expiry) and bumps the group
 /// epoch so the others are reassigned.
-fn fence(cg: &mut ConsumerGroup, group_id: &str, member: &str, records: &mut Vec<OffsetsRecord>) {
+pub(crate) fn fence(
+    cg: &mut ConsumerGroup,
+    group_id: &str,
+    member: &str,
+    records: &mut Vec<OffsetsRecord>,
+) {
     records.extend(rec::member_tombstones(group_id, member));
     cg.remove_member(member);
     let subscribed = cg.still_subscribed();
@@ -540,8 +615,11 @@ fn resolve(
     }
 }
 
+/// A ConsumerGroupHeartbeat that joins or heartbeats, or (with `classic`
+/// set) the JoinGroup of a classic member, which then carries its
+/// subscription and owned partitions in `req`.
 #[allow(clippy::too_many_arguments)]
-fn heartbeat(
+pub(crate) fn heartbeat(
     cg: &mut ConsumerGroup,
     group_id: &str,
     req: &ConsumerHeartbeatRequest,
@@ -551,6 +629,7 @@ fn heartbeat(
     clock: Option<AssignmentClock>,
     now: i64,
     records: &mut Vec<OffsetsRecord>,
+    classic: Option<&super::records::ClassicMeta>,
 ) -> Result<ConsumerHeartbeatResponse, Refusal> {
     let who = resolve(cg, req, &member_id, cfg)?;
     // 1. The member, created or updated; a static member coming back takes
@@ -601,6 +680,7 @@ fn heartbeat(
     }
     meta.client_id = req.client_id.clone();
     meta.client_host = req.client_host.clone();
+    meta.classic = classic.cloned();
     let subscription_changed = new_member
         || meta.subscribed_topic_names != old.meta.subscribed_topic_names
         || meta.subscribed_topic_regex != old.meta.subscribed_topic_regex
@@ -680,7 +760,7 @@ fn heartbeat(
         .members
         .get_mut(&member_id)
         .ok_or((ErrorCode::UnknownServerError, "member vanished".to_string()))?;
-    m.session_deadline_ms = now.saturating_add(i64::from(cfg.consumer_session_timeout_ms));
+    m.session_deadline_ms = now.saturating_add(m.session_timeout_ms(cfg));
 
     let full = req.member_epoch == 0
         || (req.rebalance_timeout_ms != -1

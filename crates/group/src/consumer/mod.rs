@@ -28,6 +28,7 @@
 pub mod assignor;
 mod describe;
 pub(crate) mod heartbeat;
+pub(crate) mod migration;
 pub mod reconcile;
 pub mod records;
 mod replay;
@@ -72,6 +73,9 @@ pub(crate) struct ConsumerMember {
     /// Set while the member must revoke partitions: fenced if it has not
     /// by then.
     pub rebalance_deadline_ms: Option<i64>,
+    /// A classic member told to rejoin (or that joined and must sync):
+    /// fenced if it has not by then (Kafka's join and sync timeouts).
+    pub classic_deadline_ms: Option<i64>,
 }
 
 impl ConsumerMember {
@@ -86,7 +90,23 @@ impl ConsumerMember {
             regex: None,
             session_deadline_ms: i64::MAX,
             rebalance_deadline_ms: None,
+            classic_deadline_ms: None,
         }
+    }
+
+    /// A member of the classic protocol (JoinGroup/SyncGroup/Heartbeat).
+    pub fn is_classic(&self) -> bool {
+        self.meta.classic.is_some()
+    }
+
+    /// The session timeout: the classic member's own, else the group's.
+    pub fn session_timeout_ms(&self, cfg: &GroupConfig) -> i64 {
+        i64::from(
+            self.meta
+                .classic
+                .as_ref()
+                .map_or(cfg.consumer_session_timeout_ms, |c| c.session_timeout_ms),
+        )
     }
 
     pub fn set_meta(&mut self, meta: MemberMetadata) {

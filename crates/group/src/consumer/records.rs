@@ -9,7 +9,7 @@
 //! | --- | --- | --- | --- |
 //! | 3 | ConsumerGroupMetadata | group | group epoch |
 //! | 4 | ConsumerGroupPartitionMetadata | group | subscribed topics: id, name, partition count |
-//! | 5 | ConsumerGroupMemberMetadata | group, member | instance, rack, client, subscription, rebalance timeout, assignor |
+//! | 5 | ConsumerGroupMemberMetadata | group, member | instance, rack, client, subscription, rebalance timeout, assignor, classic member metadata (session timeout, protocols) of a classic member |
 //! | 6 | ConsumerGroupTargetAssignmentMetadata | group | assignment epoch |
 //! | 7 | ConsumerGroupTargetAssignmentMember | group, member | target partitions |
 //! | 8 | ConsumerGroupCurrentMemberAssignment | group, member | member epoch, previous epoch, state, assigned, pending revocation |
@@ -23,7 +23,8 @@ use weir_protocol::messages::group_coordinator::{
     ConsumerGroupPartitionMetadataValue, ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue, consumer_group_current_member_assignment_value,
-    consumer_group_partition_metadata_value, consumer_group_target_assignment_member_value,
+    consumer_group_member_metadata_value, consumer_group_partition_metadata_value,
+    consumer_group_target_assignment_member_value,
 };
 
 use super::reconcile::CurrentAssignment;
@@ -60,6 +61,17 @@ pub struct MemberMetadata {
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    /// Set for a member of the classic protocol inside a consumer group
+    /// (the ClassicMemberMetadata tagged field).
+    pub classic: Option<ClassicMeta>,
+}
+
+/// What a classic member brought with its JoinGroup: its session timeout
+/// and its protocols (name and ConsumerProtocolSubscription bytes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClassicMeta {
+    pub session_timeout_ms: i32,
+    pub protocols: Vec<crate::types::Protocol>,
 }
 
 /// One subscribed topic in ConsumerGroupPartitionMetadataValue.
@@ -188,7 +200,21 @@ pub fn member_metadata_record(group: &str, member: &str, m: &MemberMetadata) -> 
         subscribed_topic_regex: m.subscribed_topic_regex.clone(),
         rebalance_timeout_ms: m.rebalance_timeout_ms,
         server_assignor: m.server_assignor.clone(),
-        classic_member_metadata: None,
+        classic_member_metadata: m.classic.as_ref().map(|c| {
+            consumer_group_member_metadata_value::ClassicMemberMetadata {
+                session_timeout_ms: c.session_timeout_ms,
+                supported_protocols: c
+                    .protocols
+                    .iter()
+                    .map(|p| consumer_group_member_metadata_value::ClassicProtocol {
+                        name: p.name.clone(),
+                        metadata: p.metadata.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }
+        }),
         ..Default::default()
     };
     record(member_metadata_key(group, member), Some(encode_value(&v)))
@@ -401,6 +427,17 @@ pub fn decode_member_metadata(value: &[u8]) -> Result<MemberMetadata, RecordErro
         subscribed_topic_regex: v.subscribed_topic_regex,
         rebalance_timeout_ms: v.rebalance_timeout_ms,
         server_assignor: v.server_assignor,
+        classic: v.classic_member_metadata.map(|c| ClassicMeta {
+            session_timeout_ms: c.session_timeout_ms,
+            protocols: c
+                .supported_protocols
+                .into_iter()
+                .map(|p| crate::types::Protocol {
+                    name: p.name,
+                    metadata: p.metadata,
+                })
+                .collect(),
+        }),
     })
 }
 

@@ -121,6 +121,12 @@ impl GroupCoordinator {
             cg.target.retain(|m, _| members.contains(m));
             cg.assignment_epoch = cg.assignment_epoch.min(cg.epoch);
             for m in cg.members.values_mut() {
+                // A classic member's own session timeout, else the group's.
+                let session = m
+                    .meta
+                    .classic
+                    .as_ref()
+                    .map_or(session, |c| i64::from(c.session_timeout_ms));
                 m.session_deadline_ms = now_ms.saturating_add(session);
                 m.rebalance_deadline_ms = (m.current.state
                     == super::types::MemberState::UnrevokedPartitions)

@@ -1,0 +1,627 @@
+//! Online upgrade and downgrade between classic and consumer groups
+//! (`group.consumer.migration.policy`), with eager classic members (as
+//! kafka-python: they give up every partition before rejoining) and a
+//! consumer-protocol member, in virtual time. After every step no
+//! partition is consumed by two clients.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use weir_group::{
+    AppendOutcome, ErrorCode, GroupCoordinator, GroupState, HeartbeatRequest, JoinRequest,
+    LeaveRequest, LeavingMember, MemberState, MigrationPolicy, Output, Protocol, Response,
+    SyncRequest,
+};
+use weir_protocol::codec::{Decodable, Encodable};
+use weir_protocol::messages::ConsumerProtocolAssignment;
+use weir_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTopic;
+
+use crate::consumer_common::{Cg, Client, GROUP, config, topic_id};
+
+const TOPIC: &str = "t";
+const PARTITIONS: i32 = 4;
+
+/// A ConsumerProtocolSubscription v0 of `TOPIC`.
+fn subscription() -> Bytes {
+    Bytes::from(crate::common::subscription(&[TOPIC]))
+}
+
+fn encode_assignment(ps: &[i32]) -> Bytes {
+    let a = ConsumerProtocolAssignment {
+        assigned_partitions: vec![AssignedTopic {
+            topic: TOPIC.to_string(),
+            partitions: ps.to_vec(),
+            ..Default::default()
+        }],
+        user_data: None,
+        ..Default::default()
+    };
+    let mut buf = BytesMut::new();
+    buf.put_i16(0);
+    a.encode(&mut buf, 0).expect("encodes");
+    buf.freeze()
+}
+
+fn decode_assignment(b: &Bytes) -> BTreeSet<i32> {
+    assert!(b.len() >= 2, "assignment too short: {b:?}");
+    let version = i16::from_be_bytes([b[0], b[1]]);
+    let mut body = b.slice(2..);
+    let a = ConsumerProtocolAssignment::decode(&mut body, version).expect("decodes");
+    a.assigned_partitions
+        .into_iter()
+        .inspect(|t| assert_eq!(t.topic, TOPIC))
+        .flat_map(|t| t.partitions)
+        .collect()
+}
+
+/// The coordinator with parked responses collected.
+struct World {
+    cg: Cg,
+    token: u64,
+    responses: BTreeMap<u64, Response>,
+}
+
+impl World {
+    fn new(policy: MigrationPolicy) -> Self {
+        let mut cg = Cg::new();
+        cg.coord = GroupCoordinator::new(weir_group::GroupConfig {
+            consumer_migration_policy: policy,
+            ..config()
+        });
+        cg.topic(TOPIC, 1, PARTITIONS);
+        Self {
+            cg,
+            token: 0,
+            responses: BTreeMap::new(),
+        }
+    }
+
+    fn exec(&mut self, out: Vec<Output>) {
+        for o in out {
+            match o {
+                Output::Append { records, write, .. } => {
+                    let base = self.cg.log.len() as i64;
+                    for r in records {
+                        self.cg.log.push((r.key, r.value));
+                    }
+                    let done = self.cg.coord.append_completed(
+                        write,
+                        AppendOutcome::Appended { base_offset: base },
+                        self.cg.now,
+                    );
+                    self.exec(done.outputs);
+                }
+                Output::Respond { token, response } => {
+                    self.responses.insert(token, response);
+                }
+            }
+        }
+    }
+
+    fn advance(&mut self, ms: i64) {
+        self.cg.now += ms;
+        let out = self.cg.coord.tick(self.cg.now);
+        self.exec(out);
+    }
+
+    fn group_type(&self) -> &'static str {
+        self.cg
+            .coord
+            .list_groups(&[], &[])
+            .into_iter()
+            .find(|g| g.group_id == GROUP)
+            .map(|g| g.group_type)
+            .expect("group listed")
+    }
+}
+
+/// An eager classic consumer (kafka-python's behaviour): it revokes all
+/// its partitions before it rejoins; the leader assigns ranges.
+#[derive(Debug)]
+struct Classic {
+    id: String,
+    generation: i32,
+    owned: BTreeSet<i32>,
+    /// A JoinGroup waiting for the rebalance.
+    parked_join: Option<u64>,
+}
+
+impl Classic {
+    fn new() -> Self {
+        Self {
+            id: String::new(),
+            generation: -1,
+            owned: BTreeSet::new(),
+            parked_join: None,
+        }
+    }
+
+    fn join_req(&self) -> JoinRequest {
+        JoinRequest {
+            group_id: GROUP.into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            member_id: self.id.clone(),
+            group_instance_id: None,
+            protocol_type: "consumer".into(),
+            protocols: vec![Protocol {
+                name: "range".into(),
+                metadata: subscription(),
+            }],
+            client_id: "kafka-python".into(),
+            client_host: "/127.0.0.1".into(),
+            require_known_member_id: true,
+            supports_skip_assignment: true,
+        }
+    }
+
+    /// Sends JoinGroup (revoking everything first); the answer may be
+    /// parked.
+    fn join(&mut self, w: &mut World) {
+        self.owned.clear();
+        loop {
+            w.token += 1;
+            let token = w.token;
+            let out = w.cg.coord.join_group(self.join_req(), token, w.cg.now);
+            w.exec(out);
+            match w.responses.remove(&token) {
+                Some(Response::Join(r)) if r.error == ErrorCode::MemberIdRequired => {
+                    self.id = r.member_id;
+                }
+                Some(r) => {
+                    w.responses.insert(token, r);
+                    self.parked_join = Some(token);
+                    return;
+                }
+                None => {
+                    self.parked_join = Some(token);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The join's answer, if it arrived: generation and the members to
+    /// assign when this client leads.
+    fn joined(&mut self, w: &mut World) -> Option<Vec<String>> {
+        let token = self.parked_join?;
+        let Response::Join(r) = w.responses.remove(&token)? else {
+            panic!("not a join response");
+        };
+        self.parked_join = None;
+        assert_eq!(r.error, ErrorCode::None, "join of {}: {r:?}", self.id);
+        self.generation = r.generation_id;
+        self.id = r.member_id.clone();
+        Some(if r.leader == r.member_id {
+            r.members.into_iter().map(|m| m.member_id).collect()
+        } else {
+            Vec::new()
+        })
+    }
+
+    /// SyncGroup; as leader with `members`, ranges of the partitions.
+    fn sync(&mut self, w: &mut World, members: &[String]) -> ErrorCode {
+        let mut assignments = Vec::new();
+        let n = members.len().max(1) as i32;
+        for (i, m) in members.iter().enumerate() {
+            let i = i as i32;
+            let ps: Vec<i32> = (0..PARTITIONS)
+                .filter(|p| p * n / PARTITIONS == i)
+                .collect();
+            assignments.push(weir_group::Assignment {
+                member_id: m.clone(),
+                assignment: encode_assignment(&ps),
+            });
+        }
+        w.token += 1;
+        let token = w.token;
+        let req = SyncRequest {
+            group_id: GROUP.into(),
+            generation_id: self.generation,
+            member_id: self.id.clone(),
+            group_instance_id: None,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            assignments,
+        };
+        let out = w.cg.coord.sync_group(req, token, w.cg.now);
+        w.exec(out);
+        let Some(Response::Sync(r)) = w.responses.remove(&token) else {
+            panic!("sync of {} not answered", self.id);
+        };
+        if r.error == ErrorCode::None {
+            self.owned = decode_assignment(&r.assignment);
+        }
+        r.error
+    }
+
+    fn heartbeat(&self, w: &mut World) -> ErrorCode {
+        let req = HeartbeatRequest {
+            group_id: GROUP.into(),
+            generation_id: self.generation,
+            member_id: self.id.clone(),
+            group_instance_id: None,
+        };
+        w.cg.coord.heartbeat(&req, w.cg.now)
+    }
+
+    /// Join, then sync once the join is answered (for a group that
+    /// answers at once: a consumer group, or a lone classic member).
+    fn rejoin_and_sync(&mut self, w: &mut World) {
+        self.join(w);
+        let members = self.joined(w).expect("join answered at once");
+        assert_eq!(self.sync(w, &members), ErrorCode::None);
+    }
+}
+
+/// Panics if two clients consume one partition; returns who owns what.
+fn owners(classic: &[&Classic], consumer: &[&Client]) -> BTreeMap<i32, String> {
+    let mut seen = BTreeMap::new();
+    let t = topic_id(1);
+    let all = classic
+        .iter()
+        .map(|c| (c.id.clone(), c.owned.clone()))
+        .chain(consumer.iter().map(|c| {
+            let ps = c.owned.get(&t).cloned().unwrap_or_default();
+            (c.id.clone(), ps)
+        }));
+    for (id, ps) in all {
+        for p in ps {
+            if let Some(other) = seen.insert(p, id.clone()) {
+                panic!("partition {p} consumed by {other} and {id}");
+            }
+        }
+    }
+    seen
+}
+
+/// Two classic members a and b, Stable with two partitions each.
+fn classic_pair(w: &mut World) -> (Classic, Classic) {
+    let mut a = Classic::new();
+    a.rejoin_and_sync(w);
+    assert_eq!(a.owned.len(), PARTITIONS as usize);
+    let mut b = Classic::new();
+    b.join(w);
+    assert!(b.joined(w).is_none(), "b waits for a to rejoin");
+    assert_eq!(a.heartbeat(w), ErrorCode::RebalanceInProgress);
+    a.join(w);
+    let leader_members = a.joined(w).expect("a's join completes the phase");
+    b.joined(w).expect("b answered too");
+    assert_eq!(a.sync(w, &leader_members), ErrorCode::None);
+    assert_eq!(b.sync(w, &[]), ErrorCode::None);
+    assert_eq!(a.owned.len() + b.owned.len(), PARTITIONS as usize);
+    owners(&[&a, &b], &[]);
+    (a, b)
+}
+
+/// Drives a, b (rejoining when told) and c until everyone owns its
+/// target; checks single ownership after every step.
+fn settle(w: &mut World, a: &mut Classic, b: &mut Classic, c: &mut Client) {
+    for _ in 0..20 {
+        let mut quiet = true;
+        for m in [&mut *a, &mut *b] {
+            match m.heartbeat(w) {
+                ErrorCode::None => {}
+                ErrorCode::RebalanceInProgress => {
+                    quiet = false;
+                    m.join(w);
+                    let members = m.joined(w).expect("answered at once");
+                    assert!(members.is_empty(), "no leader in a consumer group");
+                    match m.sync(w, &[]) {
+                        ErrorCode::None | ErrorCode::RebalanceInProgress => {}
+                        e => panic!("sync of {}: {e:?}", m.id),
+                    }
+                }
+                e => panic!("heartbeat of {}: {e:?}", m.id),
+            }
+        }
+        owners(&[a, b], &[c]);
+        let before = c.owned.clone();
+        c.beat(&mut w.cg, true);
+        owners(&[a, b], &[c]);
+        quiet &= before == c.owned;
+        let d = w.cg.describe();
+        if quiet && d.state == "Stable" {
+            return;
+        }
+        w.advance(1_000);
+    }
+    panic!("did not settle: {:#?}", w.cg.describe());
+}
+
+#[test]
+fn upgrade_splits_partitions_without_two_owners_and_downgrade_hands_all_back() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let (mut a, mut b) = classic_pair(&mut w);
+    assert_eq!(w.group_type(), "classic");
+    let generation = a.generation;
+
+    // A consumer-protocol member joins: the group becomes a consumer
+    // group whose classic members keep their partitions at epoch =
+    // generation; the newcomer gets nothing until they are released.
+    let mut c = Client::new("c", &[TOPIC]);
+    let r = c.beat(&mut w.cg, true);
+    assert_eq!(r.error, ErrorCode::None, "{r:?}");
+    assert_eq!(w.group_type(), "consumer");
+    owners(&[&a, &b], &[&c]);
+    let d = w.cg.describe();
+    assert_eq!(d.group_epoch, generation + 1);
+    assert_eq!(d.members.len(), 3);
+    for m in d.members.iter().filter(|m| m.member_id != "c") {
+        assert_eq!(m.member_epoch, generation);
+        assert_eq!(m.state, MemberState::Stable);
+        assert_eq!(m.assignment.values().map(BTreeSet::len).sum::<usize>(), 2);
+    }
+    assert!(c.owned.is_empty(), "c got partitions a or b still hold");
+
+    // The classic members are told to rejoin and get their new
+    // assignment through SyncGroup; c then gets what they released.
+    settle(&mut w, &mut a, &mut b, &mut c);
+    let who = owners(&[&a, &b], &[&c]);
+    assert_eq!(
+        who.len(),
+        PARTITIONS as usize,
+        "every partition owned: {who:?}"
+    );
+    for id in [&a.id, &b.id, &c.id] {
+        assert!(who.values().any(|o| o == id), "{id} owns nothing: {who:?}");
+    }
+    // Classic members commit with generation = member epoch.
+    let epoch = a.generation;
+    assert_eq!(commit(&mut w, &a.id, epoch, 8), ErrorCode::None);
+    assert_eq!(
+        commit(&mut w, &a.id, epoch - 1, 8),
+        ErrorCode::IllegalGeneration
+    );
+
+    // The consumer member leaves: the group is classic again and
+    // rebalancing; a and b rejoin and split everything.
+    let r = c.leave(&mut w.cg);
+    assert_eq!(r.error, ErrorCode::None);
+    assert_eq!(w.group_type(), "classic");
+    let (state, group_gen) = w.cg.coord.group_state(GROUP).expect("group");
+    assert_eq!(state, GroupState::PreparingRebalance);
+    assert_eq!(
+        group_gen, a.generation,
+        "generation = the consumer group's epoch"
+    );
+    assert_eq!(a.heartbeat(&mut w), ErrorCode::RebalanceInProgress);
+    a.join(&mut w);
+    b.join(&mut w);
+    let members = a.joined(&mut w).expect("both rejoined");
+    b.joined(&mut w).expect("both rejoined");
+    let (leader, follower) = if members.is_empty() {
+        (&mut b, &mut a)
+    } else {
+        (&mut a, &mut b)
+    };
+    let members = if members.is_empty() {
+        vec![leader.id.clone(), follower.id.clone()]
+    } else {
+        members
+    };
+    assert_eq!(leader.sync(&mut w, &members), ErrorCode::None);
+    assert_eq!(follower.sync(&mut w, &[]), ErrorCode::None);
+    let who = owners(&[&a, &b], &[]);
+    assert_eq!(who.len(), PARTITIONS as usize);
+}
+
+fn commit(w: &mut World, member: &str, generation: i32, version: i16) -> ErrorCode {
+    let req = weir_group::OffsetCommitRequest {
+        group_id: GROUP.into(),
+        generation_id: generation,
+        member_id: member.into(),
+        group_instance_id: None,
+        retention_time_ms: None,
+        partitions: vec![weir_group::CommitPartition {
+            topic: TOPIC.into(),
+            partition: 0,
+            offset: 5,
+            leader_epoch: -1,
+            metadata: None,
+        }],
+        api_version: version,
+    };
+    let (resp, out) = w.cg.coord.commit_offsets(&req, w.cg.now);
+    w.exec(out);
+    resp[0].error
+}
+
+#[test]
+fn the_last_classic_member_owns_everything_after_the_downgrade() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let mut a = Classic::new();
+    a.rejoin_and_sync(&mut w);
+    let mut c = Client::new("c", &[TOPIC]);
+    c.beat(&mut w.cg, true);
+    assert_eq!(w.group_type(), "consumer");
+    for _ in 0..20 {
+        if a.heartbeat(&mut w) == ErrorCode::RebalanceInProgress {
+            a.join(&mut w);
+            a.joined(&mut w).expect("answered");
+            let _ = a.sync(&mut w, &[]);
+        }
+        owners(&[&a], &[&c]);
+        c.beat(&mut w.cg, true);
+        owners(&[&a], &[&c]);
+        let split = a.owned.len() + c.owned.values().map(BTreeSet::len).sum::<usize>();
+        if !c.owned.is_empty() && split == PARTITIONS as usize {
+            break;
+        }
+        w.advance(1_000);
+    }
+    assert_eq!(a.owned.len(), 2, "split in two: {:?}", a.owned);
+    c.leave(&mut w.cg);
+    assert_eq!(w.group_type(), "classic");
+    assert_eq!(a.heartbeat(&mut w), ErrorCode::RebalanceInProgress);
+    a.rejoin_and_sync(&mut w);
+    assert_eq!(a.owned, (0..PARTITIONS).collect::<BTreeSet<_>>());
+}
+
+#[test]
+fn classic_members_learn_their_assignment_only_through_sync_group() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let (mut a, _b) = classic_pair(&mut w);
+    let mut c = Client::new("c", &[TOPIC]);
+    c.beat(&mut w.cg, true);
+    // Before rejoining, a's sync at its old generation is told to rejoin.
+    assert_eq!(a.sync(&mut w, &[]), ErrorCode::RebalanceInProgress);
+    a.join(&mut w);
+    a.joined(&mut w).expect("answered");
+    let d = w.cg.describe();
+    let target: BTreeSet<i32> = d
+        .members
+        .iter()
+        .find(|m| m.member_id == a.id)
+        .map(|m| m.assignment.values().flatten().copied().collect())
+        .expect("a described");
+    assert_eq!(a.sync(&mut w, &[]), ErrorCode::None);
+    assert_eq!(a.owned, target);
+    // A wrong generation or an unknown member is refused.
+    a.generation -= 1;
+    assert_eq!(a.heartbeat(&mut w), ErrorCode::IllegalGeneration);
+    let stranger = HeartbeatRequest {
+        group_id: GROUP.into(),
+        generation_id: 1,
+        member_id: "nobody".into(),
+        group_instance_id: None,
+    };
+    assert_eq!(
+        w.cg.coord.heartbeat(&stranger, w.cg.now),
+        ErrorCode::UnknownMemberId
+    );
+    // A consumer-protocol member cannot speak the classic protocol.
+    let as_classic = HeartbeatRequest {
+        member_id: "c".into(),
+        generation_id: c.epoch.expect("joined"),
+        ..stranger
+    };
+    assert_eq!(
+        w.cg.coord.heartbeat(&as_classic, w.cg.now),
+        ErrorCode::UnknownMemberId
+    );
+}
+
+#[test]
+fn disabled_policy_keeps_a_classic_group_classic() {
+    let mut w = World::new(MigrationPolicy::Disabled);
+    let (_a, _b) = classic_pair(&mut w);
+    let mut c = Client::new("c", &[TOPIC]);
+    let r = c.beat(&mut w.cg, true);
+    assert_eq!(r.error, ErrorCode::GroupIdNotFound);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Group g is not a consumer group.")
+    );
+    assert_eq!(w.group_type(), "classic");
+    assert_eq!(
+        w.cg.coord.group_state(GROUP).map(|s| s.0),
+        Some(GroupState::Stable)
+    );
+}
+
+#[test]
+fn upgrade_only_policy_keeps_the_consumer_group_when_the_consumer_member_leaves() {
+    let mut w = World::new(MigrationPolicy::Upgrade);
+    let (_a, _b) = classic_pair(&mut w);
+    let mut c = Client::new("c", &[TOPIC]);
+    assert_eq!(c.beat(&mut w.cg, true).error, ErrorCode::None);
+    assert_eq!(w.group_type(), "consumer");
+    c.leave(&mut w.cg);
+    assert_eq!(w.group_type(), "consumer");
+    assert_eq!(w.cg.describe().members.len(), 2);
+}
+
+#[test]
+fn a_classic_group_of_another_protocol_type_is_not_upgraded() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let mut a = Classic::new();
+    let mut req = a.join_req();
+    req.protocol_type = "connect".into();
+    req.require_known_member_id = false;
+    w.token += 1;
+    let out = w.cg.coord.join_group(req, w.token, w.cg.now);
+    w.exec(out);
+    a.parked_join = Some(w.token);
+    a.joined(&mut w).expect("joined");
+    let r = Client::new("c", &[TOPIC]).beat(&mut w.cg, true);
+    assert_eq!(r.error, ErrorCode::GroupIdNotFound);
+    assert_eq!(w.group_type(), "classic");
+}
+
+#[test]
+fn replay_restores_the_migrated_group_and_its_classic_members() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let (mut a, mut b) = classic_pair(&mut w);
+    let mut c = Client::new("c", &[TOPIC]);
+    c.beat(&mut w.cg, true);
+    settle(&mut w, &mut a, &mut b, &mut c);
+    let before = w.cg.describe();
+    let mut replayed = w.cg.replayed();
+    let after = replayed
+        .describe_consumer_groups(&[GROUP.to_string()])
+        .remove(0);
+    assert_eq!(after.members, before.members);
+    assert_eq!(after.group_epoch, before.group_epoch);
+    // The classic members are still classic: their heartbeats with
+    // generation = member epoch are accepted.
+    for m in [&a, &b] {
+        let req = HeartbeatRequest {
+            group_id: GROUP.into(),
+            generation_id: m.generation,
+            member_id: m.id.clone(),
+            group_instance_id: None,
+        };
+        assert_eq!(replayed.heartbeat(&req, w.cg.now), ErrorCode::None);
+    }
+
+    // After the downgrade, the log holds a classic group with a and b.
+    c.leave(&mut w.cg);
+    let replayed = w.cg.replayed();
+    let g = replayed.describe_groups(&[GROUP.to_string()]).remove(0);
+    assert!(g.found);
+    let mut ids: Vec<String> = g.members.into_iter().map(|m| m.member_id).collect();
+    ids.sort();
+    let mut want = vec![a.id.clone(), b.id.clone()];
+    want.sort();
+    assert_eq!(ids, want);
+    assert_eq!(replayed.list_groups(&[], &[])[0].group_type, "classic");
+}
+
+#[test]
+fn a_classic_member_leaving_bumps_the_epoch_and_its_partitions_move() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let (mut a, mut b) = classic_pair(&mut w);
+    let mut c = Client::new("c", &[TOPIC]);
+    c.beat(&mut w.cg, true);
+    settle(&mut w, &mut a, &mut b, &mut c);
+    let epoch = w.cg.describe().group_epoch;
+    let (resp, out) = w.cg.coord.leave_group(
+        &LeaveRequest {
+            group_id: GROUP.into(),
+            members: vec![LeavingMember {
+                member_id: b.id.clone(),
+                group_instance_id: None,
+            }],
+        },
+        w.cg.now,
+    );
+    w.exec(out);
+    assert_eq!(resp.members[0].error, ErrorCode::None);
+    b.owned.clear();
+    let d = w.cg.describe();
+    assert_eq!(d.group_epoch, epoch + 1);
+    assert_eq!(d.members.len(), 2);
+    for _ in 0..10 {
+        if a.heartbeat(&mut w) == ErrorCode::RebalanceInProgress {
+            a.join(&mut w);
+            a.joined(&mut w).expect("answered");
+            let _ = a.sync(&mut w, &[]);
+        }
+        c.beat(&mut w.cg, true);
+        owners(&[&a], &[&c]);
+        w.advance(1_000);
+    }
+    let who = owners(&[&a], &[&c]);
+    assert_eq!(who.len(), PARTITIONS as usize, "{who:?}");
+}
