@@ -222,7 +222,7 @@ fn parallel(
         std::thread::sleep(Duration::from_millis(5));
     }
     let cpu = process_cpu() - cpu_before;
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
     let start = *first_start.get().expect("a record ran");
     let end = last_end
         .lock()

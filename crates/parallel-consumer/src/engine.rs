@@ -26,7 +26,7 @@
 //!   commit under a new generation (exactly-once mode, after an aborted
 //!   transaction: the aborted records must run again).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::metadata::{self, CompletedSet, Encoded, MetadataError};
 use crate::scheduler::{ConfigError, Decision, Scheduler, SchedulerConfig, TaskId, TaskMap};
@@ -34,6 +34,7 @@ use crate::tracker::{AssignmentTracker, ResultOutcome, TopicPartition, TrackerEr
 
 /// Limits of the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EngineConfig {
     pub scheduler: SchedulerConfig,
     /// Size bound of the commit metadata (the broker's
@@ -176,6 +177,9 @@ pub struct Engine<T> {
     /// Whether [`Engine::actions`] leaves the metadata size check to
     /// explicit [`Engine::check_metadata`] calls.
     metadata_checks_deferred: bool,
+    /// Partitions the user paused (owned or not: the pause holds across
+    /// assignments).
+    user_paused: HashSet<TopicPartition>,
 }
 
 impl<T> Engine<T> {
@@ -193,6 +197,7 @@ impl<T> Engine<T> {
             running: TaskMap::default(),
             stale: HashMap::new(),
             metadata_checks_deferred: false,
+            user_paused: HashSet::new(),
         })
     }
 
@@ -425,6 +430,18 @@ impl<T> Engine<T> {
         self.scheduler.buffered_bytes()
     }
 
+    /// Pauses `tp` for the user (or ends that), from the next
+    /// [`Engine::actions`] on: nothing of it is fetched or submitted while
+    /// paused, whatever its buffer holds, and the pause outlives
+    /// reassignments.
+    pub fn set_user_paused(&mut self, tp: &TopicPartition, paused: bool) {
+        if paused {
+            self.user_paused.insert(tp.clone());
+        } else {
+            self.user_paused.remove(tp);
+        }
+    }
+
     /// Tasks to submit and partitions to pause or resume.
     pub fn actions(&mut self) -> Vec<Decision<Task<T>>> {
         if !self.metadata_checks_deferred {
@@ -439,6 +456,8 @@ impl<T> Engine<T> {
             };
             let held = !part.metadata_fits || t.tracked() >= self.config.max_tracked_per_partition;
             self.scheduler.set_held(tp, held);
+            self.scheduler
+                .set_user_paused(tp, self.user_paused.contains(tp));
         }
         let decisions = self.scheduler.decide();
         for d in &decisions {

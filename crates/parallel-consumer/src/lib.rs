@@ -31,6 +31,37 @@
 //!
 //! `docs/parallel-consumer.md` describes the design and the metadata format.
 //!
+//! # Usage
+//!
+//! A consumer from [`driver::ParallelConsumer::builder`], a handler that
+//! gets a [`driver::HandlerContext`] (attempt number, assignment
+//! generation, cancellation on revoke) and says whether a failure is
+//! [`driver::HandlerError::Retriable`] or [`driver::HandlerError::Terminal`],
+//! the event stream, and an async shutdown:
+//!
+#![doc = include_str!("usage.md")]
+//!
+//! Lifecycle:
+//!
+//! - [`driver::ParallelConsumer::shutdown`] stops fetching, lets in-flight
+//!   handlers finish for up to `shutdown_timeout`, commits the completed
+//!   prefix and leaves the group; it only awaits the owner thread, so it
+//!   works on a current-thread runtime. `shutdown_blocking` is the same for
+//!   non-async callers; `abort` stops without committing.
+//! - Dropping the consumer never blocks: the same drain and final commit
+//!   run in the background.
+//! - [`driver::ParallelConsumer::events`] reports what goes wrong after
+//!   start (commit and dead-letter failures, stopped partitions, lost
+//!   assignments, client errors, the fatal error that stopped it).
+//! - [`driver::ParallelConsumer::pause`] / `resume` hold a partition
+//!   (nothing fetched or handed out) until the user resumes it.
+//!
+//! The crate re-exports [`rdkafka`] (the version its API takes, for
+//! example `ClientConfig`). Its minimum Rust version is the workspace's
+//! `rust-version` (1.88).
+//!
+//! The tracker alone:
+//!
 //! ```
 //! use weir_parallel_consumer::tracker::PartitionTracker;
 //!
@@ -45,6 +76,8 @@
 //! assert_eq!(p.next_commit(), 13);
 //! ```
 
+pub use rdkafka;
+
 pub mod driver;
 pub mod engine;
 pub mod exactly_once;
@@ -53,3 +86,21 @@ pub mod metrics;
 pub mod record;
 pub mod scheduler;
 pub mod tracker;
+
+#[cfg(test)]
+mod tests {
+    /// docs/parallel-consumer.md shows the usage example compiled here.
+    #[test]
+    fn the_docs_show_the_doctested_usage_example() {
+        let docs = include_str!("../../../docs/parallel-consumer.md");
+        let example = include_str!("usage.md");
+        let body = example
+            .trim()
+            .trim_start_matches("```no_run")
+            .trim_end_matches("```");
+        assert!(
+            docs.contains(&format!("```rust{body}```")),
+            "docs/parallel-consumer.md's Usage example differs from src/usage.md"
+        );
+    }
+}

@@ -45,6 +45,7 @@ pub enum Ordering {
 
 /// Limits of the scheduler.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SchedulerConfig {
     pub ordering: Ordering,
     /// Tasks running at once, over all partitions.
@@ -206,6 +207,8 @@ struct PartitionState<T> {
     held: bool,
     /// Stopped by the failure policy: nothing more is submitted.
     stopped: bool,
+    /// Paused by the user: nothing more is submitted until resumed.
+    user_paused: bool,
 }
 
 impl<T> PartitionState<T> {
@@ -218,6 +221,7 @@ impl<T> PartitionState<T> {
             paused: false,
             held: false,
             stopped: false,
+            user_paused: false,
         }
     }
 
@@ -384,6 +388,15 @@ impl<T> Scheduler<T> {
         }
     }
 
+    /// Pauses `tp` for the user (or ends that): while paused it stays
+    /// paused whatever its buffer, and none of its waiting records is
+    /// submitted.
+    pub fn set_user_paused(&mut self, tp: &TopicPartition, paused: bool) {
+        if let Some((_, state)) = self.partitions.get_mut(tp) {
+            state.user_paused = paused;
+        }
+    }
+
     /// Stops `tp`: it is paused and nothing more of it is submitted.
     pub fn stop(&mut self, tp: &TopicPartition) {
         if let Some((_, state)) = self.partitions.get_mut(tp) {
@@ -432,7 +445,7 @@ impl<T> Scheduler<T> {
                 let Some((incarnation, state)) = self.partitions.get_mut(tp) else {
                     continue;
                 };
-                if state.stopped {
+                if state.stopped || state.user_paused {
                     continue;
                 }
                 let locks = &self.locks;
@@ -489,10 +502,12 @@ impl<T> Scheduler<T> {
         }
         for (tp, (_, state)) in &mut self.partitions {
             let must_pause = state.stopped
+                || state.user_paused
                 || state.held
                 || self.bytes_full
                 || state.buffered() >= self.config.max_buffered_per_partition;
             let may_resume = !state.stopped
+                && !state.user_paused
                 && !state.held
                 && !self.bytes_full
                 && state.buffered() <= self.config.resume_at_buffered;

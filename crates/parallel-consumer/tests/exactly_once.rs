@@ -211,7 +211,7 @@ fn outputs_and_offsets_commit_in_one_transaction() {
         let (_, metadata) = common::committed(b, &group, &input, p).expect("committed");
         assert_eq!(metadata, "", "exactly-once commits carry no completed set");
     }
-    let report = pc.shutdown().expect("shutdown");
+    let report = pc.shutdown_blocking().expect("shutdown");
     assert_eq!(report.final_commit_error, None);
     let got = read_all(b, &output, 2, "read_committed");
     assert_eq!(not_exactly_once(&want, &got), vec![]);
@@ -281,7 +281,7 @@ fn an_aborted_transaction_runs_its_records_again() {
         || common::committed(b, &group, &input, 0).is_some_and(|(o, _)| o == 20),
         || format!("{:#?}", events.lock().unwrap()),
     );
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
     let events = events.lock().unwrap().clone();
     let aborted = events
         .iter()
@@ -356,13 +356,15 @@ fn a_second_producer_with_the_same_transactional_id_stops_the_first() {
         want.extend(more);
     }
     common::wait_until("the fenced instance stopped", || !first.is_running());
-    let err = first.shutdown().expect_err("the first instance was fenced");
+    let err = first
+        .shutdown_blocking()
+        .expect_err("the first instance was fenced");
     assert!(matches!(err, DriverError::ProducerFenced(_)), "{err:?}");
     assert!(second.is_running());
     common::wait_until("the second instance committed everything", || {
         (0..2).all(|p| common::committed(b, &group, &input, p).is_some_and(|(o, _)| o == 20))
     });
-    second.shutdown().expect("shutdown second");
+    second.shutdown_blocking().expect("shutdown second");
     let got = read_all(b, &output, 1, "read_committed");
     assert_eq!(not_exactly_once(&want, &got), vec![]);
 }
@@ -414,7 +416,7 @@ fn waiting_outputs_over_their_byte_bound_start_a_transaction_early() {
         "{transactions} transactions with outputs for 50 records"
     );
     // The rest goes with the shutdown's transaction.
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
     assert_eq!(
         common::committed(b, &group, &input, 0).map(|(o, _)| o),
         Some(50)
@@ -516,8 +518,8 @@ fn a_revoke_commits_the_completed_prefix_in_a_transaction() {
         "the second member owns a partition and committed it",
         || second.stats().iter().any(|p| p.committed == Some(5)),
     );
-    second.shutdown().expect("shutdown second");
-    first.shutdown().expect("shutdown first");
+    second.shutdown_blocking().expect("shutdown second");
+    first.shutdown_blocking().expect("shutdown first");
     for p in 0..2 {
         assert_eq!(
             common::committed(b, &group, &input, p).map(|(o, _)| o),

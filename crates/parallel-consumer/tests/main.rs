@@ -8,6 +8,7 @@ mod end_to_end;
 mod exactly_once;
 mod exactly_once_e2e;
 mod idempotent_effects;
+mod lifecycle;
 mod metadata_fuzz_smoke;
 mod mock_cluster;
 mod scenarios;

@@ -115,7 +115,7 @@ fn row4_failed_commit_is_not_a_checkpoint_and_is_retried() {
     wait_until("the confirmed commit is visible in the stats", || {
         common::stats_of(&pc, &topic, 0).is_some_and(|s| s.committed == Some(3))
     });
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
 }
 
 #[test]
@@ -163,5 +163,5 @@ fn row7_lost_assignment_discards_the_late_result() {
     let s = common::stats_of(&pc, &topic, 0).expect("stats");
     assert_eq!(s.skipped, 1, "record 1 came back but was restored as done");
     common::row7_only_the_new_run_moves_the_commit(&pc, b, &group, &topic, &log, old_run, new_run);
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
 }

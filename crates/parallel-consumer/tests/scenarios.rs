@@ -147,7 +147,7 @@ fn row4_refused_commit_is_not_a_checkpoint() {
     );
     assert!(matches!(s.committed, None | Some(0)), "{s:?}");
     // Crash: the next owner runs everything again.
-    pc.abort().expect("abort");
+    pc.abort_blocking().expect("abort");
     let log2 = common::Log::default();
     let (_open, gate2) = watch::channel(true);
     let pc = ParallelConsumer::start(
@@ -164,7 +164,7 @@ fn row4_refused_commit_is_not_a_checkpoint() {
     for offset in 0..3 {
         assert!(log2.lock().unwrap().contains(&("end", 0, offset)));
     }
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
 }
 
 /// Stops (SIGSTOP) a broker process until dropped (SIGCONT).
@@ -243,5 +243,5 @@ fn row7_lost_assignment_discards_the_late_result() {
     let s = common::stats_of(&pc, &topic, 0).expect("stats");
     assert_eq!(s.skipped, 1, "record 1 came back but was restored as done");
     common::row7_only_the_new_run_moves_the_commit(&pc, b, &group, &topic, &log, old_run, new_run);
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
 }

@@ -237,7 +237,7 @@ fn dead_letter_reaches_its_topic(b: &str) {
     // the poison record is committed past only once it is in the
     // dead-letter topic
     wait_until("3 committed", || committed(b, &group, &topic) == Some(3));
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
     assert_eq!(read(b, &dlt, 1), vec!["poison".to_string()]);
 }
 
@@ -271,6 +271,6 @@ fn the_exactly_once_producer_authenticates_like_the_consumer() {
     )
     .expect("start");
     wait_until("3 committed", || committed(b, &group, &topic) == Some(3));
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
     assert_eq!(read(b, &out, 3), vec!["a!", "b!", "c!"]);
 }

@@ -204,7 +204,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
-    let report = consumer.shutdown()?;
+    let report = consumer.shutdown_blocking()?;
     eprintln!("stopped: {report:?}");
     if let Some(e) = report.final_commit_error {
         return Err(format!("final commit failed: {e}").into());

@@ -87,7 +87,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     });
-    let report = consumer.shutdown()?;
+    let report = consumer.shutdown_blocking()?;
     println!("stopped: {report:?}");
     let events = store
         .lock()

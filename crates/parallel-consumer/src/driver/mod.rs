@@ -30,10 +30,14 @@
 //! for p in consumer.stats() {
 //!     println!("{}-{}: committed {:?}", p.topic, p.partition, p.committed);
 //! }
-//! consumer.shutdown()?;
+//! consumer.shutdown_blocking()?;
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! The crate documentation shows the builder ([`ParallelConsumer::builder`])
+//! with an async handler that takes a [`HandlerContext`] and an async
+//! shutdown.
 //!
 //! Exactly-once mode ([`ParallelConsumer::start_exactly_once`]): the handler
 //! returns the output records of its input record; they are written, and
@@ -71,54 +75,66 @@
 //!     },
 //! )?;
 //! // ... later
-//! consumer.shutdown()?;
+//! consumer.shutdown_blocking()?;
 //! # Ok(())
 //! # }
 //! ```
 
+mod builder;
 mod commit;
 pub mod connection;
+mod events;
+mod handler;
 mod owner;
 mod rebalance;
 pub mod txn;
 mod worker;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::atomic::{AtomicU8, Ordering as AtomicOrdering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering as AtomicOrdering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::FutureProducer;
+use tokio::sync::{broadcast, oneshot};
 
 use crate::engine::{CommitRequest, Engine, EngineConfig, Outcome, PartitionStats};
 use crate::exactly_once::OutputRecord;
 use crate::record::{FailurePolicy, Record, RetryPolicy};
 use crate::scheduler::ConfigError;
 use crate::tracker::TopicPartition;
-use rebalance::PcContext;
+pub use builder::{ParallelConsumerBuilder, Prepared};
+pub use events::{ConsumerEvent, EVENT_CAPACITY};
+pub use handler::{BoxError, CancellationToken, HandlerContext, HandlerError, RetryDelay};
 use txn::Transactional;
 pub use txn::{ExactlyOnceConfig, TxnEvent, TxnObserver, TxnSummary};
-use worker::{BoxHandler, Report, WorkerEnv};
+use worker::{BoxHandler, Report};
 
 /// Settings of the driver (the Kafka client's own settings are the
-/// `ClientConfig` passed to [`ParallelConsumer::start`]).
+/// `ClientConfig` passed to [`ParallelConsumer::start`] or the builder).
+/// Start from `DriverConfig::default()` and change fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DriverConfig {
     pub engine: EngineConfig,
     pub retry: RetryPolicy,
+    /// The wait after failed attempt `n` (1-based) before the next one;
+    /// `None`: `retry`'s exponential backoff. `retry.max_attempts` bounds
+    /// the attempts either way.
+    pub retry_delay: Option<RetryDelay>,
     pub on_failure: FailurePolicy,
     /// How often completed work is committed.
     pub commit_interval: Duration,
     /// How long a revoke waits for in-flight work before committing the
     /// completed prefix (keep well below `max.poll.interval.ms`).
     pub revoke_timeout: Duration,
-    /// How long shutdown waits for in-flight work.
+    /// How long shutdown (and the background drain after a drop) waits for
+    /// in-flight work before committing the completed prefix.
     pub shutdown_timeout: Duration,
     /// Longest wait of one loop turn: in `poll` for records while no task
     /// runs; otherwise on the worker result queue (a result ends it at once,
@@ -145,6 +161,7 @@ impl Default for DriverConfig {
         DriverConfig {
             engine: EngineConfig::default(),
             retry: RetryPolicy::default(),
+            retry_delay: None,
             on_failure: FailurePolicy::default(),
             commit_interval: Duration::from_secs(1),
             revoke_timeout: Duration::from_secs(10),
@@ -171,12 +188,25 @@ impl DriverConfig {
                 name: "retry.max_attempts",
             });
         }
+        if self.engine.max_tracked_per_partition == 0 {
+            return Err(ConfigError::Zero {
+                name: "engine.max_tracked_per_partition",
+            });
+        }
+        for (name, d) in [
+            ("commit_interval", self.commit_interval),
+            ("poll_timeout", self.poll_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::Zero { name });
+            }
+        }
         Ok(())
     }
 }
 
 /// Errors of the driver.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum DriverError {
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
@@ -201,7 +231,11 @@ pub enum DriverError {
     #[error("cannot rewind after an aborted transaction: {0}")]
     Rewind(#[source] KafkaError),
     #[error("cannot spawn the consumer thread: {0}")]
-    Spawn(#[source] std::io::Error),
+    Spawn(#[source] Arc<std::io::Error>),
+    #[error("no tokio runtime: pass one to the builder or start inside one")]
+    NoRuntime,
+    #[error("no topics to subscribe to")]
+    NoTopics,
     #[error("the consumer thread panicked")]
     ThreadPanicked,
 }
@@ -241,6 +275,14 @@ pub(crate) struct Shared {
     txn: Option<Transactional>,
     /// What stopped the consumer, with state `FAILED`.
     failure: Mutex<Option<DriverError>>,
+    /// Where [`ConsumerEvent`]s go (sent only while someone listens).
+    events: broadcast::Sender<ConsumerEvent>,
+    /// The cancellation token of each owned partition's assignment, by
+    /// generation; fired when the partition goes.
+    tokens: Mutex<HashMap<TopicPartition, (u64, CancellationToken)>>,
+    /// How long the shutdown drain waits, in milliseconds
+    /// ([`DriverConfig::shutdown_timeout`] unless shutdown says otherwise).
+    shutdown_timeout_ms: AtomicU64,
 }
 
 impl Shared {
@@ -277,11 +319,68 @@ impl Shared {
     /// Stops the consumer with a fatal error (the first one is kept).
     fn fail(&self, error: DriverError) {
         tracing::error!(error = %error, "stopping");
+        self.emit(|| ConsumerEvent::Stopped(error.clone()));
         self.failure
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get_or_insert(error);
         self.state.store(FAILED, AtomicOrdering::SeqCst);
+    }
+
+    /// Sends an event if anyone listens.
+    fn emit(&self, event: impl FnOnce() -> ConsumerEvent) {
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(event());
+        }
+    }
+
+    /// The cancellation token of `tp`'s assignment `generation`; a token of
+    /// an earlier generation is fired and replaced.
+    fn token_for(
+        tokens: &mut HashMap<TopicPartition, (u64, CancellationToken)>,
+        tp: &TopicPartition,
+        generation: u64,
+    ) -> CancellationToken {
+        match tokens.get(tp) {
+            Some((g, token)) if *g == generation => token.clone(),
+            _ => {
+                let token = CancellationToken::new();
+                if let Some((_, old)) = tokens.insert(tp.clone(), (generation, token.clone())) {
+                    old.cancel();
+                }
+                token
+            }
+        }
+    }
+
+    /// Reports a failed commit of `request` (already logged).
+    fn commit_failed(&self, request: &CommitRequest, error: KafkaError, ownership: bool) {
+        self.emit(|| ConsumerEvent::CommitFailed {
+            tp: request.tp.clone(),
+            offset: request.offset,
+            error,
+            ownership,
+        });
+    }
+
+    fn lock_tokens(&self) -> MutexGuard<'_, HashMap<TopicPartition, (u64, CancellationToken)>> {
+        self.tokens.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Fires (and forgets) the tokens of partitions that are going.
+    fn cancel(&self, tps: &[TopicPartition]) {
+        let mut tokens = self.lock_tokens();
+        for tp in tps {
+            if let Some((_, token)) = tokens.remove(tp) {
+                token.cancel();
+            }
+        }
+    }
+
+    fn cancel_all(&self) {
+        for (_, (_, token)) in self.lock_tokens().drain() {
+            token.cancel();
+        }
     }
 
     /// Forgets the waiting outputs of partitions that are gone.
@@ -335,29 +434,56 @@ pub(crate) fn commit<C: rdkafka::consumer::ConsumerContext>(
 
 /// What the consumer thread did when it stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ShutdownReport {
     /// The final commits made (empty after [`ParallelConsumer::abort`]).
     pub final_commits: Vec<CommitRequest>,
     /// Whether the final commit failed.
     pub final_commit_error: Option<String>,
+    /// Tasks running when the shutdown began that finished within the
+    /// drain deadline (their records are in the final commit's prefix
+    /// unless an earlier record of their partition was unfinished).
+    pub drained: usize,
     /// Tasks still running when the wait ended (their records run again on
-    /// the next owner).
+    /// the next owner); their cancellation tokens were fired.
     pub abandoned: usize,
+    /// From the stop request to the end of the final commit and leaving
+    /// the group.
+    pub duration: Duration,
 }
 
-/// A running parallel consumer. Dropping it shuts it down like
-/// [`ParallelConsumer::shutdown`].
+type ThreadResult = Result<ShutdownReport, DriverError>;
+
+/// A running parallel consumer.
+///
+/// Stopping: [`ParallelConsumer::shutdown`] (async: drains in-flight work
+/// up to [`DriverConfig::shutdown_timeout`], commits the completed prefix,
+/// leaves the group), [`ParallelConsumer::shutdown_blocking`] (the same for
+/// callers outside an async runtime), [`ParallelConsumer::abort`] (no
+/// drain, no commit). Dropping it never blocks: it asks the owner thread
+/// to shut down and returns; the drain and final commit then happen in the
+/// background (as long as the process and the handlers' runtime live).
 pub struct ParallelConsumer {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<Result<ShutdownReport, DriverError>>>,
+    thread: Option<JoinHandle<()>>,
+    /// The owner thread's result, sent as its last act.
+    done: Option<oneshot::Receiver<ThreadResult>>,
 }
 
 impl ParallelConsumer {
+    /// A builder: client settings, topics, driver settings, runtime, then
+    /// [`ParallelConsumerBuilder::start`] with a handler.
+    pub fn builder() -> ParallelConsumerBuilder {
+        ParallelConsumerBuilder::default()
+    }
+
     /// Subscribes to `topics` and starts the owner thread. `client` must set
     /// `bootstrap.servers` and `group.id`; the driver sets
     /// `enable.auto.commit=false` and `enable.auto.offset.store=false` (it
     /// commits explicit offsets). Handlers run on `runtime`, which needs the
-    /// time driver enabled (retries sleep).
+    /// time driver enabled (retries sleep). Every handler error is
+    /// retriable ([`HandlerError::Retriable`]); the builder takes handlers
+    /// with a [`HandlerContext`] and terminal errors.
     pub fn start<H, F, E>(
         client: ClientConfig,
         topics: &[&str],
@@ -370,11 +496,21 @@ impl ParallelConsumer {
         F: Future<Output = Result<(), E>> + Send + 'static,
         E: std::fmt::Display + Send + 'static,
     {
-        let handler: BoxHandler = Arc::new(move |r| {
+        let handler: BoxHandler = Arc::new(move |r, _cx| {
             let fut = handler(r);
-            Box::pin(async move { fut.await.map(|()| Vec::new()).map_err(|e| e.to_string()) })
+            Box::pin(async move {
+                fut.await
+                    .map(|()| Vec::new())
+                    .map_err(|e| HandlerError::retriable(e.to_string()))
+            })
         });
-        Self::start_inner(client, topics, config, None, runtime, handler)
+        ParallelConsumer::builder()
+            .client(client)
+            .topics(topics.iter().copied())
+            .config(config)
+            .runtime(runtime)
+            .build()?
+            .start_boxed(handler)
     }
 
     /// Starts in exactly-once mode (consume-transform-produce): `handler`
@@ -392,8 +528,8 @@ impl ParallelConsumer {
     /// initialised here, which fences an earlier producer with the same
     /// `transactional.id` and aborts its open transaction. If this producer
     /// is fenced later, the consumer stops: [`ParallelConsumer::is_running`]
-    /// turns false and [`ParallelConsumer::shutdown`] returns
-    /// [`DriverError::ProducerFenced`].
+    /// turns false, [`ConsumerEvent::Stopped`] is sent and
+    /// [`ParallelConsumer::shutdown`] returns [`DriverError::ProducerFenced`].
     ///
     /// With [`FailurePolicy::DeadLetter`] the dead-letter copy of a record
     /// is its output, written in the transaction.
@@ -410,93 +546,21 @@ impl ParallelConsumer {
         F: Future<Output = Result<Vec<OutputRecord>, E>> + Send + 'static,
         E: std::fmt::Display + Send + 'static,
     {
-        let handler: BoxHandler = Arc::new(move |r| {
+        let handler: BoxHandler = Arc::new(move |r, _cx| {
             let fut = handler(r);
-            Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
+            Box::pin(async move {
+                fut.await
+                    .map_err(|e| HandlerError::retriable(e.to_string()))
+            })
         });
-        Self::start_inner(client, topics, config, Some(exactly_once), runtime, handler)
-    }
-
-    fn start_inner(
-        mut client: ClientConfig,
-        topics: &[&str],
-        mut config: DriverConfig,
-        exactly_once: Option<ExactlyOnceConfig>,
-        runtime: tokio::runtime::Handle,
-        handler: BoxHandler,
-    ) -> Result<ParallelConsumer, DriverError> {
-        config.validate()?;
-        if client.get("group.id").is_none() {
-            return Err(DriverError::NoGroupId);
-        }
-        if client.get("enable.auto.commit") == Some("true") {
-            return Err(DriverError::ForbiddenSetting {
-                setting: "enable.auto.commit=true",
-            });
-        }
-        client.set("enable.auto.commit", "false");
-        client.set("enable.auto.offset.store", "false");
-        if exactly_once.is_some() {
-            // Records of aborted upstream transactions must not be
-            // transformed; committed offsets pending in an open transaction
-            // are waited for (OffsetFetch with require_stable).
-            if client.get("isolation.level") == Some("read_uncommitted") {
-                return Err(DriverError::ForbiddenSetting {
-                    setting: "isolation.level=read_uncommitted",
-                });
-            }
-            client.set("isolation.level", "read_committed");
-            // Records above the watermark have no outputs written yet: a new
-            // owner must run them again.
-            config.engine.completed_set = false;
-        }
-        let dead_letter = match &config.on_failure {
-            FailurePolicy::DeadLetter { .. } if exactly_once.is_none() => Some(
-                dead_letter_config(&client, config.dead_letter_producer.as_ref())?
-                    .create::<FutureProducer>()?,
-            ),
-            _ => None,
-        };
-        let mut engine = Engine::new(config.engine.clone())?;
-        // The owner thread checks the metadata bound on a timer.
-        engine.defer_metadata_checks();
-        // Before subscribing: fencing the previous producer aborts its open
-        // transaction, so the offsets this consumer starts from are settled.
-        let txn = exactly_once
-            .map(|eos| Transactional::start(&client, eos))
-            .transpose()?;
-        let (results_tx, results_rx) = channel();
-        let shared = Arc::new(Shared {
-            engine: Mutex::new(engine),
-            results: Mutex::new(results_rx),
-            started: Instant::now(),
-            state: AtomicU8::new(RUN),
-            txn,
-            failure: Mutex::new(None),
-            config: config.clone(),
-        });
-        let consumer: BaseConsumer<PcContext> = client.create_with_context(PcContext {
-            shared: shared.clone(),
-        })?;
-        consumer.subscribe(topics)?;
-        let env = Arc::new(WorkerEnv {
-            handler,
-            retry: config.retry.clone(),
-            on_failure: config.on_failure.clone(),
-            dead_letter,
-            dead_letter_timeout: config.dead_letter_timeout,
-            dead_letter_as_output: shared.txn.is_some(),
-            results: results_tx,
-        });
-        let thread_shared = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("weir-pc-owner".into())
-            .spawn(move || owner::run(consumer, thread_shared, env, runtime))
-            .map_err(DriverError::Spawn)?;
-        Ok(ParallelConsumer {
-            shared,
-            thread: Some(thread),
-        })
+        ParallelConsumer::builder()
+            .client(client)
+            .topics(topics.iter().copied())
+            .config(config)
+            .exactly_once(exactly_once)
+            .runtime(runtime)
+            .build()?
+            .start_boxed(handler)
     }
 
     /// The per-partition observations now (read from the owner thread's
@@ -516,28 +580,107 @@ impl ParallelConsumer {
         self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
 
-    /// Stops fetching, waits (bounded) for in-flight work, commits the
-    /// completed prefix and leaves the group. If a fatal error had already
-    /// stopped the consumer, returns it.
-    pub fn shutdown(mut self) -> Result<ShutdownReport, DriverError> {
-        self.stop(SHUTDOWN)
+    /// A receiver of the [`ConsumerEvent`]s from now on: commit failures,
+    /// dead-letter failures, stopped partitions, lost assignments, client
+    /// errors, and the fatal error that stopped the consumer. Each call
+    /// gives a new receiver; one that falls more than [`EVENT_CAPACITY`]
+    /// events behind loses the oldest (`RecvError::Lagged`).
+    pub fn events(&self) -> broadcast::Receiver<ConsumerEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// Pauses `tp` for this consumer: nothing more of it is fetched or
+    /// handed to handlers (tasks already running finish) until
+    /// [`ParallelConsumer::resume`], whatever its buffer holds, and across
+    /// reassignments of the partition. The owner thread applies it within
+    /// a loop turn ([`DriverConfig::poll_timeout`]). A partition not owned
+    /// now is paused once assigned.
+    pub fn pause(&self, tp: &TopicPartition) {
+        self.shared.lock_engine().set_user_paused(tp, true);
+    }
+
+    /// Ends a [`ParallelConsumer::pause`]; flow control decides again
+    /// whether the partition fetches.
+    pub fn resume(&self, tp: &TopicPartition) {
+        self.shared.lock_engine().set_user_paused(tp, false);
+    }
+
+    /// Stops fetching, waits up to [`DriverConfig::shutdown_timeout`] for
+    /// in-flight work, commits the completed prefix and leaves the group. If
+    /// a fatal error had already stopped the consumer, returns it.
+    ///
+    /// The wait happens on the owner thread: this future only awaits its
+    /// answer, so on any runtime (a current-thread one included) the
+    /// handlers keep running while it drains.
+    pub async fn shutdown(self) -> Result<ShutdownReport, DriverError> {
+        self.stop_async(SHUTDOWN).await
+    }
+
+    /// [`ParallelConsumer::shutdown`] with another drain deadline.
+    pub async fn shutdown_with_timeout(
+        self,
+        timeout: Duration,
+    ) -> Result<ShutdownReport, DriverError> {
+        self.set_shutdown_timeout(timeout);
+        self.stop_async(SHUTDOWN).await
     }
 
     /// Stops at once without committing anything more, as if the process
-    /// died after its last periodic commit (in-flight work is abandoned).
-    pub fn abort(mut self) -> Result<ShutdownReport, DriverError> {
-        self.stop(ABORT)
+    /// died after its last periodic commit: in-flight work is abandoned
+    /// (its cancellation tokens fire).
+    pub async fn abort(self) -> Result<ShutdownReport, DriverError> {
+        self.stop_async(ABORT).await
     }
 
-    fn stop(&mut self, how: u8) -> Result<ShutdownReport, DriverError> {
+    /// [`ParallelConsumer::shutdown`] for callers outside an async context:
+    /// blocks the calling thread until the owner thread finished. Do not
+    /// call it on a runtime thread: on a current-thread runtime the
+    /// handlers could not run while it waits.
+    pub fn shutdown_blocking(mut self) -> Result<ShutdownReport, DriverError> {
+        self.stop_blocking(SHUTDOWN)
+    }
+
+    /// [`ParallelConsumer::abort`], blocking the calling thread.
+    pub fn abort_blocking(mut self) -> Result<ShutdownReport, DriverError> {
+        self.stop_blocking(ABORT)
+    }
+
+    fn set_shutdown_timeout(&self, timeout: Duration) {
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self.shared
+            .shutdown_timeout_ms
+            .store(ms, AtomicOrdering::SeqCst);
+    }
+
+    fn request_stop(&self, how: u8) {
         let _ = self.shared.state.compare_exchange(
             RUN,
             how,
             AtomicOrdering::SeqCst,
             AtomicOrdering::SeqCst,
         );
-        match self.thread.take() {
-            Some(t) => t.join().map_err(|_| DriverError::ThreadPanicked)?,
+    }
+
+    async fn stop_async(mut self, how: u8) -> Result<ShutdownReport, DriverError> {
+        self.request_stop(how);
+        // The owner thread sends its result as its last act; it is not
+        // joined (that would block), it ends right after.
+        drop(self.thread.take());
+        match self.done.take() {
+            Some(rx) => rx.await.map_err(|_| DriverError::ThreadPanicked)?,
+            None => Ok(ShutdownReport::default()),
+        }
+    }
+
+    fn stop_blocking(&mut self, how: u8) -> Result<ShutdownReport, DriverError> {
+        self.request_stop(how);
+        let Some(thread) = self.thread.take() else {
+            return Ok(ShutdownReport::default());
+        };
+        thread.join().map_err(|_| DriverError::ThreadPanicked)?;
+        match self.done.take().map(|mut rx| rx.try_recv()) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(DriverError::ThreadPanicked),
             None => Ok(ShutdownReport::default()),
         }
     }
@@ -573,9 +716,15 @@ fn dead_letter_config(
     Ok(p)
 }
 
+/// Never blocks: asks the owner thread to shut down (drain up to
+/// [`DriverConfig::shutdown_timeout`], commit the completed prefix, leave
+/// the group) and lets it finish in the background.
 impl Drop for ParallelConsumer {
     fn drop(&mut self) {
-        let _ = self.stop(SHUTDOWN);
+        if self.thread.take().is_some() {
+            self.request_stop(SHUTDOWN);
+            tracing::debug!("dropped: shutting down in the background");
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::topic_partition_list::TopicPartitionList;
 
+use super::events::ConsumerEvent;
 use super::rebalance::PcContext;
 use super::worker::{self, WorkerEnv};
 use super::{
@@ -54,6 +55,7 @@ fn record_bytes(r: &Record) -> usize {
 
 fn execute(
     consumer: &BaseConsumer<PcContext>,
+    shared: &Shared,
     decisions: Vec<Decision<Task<Record>>>,
     env: &Arc<WorkerEnv>,
     runtime: &tokio::runtime::Handle,
@@ -61,11 +63,14 @@ fn execute(
     let mut pause = TopicPartitionList::new();
     let mut resume = TopicPartitionList::new();
     let mut submits = Vec::new();
+    let mut tokens = None;
     for d in decisions {
         match d {
             Decision::Submit { id, payload, .. } => {
                 let task = payload.task_ref();
-                submits.push((id, task, payload.payload));
+                let tokens = tokens.get_or_insert_with(|| shared.lock_tokens());
+                let token = Shared::token_for(tokens, &task.tp, task.generation);
+                submits.push((id, task, payload.payload, token));
             }
             Decision::Pause(tp) => {
                 tracing::debug!(topic = %tp.topic, partition = tp.partition, "pause");
@@ -77,21 +82,22 @@ fn execute(
             }
         }
     }
+    drop(tokens);
     // Tasks enter the runtime from this thread through its shared
     // injection queue (a lock and maybe a wake-up each): hand over a batch
     // as one task that spawns its tasks from inside the runtime.
     match submits.len() {
         0 => {}
         1 => {
-            if let Some((id, task, record)) = submits.pop() {
-                runtime.spawn(worker::run(Arc::clone(env), id, task, record));
+            if let Some((id, task, record, token)) = submits.pop() {
+                runtime.spawn(worker::run(Arc::clone(env), id, task, record, token));
             }
         }
         _ => {
             let env = Arc::clone(env);
             runtime.spawn(async move {
-                for (id, task, record) in submits {
-                    tokio::spawn(worker::run(Arc::clone(&env), id, task, record));
+                for (id, task, record, token) in submits {
+                    tokio::spawn(worker::run(Arc::clone(&env), id, task, record, token));
                 }
             });
         }
@@ -127,6 +133,7 @@ fn periodic_commit(consumer: &BaseConsumer<PcContext>, shared: &Shared) {
                     "commit failed; not recorded as a checkpoint"
                 );
                 engine.commit_failed(std::slice::from_ref(request), ownership);
+                shared.commit_failed(request, e, ownership);
             }
         }
     }
@@ -149,7 +156,7 @@ pub(super) fn run(
             next_metadata_check = now + METADATA_CHECK_INTERVAL;
         }
         let decisions = shared.lock_engine().actions();
-        execute(&consumer, decisions, &env, &runtime);
+        execute(&consumer, &shared, decisions, &env, &runtime);
         let outputs_full = shared.txn.as_ref().is_some_and(|t| t.outputs_full());
         if Instant::now() >= next_commit || outputs_full {
             match &shared.txn {
@@ -191,6 +198,7 @@ pub(super) fn run(
                 Ok(m) => m,
                 Err(e) => {
                     tracing::warn!(error = %e, "poll error");
+                    shared.emit(|| ConsumerEvent::Client { error: e });
                     break;
                 }
             };
@@ -224,8 +232,9 @@ pub(super) fn run(
             shared.apply_one_result(config.poll_timeout);
         }
     }
+    let stopping = Instant::now();
     let state = shared.state.load(AtomicOrdering::SeqCst);
-    let report = if state == ABORT || state == FAILED {
+    let mut report = if state == ABORT || state == FAILED {
         let mut engine = shared.lock_engine();
         let owned = engine.owned();
         let abandoned = engine.running();
@@ -233,6 +242,7 @@ pub(super) fn run(
             engine.lost(tp);
         }
         drop(engine);
+        shared.cancel_all();
         shared.forget_outputs(&owned);
         ShutdownReport {
             abandoned,
@@ -243,6 +253,7 @@ pub(super) fn run(
     };
     // Leaving the group runs the revoke callback, which finds nothing left.
     drop(consumer);
+    report.duration = stopping.elapsed();
     match shared
         .failure
         .lock()
@@ -264,7 +275,9 @@ fn finish(consumer: &BaseConsumer<PcContext>, shared: &Shared) -> ShutdownReport
         }
         owned
     };
-    let deadline = Instant::now() + shared.config.shutdown_timeout;
+    let timeout = Duration::from_millis(shared.shutdown_timeout_ms.load(AtomicOrdering::SeqCst));
+    let deadline = Instant::now() + timeout;
+    let running_at_start = shared.lock_engine().running_for(&owned);
     while shared.lock_engine().running_for(&owned) > 0 {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() || !shared.apply_one_result(remaining) {
@@ -280,14 +293,19 @@ fn finish(consumer: &BaseConsumer<PcContext>, shared: &Shared) -> ShutdownReport
             .collect();
         (requests, abandoned)
     };
+    // What did not finish in time runs again on the next owner: tell it
+    // to stop.
+    shared.cancel_all();
     let final_commit_error = match &shared.txn {
         None => {
             let errors: Vec<String> = commit(consumer, &final_commits)
                 .into_iter()
                 .zip(&final_commits)
                 .filter_map(|(r, c)| {
-                    r.err()
-                        .map(|e| format!("{}-{}: {e}", c.tp.topic, c.tp.partition))
+                    let e = r.err()?;
+                    let text = format!("{}-{}: {e}", c.tp.topic, c.tp.partition);
+                    shared.commit_failed(c, e, false);
+                    Some(text)
                 })
                 .collect();
             (!errors.is_empty()).then(|| errors.join("; "))
@@ -304,6 +322,8 @@ fn finish(consumer: &BaseConsumer<PcContext>, shared: &Shared) -> ShutdownReport
     ShutdownReport {
         final_commits,
         final_commit_error,
+        drained: running_at_start.saturating_sub(abandoned),
         abandoned,
+        duration: Duration::ZERO,
     }
 }

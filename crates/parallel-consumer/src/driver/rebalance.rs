@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use rdkafka::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaResult;
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
+use super::events::ConsumerEvent;
 use super::{Shared, commit, txn};
 use crate::tracker::TopicPartition;
 
@@ -16,7 +17,12 @@ pub(crate) struct PcContext {
     pub shared: std::sync::Arc<Shared>,
 }
 
-impl ClientContext for PcContext {}
+impl ClientContext for PcContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::error!(error = %error, reason, "kafka client error");
+        self.shared.emit(|| ConsumerEvent::Client { error });
+    }
+}
 
 pub(crate) fn partitions_of(tpl: &TopicPartitionList) -> Vec<TopicPartition> {
     tpl.elements()
@@ -46,6 +52,9 @@ impl PcContext {
         if tps.is_empty() {
             return;
         }
+        // Handlers of these partitions may stop early: their results only
+        // count if they arrive before the revoke ends.
+        shared.cancel(tps);
         if lost {
             let mut engine = shared.lock_engine();
             for tp in tps {
@@ -54,6 +63,9 @@ impl PcContext {
             drop(engine);
             shared.forget_outputs(tps);
             tracing::warn!(partitions = ?tps, "assignment lost: nothing committed");
+            shared.emit(|| ConsumerEvent::PartitionsLost {
+                partitions: tps.to_vec(),
+            });
             return;
         }
         {
@@ -95,7 +107,8 @@ impl PcContext {
             match txn::commit_leaving(consumer, t, requests, tps) {
                 Ok(None) => {}
                 Ok(Some(e)) => {
-                    tracing::warn!(partitions = ?tps, error = %e, "revoke: transaction aborted; the new owner runs the records again")
+                    tracing::warn!(partitions = ?tps, error = %e, "revoke: transaction aborted; the new owner runs the records again");
+                    shared.emit(|| ConsumerEvent::TransactionAborted { error: e });
                 }
                 Err(e) => shared.fail(e),
             }
@@ -108,7 +121,8 @@ impl PcContext {
                         tracing::info!(commit = ?request, "revoke: committed completed prefix")
                     }
                     Err(e) => {
-                        tracing::warn!(commit = ?request, error = %e, "revoke: commit failed")
+                        tracing::warn!(commit = ?request, error = %e, "revoke: commit failed");
+                        shared.commit_failed(request, e, false);
                     }
                 }
             }

@@ -33,6 +33,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
+use super::events::ConsumerEvent;
 use super::rebalance::PcContext;
 use super::{DriverError, Shared};
 use crate::engine::CommitRequest;
@@ -416,7 +417,12 @@ pub(crate) fn commit_round(
             shared.lock_engine().commit_succeeded(&plan.commits());
             Ok(())
         }
-        TxnOutcome::Aborted(_) => rewind(consumer, shared, txn, &plan.commits()),
+        TxnOutcome::Aborted(e) => {
+            shared.emit(|| ConsumerEvent::TransactionAborted {
+                error: e.to_string(),
+            });
+            rewind(consumer, shared, txn, &plan.commits())
+        }
     }
 }
 
@@ -439,6 +445,8 @@ fn rewind(
             engine.rewind(&c.tp)
         };
         txn.lock_outputs().drop_partition(&c.tp);
+        // Running tasks of the old generation are stale now.
+        shared.cancel(std::slice::from_ref(&c.tp));
         let Some((generation, offset)) = rewound else {
             continue;
         };

@@ -13,18 +13,19 @@ use std::time::Duration;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
+use tokio::sync::broadcast;
+
+use super::events::ConsumerEvent;
+use super::handler::{CancellationToken, HandlerContext, HandlerError, RetryDelay};
 use crate::engine::{Outcome, TaskRef};
 use crate::exactly_once::OutputRecord;
 use crate::record::{FailurePolicy, Record, RetryPolicy};
 use crate::scheduler::TaskId;
+use crate::tracker::TopicPartition;
 
-/// The user's handler with its error turned into text. Returns the
-/// record's outputs (exactly-once mode; always none otherwise).
-pub(crate) type BoxHandler = Arc<
-    dyn Fn(Record) -> Pin<Box<dyn Future<Output = Result<Vec<OutputRecord>, String>> + Send>>
-        + Send
-        + Sync,
->;
+/// The user's handler. Returns the record's outputs (exactly-once mode;
+/// always none otherwise).
+pub(crate) type BoxHandler = Arc<dyn Fn(Record, HandlerContext) -> HandlerFuture + Send + Sync>;
 
 /// A finished task, sent from a worker to the owner thread.
 #[derive(Debug)]
@@ -41,6 +42,8 @@ pub(crate) struct Report {
 pub(crate) struct WorkerEnv {
     pub handler: BoxHandler,
     pub retry: RetryPolicy,
+    /// Replaces the policy's backoff when set.
+    pub retry_delay: Option<RetryDelay>,
     pub on_failure: FailurePolicy,
     pub dead_letter: Option<FutureProducer>,
     pub dead_letter_timeout: Duration,
@@ -48,46 +51,61 @@ pub(crate) struct WorkerEnv {
     /// (written in the transaction) instead of a write of its own.
     pub dead_letter_as_output: bool,
     pub results: Sender<Report>,
+    pub events: broadcast::Sender<ConsumerEvent>,
 }
 
-type HandlerFuture = Pin<Box<dyn Future<Output = Result<Vec<OutputRecord>, String>> + Send>>;
+pub(crate) type HandlerFuture =
+    Pin<Box<dyn Future<Output = Result<Vec<OutputRecord>, HandlerError>> + Send>>;
 
 /// The handler's future, with a panic while it is polled turned into an
 /// error (the attempt failed) instead of a task that never reports.
 struct CatchPanic(HandlerFuture);
 
 impl Future for CatchPanic {
-    type Output = Result<Vec<OutputRecord>, String>;
+    type Output = Result<Vec<OutputRecord>, HandlerError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let fut = &mut self.0;
         match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
             Ok(poll) => poll,
-            Err(panic) => Poll::Ready(Err(format!("handler panicked: {}", panic_text(&*panic)))),
+            Err(panic) => Poll::Ready(Err(panicked(&*panic))),
         }
     }
 }
 
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
+/// A panic counts as a retriable failure.
+fn panicked(panic: &(dyn std::any::Any + Send)) -> HandlerError {
+    let text = panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".to_string())
+        .unwrap_or_else(|| "(no message)".to_string());
+    HandlerError::retriable(format!("handler panicked: {text}"))
 }
 
 /// One attempt: the handler called and awaited in this task (no task of
 /// its own), a panic in either counting as a failed attempt.
-async fn attempt(env: &WorkerEnv, record: Record) -> Result<Vec<OutputRecord>, String> {
-    match catch_unwind(AssertUnwindSafe(|| (env.handler)(record))) {
+async fn attempt(
+    env: &WorkerEnv,
+    record: Record,
+    cx: HandlerContext,
+) -> Result<Vec<OutputRecord>, HandlerError> {
+    match catch_unwind(AssertUnwindSafe(|| (env.handler)(record, cx))) {
         Ok(fut) => CatchPanic(fut).await,
-        Err(panic) => Err(format!("handler panicked: {}", panic_text(&*panic))),
+        Err(panic) => Err(panicked(&*panic)),
     }
 }
 
-/// Runs one record to its outcome and reports it.
-pub(crate) async fn run(env: Arc<WorkerEnv>, id: TaskId, task: TaskRef, record: Record) {
-    let (outcome, outputs) = outcome_of(&env, record).await;
+/// Runs one record to its outcome and reports it. `cancel` is the token of
+/// the record's partition assignment.
+pub(crate) async fn run(
+    env: Arc<WorkerEnv>,
+    id: TaskId,
+    task: TaskRef,
+    record: Record,
+    cancel: CancellationToken,
+) {
+    let (outcome, outputs) = outcome_of(&env, record, task.generation, &cancel).await;
     // The owner thread may be gone (shutdown): then nobody needs the result.
     let _ = env.results.send(Report {
         id,
@@ -97,31 +115,74 @@ pub(crate) async fn run(env: Arc<WorkerEnv>, id: TaskId, task: TaskRef, record: 
     });
 }
 
-async fn outcome_of(env: &WorkerEnv, record: Record) -> (Outcome, Vec<OutputRecord>) {
+fn event(env: &WorkerEnv, record: &Record, make: impl FnOnce(TopicPartition) -> ConsumerEvent) {
+    if env.events.receiver_count() > 0 {
+        let tp = TopicPartition {
+            topic: record.topic.clone(),
+            partition: record.partition,
+        };
+        let _ = env.events.send(make(tp));
+    }
+}
+
+async fn outcome_of(
+    env: &WorkerEnv,
+    record: Record,
+    generation: u64,
+    cancel: &CancellationToken,
+) -> (Outcome, Vec<OutputRecord>) {
     let mut attempts = 0u32;
     let error = loop {
         attempts = attempts.saturating_add(1);
-        let error = match attempt(env, record.clone()).await {
+        let cx = HandlerContext::new(attempts, generation, cancel.clone());
+        let error = match attempt(env, record.clone(), cx).await {
             Ok(outputs) => return (Outcome::Success, outputs),
             Err(e) => e,
         };
-        match env.retry.backoff(attempts) {
+        if cancel.is_cancelled() {
+            // The partition is going: the record runs again on its next
+            // owner, so neither retry nor resolve it here.
+            tracing::debug!(
+                topic = %record.topic, partition = record.partition, offset = record.offset,
+                attempts, error = %error, "handler failed after cancellation"
+            );
+            return (Outcome::Failed { attempts }, Vec::new());
+        }
+        if error.is_terminal() {
+            break error.to_string();
+        }
+        let wait = match &env.retry_delay {
+            Some(delay) => (attempts < env.retry.max_attempts).then(|| delay.delay(attempts)),
+            None => env.retry.backoff(attempts),
+        };
+        match wait {
             Some(wait) => {
                 tracing::warn!(
                     topic = %record.topic, partition = record.partition, offset = record.offset,
                     attempts, error = %error, "handler failed, retrying"
                 );
-                tokio::time::sleep(wait).await;
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = cancel.cancelled() => {
+                        return (Outcome::Failed { attempts }, Vec::new());
+                    }
+                }
             }
-            None => break error,
+            None => break error.to_string(),
         }
     };
     match &env.on_failure {
         FailurePolicy::StopPartition => {
             tracing::error!(
                 topic = %record.topic, partition = record.partition, offset = record.offset,
-                attempts, error = %error, "handler failed every attempt: partition stopped"
+                attempts, error = %error, "handler failed: partition stopped"
             );
+            event(env, &record, |tp| ConsumerEvent::PartitionStopped {
+                tp,
+                offset: record.offset,
+                attempts,
+                error: error.clone(),
+            });
             (Outcome::Failed { attempts }, Vec::new())
         }
         FailurePolicy::DeadLetter { topic } if env.dead_letter_as_output => {
@@ -149,6 +210,11 @@ async fn outcome_of(env: &WorkerEnv, record: Record) -> (Outcome, Vec<OutputReco
                         offset = record.offset, dead_letter_topic = %topic,
                         error = %e, "dead-letter write failed: partition stopped"
                     );
+                    event(env, &record, |tp| ConsumerEvent::DeadLetterFailed {
+                        tp,
+                        offset: record.offset,
+                        error: e,
+                    });
                     (Outcome::Failed { attempts }, Vec::new())
                 }
             }
@@ -211,11 +277,13 @@ mod tests {
                 initial_backoff: Duration::from_millis(1),
                 max_backoff: Duration::from_millis(1),
             },
+            retry_delay: None,
             on_failure,
             dead_letter: None,
             dead_letter_timeout: Duration::from_secs(1),
             dead_letter_as_output: false,
             results,
+            events: broadcast::channel(4).0,
         };
         (env, rx)
     }
@@ -234,7 +302,13 @@ mod tests {
             generation: 7,
             offset: 42,
         };
-        rt.block_on(run(Arc::new(env), TaskId(1), task, Record::default()));
+        rt.block_on(run(
+            Arc::new(env),
+            TaskId(1),
+            task,
+            Record::default(),
+            CancellationToken::new(),
+        ));
         rx.recv().unwrap()
     }
 
@@ -242,14 +316,15 @@ mod tests {
     fn flaky(failures: u32, panic: bool) -> (BoxHandler, Arc<AtomicU32>) {
         let calls = Arc::new(AtomicU32::new(0));
         let c = calls.clone();
-        let h: BoxHandler = Arc::new(move |_r| {
+        let h: BoxHandler = Arc::new(move |_r, cx| {
             let n = c.fetch_add(1, Ordering::SeqCst);
+            assert_eq!(cx.attempt(), n + 1, "attempts count from 1");
             Box::pin(async move {
                 if n < failures {
                     if panic {
                         panic!("boom");
                     }
-                    return Err(format!("failure {n}"));
+                    return Err(HandlerError::retriable(format!("failure {n}")));
                 }
                 Ok(vec![OutputRecord::to("out").payload(format!("call {n}"))])
             })
@@ -319,5 +394,77 @@ mod tests {
                 .headers
                 .contains(&(crate::record::DLT_ERROR.into(), Some(b"failure 2".to_vec())))
         );
+    }
+
+    #[test]
+    fn a_terminal_error_skips_the_retries() {
+        let calls = Arc::new(AtomicU32::new(0));
+        let c = calls.clone();
+        let h: BoxHandler = Arc::new(move |_r, _cx| {
+            c.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Err(HandlerError::terminal("malformed")) })
+        });
+        let (mut env, rx) = env(
+            h,
+            FailurePolicy::DeadLetter {
+                topic: "dead".into(),
+            },
+        );
+        env.dead_letter_as_output = true;
+        let r = report(env, rx);
+        assert_eq!(r.outcome, Outcome::DeadLettered { attempts: 1 });
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_retry_delay_is_asked_per_attempt() {
+        let (h, calls) = flaky(u32::MAX, false);
+        let (mut env, rx) = env(h, FailurePolicy::StopPartition);
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let a = asked.clone();
+        env.retry_delay = Some(RetryDelay::new(move |n| {
+            a.lock().unwrap().push(n);
+            Duration::from_millis(1)
+        }));
+        assert_eq!(report(env, rx).outcome, Outcome::Failed { attempts: 3 });
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(*asked.lock().unwrap(), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_cancelled_record_is_neither_retried_nor_dead_lettered() {
+        let (h, calls) = flaky(u32::MAX, false);
+        let (mut env, rx) = env(
+            h,
+            FailurePolicy::DeadLetter {
+                topic: "dead".into(),
+            },
+        );
+        env.dead_letter_as_output = true;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let token = CancellationToken::new();
+        token.cancel();
+        let task = TaskRef {
+            tp: TopicPartition {
+                topic: "t".into(),
+                partition: 0,
+            },
+            generation: 1,
+            offset: 0,
+        };
+        rt.block_on(run(
+            Arc::new(env),
+            TaskId(1),
+            task,
+            Record::default(),
+            token,
+        ));
+        let r = rx.recv().unwrap();
+        assert_eq!(r.outcome, Outcome::Failed { attempts: 1 });
+        assert!(r.outputs.is_empty(), "no dead-letter copy");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 }

@@ -468,7 +468,7 @@ pub fn row1_unfinished_first_record_holds_the_commit(broker: &TestBroker) {
     wait_until("3 committed", || {
         committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 3)
     });
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
 }
 
 pub fn row2_unsubmitted_record_holds_the_commit(broker: &TestBroker) {
@@ -499,7 +499,7 @@ pub fn row2_unsubmitted_record_holds_the_commit(broker: &TestBroker) {
     wait_until("3 committed", || {
         committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 3)
     });
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
 }
 
 pub fn row3_crash_after_effect_before_commit_has_no_second_effect(broker: &TestBroker) {
@@ -546,7 +546,7 @@ pub fn row3_crash_after_effect_before_commit_has_no_second_effect(broker: &TestB
     )
     .expect("start");
     wait_until("three effects", || outcomes.lock().unwrap().len() == 3);
-    let report = pc.abort().expect("abort");
+    let report = pc.abort_blocking().expect("abort");
     assert!(report.final_commits.is_empty());
     assert_eq!(committed(b, &group, &topic, 0), None);
     // Second run: everything comes again; the event ids absorb it.
@@ -561,7 +561,7 @@ pub fn row3_crash_after_effect_before_commit_has_no_second_effect(broker: &TestB
     wait_until("3 committed", || {
         committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 3)
     });
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
     let outcomes = outcomes.lock().unwrap().clone();
     assert_eq!(&outcomes[..3], &[Applied::Done; 3]);
     assert_eq!(&outcomes[3..], &[Applied::Duplicate; 3]);
@@ -609,7 +609,7 @@ pub fn row5_key_order_is_kept_while_other_keys_run(broker: &TestBroker) {
     let end0 = log.iter().position(|e| *e == ("end", 0, 0));
     let start1 = log.iter().position(|e| *e == ("start", 0, 1));
     assert!(end0 < start1, "{log:?}");
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
 }
 
 /// Whether the broker accepts the revoke's commit in row 6.
@@ -718,8 +718,8 @@ pub fn revoke_commits_completed_prefix(broker: &TestBroker, strategy: &str, expe
             "record 1 ran again although the commit metadata said it was done: {log:?}"
         );
     }
-    second.shutdown().expect("shutdown second");
-    first.shutdown().expect("shutdown first");
+    second.shutdown_blocking().expect("shutdown second");
+    first.shutdown_blocking().expect("shutdown first");
 }
 
 /// The group's state and member ids as the coordinator describes them
@@ -855,7 +855,7 @@ pub fn row8_paused_partition_keeps_its_membership(broker: &TestBroker, timeout: 
             "the member rejoined after the pause"
         );
     }
-    pc.shutdown().expect("shutdown");
+    pc.shutdown_blocking().expect("shutdown");
 }
 
 pub fn failing_record_goes_to_the_dead_letter_topic_with_its_reason(broker: &TestBroker) {
@@ -889,26 +889,8 @@ pub fn failing_record_goes_to_the_dead_letter_topic_with_its_reason(broker: &Tes
     wait_until("3 committed", || {
         committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 3)
     });
-    pc.shutdown().expect("shutdown");
-    let reader: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", b)
-        .set("group.id", unique("dlq-reader"))
-        .create()
-        .expect("reader");
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(&dlt, 0, Offset::Beginning)
-        .expect("tpl");
-    reader.assign(&tpl).expect("assign");
-    let deadline = Instant::now() + WAIT;
-    let m = loop {
-        assert!(
-            Instant::now() < deadline,
-            "nothing in the dead-letter topic"
-        );
-        if let Some(m) = reader.poll(Duration::from_millis(200)) {
-            break m.expect("dead-letter record");
-        }
-    };
+    pc.shutdown_blocking().expect("shutdown");
+    let m = first_record(b, &dlt);
     assert_eq!(m.payload(), Some(b"poison".as_slice()));
     assert_eq!(m.key(), Some(b"k".as_slice()));
     let headers = m.headers().expect("headers");
@@ -926,4 +908,25 @@ pub fn failing_record_goes_to_the_dead_letter_topic_with_its_reason(broker: &Tes
         get(record::DLT_ERROR).as_deref(),
         Some("cannot parse poison")
     );
+}
+
+/// The first record of partition 0 of `topic` (waiting up to a minute for
+/// one).
+pub fn first_record(bootstrap: &str, topic: &str) -> rdkafka::message::OwnedMessage {
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique("reader"))
+        .create()
+        .expect("reader");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .expect("tpl");
+    reader.assign(&tpl).expect("assign");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        assert!(Instant::now() < deadline, "nothing in {topic}");
+        if let Some(m) = reader.poll(Duration::from_millis(200)) {
+            break m.expect("record").detach();
+        }
+    }
 }
