@@ -179,6 +179,10 @@ pub fn group_config(b: &BrokerConfig) -> GroupConfig {
         ))
         .unwrap_or(d.consumer_max_size)
         .max(1),
+        consumer_migration_policy: b
+            .value("group.consumer.migration.policy")
+            .and_then(|v| weir_group::MigrationPolicy::parse(&v))
+            .unwrap_or(d.consumer_migration_policy),
     }
 }
 

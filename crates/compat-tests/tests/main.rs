@@ -19,6 +19,7 @@ mod kafka_python;
 mod kafka_python_record_errors;
 mod kafkajs;
 mod kcat;
+mod mixed_group_migration;
 mod netns_partition;
 mod quotas;
 mod rdkafka;

@@ -121,15 +121,39 @@ impl Member {
         topic: &str,
         args: &[&str],
     ) -> Self {
-        let mut child = Command::new(MEMBER_BIN)
+        let mut cmd = Command::new(MEMBER_BIN);
+        cmd.args(["--bootstrap", broker.bootstrap()])
+            .args(["--group", group, "--topic", topic])
+            .args(args);
+        Self::start(name, cmd, args)
+    }
+
+    /// A kafka-python member of the classic protocol
+    /// (`tests/compat/python/group_member.py`, same event lines).
+    pub(crate) fn spawn_python(
+        name: &str,
+        python: &std::path::Path,
+        broker: &WeirProcess,
+        group: &str,
+        topic: &str,
+        args: &[&str],
+    ) -> Self {
+        let mut cmd = Command::new(python);
+        cmd.arg(weir_compat_tests::tools::python_dir().join("group_member.py"))
             .args(["--bootstrap", broker.bootstrap()])
             .args(["--group", group, "--topic", topic])
             .args(args)
+            .env("PYTHONUNBUFFERED", "1");
+        Self::start(name, cmd, args)
+    }
+
+    fn start(name: &str, mut cmd: Command, args: &[&str]) -> Self {
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("spawn {MEMBER_BIN}: {e}"));
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
         let events = Arc::new(Mutex::new(Vec::new()));
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut readers = Vec::new();

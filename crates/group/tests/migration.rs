@@ -434,6 +434,7 @@ fn the_last_classic_member_owns_everything_after_the_downgrade() {
     a.rejoin_and_sync(&mut w);
     let mut c = Client::new("c", &[TOPIC]);
     c.beat(&mut w.cg, true);
+    owners(&[&a], &[&c]);
     assert_eq!(w.group_type(), "consumer");
     for _ in 0..20 {
         if a.heartbeat(&mut w) == ErrorCode::RebalanceInProgress {
