@@ -626,3 +626,56 @@ fn a_classic_member_leaving_bumps_the_epoch_and_its_partitions_move() {
     let who = owners(&[&a], &[&c]);
     assert_eq!(who.len(), PARTITIONS as usize, "{who:?}");
 }
+
+#[test]
+fn the_consumer_member_expiring_downgrades_the_group() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let (mut a, mut b) = classic_pair(&mut w);
+    let mut c = Client::new("c", &[TOPIC]);
+    c.beat(&mut w.cg, true);
+    settle(&mut w, &mut a, &mut b, &mut c);
+    // c goes silent; a and b keep heartbeating (their own 10 s sessions).
+    let session = i64::from(crate::consumer_common::SESSION_MS);
+    let mut waited = 0;
+    while w.group_type() == "consumer" {
+        assert!(waited <= session + 5_000, "c never expired");
+        for m in [&a, &b] {
+            assert_eq!(m.heartbeat(&mut w), ErrorCode::None);
+        }
+        w.advance(5_000);
+        waited += 5_000;
+    }
+    assert!(waited >= session, "downgraded before c's session ended");
+    assert_eq!(
+        w.cg.coord.group_state(GROUP).map(|s| s.0),
+        Some(GroupState::PreparingRebalance)
+    );
+    assert_eq!(a.heartbeat(&mut w), ErrorCode::RebalanceInProgress);
+}
+
+#[test]
+fn a_failed_upgrade_write_leaves_the_classic_group_as_it_was() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let (a, b) = classic_pair(&mut w);
+    let join = crate::consumer_common::join_req("c", &[TOPIC]);
+    let (resp, out) =
+        w.cg.coord
+            .consumer_group_heartbeat(&join, &w.cg.topics, w.cg.now);
+    assert_eq!(resp.error, ErrorCode::None);
+    for o in out {
+        if let Output::Append { write, .. } = o {
+            let done =
+                w.cg.coord
+                    .append_completed(write, AppendOutcome::Failed, w.cg.now);
+            w.exec(done.outputs);
+        }
+    }
+    assert_eq!(w.group_type(), "classic");
+    assert_eq!(
+        w.cg.coord.group_state(GROUP),
+        Some((GroupState::Stable, a.generation))
+    );
+    for m in [&a, &b] {
+        assert_eq!(m.heartbeat(&mut w), ErrorCode::None);
+    }
+}
