@@ -6,7 +6,10 @@
 //! goes back to classic (online downgrade) with the kafka-python member
 //! owning every partition. Both commit each record; every record produced
 //! is read exactly once across the two, and the group type is read from
-//! `/metrics` (`weir_group_type`) at each stage.
+//! `/metrics` (`weir_group_type`) at each stage. The same runs with a
+//! librdkafka member of the classic protocol using `cooperative-sticky`
+//! in place of kafka-python (it reports the partitions it still owns when
+//! it rejoins and gives up the revoked ones before they move).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -44,13 +47,8 @@ fn values_read(members: &[&Member]) -> Vec<(i32, i64, String)> {
         .collect()
 }
 
-#[test]
-fn kafka_python_and_rdkafka_members_upgrade_and_downgrade_one_group() {
-    let Some(python) = tools::python() else {
-        skip_or_fail("the kafka-python venv (.test-deps/venv, or WEIR_COMPAT_PYTHON)");
-        return;
-    };
-    let broker = WeirProcess::start_with_args(&[
+fn start_broker() -> WeirProcess {
+    WeirProcess::start_with_args(&[
         "--set",
         "http.listeners=127.0.0.1:0",
         "--set",
@@ -62,33 +60,78 @@ fn kafka_python_and_rdkafka_members_upgrade_and_downgrade_one_group() {
         "--set",
         "group.consumer.heartbeat.interval.ms=500",
     ])
-    .unwrap_or_else(|e| panic!("weir did not start: {e}"));
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    create_topic(&rt, &broker, TOPIC, PARTITIONS);
-    let mut produced = produce(&rt, &broker, TOPIC, PARTITIONS, "first", 60);
-    let all: BTreeSet<i32> = (0..PARTITIONS).collect();
+    .unwrap_or_else(|e| panic!("weir did not start: {e}"))
+}
 
+#[test]
+fn kafka_python_and_rdkafka_members_upgrade_and_downgrade_one_group() {
+    let Some(python) = tools::python() else {
+        skip_or_fail("the kafka-python venv (.test-deps/venv, or WEIR_COMPAT_PYTHON)");
+        return;
+    };
+    let broker = start_broker();
     // Slow members (20 ms between reading and committing a record), so
     // partitions move while records are in flight.
-    let mut py = Member::spawn_python(
-        "kafka-python",
-        &python,
-        &broker,
-        GROUP,
-        TOPIC,
-        &["--record-delay-ms", "20", "--max-secs", "240"],
-    );
-    wait_for("kafka-python owns every partition", &broker, &[&py], || {
-        owned(&py) == all
+    mixed_group(&broker, || {
+        Member::spawn_python(
+            "kafka-python",
+            &python,
+            &broker,
+            GROUP,
+            TOPIC,
+            &["--record-delay-ms", "20", "--max-secs", "240"],
+        )
     });
-    assert_eq!(group_type(&broker), Some("classic"));
+}
 
-    // kafka-python is busy with these (20 ms each) while librdkafka joins:
-    // partitions change hands mid-stream.
-    produced.extend(produce(&rt, &broker, TOPIC, PARTITIONS, "busy", 240));
+/// The same with a librdkafka member of the classic protocol using the
+/// cooperative-sticky assignor: it reports the partitions it still owns
+/// when it rejoins, keeps those not revoked, and rejoins again after
+/// giving up the others.
+#[test]
+fn classic_cooperative_and_consumer_protocol_rdkafka_members_in_one_group() {
+    let broker = start_broker();
+    mixed_group(&broker, || {
+        Member::spawn(
+            "rdkafka-classic",
+            &broker,
+            GROUP,
+            TOPIC,
+            &[
+                "--strategy",
+                "cooperative-sticky",
+                "--record-delay-ms",
+                "20",
+                "--max-secs",
+                "240",
+            ],
+        )
+    });
+}
+
+/// A classic member (from `classic`) alone, then with a librdkafka member
+/// of the consumer protocol (upgrade), then alone again (downgrade).
+fn mixed_group(broker: &WeirProcess, classic: impl Fn() -> Member) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    create_topic(&rt, broker, TOPIC, PARTITIONS);
+    let mut produced = produce(&rt, broker, TOPIC, PARTITIONS, "first", 60);
+    let all: BTreeSet<i32> = (0..PARTITIONS).collect();
+
+    let mut cl = classic();
+    wait_for(
+        "the classic member owns every partition",
+        broker,
+        &[&cl],
+        || owned(&cl) == all,
+    );
+    assert_eq!(group_type(broker), Some("classic"));
+
+    // The classic member is busy with these (20 ms each) while the
+    // consumer-protocol member joins: partitions change hands mid-stream.
+    produced.extend(produce(&rt, broker, TOPIC, PARTITIONS, "busy", 240));
     let mut rk = Member::spawn(
         "rdkafka",
-        &broker,
+        broker,
         GROUP,
         TOPIC,
         &[
@@ -102,50 +145,50 @@ fn kafka_python_and_rdkafka_members_upgrade_and_downgrade_one_group() {
     );
     wait_for(
         "a consumer group whose two members split the partitions",
-        &broker,
-        &[&py, &rk],
+        broker,
+        &[&cl, &rk],
         || {
-            let (a, b) = (owned(&py), owned(&rk));
-            group_type(&broker) == Some("consumer")
+            let (a, b) = (owned(&cl), owned(&rk));
+            group_type(broker) == Some("consumer")
                 && !a.is_empty()
                 && !b.is_empty()
                 && a.is_disjoint(&b)
                 && a.union(&b).count() == PARTITIONS as usize
         },
     );
-    produced.extend(produce(&rt, &broker, TOPIC, PARTITIONS, "second", 60));
+    produced.extend(produce(&rt, broker, TOPIC, PARTITIONS, "second", 60));
     let read_all = |members: &[&Member], want: &[String]| {
         let got: BTreeSet<String> = values_read(members).into_iter().map(|r| r.2).collect();
         want.iter().all(|v| got.contains(v))
     };
-    wait_for("every record read by the two", &broker, &[&py, &rk], || {
-        read_all(&[&py, &rk], &produced)
+    wait_for("every record read by the two", broker, &[&cl, &rk], || {
+        read_all(&[&cl, &rk], &produced)
     });
 
     // The consumer-protocol member leaves: the group is classic again and
-    // kafka-python, after its rejoin, owns every partition.
+    // the classic member, after its rejoin, owns every partition.
     rk.close();
     wait_for(
-        "a classic group whose kafka-python member owns every partition",
-        &broker,
-        &[&py, &rk],
-        || group_type(&broker) == Some("classic") && owned(&py) == all,
+        "a classic group whose classic member owns every partition",
+        broker,
+        &[&cl, &rk],
+        || group_type(broker) == Some("classic") && owned(&cl) == all,
     );
-    produced.extend(produce(&rt, &broker, TOPIC, PARTITIONS, "third", 60));
-    wait_for("every record read", &broker, &[&py, &rk], || {
-        read_all(&[&py, &rk], &produced)
+    produced.extend(produce(&rt, broker, TOPIC, PARTITIONS, "third", 60));
+    wait_for("every record read", broker, &[&cl, &rk], || {
+        read_all(&[&cl, &rk], &produced)
     });
 
     // Exactly once across the two members.
     let mut reads: BTreeMap<(i32, i64), Vec<String>> = BTreeMap::new();
-    for (p, o, v) in values_read(&[&py, &rk]) {
+    for (p, o, v) in values_read(&[&cl, &rk]) {
         reads.entry((p, o)).or_default().push(v);
     }
     let twice: Vec<_> = reads.iter().filter(|(_, v)| v.len() > 1).collect();
     assert!(
         twice.is_empty(),
         "records read more than once: {twice:?}\n{}",
-        diagnostics(&broker, &[&py, &rk])
+        diagnostics(broker, &[&cl, &rk])
     );
     assert_eq!(
         reads.len(),
@@ -165,7 +208,7 @@ fn kafka_python_and_rdkafka_members_upgrade_and_downgrade_one_group() {
             .iter()
             .any(|r| r.2.starts_with("second")),
         "librdkafka read none of the records produced while it was a member\n{}",
-        diagnostics(&broker, &[&py, &rk])
+        diagnostics(broker, &[&cl, &rk])
     );
-    py.close();
+    cl.close();
 }

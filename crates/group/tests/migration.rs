@@ -13,8 +13,9 @@ use weir_group::{
     SyncRequest,
 };
 use weir_protocol::codec::{Decodable, Encodable};
-use weir_protocol::messages::ConsumerProtocolAssignment;
 use weir_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTopic;
+use weir_protocol::messages::consumer_protocol_subscription::TopicPartition as OwnedTopic;
+use weir_protocol::messages::{ConsumerProtocolAssignment, ConsumerProtocolSubscription};
 
 use crate::consumer_common::{Cg, Client, GROUP, config, topic_id};
 
@@ -124,6 +125,11 @@ struct Classic {
     owned: BTreeSet<i32>,
     /// A JoinGroup waiting for the rebalance.
     parked_join: Option<u64>,
+    /// Cooperative (as librdkafka's cooperative-sticky): keeps its
+    /// partitions when it rejoins and reports them in its subscription.
+    cooperative: bool,
+    /// The last assignment received (cooperative members).
+    assigned: BTreeSet<i32>,
 }
 
 impl Classic {
@@ -133,7 +139,31 @@ impl Classic {
             generation: -1,
             owned: BTreeSet::new(),
             parked_join: None,
+            cooperative: false,
+            assigned: BTreeSet::new(),
         }
+    }
+
+    /// Its subscription: v0, or for a cooperative member v1 with the
+    /// partitions it owns.
+    fn subscription(&self) -> Bytes {
+        if !self.cooperative {
+            return subscription();
+        }
+        let sub = ConsumerProtocolSubscription {
+            topics: vec![TOPIC.to_string()],
+            user_data: None,
+            owned_partitions: vec![OwnedTopic {
+                topic: TOPIC.to_string(),
+                partitions: self.owned.iter().copied().collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut buf = BytesMut::new();
+        buf.put_i16(1);
+        sub.encode(&mut buf, 1).expect("encodes");
+        buf.freeze()
     }
 
     fn join_req(&self) -> JoinRequest {
@@ -146,7 +176,7 @@ impl Classic {
             protocol_type: "consumer".into(),
             protocols: vec![Protocol {
                 name: "range".into(),
-                metadata: subscription(),
+                metadata: self.subscription(),
             }],
             client_id: "kafka-python".into(),
             client_host: "/127.0.0.1".into(),
@@ -158,7 +188,9 @@ impl Classic {
     /// Sends JoinGroup (revoking everything first); the answer may be
     /// parked.
     fn join(&mut self, w: &mut World) {
-        self.owned.clear();
+        if !self.cooperative {
+            self.owned.clear();
+        }
         loop {
             w.token += 1;
             let token = w.token;
@@ -230,7 +262,15 @@ impl Classic {
             panic!("sync of {} not answered", self.id);
         };
         if r.error == ErrorCode::None {
-            self.owned = decode_assignment(&r.assignment);
+            let assigned = decode_assignment(&r.assignment);
+            if self.cooperative {
+                // New partitions are taken now; revoked ones are given up
+                // only by `revoke` (then it rejoins).
+                self.owned.extend(assigned.iter().copied());
+                self.assigned = assigned;
+            } else {
+                self.owned = assigned;
+            }
         }
         r.error
     }
@@ -678,4 +718,49 @@ fn a_failed_upgrade_write_leaves_the_classic_group_as_it_was() {
     for m in [&a, &b] {
         assert_eq!(m.heartbeat(&mut w), ErrorCode::None);
     }
+}
+
+#[test]
+fn a_cooperative_classic_member_keeps_what_it_must_revoke_until_it_rejoins_without_it() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let mut a = Classic::new();
+    a.cooperative = true;
+    a.rejoin_and_sync(&mut w);
+    assert_eq!(a.owned.len(), PARTITIONS as usize);
+    let mut c = Client::new("c", &[TOPIC]);
+    c.beat(&mut w.cg, true);
+    owners(&[&a], &[&c]);
+    // a rejoins still owning everything: it stays in its epoch with the
+    // partitions to revoke pending; c gets none of them.
+    assert_eq!(a.heartbeat(&mut w), ErrorCode::RebalanceInProgress);
+    let epoch = a.generation;
+    a.join(&mut w);
+    a.joined(&mut w).expect("answered");
+    assert_eq!(a.generation, epoch, "still in its epoch");
+    let d = w.cg.describe();
+    let state = d
+        .members
+        .iter()
+        .find(|m| m.member_id == a.id)
+        .map(|m| m.state);
+    assert_eq!(state, Some(MemberState::UnrevokedPartitions));
+    c.beat(&mut w.cg, true);
+    owners(&[&a], &[&c]);
+    assert!(c.owned.is_empty(), "c got partitions a still owns");
+    // SyncGroup gives a what it keeps; it revokes the rest and rejoins
+    // (told so by its heartbeat), then c gets them.
+    assert_eq!(a.sync(&mut w, &[]), ErrorCode::None);
+    assert_eq!(a.assigned.len(), 2);
+    c.beat(&mut w.cg, true);
+    owners(&[&a], &[&c]);
+    a.owned = a.assigned.clone();
+    assert_eq!(a.heartbeat(&mut w), ErrorCode::RebalanceInProgress);
+    a.join(&mut w);
+    a.joined(&mut w).expect("answered");
+    assert!(a.generation > epoch, "moved to the new epoch");
+    assert_eq!(a.sync(&mut w, &[]), ErrorCode::None);
+    c.beat(&mut w.cg, true);
+    let who = owners(&[&a], &[&c]);
+    assert_eq!(who.len(), PARTITIONS as usize, "{who:?}");
+    assert_eq!(c.owned.values().map(BTreeSet::len).sum::<usize>(), 2);
 }
