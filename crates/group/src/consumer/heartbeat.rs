@@ -162,7 +162,7 @@ impl GroupCoordinator {
         // joins and syncs are told to rejoin first (Kafka's
         // `convertToConsumerGroup`), so the snapshot below holds none.
         let mut answered = Vec::new();
-        let upgrade = joining && self.upgrade_allowed(&group_id, topics);
+        let upgrade = joining && self.upgrade_allowed(&group_id);
         if upgrade && let Some(g) = self.groups.get_mut(&group_id) {
             answered = super::migration::answer_parked(g);
         }

@@ -328,7 +328,7 @@ impl GroupCoordinator {
     /// `group_id`: a classic group with members, of protocol type
     /// `consumer`, whose members' metadata decode, within
     /// `group.consumer.max.size`, and the policy allows upgrades.
-    pub(crate) fn upgrade_allowed(&self, group_id: &str, _topics: &TopicsImage) -> bool {
+    pub(crate) fn upgrade_allowed(&self, group_id: &str) -> bool {
         let Some(g) = self.groups.get(group_id) else {
             return false;
         };

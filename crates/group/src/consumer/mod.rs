@@ -18,6 +18,12 @@
 //! Everything is persisted as Kafka's KIP-848 records in
 //! `__consumer_offsets` ([`records`]) and rebuilt from them on load.
 //!
+//! A classic group with members becomes a consumer group when a member of
+//! the consumer protocol joins, and back when the last one leaves
+//! (`group.consumer.migration.policy`); members of the classic protocol
+//! inside a consumer group keep using JoinGroup, SyncGroup and Heartbeat
+//! (`migration.rs`).
+//!
 //! Invariants of [`ConsumerGroup`] (checked by `check` in debug builds
 //! after every change):
 //! * `owners` maps exactly the partitions in some member's `assigned` or
