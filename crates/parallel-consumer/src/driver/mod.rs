@@ -82,6 +82,7 @@
 
 mod builder;
 mod commit;
+mod config;
 pub mod connection;
 mod events;
 mod handler;
@@ -103,142 +104,17 @@ use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use tokio::sync::{broadcast, oneshot};
 
-use crate::engine::{CommitRequest, Engine, EngineConfig, Outcome, PartitionStats};
+use crate::engine::{CommitRequest, Engine, Outcome, PartitionStats};
 use crate::exactly_once::OutputRecord;
-use crate::record::{FailurePolicy, Record, RetryPolicy};
-use crate::scheduler::ConfigError;
+use crate::record::Record;
 use crate::tracker::TopicPartition;
 pub use builder::{ParallelConsumerBuilder, Prepared};
+pub use config::{DriverConfig, DriverError};
 pub use events::{ConsumerEvent, EVENT_CAPACITY};
 pub use handler::{BoxError, CancellationToken, HandlerContext, HandlerError, RetryDelay};
 use txn::Transactional;
 pub use txn::{ExactlyOnceConfig, TxnEvent, TxnObserver, TxnSummary};
 use worker::{BoxHandler, Report};
-
-/// Settings of the driver (the Kafka client's own settings are the
-/// `ClientConfig` passed to [`ParallelConsumer::start`] or the builder).
-/// Start from `DriverConfig::default()` and change fields.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DriverConfig {
-    pub engine: EngineConfig,
-    pub retry: RetryPolicy,
-    /// The wait after failed attempt `n` (1-based) before the next one;
-    /// `None`: `retry`'s exponential backoff. `retry.max_attempts` bounds
-    /// the attempts either way.
-    pub retry_delay: Option<RetryDelay>,
-    pub on_failure: FailurePolicy,
-    /// How often completed work is committed.
-    pub commit_interval: Duration,
-    /// How long a revoke waits for in-flight work before committing the
-    /// completed prefix (keep well below `max.poll.interval.ms`).
-    pub revoke_timeout: Duration,
-    /// How long shutdown (and the background drain after a drop) waits for
-    /// in-flight work before committing the completed prefix.
-    pub shutdown_timeout: Duration,
-    /// Longest wait of one loop turn: in `poll` for records while no task
-    /// runs; otherwise on the worker result queue (a result ends it at once,
-    /// a record that arrives meanwhile waits up to this long).
-    pub poll_timeout: Duration,
-    /// Records taken from the consumer per loop turn.
-    pub max_poll_records: usize,
-    /// Timeout of the committed-offset lookup on assignment.
-    pub committed_fetch_timeout: Duration,
-    /// Timeout of a dead-letter write.
-    pub dead_letter_timeout: Duration,
-    /// The dead-letter producer's librdkafka settings
-    /// ([`FailurePolicy::DeadLetter`], at-least-once mode), used as given
-    /// (for example a dead-letter topic on another cluster), with
-    /// `acks=all` added (another `acks` is refused). `None`: the consumer's
-    /// connection and security settings ([`connection::producer_base`]:
-    /// `bootstrap.servers`, `client.id`, `security.protocol`, `ssl.*`,
-    /// `sasl.*`, …) and `acks=all`.
-    pub dead_letter_producer: Option<BTreeMap<String, String>>,
-}
-
-impl Default for DriverConfig {
-    fn default() -> Self {
-        DriverConfig {
-            engine: EngineConfig::default(),
-            retry: RetryPolicy::default(),
-            retry_delay: None,
-            on_failure: FailurePolicy::default(),
-            commit_interval: Duration::from_secs(1),
-            revoke_timeout: Duration::from_secs(10),
-            shutdown_timeout: Duration::from_secs(30),
-            poll_timeout: Duration::from_millis(20),
-            max_poll_records: 500,
-            committed_fetch_timeout: Duration::from_secs(10),
-            dead_letter_timeout: Duration::from_secs(30),
-            dead_letter_producer: None,
-        }
-    }
-}
-
-impl DriverConfig {
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        self.engine.scheduler.validate()?;
-        if self.max_poll_records == 0 {
-            return Err(ConfigError::Zero {
-                name: "max_poll_records",
-            });
-        }
-        if self.retry.max_attempts == 0 {
-            return Err(ConfigError::Zero {
-                name: "retry.max_attempts",
-            });
-        }
-        if self.engine.max_tracked_per_partition == 0 {
-            return Err(ConfigError::Zero {
-                name: "engine.max_tracked_per_partition",
-            });
-        }
-        for (name, d) in [
-            ("commit_interval", self.commit_interval),
-            ("poll_timeout", self.poll_timeout),
-        ] {
-            if d.is_zero() {
-                return Err(ConfigError::Zero { name });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Errors of the driver.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum DriverError {
-    #[error("invalid configuration: {0}")]
-    Config(#[from] ConfigError),
-    #[error("the client configuration has no group.id")]
-    NoGroupId,
-    #[error("{setting} must not be set: the driver commits explicit offsets itself")]
-    ForbiddenSetting { setting: &'static str },
-    #[error("exactly-once mode needs a transactional id")]
-    NoTransactionalId,
-    #[error("kafka client error: {0}")]
-    Kafka(#[from] KafkaError),
-    /// Another producer with the same `transactional.id` took over: this
-    /// consumer stopped without committing anything more.
-    #[error("the transactional producer was fenced: {0}")]
-    ProducerFenced(#[source] KafkaError),
-    /// A fatal transaction error (or a commit whose outcome stayed unknown):
-    /// the consumer stopped.
-    #[error("transaction failed: {0}")]
-    Transaction(#[source] KafkaError),
-    /// Seeking back after an aborted transaction failed: the consumer's
-    /// position is unknown, so it stopped.
-    #[error("cannot rewind after an aborted transaction: {0}")]
-    Rewind(#[source] KafkaError),
-    #[error("cannot spawn the consumer thread: {0}")]
-    Spawn(#[source] Arc<std::io::Error>),
-    #[error("no tokio runtime: pass one to the builder or start inside one")]
-    NoRuntime,
-    #[error("no topics to subscribe to")]
-    NoTopics,
-    #[error("the consumer thread panicked")]
-    ThreadPanicked,
-}
 
 /// Whether a commit error means the partitions belong to someone else now
 /// (stop committing for this assignment) rather than a transient failure
@@ -531,7 +407,7 @@ impl ParallelConsumer {
     /// turns false, [`ConsumerEvent::Stopped`] is sent and
     /// [`ParallelConsumer::shutdown`] returns [`DriverError::ProducerFenced`].
     ///
-    /// With [`FailurePolicy::DeadLetter`] the dead-letter copy of a record
+    /// With [`crate::record::FailurePolicy::DeadLetter`] the dead-letter copy of a record
     /// is its output, written in the transaction.
     pub fn start_exactly_once<H, F, E>(
         client: ClientConfig,
@@ -729,68 +605,4 @@ impl Drop for ParallelConsumer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ownership_errors_are_told_apart_from_transient_ones() {
-        for code in [
-            RDKafkaErrorCode::IllegalGeneration,
-            RDKafkaErrorCode::UnknownMemberId,
-            RDKafkaErrorCode::FencedInstanceId,
-            RDKafkaErrorCode::AssignmentLost,
-        ] {
-            assert!(is_ownership_error(code), "{code:?}");
-        }
-        for code in [
-            RDKafkaErrorCode::RequestTimedOut,
-            RDKafkaErrorCode::CoordinatorNotAvailable,
-            RDKafkaErrorCode::NotCoordinator,
-            RDKafkaErrorCode::RebalanceInProgress,
-            RDKafkaErrorCode::BrokerTransportFailure,
-        ] {
-            assert!(!is_ownership_error(code), "{code:?}");
-        }
-    }
-
-    #[test]
-    fn config_is_checked_before_connecting() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let handler = |_r: Record| async { Ok::<(), String>(()) };
-        let mut client = ClientConfig::new();
-        client.set("bootstrap.servers", "127.0.0.1:1");
-        let err = ParallelConsumer::start(
-            client.clone(),
-            &["t"],
-            DriverConfig::default(),
-            rt.handle().clone(),
-            handler,
-        )
-        .err();
-        assert!(matches!(err, Some(DriverError::NoGroupId)), "{err:?}");
-        client
-            .set("group.id", "g")
-            .set("enable.auto.commit", "true");
-        let err = ParallelConsumer::start(
-            client.clone(),
-            &["t"],
-            DriverConfig::default(),
-            rt.handle().clone(),
-            handler,
-        )
-        .err();
-        assert!(
-            matches!(err, Some(DriverError::ForbiddenSetting { .. })),
-            "{err:?}"
-        );
-        let mut config = DriverConfig::default();
-        config.retry.max_attempts = 0;
-        client.set("enable.auto.commit", "false");
-        let err =
-            ParallelConsumer::start(client, &["t"], config, rt.handle().clone(), handler).err();
-        assert!(matches!(err, Some(DriverError::Config(_))), "{err:?}");
-    }
-}
+mod tests;
