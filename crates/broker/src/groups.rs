@@ -4,16 +4,24 @@
 //! coordinator's records to `__consumer_offsets` through the normal log
 //! (so storage recovery covers them) and replays that topic on start.
 //!
-//! Invariant: the coordinator lock is held while a call's outputs are
-//! executed, so records reach the log in the order the state machine
-//! produced them, each append's outcome is reported to the coordinator
-//! before anything else reads or changes it (a commit is never visible
-//! before it is in the log), and a response that follows an append in an
-//! output list is sent only after that append succeeded.
+//! The coordinator is sharded by `__consumer_offsets` partition, as
+//! Kafka's: one [`GroupCoordinator`] per partition, each behind its own
+//! lock, so requests on groups of different partitions never wait on each
+//! other.
+//!
+//! Invariants, per partition: a call that may append holds the shard's
+//! writer lock from its decision until its appends' outcomes are reported,
+//! so records reach the log in the order the state machine produced them
+//! and each outcome is reported before the next writing call is decided (a
+//! commit is never visible before it is in the log); the shard's state lock
+//! is never held across an append or fsync, so calls that write nothing
+//! (Heartbeat, OffsetFetch, DescribeGroups, ListGroups) never wait on the
+//! disk; a response that follows an append in an output list is sent only
+//! after that append's outcome is known.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,6 +38,9 @@ use weir_protocol::records::{
 use crate::broker::{Broker, CreateTopicError};
 use crate::config::BrokerConfig;
 use crate::producer_state::{BatchMeta, last_seq};
+
+mod gate;
+mod reads;
 
 /// The internal topic holding committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -84,22 +95,68 @@ pub enum GroupsError {
     },
 }
 
-/// The broker's group coordinator and its parked requests.
+/// The broker's group coordinator, sharded by `__consumer_offsets`
+/// partition, and its parked requests.
+///
+/// Always true: shard `p` holds exactly the groups of partition `p`
+/// (`partition_for(group_id) == p`), and its coordinator owns no other
+/// partition; `shards.len()` is the partition count of the topic.
 pub struct Groups {
-    coord: Mutex<GroupCoordinator>,
-    /// Parked JoinGroup/SyncGroup requests by token.
-    waiters: Mutex<HashMap<u64, oneshot::Sender<Response>>>,
+    shards: Vec<Shard>,
+    /// A shard owning no partition (every request NOT_COORDINATOR), for a
+    /// partition outside `shards`.
+    outside: Shard,
+    /// The settings shared by every shard (each shard's coordinator has its
+    /// own member id seed).
+    config: GroupConfig,
     next_token: AtomicU64,
     /// True once `__consumer_offsets` exists.
     topic_ready: AtomicBool,
     /// `offsets.topic.segment.bytes`, used when creating the topic.
     segment_bytes: i64,
+    /// Holds appends of chosen partitions (tests of a stalled disk).
+    gate: gate::AppendGate,
+}
+
+/// The groups of one `__consumer_offsets` partition.
+///
+/// Lock order: `writer`, then `coord`, then `waiters`. `coord` is held
+/// only to decide a call or to report an append's outcome, never across an
+/// append or fsync, so calls that write nothing (Heartbeat, OffsetFetch,
+/// DescribeGroups, ListGroups) never wait on the disk.
+struct Shard {
+    /// Held by a call that may append from before its decision until the
+    /// outcomes of its appends are reported: this partition's records
+    /// reach the log in the order they were decided, and the next writing
+    /// call is decided on a state that knows those outcomes (as the
+    /// coordinator's `append_completed` requires).
+    writer: Mutex<()>,
+    coord: Mutex<GroupCoordinator>,
+    /// Parked JoinGroup/SyncGroup requests of this partition's groups.
+    waiters: Mutex<HashMap<u64, oneshot::Sender<Response>>>,
+}
+
+impl Shard {
+    fn new(coord: GroupCoordinator) -> Self {
+        Shard {
+            writer: Mutex::new(()),
+            coord: Mutex::new(coord),
+            waiters: Mutex::new(HashMap::new()),
+        }
+    }
 }
 
 /// A parked request: the receiver yields the coordinator's answer.
 pub struct Parked {
     pub token: u64,
+    partition: i32,
     rx: oneshot::Receiver<Response>,
+}
+
+/// Locks `m`, recovering a poisoned lock (the state machine never panics
+/// half way through a call on valid input).
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// An integer broker setting: explicit, else its default from the config
@@ -217,8 +274,9 @@ fn monotonic_nanos() -> u64 {
 }
 
 impl Groups {
-    /// Builds the coordinator and, when `__consumer_offsets` exists, replays
-    /// every partition of it. An existing topic's partition count wins over
+    /// Builds one coordinator shard per `__consumer_offsets` partition and,
+    /// when the topic exists, replays every partition into its shard. An
+    /// existing topic's partition count wins over
     /// `offsets.topic.num.partitions` (group placement depends on it).
     pub fn open(b: &Broker) -> Groups {
         let mut config = group_config(&b.config);
@@ -227,36 +285,123 @@ impl Groups {
             config.offsets_topic_partitions = t.partitions.max(1);
         }
         let partitions = config.offsets_topic_partitions;
-        let mut coord = GroupCoordinator::new(config);
-        coord.set_assignment_clock(monotonic_nanos);
         let now = b.now_ms();
-        if b.config.is_cluster() {
-            // A cluster member coordinates the groups of the offsets
-            // partitions it leads, once the image says which
-            // (`follow_leadership`).
-            for p in 0..partitions {
-                let _ = coord.unload(p);
-            }
-        } else if existing.is_some() {
-            for p in 0..partitions {
-                let _ = coord.begin_load(p);
-                load_partition(b, &mut coord, p);
-                coord.complete_load(p, now);
-            }
+        let shards = (0..partitions)
+            .map(|p| {
+                let mut coord = GroupCoordinator::new(shard_config(&config, p));
+                coord.set_assignment_clock(monotonic_nanos);
+                for q in (0..partitions).filter(|&q| q != p) {
+                    let _ = coord.unload(q);
+                }
+                if b.config.is_cluster() {
+                    // A cluster member coordinates the groups of the
+                    // offsets partitions it leads, once the image says
+                    // which (`follow_leadership`).
+                    let _ = coord.unload(p);
+                } else if existing.is_some() {
+                    let _ = coord.begin_load(p);
+                    load_partition(b, &mut coord, p);
+                    coord.complete_load(p, now);
+                }
+                Shard::new(coord)
+            })
+            .collect();
+        let mut nothing = GroupCoordinator::new(config.clone());
+        for p in 0..partitions {
+            let _ = nothing.unload(p);
         }
         Groups {
-            coord: Mutex::new(coord),
-            waiters: Mutex::new(HashMap::new()),
+            shards,
+            outside: Shard::new(nothing),
+            config,
             next_token: AtomicU64::new(1),
             topic_ready: AtomicBool::new(existing.is_some()),
             segment_bytes: setting(&b.config, "offsets.topic.segment.bytes", 100 * 1024 * 1024),
+            gate: gate::AppendGate::default(),
         }
     }
 
-    /// Locks the coordinator (a poisoned lock is recovered: the state
-    /// machine never panics half way through a call on valid input).
-    pub fn lock(&self) -> MutexGuard<'_, GroupCoordinator> {
-        self.coord.lock().unwrap_or_else(|p| p.into_inner())
+    /// The coordinator settings (those of every shard but the member id
+    /// seed).
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    /// The `__consumer_offsets` partition (and shard) of `group_id`.
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        weir_group::partition_for(group_id, self.config.offsets_topic_partitions)
+    }
+
+    fn shard(&self, partition: i32) -> &Shard {
+        // partition_for is always in range; a partition out of range (a
+        // marker on a partition the topic did not have at start) has no
+        // groups here: the shard owning nothing answers for it.
+        usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.shards.get(p))
+            .unwrap_or(&self.outside)
+    }
+
+    /// Locks the shard of `group_id`, for a call that appends nothing
+    /// (Heartbeat, OffsetFetch, a describe). Never waits on an append: no
+    /// shard lock is held across one. Calls that may append go through
+    /// [`Groups::write`].
+    pub fn lock(&self, group_id: &str) -> MutexGuard<'_, GroupCoordinator> {
+        relock(&self.shard(self.partition_for(group_id)).coord)
+    }
+
+    /// Locks the shard of `partition` (see [`Groups::lock`]).
+    pub fn lock_partition(&self, partition: i32) -> MutexGuard<'_, GroupCoordinator> {
+        relock(&self.shard(partition).coord)
+    }
+
+    /// Runs `f` on each shard in partition order, one shard locked at a
+    /// time (broker-wide reads: ListGroups, metrics, the console).
+    pub fn for_each_shard(&self, mut f: impl FnMut(&GroupCoordinator)) {
+        for s in &self.shards {
+            f(&relock(&s.coord));
+        }
+    }
+
+    /// A call that may append, on the shard of `group_id`: `decide` runs
+    /// under the shard lock and returns its result and the coordinator's
+    /// outputs, which are then performed with the shard lock released (see
+    /// [`Groups::perform`]). Blocks (off the async workers) while an earlier
+    /// writing call of the same partition is appending.
+    pub fn write<R>(
+        &self,
+        b: &Broker,
+        group_id: &str,
+        decide: impl FnOnce(&mut GroupCoordinator) -> (R, Vec<Output>),
+    ) -> (R, AppendFailures) {
+        self.write_partition(b, self.partition_for(group_id), decide)
+    }
+
+    /// [`Groups::write`] on the shard of `partition`.
+    pub fn write_partition<R>(
+        &self,
+        b: &Broker,
+        partition: i32,
+        decide: impl FnOnce(&mut GroupCoordinator) -> (R, Vec<Output>),
+    ) -> (R, AppendFailures) {
+        let shard = self.shard(partition);
+        crate::handler::blocking(|| {
+            self.decide_and_perform(b, shard, relock(&shard.writer), decide)
+        })
+    }
+
+    /// Decides under `shard`'s state lock and performs the outputs with it
+    /// released; `_writer` (the shard's writer lock) is held throughout.
+    fn decide_and_perform<R>(
+        &self,
+        b: &Broker,
+        shard: &Shard,
+        _writer: MutexGuard<'_, ()>,
+        decide: impl FnOnce(&mut GroupCoordinator) -> (R, Vec<Output>),
+    ) -> (R, AppendFailures) {
+        let (r, out) = decide(&mut relock(&shard.coord));
+        let failures = self.perform(b, shard, out);
+        (r, failures)
     }
 
     /// Creates `__consumer_offsets` if it does not exist yet. In a cluster
@@ -276,7 +421,7 @@ impl Groups {
         }
         let _admin = b.admin.lock().await;
         if b.topic(OFFSETS_TOPIC).is_none() {
-            let partitions = self.lock().config().offsets_topic_partitions;
+            let partitions = self.config.offsets_topic_partitions;
             let configs = BTreeMap::from([
                 ("cleanup.policy".to_string(), "compact".to_string()),
                 ("compression.type".to_string(), "producer".to_string()),
@@ -300,18 +445,18 @@ impl Groups {
     /// dropped (its parked requests get NOT_COORDINATOR). Called by the
     /// cluster wiring after each metadata change, once the hosted logs are
     /// in place ([`Broker::reconcile_hosted`]); a no-op when nothing moved.
+    /// Each partition is loaded under its own shard's locks only.
     pub fn follow_leadership(&self, b: &Broker) {
         let snap = b.cluster();
         let me = b.config.node_id;
-        let mut coord = self.lock();
-        let partitions = coord.config().offsets_topic_partitions;
         let now = b.now_ms();
-        for p in 0..partitions {
+        for (p, shard) in (0..).zip(&self.shards) {
             let leads = snap
                 .partition(OFFSETS_TOPIC, p)
                 .is_some_and(|v| v.leader == me);
-            let status = coord.partition_status(p);
-            let out = match (leads, status) {
+            let _writer = relock(&shard.writer);
+            let mut coord = relock(&shard.coord);
+            let out = match (leads, coord.partition_status(p)) {
                 (true, PartitionStatus::NotOwned) => {
                     let out = coord.begin_load(p);
                     load_partition(b, &mut coord, p);
@@ -328,19 +473,24 @@ impl Groups {
                 }
                 _ => continue,
             };
-            self.execute(b, &mut coord, out);
+            drop(coord);
+            // only answers to parked requests: nothing is appended
+            self.perform(b, shard, out);
         }
     }
 
-    /// Registers a waiter; pass its token to `join_group` / `sync_group`.
-    pub fn park(&self) -> Parked {
+    /// Registers a waiter for a request on `group_id`; pass its token to
+    /// `join_group` / `sync_group`.
+    pub fn park(&self, group_id: &str) -> Parked {
+        let partition = self.partition_for(group_id);
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        self.waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(token, tx);
-        Parked { token, rx }
+        relock(&self.shard(partition).waiters).insert(token, tx);
+        Parked {
+            token,
+            partition,
+            rx,
+        }
     }
 
     /// Waits for the answer of a parked request. Returns None when the
@@ -355,25 +505,19 @@ impl Groups {
             r = parked.rx => r.ok(),
             _ = shutdown.wait_for(|s| *s) => None,
         };
-        self.waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&token);
+        relock(&self.shard(parked.partition).waiters).remove(&token);
         r
     }
 
-    /// Performs outputs in order. After each append the coordinator learns
-    /// its outcome (`append_completed`): commits and deletions take effect
-    /// only when durable, and answers that depended on a failed write are
-    /// sent as that write's error (Kafka's mapping of append errors, see
-    /// [`append_error_code`]). Returns the failed appends by partition.
-    /// Call with the coordinator locked (`coord` is the locked guard).
-    pub fn execute(
-        &self,
-        b: &Broker,
-        coord: &mut GroupCoordinator,
-        outputs: Vec<Output>,
-    ) -> AppendFailures {
+    /// Performs one call's outputs in order, with the shard lock released
+    /// (the caller holds the shard's `writer`). After each append the
+    /// coordinator learns its outcome (`append_completed`, under the shard
+    /// lock again): commits and deletions take effect only when durable,
+    /// and answers that depended on a failed write are sent as that write's
+    /// error (Kafka's mapping of append errors, see [`append_error_code`]).
+    /// A response that follows an append in the list is sent only once that
+    /// append's outcome is known. Returns the failed appends by partition.
+    fn perform(&self, b: &Broker, shard: &Shard, outputs: Vec<Output>) -> AppendFailures {
         let mut failures = AppendFailures::default();
         let mut failed_tokens: HashMap<u64, ErrorCode> = HashMap::new();
         let mut queue: VecDeque<Output> = outputs.into();
@@ -385,6 +529,11 @@ impl Groups {
                     write,
                     transaction,
                 } => {
+                    debug_assert!(
+                        std::ptr::eq(self.shard(partition), shard),
+                        "a shard appends only to its own partition"
+                    );
+                    self.gate.pass(partition);
                     let result = append(b, partition, &records, transaction);
                     if let Err(e) = &result {
                         tracing::warn!(partition, "group coordinator append failed: {e}");
@@ -400,7 +549,7 @@ impl Groups {
                         }
                         Err(_) => AppendOutcome::Failed,
                     };
-                    let done = coord.append_completed(write, outcome, b.now_ms());
+                    let done = relock(&shard.coord).append_completed(write, outcome, b.now_ms());
                     if let Err(e) = result {
                         let code = append_error_code(&e);
                         failures.by_partition.entry(partition).or_insert(code);
@@ -415,11 +564,7 @@ impl Groups {
                         Some(&code) => failed_response(response, code),
                         None => response,
                     };
-                    let tx = self
-                        .waiters
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&token);
+                    let tx = relock(&shard.waiters).remove(&token);
                     if let Some(tx) = tx {
                         // the requester may have gone away; nothing to do then
                         let _ = tx.send(response);
@@ -434,13 +579,19 @@ impl Groups {
     /// `__consumer_offsets` (called by the WriteTxnMarkers handler once the
     /// marker is appended): on COMMIT (`committed`) the producer's pending
     /// transactional offsets of that partition's groups become the committed
-    /// ones, on ABORT they are dropped.
+    /// ones, on ABORT they are dropped. Ordered after the partition's
+    /// writing call in progress, if any (its `writer`).
     ///
     /// Replay applies the markers it reads the same way, so a marker that
     /// was already replayed (a load between its append and this call)
     /// finds nothing pending and changes nothing.
     pub fn complete_txn(&self, broker: &Broker, partition: i32, producer_id: i64, committed: bool) {
-        let done = self.lock().complete_txn(partition, producer_id, committed);
+        let (done, _) = self.write_partition(broker, partition, |coord| {
+            (
+                coord.complete_txn(partition, producer_id, committed),
+                Vec::new(),
+            )
+        });
         tracing::debug!(
             partition,
             producer_id,
@@ -453,20 +604,86 @@ impl Groups {
         );
     }
 
-    /// Runs the coordinator's timers at `now_ms` and performs the outputs.
-    pub fn tick(&self, b: &Broker, now_ms: i64) {
-        let mut coord = self.lock();
-        // no deadline yet: the first tick schedules the offset expiry check
-        if coord.next_deadline().is_none_or(|t| t <= now_ms) {
-            let out = coord.tick(now_ms);
-            if !out.is_empty() {
-                let _ = crate::handler::blocking(|| self.execute(b, &mut coord, out));
+    /// The partitions whose timers are due at `now_ms` (a shard with no
+    /// deadline yet is due: its first tick schedules the offset expiry
+    /// check), and whether any shard has a group.
+    fn due(&self, now_ms: i64) -> (Vec<i32>, bool) {
+        let mut due = Vec::new();
+        let mut has_groups = false;
+        for (p, s) in (0..).zip(&self.shards) {
+            let coord = relock(&s.coord);
+            if coord.next_deadline().is_none_or(|t| t <= now_ms) {
+                due.push(p);
             }
+            has_groups |= !coord.list_groups(&[], &[]).is_empty();
         }
+        (due, has_groups)
+    }
+
+    /// Runs the timers due at `now_ms`, shard by shard, and performs their
+    /// outputs.
+    pub fn tick(&self, b: &Broker, now_ms: i64) {
+        self.tick_partitions(b, now_ms, &self.due(now_ms).0, true);
+    }
+
+    /// Runs the timers of `partitions` that are due at `now_ms`. Without
+    /// `wait`, a partition whose writing call is in progress (an append
+    /// that may be waiting on the disk) is skipped: the timer loop comes
+    /// back to it at its next turn, and the other partitions' timers do
+    /// not wait on that disk.
+    fn tick_partitions(&self, b: &Broker, now_ms: i64, partitions: &[i32], wait: bool) {
+        for &p in partitions {
+            let shard = self.shard(p);
+            crate::handler::blocking(|| {
+                let writer = match shard.writer.try_lock() {
+                    Ok(w) => w,
+                    Err(TryLockError::Poisoned(w)) => w.into_inner(),
+                    Err(TryLockError::WouldBlock) if !wait => return,
+                    Err(TryLockError::WouldBlock) => relock(&shard.writer),
+                };
+                self.decide_and_perform(b, shard, writer, |coord| {
+                    let due = coord.next_deadline().is_none_or(|t| t <= now_ms);
+                    ((), if due { coord.tick(now_ms) } else { Vec::new() })
+                });
+            });
+        }
+    }
+
+    /// Holds every append to `partition` of `__consumer_offsets` before it
+    /// reaches the log, until [`Groups::resume_appends`]: a stalled disk,
+    /// deterministically, for tests.
+    #[doc(hidden)]
+    pub fn pause_appends(&self, partition: i32) {
+        self.gate.pause(partition);
+    }
+
+    /// Lets the appends held by [`Groups::pause_appends`] go on.
+    #[doc(hidden)]
+    pub fn resume_appends(&self, partition: i32) {
+        self.gate.resume(partition);
+    }
+
+    /// Appends to `partition` held by [`Groups::pause_appends`] right now.
+    #[doc(hidden)]
+    pub fn held_appends(&self, partition: i32) -> usize {
+        self.gate.held(partition)
     }
 }
 
-/// Appends that failed during one [`Groups::execute`], with the error code
+/// The settings of the shard of `partition`: its own member id seed, so
+/// shards do not hand out the same ids (ids are unique within a shard by
+/// its counter, and a group lives in one shard).
+fn shard_config(config: &GroupConfig, partition: i32) -> GroupConfig {
+    let p = u64::from(partition.unsigned_abs());
+    GroupConfig {
+        member_id_seed: config
+            .member_id_seed
+            .wrapping_add(p.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        ..config.clone()
+    }
+}
+
+/// Appends that failed during one writing call ([`Groups::write`]), with the error code
 /// to answer (first failure per `__consumer_offsets` partition), and where
 /// the last successful one of each partition landed (what a commit waits
 /// to see replicated).
@@ -754,14 +971,8 @@ pub async fn timer_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>
             continue;
         };
         let now = broker.now_ms();
-        let (due, has_groups) = {
-            let coord = groups.lock();
-            (
-                coord.next_deadline().is_none_or(|t| t <= now),
-                !coord.list_groups(&[], &[]).is_empty(),
-            )
-        };
-        if !due {
+        let (due, has_groups) = groups.due(now);
+        if due.is_empty() {
             continue;
         }
         // Timers only write records for existing groups: create
@@ -769,7 +980,7 @@ pub async fn timer_loop(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>
         if has_groups && groups.ensure_topic(&broker).await.is_err() {
             continue;
         }
-        groups.tick(&broker, now);
+        groups.tick_partitions(&broker, now, &due, false);
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use common::*;
 
-const GROUP_CONFIG: &[(&str, &str)] = &[
+pub(crate) const GROUP_CONFIG: &[(&str, &str)] = &[
     ("group.initial.rebalance.delay.ms", "0"),
     ("offsets.topic.num.partitions", "3"),
 ];
@@ -43,14 +43,14 @@ async fn join(c: &mut Client, group: &str, member_id: &str) -> JoinGroupResponse
 }
 
 /// Joins as a new member (two round trips: MEMBER_ID_REQUIRED first).
-async fn join_new(c: &mut Client, group: &str) -> JoinGroupResponse {
+pub(crate) async fn join_new(c: &mut Client, group: &str) -> JoinGroupResponse {
     let first = join(c, group, "").await;
     assert_eq!(first.error_code, MEMBER_ID_REQUIRED);
     assert!(!first.member_id.is_empty());
     join(c, group, &first.member_id).await
 }
 
-async fn sync(
+pub(crate) async fn sync(
     c: &mut Client,
     group: &str,
     generation: i32,
@@ -79,7 +79,12 @@ async fn sync(
     }
 }
 
-async fn heartbeat(c: &mut Client, group: &str, generation: i32, member_id: &str) -> i16 {
+pub(crate) async fn heartbeat(
+    c: &mut Client,
+    group: &str,
+    generation: i32,
+    member_id: &str,
+) -> i16 {
     let req = HeartbeatRequest {
         group_id: group.into(),
         generation_id: generation,
@@ -92,7 +97,7 @@ async fn heartbeat(c: &mut Client, group: &str, generation: i32, member_id: &str
     }
 }
 
-async fn commit(
+pub(crate) async fn commit(
     c: &mut Client,
     group: &str,
     generation: i32,
@@ -125,7 +130,7 @@ async fn commit(
 }
 
 /// The committed offset of one partition via OffsetFetch v8 (-1: none).
-async fn fetch_offset(c: &mut Client, group: &str, topic: &str, partition: i32) -> i64 {
+pub(crate) async fn fetch_offset(c: &mut Client, group: &str, topic: &str, partition: i32) -> i64 {
     let req = OffsetFetchRequest {
         groups: vec![offset_fetch_request::OffsetFetchRequestGroup {
             group_id: group.into(),

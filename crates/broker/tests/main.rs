@@ -21,6 +21,7 @@ mod dynamic_configs;
 mod embedded;
 mod fetch_wakeups;
 mod follower_writes;
+mod group_shards;
 mod groups;
 mod hosting;
 mod http_host;

@@ -441,7 +441,7 @@ async fn add_offsets_adds_the_groups_offsets_partition() {
     };
     assert_eq!(r.error_code, NONE);
     let d = describe(&mut c, "tx").await;
-    let group_partition = b.broker.groups().unwrap().lock().partition_for("g");
+    let group_partition = b.broker.groups().unwrap().partition_for("g");
     assert_eq!(d.topics[0].topic, "__consumer_offsets");
     assert_eq!(d.topics[0].partitions, vec![group_partition]);
     let ResponseBody::AddOffsetsToTxn(r) = c.call(add(epoch + 1), 1).await else {

@@ -201,7 +201,7 @@ async fn both(c: &mut Client, group: &str) -> (Vec<(i32, i64, i16)>, Vec<(i32, i
 }
 
 fn offsets_partition(b: &RunningBroker, group: &str) -> i32 {
-    b.broker.groups().unwrap().lock().partition_for(group)
+    b.broker.groups().unwrap().partition_for(group)
 }
 
 /// The end offset of the group's `__consumer_offsets` partition.

@@ -122,9 +122,12 @@ pub struct Completion {
 impl GroupCoordinator {
     /// Reports whether the `Output::Append` with id `write` reached the log
     /// (and at which offset) or failed. Call it once per append, in the
-    /// order the appends were performed, before the next request or tick: a
-    /// commit, OffsetDelete, DeleteGroups or expiry takes effect only here,
-    /// so OffsetFetch never returns a value that is not in the log.
+    /// order the appends were performed, before the next call that may
+    /// write or tick (calls that write nothing, such as `heartbeat`,
+    /// `fetch_offsets` or the describes, may come in between and see the
+    /// state before the outcome): a commit, OffsetDelete, DeleteGroups or
+    /// expiry takes effect only here, so OffsetFetch never returns a value
+    /// that is not in the log.
     pub fn append_completed(
         &mut self,
         write: WriteId,

@@ -43,7 +43,7 @@ async fn add(ctx: &RequestContext, req: &AddOffsetsToTxnRequest) -> ErrorCode {
     let (Some(groups), Some(txns)) = (b.groups(), b.transactions()) else {
         return ErrorCode::CoordinatorNotAvailable;
     };
-    let partition = groups.lock().partition_for(&req.group_id);
+    let partition = groups.partition_for(&req.group_id);
     let partitions = BTreeSet::from([TopicPartition::new(OFFSETS_TOPIC, partition)]);
     let step = txns.lock().add_partitions(
         &req.transactional_id,

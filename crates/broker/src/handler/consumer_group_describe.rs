@@ -54,7 +54,7 @@ pub fn handle(ctx: &RequestContext, req: ConsumerGroupDescribeRequest) -> Reply 
         return body(groups);
     };
     let image = topics_image(&ctx.broker);
-    let described = coordinator.lock().describe_consumer_groups(&asked);
+    let described = coordinator.describe_consumer_groups(&asked);
     groups.extend(described.into_iter().map(|d| {
         let ops = authorized_operations(
             ctx,

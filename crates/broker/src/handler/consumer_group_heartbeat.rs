@@ -12,7 +12,7 @@ use weir_protocol::messages::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ResponseBody,
 };
 
-use super::{Reply, RequestContext, blocking};
+use super::{Reply, RequestContext};
 use crate::broker::Broker;
 
 fn error(code: ErrorCode, message: Option<String>) -> Reply {
@@ -85,15 +85,14 @@ pub async fn handle(ctx: &RequestContext, req: ConsumerGroupHeartbeatRequest) ->
     };
     let image = topics_image(&ctx.broker);
     let now = ctx.broker.now_ms();
-    let r = {
-        let mut coord = groups.lock();
-        let (r, out) = coord.consumer_group_heartbeat(&beat, &image, now);
-        let failures = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
-        if let Some(code) = failures.first() {
-            return error(code, None);
-        }
-        r
-    };
+    // A KIP-848 heartbeat may write (epochs, assignments): it is a writing
+    // call, ordered after the partition's earlier writes, as in Kafka.
+    let (r, failures) = groups.write(&ctx.broker, &beat.group_id, |coord| {
+        coord.consumer_group_heartbeat(&beat, &image, now)
+    });
+    if let Some(code) = failures.first() {
+        return error(code, None);
+    }
     if let Some(ns) = r.assignment_nanos {
         ctx.broker
             .metrics

@@ -6,7 +6,9 @@ use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::delete_groups_response::DeletableGroupResult;
 use weir_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, ResponseBody};
 
-use super::{Reply, RequestContext, blocking};
+use std::collections::{BTreeMap, VecDeque};
+
+use super::{Reply, RequestContext};
 
 /// Kafka: DELETE on each group; the refused ones are answered
 /// GROUP_AUTHORIZATION_FAILED after the others.
@@ -33,19 +35,29 @@ pub async fn handle(ctx: &RequestContext, mut req: DeleteGroupsRequest) -> Reply
                     .collect()
             } else {
                 let now = ctx.broker.now_ms();
-                let mut coord = groups.lock();
-                let (results, out) = coord.delete_groups(&req.groups_names, now);
-                let failures = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
-                // A group whose tombstones were not written is not deleted.
-                results
-                    .into_iter()
-                    .map(|(g, e)| {
-                        let failed = failures.for_partition(coord.partition_for(&g));
-                        match failed {
-                            Some(f) if e.is_ok() => (g, f),
-                            _ => (g, e),
-                        }
-                    })
+                // One writing call per shard, answered in the order asked.
+                let mut by_partition: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+                for g in &req.groups_names {
+                    by_partition
+                        .entry(groups.partition_for(g))
+                        .or_default()
+                        .push(g.clone());
+                }
+                let mut answered: BTreeMap<i32, VecDeque<(String, ErrorCode)>> = BTreeMap::new();
+                for (p, ids) in by_partition {
+                    let (results, failures) = groups
+                        .write_partition(&ctx.broker, p, |coord| coord.delete_groups(&ids, now));
+                    // A group whose tombstones were not written is not deleted.
+                    let failed = failures.for_partition(p);
+                    let results = results.into_iter().map(|(g, e)| match failed {
+                        Some(f) if e.is_ok() => (g, f),
+                        _ => (g, e),
+                    });
+                    answered.insert(p, results.collect());
+                }
+                req.groups_names
+                    .iter()
+                    .filter_map(|g| answered.get_mut(&groups.partition_for(g))?.pop_front())
                     .collect()
             }
         }

@@ -29,7 +29,7 @@ pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> Reply {
         })
         .collect();
     let groups = match ctx.broker.groups() {
-        Some(g) => g.lock().describe_groups(&described),
+        Some(g) => g.describe_groups(&described),
         None => {
             out.extend(described.into_iter().map(|group_id| DescribedGroup {
                 error_code: ErrorCode::CoordinatorNotAvailable.code(),

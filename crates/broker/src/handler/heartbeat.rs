@@ -21,7 +21,8 @@ pub fn handle(ctx: &RequestContext, req: HeartbeatRequest) -> Reply {
                 group_instance_id: req.group_instance_id,
             };
             let now = ctx.broker.now_ms();
-            groups.lock().heartbeat(&beat, now)
+            // only the shard's state lock, never held across an append
+            groups.lock(&beat.group_id).heartbeat(&beat, now)
         }
     };
     Reply::Body(ResponseBody::Heartbeat(HeartbeatResponse {

@@ -7,7 +7,7 @@ use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::join_group_response::JoinGroupResponseMember;
 use weir_protocol::messages::{JoinGroupRequest, JoinGroupResponse, ResponseBody};
 
-use super::{Reply, RequestContext, blocking};
+use super::{Reply, RequestContext};
 
 fn error(code: ErrorCode, member_id: String) -> JoinGroupResponse {
     JoinGroupResponse {
@@ -31,6 +31,7 @@ pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> Reply {
         return body(error(ErrorCode::CoordinatorNotAvailable, req.member_id));
     }
     let member_id = req.member_id.clone();
+    let group_id = req.group_id.clone();
     let join = JoinRequest {
         group_id: req.group_id,
         session_timeout_ms: req.session_timeout_ms,
@@ -56,14 +57,12 @@ pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> Reply {
         require_known_member_id: v >= 4,
         supports_skip_assignment: v >= 9,
     };
-    let parked = groups.park();
+    let parked = groups.park(&group_id);
     let token = parked.token;
     let now = ctx.broker.now_ms();
-    {
-        let mut coord = groups.lock();
-        let out = coord.join_group(join, token, now);
-        blocking(|| groups.execute(&ctx.broker, &mut coord, out));
-    }
+    groups.write(&ctx.broker, &group_id, |coord| {
+        ((), coord.join_group(join, token, now))
+    });
     let Some(Response::Join(r)) = groups.wait(parked, ctx.shutdown.clone()).await else {
         return body(error(ErrorCode::CoordinatorNotAvailable, member_id));
     };

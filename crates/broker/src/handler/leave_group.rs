@@ -6,7 +6,7 @@ use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::leave_group_response::MemberResponse;
 use weir_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse, ResponseBody};
 
-use super::{Reply, RequestContext, blocking};
+use super::{Reply, RequestContext};
 
 pub async fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> Reply {
     let v = ctx.api_version;
@@ -47,15 +47,12 @@ pub async fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> Reply {
         members,
     };
     let now = ctx.broker.now_ms();
-    let r = {
-        let mut coord = groups.lock();
-        let (r, out) = coord.leave_group(&leave, now);
-        // The only record a leave writes is the group becoming Empty; the
-        // members are gone either way, so (as Kafka's classic coordinator)
-        // a failed write does not fail the leave.
-        let _ = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
-        r
-    };
+    // The only record a leave writes is the group becoming Empty; the
+    // members are gone either way, so (as Kafka's classic coordinator) a
+    // failed write does not fail the leave.
+    let (r, _) = groups.write(&ctx.broker, &leave.group_id, |coord| {
+        coord.leave_group(&leave, now)
+    });
     let resp = if v >= 3 {
         LeaveGroupResponse {
             error_code: r.error.code(),

@@ -19,7 +19,6 @@ pub fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> Reply {
         },
         Some(groups) => ListGroupsResponse {
             groups: groups
-                .lock()
                 .list_groups(&req.states_filter, &req.types_filter)
                 .into_iter()
                 .filter(|g| {

@@ -19,7 +19,7 @@ use weir_protocol::messages::offset_commit_response::{
 };
 use weir_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, ResponseBody};
 
-use super::{Reply, RequestContext, blocking};
+use super::{Reply, RequestContext};
 use crate::groups::AppendedAt;
 use crate::replica_manager::AppendRole;
 
@@ -124,17 +124,17 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> Reply {
             .collect(),
     };
     let now = ctx.broker.now_ms();
-    let (results, appended) = {
-        let mut coord = groups.lock();
+    let (results, appended) = groups.write(&ctx.broker, &commit.group_id, |coord| {
         // v9+ (KIP-848 era): a commit to a group that does not exist is
         // GROUP_ID_NOT_FOUND rather than creating a standalone group
         if v >= 9 && coord.group_state(&commit.group_id).is_none() && commit.generation_id >= 0 {
-            drop(coord);
-            return all(ErrorCode::GroupIdNotFound);
+            return (None, Vec::new());
         }
         let (results, out) = coord.commit_offsets(&commit, now);
-        let failures = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
-        (results, failures)
+        (Some(results), out)
+    });
+    let Some(results) = results else {
+        return all(ErrorCode::GroupIdNotFound);
     };
     // With followers, the commit is acknowledged once every in-sync replica
     // of its `__consumer_offsets` partition has it (Kafka's acks=all for
@@ -170,7 +170,7 @@ pub(super) async fn replicated(
 ) -> Option<ErrorCode> {
     let b = &ctx.broker;
     let groups = b.groups()?;
-    let partition = groups.lock().partition_for(group);
+    let partition = groups.partition_for(group);
     let tp = weir_storage::TopicPartition::new(crate::groups::OFFSETS_TOPIC, partition);
     let (epoch, end) = match appended.get(&partition) {
         Some(at) => (at.leader_epoch?, at.end_offset),

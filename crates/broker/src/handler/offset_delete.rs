@@ -8,7 +8,7 @@ use weir_protocol::messages::offset_delete_response::{
 };
 use weir_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, ResponseBody};
 
-use super::{Reply, RequestContext, blocking};
+use super::{Reply, RequestContext};
 
 fn reply(error: ErrorCode, topics: Vec<(String, Vec<(i32, ErrorCode)>)>) -> Reply {
     Reply::Body(ResponseBody::OffsetDelete(OffsetDeleteResponse {
@@ -57,14 +57,14 @@ pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> Reply {
         }
     }
     let now = ctx.broker.now_ms();
-    let (group_error, results) = {
-        let mut coord = groups.lock();
+    let ((e, results), failures) = groups.write(&ctx.broker, &req.group_id, |coord| {
         let (e, results, out) = coord.delete_offsets(&req.group_id, &known, now);
-        // Offsets whose tombstones were not written stay committed.
-        match blocking(|| groups.execute(&ctx.broker, &mut coord, out)).first() {
-            None => (e, results),
-            Some(failed) => (failed, Vec::new()),
-        }
+        ((e, results), out)
+    });
+    // Offsets whose tombstones were not written stay committed.
+    let (group_error, results) = match failures.first() {
+        None => (e, results),
+        Some(failed) => (failed, Vec::new()),
     };
     if !group_error.is_ok() {
         return reply(group_error, Vec::new());

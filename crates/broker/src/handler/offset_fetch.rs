@@ -163,25 +163,13 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> Reply {
         }]
     };
     let results = authorized_results(ctx, asked, |asked| match ctx.broker.groups() {
-        Some(groups) => {
-            let coord = groups.lock();
-            let mut results = if require_stable {
-                coord.fetch_stable_offsets(asked)
-            } else {
-                coord.fetch_offsets(asked)
-            };
-            for r in results.iter_mut().filter(|r| r.error.is_ok()) {
-                let member = members.iter().find(|(g, _, _)| *g == r.group_id);
-                if let Some((g, id, epoch)) = member {
-                    let e = coord.check_offset_fetch_member(g, id.as_deref(), *epoch);
-                    if !e.is_ok() {
-                        r.error = e;
-                        r.partitions.clear();
-                    }
-                }
+        // each group under its own shard's lock, never held across an append
+        Some(groups) => groups.fetch_offsets(asked, require_stable, |coord, group| {
+            match members.iter().find(|(g, _, _)| g == group) {
+                Some((g, id, epoch)) => coord.check_offset_fetch_member(g, id.as_deref(), *epoch),
+                None => ErrorCode::None,
             }
-            results
-        }
+        }),
         None => asked
             .iter()
             .map(|g| OffsetFetchResult {

@@ -5,7 +5,7 @@ use weir_group::{Assignment, Response, SyncRequest};
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::{ResponseBody, SyncGroupRequest, SyncGroupResponse};
 
-use super::{Reply, RequestContext, blocking};
+use super::{Reply, RequestContext};
 
 fn error(code: ErrorCode) -> Reply {
     Reply::Body(ResponseBody::SyncGroup(SyncGroupResponse {
@@ -25,8 +25,9 @@ pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> Reply {
     if groups.ensure_topic(&ctx.broker).await.is_err() {
         return error(ErrorCode::CoordinatorNotAvailable);
     }
+    let group_id = req.group_id;
     let sync = SyncRequest {
-        group_id: req.group_id,
+        group_id: group_id.clone(),
         generation_id: req.generation_id,
         member_id: req.member_id,
         group_instance_id: req.group_instance_id,
@@ -41,14 +42,12 @@ pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> Reply {
             })
             .collect(),
     };
-    let parked = groups.park();
+    let parked = groups.park(&group_id);
     let token = parked.token;
     let now = ctx.broker.now_ms();
-    {
-        let mut coord = groups.lock();
-        let out = coord.sync_group(sync, token, now);
-        blocking(|| groups.execute(&ctx.broker, &mut coord, out));
-    }
+    groups.write(&ctx.broker, &group_id, |coord| {
+        ((), coord.sync_group(sync, token, now))
+    });
     let Some(Response::Sync(r)) = groups.wait(parked, ctx.shutdown.clone()).await else {
         return error(ErrorCode::CoordinatorNotAvailable);
     };

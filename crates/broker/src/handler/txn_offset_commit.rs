@@ -23,7 +23,7 @@ use weir_protocol::messages::txn_offset_commit_response::{
 use weir_protocol::messages::{ResponseBody, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use super::offset_commit::{Shape, any_known, replicated, shape, whole};
-use super::{Reply, RequestContext, blocking};
+use super::{Reply, RequestContext};
 
 /// The first version whose clients understand COORDINATOR_LOAD_IN_PROGRESS.
 const LOAD_IN_PROGRESS_VERSION: i16 = 2;
@@ -93,17 +93,13 @@ pub async fn handle(ctx: &RequestContext, req: TxnOffsetCommitRequest) -> Reply 
             .collect(),
     };
     let now = ctx.broker.now_ms();
-    let outcome = {
-        let mut coord = groups.lock();
+    let (outcome, appended) = groups.write(&ctx.broker, &commit.group_id, |coord| {
         match coord.commit_txn_offsets(&commit, now) {
-            Err(e) => Err(e),
-            Ok((results, out)) => {
-                let failures = blocking(|| groups.execute(&ctx.broker, &mut coord, out));
-                Ok((results, failures))
-            }
+            Err(e) => (Err(e), Vec::new()),
+            Ok((results, out)) => (Ok(results), out),
         }
-    };
-    let (results, appended) = match outcome {
+    });
+    let results = match outcome {
         Ok(r) => r,
         Err(e) => {
             // Unknown topics keep their own error, as in Kafka's merge of

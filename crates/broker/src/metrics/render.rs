@@ -433,53 +433,57 @@ fn group_rows(b: &Broker) -> (Vec<GroupRow>, u64) {
     let Some(groups) = b.groups() else {
         return (Vec::new(), 0);
     };
-    let coordinator = groups.lock();
-    let listed = coordinator.list_groups(&[], &[]);
-    let ids: Vec<String> = listed.iter().map(|g| g.group_id.clone()).collect();
-    let consumer_ids: Vec<String> = listed
-        .iter()
-        .filter(|g| g.group_type == "consumer")
-        .map(|g| g.group_id.clone())
-        .collect();
-    // DescribeGroups reports a consumer-protocol group Dead with no
-    // members; ConsumerGroupDescribe has its members.
-    let mut consumer_members: BTreeMap<String, usize> = coordinator
-        .describe_consumer_groups(&consumer_ids)
-        .into_iter()
-        .map(|d| (d.group_id, d.members.len()))
-        .collect();
-    let described = coordinator.describe_groups(&ids);
-    let fetch: Vec<OffsetFetchGroup> = ids
-        .iter()
-        .map(|id| OffsetFetchGroup {
-            group_id: id.clone(),
-            partitions: None,
-        })
-        .collect();
-    let offsets = coordinator.fetch_offsets(&fetch);
-    let bumps = coordinator.consumer_epoch_bumps();
-    drop(coordinator);
-    let mut rows: Vec<GroupRow> = listed
-        .into_iter()
-        .zip(described)
-        .zip(offsets)
-        .map(|((l, d), o)| GroupRow {
-            members: if l.group_type == "consumer" {
-                consumer_members.remove(&l.group_id).unwrap_or(0)
-            } else {
-                d.members.len()
-            },
-            id: l.group_id,
-            group_type: l.group_type,
-            state: l.state,
-            committed: o
-                .partitions
+    // one shard (`__consumer_offsets` partition) locked at a time
+    let mut rows: Vec<GroupRow> = Vec::new();
+    let mut bumps = 0;
+    groups.for_each_shard(|coordinator| {
+        let listed = coordinator.list_groups(&[], &[]);
+        let ids: Vec<String> = listed.iter().map(|g| g.group_id.clone()).collect();
+        let consumer_ids: Vec<String> = listed
+            .iter()
+            .filter(|g| g.group_type == "consumer")
+            .map(|g| g.group_id.clone())
+            .collect();
+        // DescribeGroups reports a consumer-protocol group Dead with no
+        // members; ConsumerGroupDescribe has its members.
+        let mut consumer_members: BTreeMap<String, usize> = coordinator
+            .describe_consumer_groups(&consumer_ids)
+            .into_iter()
+            .map(|d| (d.group_id, d.members.len()))
+            .collect();
+        let described = coordinator.describe_groups(&ids);
+        let fetch: Vec<OffsetFetchGroup> = ids
+            .iter()
+            .map(|id| OffsetFetchGroup {
+                group_id: id.clone(),
+                partitions: None,
+            })
+            .collect();
+        let offsets = coordinator.fetch_offsets(&fetch);
+        bumps += coordinator.consumer_epoch_bumps();
+        rows.extend(
+            listed
                 .into_iter()
-                .filter(|p| p.offset >= 0)
-                .map(|p| ((p.topic, p.partition), p.offset))
-                .collect(),
-        })
-        .collect();
+                .zip(described)
+                .zip(offsets)
+                .map(|((l, d), o)| GroupRow {
+                    members: if l.group_type == "consumer" {
+                        consumer_members.remove(&l.group_id).unwrap_or(0)
+                    } else {
+                        d.members.len()
+                    },
+                    id: l.group_id,
+                    group_type: l.group_type,
+                    state: l.state,
+                    committed: o
+                        .partitions
+                        .into_iter()
+                        .filter(|p| p.offset >= 0)
+                        .map(|p| ((p.topic, p.partition), p.offset))
+                        .collect(),
+                }),
+        );
+    });
     rows.sort_by(|a, b| a.id.cmp(&b.id));
     (rows, bumps)
 }

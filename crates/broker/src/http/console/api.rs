@@ -117,7 +117,7 @@ fn overview(b: &Broker) -> Overview {
         size_bytes: logs.iter().map(|l| l.size_bytes()).sum(),
         groups: b
             .groups()
-            .map(|g| g.lock().list_groups(&[], &[]).len())
+            .map(|g| g.list_groups(&[], &[]).len())
             .unwrap_or(0),
     }
 }
@@ -344,11 +344,11 @@ impl Described {
     }
 }
 
-/// Describes one group and fetches its offsets under one coordinator lock.
+/// Describes one group and fetches its offsets under its shard's lock.
 fn describe(b: &Broker, id: &str) -> Result<Described, ConsoleError> {
     let groups = b.groups().ok_or(ConsoleError::CoordinatorUnavailable)?;
     let (described, consumer, generation, partition, fetched) = {
-        let coord = groups.lock();
+        let coord = groups.lock(id);
         let ids = [id.to_string()];
         let described = coord.describe_groups(&ids).into_iter().next();
         // GROUP_ID_NOT_FOUND for a classic or unknown group
@@ -485,7 +485,7 @@ fn group_detail(b: &Broker, id: &str) -> Result<GroupDetail, ConsoleError> {
 
 fn groups(b: &Broker) -> Result<Groups, ConsoleError> {
     let coordinator = b.groups().ok_or(ConsoleError::CoordinatorUnavailable)?;
-    let mut listed = coordinator.lock().list_groups(&[], &[]);
+    let mut listed = coordinator.list_groups(&[], &[]);
     listed.sort_by(|x, y| x.group_id.cmp(&y.group_id));
     let mut out = Vec::with_capacity(listed.len());
     for g in listed {
