@@ -19,7 +19,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use weir_parallel_consumer::driver::{
-    DriverError, ExactlyOnceConfig, ParallelConsumer, TxnEvent, TxnObserver,
+    ConsumerEvent, DriverError, ExactlyOnceConfig, ParallelConsumer, TxnEvent, TxnObserver,
 };
 use weir_parallel_consumer::exactly_once::OutputRecord;
 use weir_parallel_consumer::record::Record;
@@ -338,6 +338,7 @@ fn a_second_producer_with_the_same_transactional_id_stops_the_first() {
     common::wait_until("the first instance committed", || {
         (0..2).all(|p| common::committed(b, &group, &input, p).is_some_and(|(o, _)| o == 10))
     });
+    let mut first_events = first.events();
     let second = ParallelConsumer::start_exactly_once(
         common::client(b, &group),
         &[input.as_str()],
@@ -356,6 +357,18 @@ fn a_second_producer_with_the_same_transactional_id_stops_the_first() {
         want.extend(more);
     }
     common::wait_until("the fenced instance stopped", || !first.is_running());
+    // The fatal error also came as the last event (any before it are
+    // rebalance ones).
+    let mut stopped = None;
+    while let Ok(e) = first_events.try_recv() {
+        if let ConsumerEvent::Stopped(error) = e {
+            stopped = Some(error);
+        }
+    }
+    assert!(
+        matches!(stopped, Some(DriverError::ProducerFenced(_))),
+        "{stopped:?}"
+    );
     let err = first
         .shutdown_blocking()
         .expect_err("the first instance was fenced");

@@ -141,6 +141,51 @@ fn async_shutdown_drains_on_a_current_thread_runtime() {
     );
 }
 
+/// Handlers that never finish by themselves are abandoned at the drain
+/// deadline: the report counts them, the commit does not move, and their
+/// cancellation tokens fire (which is what ends them here).
+#[test]
+fn shutdown_abandons_at_its_deadline_and_cancels_the_rest() {
+    let broker = TestBroker::from_env();
+    let b = &broker.bootstrap();
+    let rt = common::runtime();
+    let (topic, group) = (common::unique("abandon"), common::unique("g-abandon"));
+    broker.create_topic(&rt, &topic, 1);
+    common::produce(b, &topic, 0, &[(None, "a"), (None, "b"), (None, "c")]);
+    let log = Log::default();
+    let l = log.clone();
+    let pc = builder(b, &group, &topic)
+        .runtime(rt.handle().clone())
+        .start(move |r: Record, cx: HandlerContext| {
+            let log = l.clone();
+            async move {
+                log.lock().unwrap().push(("start", r.partition, r.offset));
+                cx.cancelled().await;
+                log.lock()
+                    .unwrap()
+                    .push(("cancelled", r.partition, r.offset));
+                Err(HandlerError::retriable("cancelled"))
+            }
+        })
+        .expect("start");
+    common::wait_until("3 handlers running", || count(&log, "start") == 3);
+    let report = rt
+        .block_on(pc.shutdown_with_timeout(Duration::from_millis(200)))
+        .expect("shutdown");
+    assert_eq!((report.abandoned, report.drained), (3, 0), "{report:?}");
+    // The prefix did not move: the final commit (the partition's first)
+    // says 0.
+    let finals: Vec<_> = report.final_commits.iter().map(|c| c.offset).collect();
+    assert_eq!(finals, vec![0], "{report:?}");
+    common::wait_until("the abandoned handlers saw their tokens fire", || {
+        count(&log, "cancelled") == 3
+    });
+    assert_eq!(
+        common::committed(b, &group, &topic, 0).map(|(o, _)| o),
+        Some(0)
+    );
+}
+
 /// Dropping the consumer returns while its handlers are blocked; once
 /// they are released, the background drain commits their records (the
 /// only commit that can: nothing had completed before the drop, and the
