@@ -323,8 +323,8 @@ pub struct ShutdownReport {
     /// Tasks still running when the wait ended (their records run again on
     /// the next owner); their cancellation tokens were fired.
     pub abandoned: usize,
-    /// From the stop request to the end of the final commit and leaving
-    /// the group.
+    /// From the owner thread seeing the stop request (within a loop turn)
+    /// to the end of the final commit and leaving the group.
     pub duration: Duration,
 }
 
