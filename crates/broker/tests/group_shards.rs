@@ -185,3 +185,65 @@ async fn heartbeat_and_offset_fetch_do_not_wait_on_a_held_append() {
     drop(c);
     b.shutdown().await.unwrap();
 }
+
+/// A member's own commit held at the disk: its heartbeat is answered and
+/// OffsetFetch keeps the last durable offset until the append completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_heartbeats_while_its_own_commit_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), GROUP_CONFIG).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
+    let group = group_on("own", 2);
+    let j = join_new(&mut c, &group).await;
+    assert_eq!(j.error_code, NONE);
+    let s = sync(
+        &mut c,
+        &group,
+        j.generation_id,
+        &j.member_id,
+        vec![(j.member_id.clone(), b"a")],
+    )
+    .await;
+    assert_eq!(s.error_code, NONE);
+    let generation = j.generation_id;
+    assert_eq!(
+        commit(&mut c, &group, generation, &j.member_id, "t", 0, 5).await,
+        NONE
+    );
+
+    let hold = HeldAppends::new(b.broker.clone(), 2);
+    let mut committer = Client::connect(b.local_addr).await;
+    let (g, member) = (group.clone(), j.member_id.clone());
+    let in_flight =
+        tokio::spawn(
+            async move { commit(&mut committer, &g, generation, &member, "t", 0, 6).await },
+        );
+    hold.wait_held(1).await;
+    assert_eq!(
+        answered(
+            &hold,
+            "Heartbeat of the committing member",
+            heartbeat(&mut c, &group, generation, &j.member_id)
+        )
+        .await,
+        NONE
+    );
+    assert_eq!(
+        answered(
+            &hold,
+            "OffsetFetch of the committing group",
+            fetch_offset(&mut c, &group, "t", 0)
+        )
+        .await,
+        5
+    );
+    assert_eq!(hold.held(), 1);
+    assert!(!in_flight.is_finished());
+
+    drop(hold);
+    assert_eq!(in_flight.await.unwrap(), NONE);
+    assert_eq!(fetch_offset(&mut c, &group, "t", 0).await, 6);
+    drop(c);
+    b.shutdown().await.unwrap();
+}
