@@ -247,3 +247,22 @@ async fn a_member_heartbeats_while_its_own_commit_is_held() {
     drop(c);
     b.shutdown().await.unwrap();
 }
+
+/// Each shard hands out its own member ids: the first members of groups on
+/// different partitions, joining from the same client id, get different
+/// ids (one coordinator's ids are unique by its counter; the shards'
+/// counters all start at zero, so their seeds must differ).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_hand_out_distinct_member_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), GROUP_CONFIG).await;
+    let mut c = Client::connect(b.local_addr).await;
+    let mut ids = std::collections::BTreeSet::new();
+    for p in 0..OFFSETS_PARTITIONS {
+        let j = join_new(&mut c, &group_on("first", p)).await;
+        assert_eq!(j.error_code, NONE);
+        assert!(ids.insert(j.member_id.clone()), "{} twice", j.member_id);
+    }
+    drop(c);
+    b.shutdown().await.unwrap();
+}
