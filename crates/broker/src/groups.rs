@@ -288,11 +288,7 @@ impl Groups {
         let now = b.now_ms();
         let shards = (0..partitions)
             .map(|p| {
-                let mut coord = GroupCoordinator::new(shard_config(&config, p));
-                coord.set_assignment_clock(monotonic_nanos);
-                for q in (0..partitions).filter(|&q| q != p) {
-                    let _ = coord.unload(q);
-                }
+                let mut coord = shard_coordinator(&config, p);
                 if b.config.is_cluster() {
                     // A cluster member coordinates the groups of the
                     // offsets partitions it leads, once the image says
@@ -445,11 +441,15 @@ impl Groups {
     /// dropped (its parked requests get NOT_COORDINATOR). Called by the
     /// cluster wiring after each metadata change, once the hosted logs are
     /// in place ([`Broker::reconcile_hosted`]); a no-op when nothing moved.
-    /// Each partition is loaded under its own shard's locks only.
+    ///
+    /// A partition is replayed into a coordinator of its own, under its
+    /// shard's writer lock only: meanwhile the partition is Loading in the
+    /// shard, whose state lock stays free, so requests on its groups are
+    /// answered COORDINATOR_LOAD_IN_PROGRESS (calls that may append wait for
+    /// the writer lock), and other partitions are not involved at all.
     pub fn follow_leadership(&self, b: &Broker) {
         let snap = b.cluster();
         let me = b.config.node_id;
-        let now = b.now_ms();
         for (p, shard) in (0..).zip(&self.shards) {
             let leads = snap
                 .partition(OFFSETS_TOPIC, p)
@@ -459,10 +459,17 @@ impl Groups {
             let out = match (leads, coord.partition_status(p)) {
                 (true, PartitionStatus::NotOwned) => {
                     let out = coord.begin_load(p);
-                    load_partition(b, &mut coord, p);
-                    coord.complete_load(p, now);
-                    tracing::info!(partition = p, "coordinating the groups of {OFFSETS_TOPIC}");
-                    out
+                    drop(coord);
+                    // only answers to parked requests: nothing is appended
+                    self.perform(b, shard, out);
+                    let mut loaded = shard_coordinator(&self.config, p);
+                    let _ = loaded.begin_load(p);
+                    load_partition(b, &mut loaded, p);
+                    loaded.complete_load(p, b.now_ms());
+                    if relock(&shard.coord).adopt_load(p, loaded) {
+                        tracing::info!(partition = p, "coordinating the groups of {OFFSETS_TOPIC}");
+                    }
+                    continue;
                 }
                 (false, PartitionStatus::Active | PartitionStatus::Loading) => {
                     tracing::info!(
@@ -668,6 +675,17 @@ impl Groups {
     pub fn held_appends(&self, partition: i32) -> usize {
         self.gate.held(partition)
     }
+}
+
+/// A coordinator for the shard of `partition`: it owns that partition
+/// only (Active, with no groups yet) and has the shard's settings.
+fn shard_coordinator(config: &GroupConfig, partition: i32) -> GroupCoordinator {
+    let mut coord = GroupCoordinator::new(shard_config(config, partition));
+    coord.set_assignment_clock(monotonic_nanos);
+    for q in (0..config.offsets_topic_partitions).filter(|&q| q != partition) {
+        let _ = coord.unload(q);
+    }
+    coord
 }
 
 /// The settings of the shard of `partition`: its own member id seed, so

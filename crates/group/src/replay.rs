@@ -239,6 +239,37 @@ impl GroupCoordinator {
         self.check_txn_index();
     }
 
+    /// Makes `partition` Active with the groups that `loaded` replayed for
+    /// it. `loaded` is a coordinator with the same settings that ran
+    /// `begin_load`, `replay` / `complete_txn` and `complete_load` for
+    /// `partition` on its own, so the broker can replay a partition without
+    /// holding the coordinator that answers requests meanwhile (they get
+    /// COORDINATOR_LOAD_IN_PROGRESS while `partition` is Loading here).
+    /// Only `partition`'s groups and pending transactions are taken. Returns
+    /// false, changing nothing, unless `partition` is Loading here (an
+    /// unload cancelled the load).
+    pub fn adopt_load(&mut self, partition: i32, loaded: GroupCoordinator) -> bool {
+        if self.partition_status(partition) != PartitionStatus::Loading {
+            return false;
+        }
+        let n = self.config.offsets_topic_partitions;
+        self.groups.extend(
+            loaded
+                .groups
+                .into_iter()
+                .filter(|(id, _)| crate::partition::partition_for(id, n) == partition),
+        );
+        self.txn_index.extend(
+            loaded
+                .txn_index
+                .into_iter()
+                .filter(|&((p, _), _)| p == partition),
+        );
+        self.set_status(partition, PartitionStatus::Active);
+        self.check_txn_index();
+        true
+    }
+
     /// Committed offset of one partition, if any (for tests and tools).
     pub fn committed(
         &self,

@@ -11,7 +11,8 @@ use common::*;
 use weir_group::records::{RecordKey, decode_key};
 use weir_group::{
     CommitPartition, ErrorCode, GroupConfig, GroupCoordinator, GroupState, LeaveRequest,
-    LeavingMember, OffsetCommitRequest, OffsetFetchGroup, Output, TxnOffsetCommitRequest,
+    LeavingMember, OffsetCommitRequest, OffsetFetchGroup, Output, PartitionStatus,
+    TxnOffsetCommitRequest,
 };
 
 const PID: i64 = 4000;
@@ -682,4 +683,55 @@ impl LogModel {
     fn pending(&self, partition: i32) -> bool {
         self.pending.keys().any(|&(_, q)| q == partition)
     }
+}
+
+/// A partition replayed into a coordinator of its own and adopted
+/// (`adopt_load`: the broker replays a partition that way so the requests
+/// of its groups are answered COORDINATOR_LOAD_IN_PROGRESS meanwhile)
+/// serves what a load in place serves: committed offsets, and offsets
+/// pending in a transaction that the producer's marker then commits. The
+/// other partitions are untouched, and a load that an unload cancelled
+/// adopts nothing.
+#[test]
+fn a_partition_replayed_elsewhere_is_adopted() {
+    let mut h = Harness::no_delay();
+    let a = "adopted";
+    let pa = h.coord.partition_for(a);
+    let b = (0..)
+        .map(|i| format!("kept-{i}"))
+        .find(|g| h.coord.partition_for(g) != pa)
+        .unwrap();
+    plain_commit(&mut h, &plain(a, &[("t", 0, 5)]));
+    assert_eq!(
+        txn_commit(&mut h, &txn(a, PID, &[("t", 1, 7)])),
+        Ok(vec![ErrorCode::None])
+    );
+    plain_commit(&mut h, &plain(&b, &[("t", 0, 9)]));
+    let in_place = h.replayed();
+
+    let _ = h.coord.begin_load(pa);
+    assert_eq!(committed(&h.coord, a, 0), None, "dropped while loading");
+    assert!(h.coord.adopt_load(pa, h.replayed()));
+    assert_eq!(h.coord.partition_status(pa), PartitionStatus::Active);
+    for p in [0, 1] {
+        assert_eq!(
+            fetch_both(&h.coord, a, p),
+            fetch_both(&in_place, a, p),
+            "t-{p}"
+        );
+    }
+    assert_eq!(
+        fetch_both(&h.coord, a, 1).1.1,
+        ErrorCode::UnstableOffsetCommit
+    );
+    assert_eq!(h.coord.open_txn_producers(pa), vec![PID]);
+    h.coord.complete_txn(pa, PID, true);
+    assert_eq!(committed(&h.coord, a, 1), Some(7));
+    assert_eq!(committed(&h.coord, &b, 0), Some(9));
+
+    let _ = h.coord.begin_load(pa);
+    let _ = h.coord.unload(pa);
+    assert!(!h.coord.adopt_load(pa, h.replayed()));
+    assert_eq!(h.coord.partition_status(pa), PartitionStatus::NotOwned);
+    assert_eq!(committed(&h.coord, a, 0), None);
 }
