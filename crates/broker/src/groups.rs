@@ -114,8 +114,9 @@ pub struct Groups {
     topic_ready: AtomicBool,
     /// `offsets.topic.segment.bytes`, used when creating the topic.
     segment_bytes: i64,
-    /// Holds appends of chosen partitions (tests of a stalled disk).
-    gate: gate::AppendGate,
+    /// Holds the appends and loads of chosen partitions (tests of a
+    /// stalled disk).
+    gate: gate::IoGate,
 }
 
 /// The groups of one `__consumer_offsets` partition.
@@ -313,7 +314,7 @@ impl Groups {
             next_token: AtomicU64::new(1),
             topic_ready: AtomicBool::new(existing.is_some()),
             segment_bytes: setting(&b.config, "offsets.topic.segment.bytes", 100 * 1024 * 1024),
-            gate: gate::AppendGate::default(),
+            gate: gate::IoGate::default(),
         }
     }
 
@@ -464,6 +465,7 @@ impl Groups {
                     self.perform(b, shard, out);
                     let mut loaded = shard_coordinator(&self.config, p);
                     let _ = loaded.begin_load(p);
+                    self.gate.pass(p);
                     load_partition(b, &mut loaded, p);
                     loaded.complete_load(p, b.now_ms());
                     if relock(&shard.coord).adopt_load(p, loaded) {
@@ -657,22 +659,22 @@ impl Groups {
     }
 
     /// Holds every append to `partition` of `__consumer_offsets` before it
-    /// reaches the log, until [`Groups::resume_appends`]: a stalled disk,
-    /// deterministically, for tests.
+    /// reaches the log, and every load of it before its replay, until
+    /// [`Groups::resume_io`]: a stalled disk, deterministically, for tests.
     #[doc(hidden)]
-    pub fn pause_appends(&self, partition: i32) {
+    pub fn pause_io(&self, partition: i32) {
         self.gate.pause(partition);
     }
 
-    /// Lets the appends held by [`Groups::pause_appends`] go on.
+    /// Lets the appends and loads held by [`Groups::pause_io`] go on.
     #[doc(hidden)]
-    pub fn resume_appends(&self, partition: i32) {
+    pub fn resume_io(&self, partition: i32) {
         self.gate.resume(partition);
     }
 
-    /// Appends to `partition` held by [`Groups::pause_appends`] right now.
+    /// Appends and loads of `partition` held by [`Groups::pause_io`] now.
     #[doc(hidden)]
-    pub fn held_appends(&self, partition: i32) -> usize {
+    pub fn held_io(&self, partition: i32) -> usize {
         self.gate.held(partition)
     }
 }

@@ -17,6 +17,8 @@ use weir_broker::handler::RequestContext;
 use weir_protocol::error_code::ErrorCode;
 
 use crate::common::*;
+use crate::group_shards::{HeldIo, answered};
+use crate::groups::heartbeat;
 
 const NOT_LEADER: i16 = ErrorCode::NotLeaderOrFollower as i16;
 const FENCED: i16 = ErrorCode::FencedLeaderEpoch as i16;
@@ -545,6 +547,79 @@ async fn groups_are_coordinated_only_where_their_offsets_partition_is_led() {
     assert_eq!(join_code(&mut c, &group_on(0)).await, not_coordinator);
     assert_eq!(join_code(&mut c, &group_on(1)).await, member_id_required);
     s.running.shutdown().await.unwrap();
+}
+
+/// A partition this broker starts to lead is replayed with its shard's
+/// state lock free: while the replay is held at the disk, a Heartbeat and an
+/// OffsetFetch on a group of that partition are answered
+/// COORDINATOR_LOAD_IN_PROGRESS at once, and a group of another partition is
+/// served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_being_loaded_answers_load_in_progress() {
+    let load_in_progress = ErrorCode::CoordinatorLoadInProgress.code();
+    let member_id_required = ErrorCode::MemberIdRequired.code();
+    let s = setup().await;
+    let b = s.running.broker.clone();
+    b.groups().unwrap().follow_leadership(&b);
+    let mut c = Client::connect(s.running.local_addr).await;
+
+    // leadership of partition 1 moves here; its replay is held
+    let snap = (*s.view.snapshot()).clone();
+    let moved: Vec<_> = snap
+        .topics()
+        .cloned()
+        .map(|mut t| {
+            if t.name == "__consumer_offsets" {
+                t.partitions[1].leader = s.me;
+            }
+            t
+        })
+        .collect();
+    let snap = ClusterSnapshot::new(snap.brokers.clone(), snap.controller_id, moved);
+    *s.view.0.write().unwrap() = Arc::new(snap);
+    let hold = HeldIo::new(b.clone(), 1);
+    let loader = {
+        let b = b.clone();
+        tokio::task::spawn_blocking(move || b.groups().unwrap().follow_leadership(&b))
+    };
+    hold.wait_held(1).await;
+
+    let loading = group_on(1);
+    let beat = heartbeat(&mut c, &loading, 1, "m");
+    assert_eq!(answered(&hold, "Heartbeat", beat).await, load_in_progress);
+    let fetched = offset_fetch_error(&mut c, &loading);
+    assert_eq!(
+        answered(&hold, "OffsetFetch", fetched).await,
+        load_in_progress
+    );
+    let served = group_on(0);
+    let other = join_code(&mut c, &served);
+    assert_eq!(
+        answered(&hold, "JoinGroup on another partition", other).await,
+        member_id_required
+    );
+    assert_eq!(hold.held(), 1);
+
+    drop(hold);
+    loader.await.unwrap();
+    assert_eq!(join_code(&mut c, &loading).await, member_id_required);
+    s.running.shutdown().await.unwrap();
+}
+
+/// The group-level error of OffsetFetch v8 for `group`.
+async fn offset_fetch_error(c: &mut Client, group: &str) -> i16 {
+    let req = OffsetFetchRequest {
+        groups: vec![offset_fetch_request::OffsetFetchRequestGroup {
+            group_id: group.into(),
+            topics: None,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::OffsetFetch(req), 8).await {
+        ResponseBody::OffsetFetch(r) => r.groups[0].error_code,
+        other => panic!("{other:?}"),
+    }
 }
 
 /// Produce of one record to `topic`-`partition`, v11.

@@ -30,30 +30,31 @@ fn group_on(prefix: &str, partition: i32) -> String {
         .unwrap()
 }
 
-/// Holds the appends to one `__consumer_offsets` partition until dropped
+/// Holds the appends to (and loads of) one `__consumer_offsets` partition
+/// until dropped
 /// (also when an assertion fails, so the held threads finish).
-struct HeldAppends {
+pub(crate) struct HeldIo {
     broker: Arc<weir_broker::broker::Broker>,
     partition: i32,
 }
 
-impl HeldAppends {
-    fn new(broker: Arc<weir_broker::broker::Broker>, partition: i32) -> Self {
-        broker.groups().unwrap().pause_appends(partition);
+impl HeldIo {
+    pub(crate) fn new(broker: Arc<weir_broker::broker::Broker>, partition: i32) -> Self {
+        broker.groups().unwrap().pause_io(partition);
         Self { broker, partition }
     }
 
-    fn held(&self) -> usize {
-        self.broker.groups().unwrap().held_appends(self.partition)
+    pub(crate) fn held(&self) -> usize {
+        self.broker.groups().unwrap().held_io(self.partition)
     }
 
     /// Waits (up to 20 s) until `n` appends are held.
-    async fn wait_held(&self, n: usize) {
+    pub(crate) async fn wait_held(&self, n: usize) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         while self.held() < n {
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "{n} held append(s) expected, {} after 20 s",
+                "{n} held append(s) or load(s) expected, {} after 20 s",
                 self.held()
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -61,10 +62,10 @@ impl HeldAppends {
     }
 }
 
-impl Drop for HeldAppends {
+impl Drop for HeldIo {
     fn drop(&mut self) {
         if let Some(g) = self.broker.groups() {
-            g.resume_appends(self.partition);
+            g.resume_io(self.partition);
         }
     }
 }
@@ -75,13 +76,17 @@ impl Drop for HeldAppends {
 /// the runtime's timers too); at the deadline it lets the appends go, so a
 /// request stuck behind them is answered and the test fails instead of
 /// hanging.
-async fn answered<T>(hold: &HeldAppends, what: &str, f: impl std::future::Future<Output = T>) -> T {
+pub(crate) async fn answered<T>(
+    hold: &HeldIo,
+    what: &str,
+    f: impl std::future::Future<Output = T>,
+) -> T {
     let (done, deadline) = std::sync::mpsc::channel::<()>();
     let (broker, partition) = (hold.broker.clone(), hold.partition);
     let watchdog = std::thread::spawn(move || {
         let late = deadline.recv_timeout(ANSWER_DEADLINE).is_err();
         if late {
-            broker.groups().unwrap().resume_appends(partition);
+            broker.groups().unwrap().resume_io(partition);
         }
         late
     });
@@ -90,7 +95,7 @@ async fn answered<T>(hold: &HeldAppends, what: &str, f: impl std::future::Future
     let late = watchdog.join().unwrap();
     assert!(
         !late,
-        "{what}: not answered while an append to {OFFSETS_TOPIC} partition {partition} was held"
+        "{what}: not answered while the I/O of {OFFSETS_TOPIC} partition {partition} was held"
     );
     v
 }
@@ -124,7 +129,7 @@ async fn heartbeat_and_offset_fetch_do_not_wait_on_a_held_append() {
     );
 
     // Another group's commit on partition 0 reaches the disk and is held.
-    let hold = HeldAppends::new(b.broker.clone(), 0);
+    let hold = HeldIo::new(b.broker.clone(), 0);
     let mut committer = Client::connect(b.local_addr).await;
     let group = other_group.clone();
     let in_flight =
@@ -212,7 +217,7 @@ async fn a_member_heartbeats_while_its_own_commit_is_held() {
         NONE
     );
 
-    let hold = HeldAppends::new(b.broker.clone(), 2);
+    let hold = HeldIo::new(b.broker.clone(), 2);
     let mut committer = Client::connect(b.local_addr).await;
     let (g, member) = (group.clone(), j.member_id.clone());
     let in_flight =

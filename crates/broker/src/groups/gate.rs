@@ -1,16 +1,17 @@
-//! A gate on the group coordinator's appends to `__consumer_offsets`:
-//! tests close it for a partition to hold its appends as a stalled disk
-//! would, deterministically, and watch what the broker still answers. Open
-//! (the only state outside tests) it costs one atomic load per append.
+//! A gate on the group coordinator's I/O on `__consumer_offsets` (its
+//! appends, and the replay of a partition it starts to lead): tests close
+//! it for a partition to hold that I/O as a stalled disk would,
+//! deterministically, and watch what the broker still answers. Open (the
+//! only state outside tests) it costs one atomic load per append or load.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// Always true: `held[p]` counts the threads waiting in [`AppendGate::pass`]
+/// Always true: `held[p]` counts the threads waiting in [`IoGate::pass`]
 /// for partition `p`, and only while `p` is in `paused`.
 #[derive(Default)]
-pub(super) struct AppendGate {
+pub(super) struct IoGate {
     /// False while no partition is paused (the fast path).
     any: AtomicBool,
     state: Mutex<GateState>,
@@ -23,7 +24,7 @@ struct GateState {
     held: BTreeMap<i32, usize>,
 }
 
-impl AppendGate {
+impl IoGate {
     fn state(&self) -> MutexGuard<'_, GateState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -85,7 +86,7 @@ mod tests {
 
     #[test]
     fn a_paused_partition_holds_its_appends_until_resumed() {
-        let gate = Arc::new(AppendGate::default());
+        let gate = Arc::new(IoGate::default());
         gate.pass(0); // open: returns at once
         gate.pause(1);
         gate.pass(0); // another partition is not held
