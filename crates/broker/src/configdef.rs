@@ -436,7 +436,11 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     min(def("group.consumer.max.size", Int, Some("2147483647")), 1),
     // Online upgrade/downgrade between classic and consumer groups.
     one_of(
-        def("group.consumer.migration.policy", Str, Some("bidirectional")),
+        def(
+            "group.consumer.migration.policy",
+            Str,
+            Some("bidirectional"),
+        ),
         &["bidirectional", "upgrade", "downgrade", "disabled"],
     ),
     min(

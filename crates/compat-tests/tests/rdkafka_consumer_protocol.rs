@@ -12,6 +12,11 @@
 //!    acknowledged; the committed offsets end at the log end offsets.
 //! 2. a regex subscription (`^rx-.*`) picks up a topic created after the
 //!    member joined.
+//! 3. a static member (`group.instance.id`) that closes and is restarted
+//!    within the session timeout gets its partitions back, and meanwhile
+//!    nobody else is given them: its close leaves with epoch -2, which
+//!    keeps its assignment; a plain leave (-1) would hand its partitions
+//!    to the other member.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -262,4 +267,92 @@ fn rdkafka_consumer_protocol_regex_picks_up_a_new_topic() {
         "a topic the regex does not match was read"
     );
     m.close();
+}
+
+#[test]
+fn rdkafka_consumer_protocol_static_member_restart_keeps_its_partitions() {
+    const PARTITIONS: i32 = 6;
+    let broker = start_broker();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let (topic, group) = ("cp-static", "cp-static");
+    create_topic(&rt, &broker, topic, PARTITIONS);
+    let mut produced = produce(&rt, &broker, topic, PARTITIONS, "before", 60);
+    let spawn = |name: &str, instance: &str| {
+        Member::spawn(
+            name,
+            &broker,
+            group,
+            topic,
+            &[
+                "--protocol",
+                "consumer",
+                "--instance-id",
+                instance,
+                "--max-secs",
+                "240",
+            ],
+        )
+    };
+    let mut a = spawn("a", "static-a");
+    let b = spawn("b", "static-b");
+    wait_for("a and b own 3 partitions each", &broker, &[&a, &b], || {
+        split(&[&a, &b], PARTITIONS, &[3])
+    });
+    let a_owned = a.owned().expect("a owns partitions").1;
+    let b_owned = b.owned().expect("b owns partitions").1;
+    let b_lines_before = b.events().len();
+
+    // a closes: as a static member it leaves with epoch -2 and keeps its
+    // assignment; its successor with the same instance id takes it over.
+    a.close();
+    produced.extend(produce(&rt, &broker, topic, PARTITIONS, "between", 60));
+    let a2 = spawn("a2", "static-a");
+    wait_for(
+        "the restarted static member owns a's partitions",
+        &broker,
+        &[&a, &a2, &b],
+        || a2.owned().is_some_and(|(_, p)| p == a_owned),
+    );
+    let all_read = |want: &[String]| {
+        let got: BTreeSet<String> = values_read(&[&a, &a2, &b])
+            .into_iter()
+            .map(|r| r.2)
+            .collect();
+        want.iter().all(|v| got.contains(v))
+    };
+    wait_for("every record read", &broker, &[&a, &a2, &b], || {
+        all_read(&produced)
+    });
+
+    // b never owned anything but its own three partitions.
+    let b_events = b.events();
+    for e in &b_events[b_lines_before.saturating_sub(1)..] {
+        if let Event::Own { partitions, .. } = e {
+            assert_eq!(
+                partitions,
+                &b_owned,
+                "b's assignment changed while the static member restarted\n{}",
+                diagnostics(&broker, &[&a, &a2, &b])
+            );
+        }
+    }
+    // a2 resumed at a's commits: nothing read twice.
+    let mut reads: BTreeMap<(i32, i64), usize> = BTreeMap::new();
+    for (p, o, _) in values_read(&[&a, &a2, &b]) {
+        *reads.entry((p, o)).or_default() += 1;
+    }
+    let twice: Vec<_> = reads.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "records read twice: {twice:?}\n{}",
+        diagnostics(&broker, &[&a, &a2, &b])
+    );
+    assert_eq!(
+        reads.len(),
+        produced.len(),
+        "distinct records read vs produced"
+    );
+    let (mut a2, mut b) = (a2, b);
+    a2.close();
+    b.close();
 }

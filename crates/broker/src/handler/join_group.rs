@@ -60,7 +60,11 @@ pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> Reply {
     let parked = groups.park(&group_id);
     let token = parked.token;
     let now = ctx.broker.now_ms();
+    // A classic member of a consumer group (after an online upgrade) names
+    // its topics; the coordinator resolves them in the broker's current view.
+    let image = super::consumer_group_heartbeat::topics_image(&ctx.broker);
     groups.write(&ctx.broker, &group_id, |coord| {
+        coord.set_topics(image);
         ((), coord.join_group(join, token, now))
     });
     let Some(Response::Join(r)) = groups.wait(parked, ctx.shutdown.clone()).await else {
