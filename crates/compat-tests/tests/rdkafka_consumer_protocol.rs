@@ -13,10 +13,11 @@
 //! 2. a regex subscription (`^rx-.*`) picks up a topic created after the
 //!    member joined.
 //! 3. a static member (`group.instance.id`) that closes and is restarted
-//!    within the session timeout gets its partitions back, and meanwhile
-//!    nobody else is given them: its close leaves with epoch -2, which
-//!    keeps its assignment; a plain leave (-1) would hand its partitions
-//!    to the other member.
+//!    within the session timeout gets its partitions back, the other
+//!    member's assignment never changes and nothing is read twice. (The
+//!    successor may rejoin before the other member's next heartbeat, so
+//!    this does not by itself show that the epoch -2 leave kept the
+//!    assignment; the model tests in weir-group do.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
