@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use weir_compat_tests::{WeirProcess, skip_or_fail, sum_samples, tools};
 
+use crate::rdkafka_consumer_protocol::values_read;
 use crate::rdkafka_groups_members::{Event, Member, create_topic, diagnostics, produce, wait_for};
 
 const PARTITIONS: i32 = 6;
@@ -30,21 +31,6 @@ fn group_type(broker: &WeirProcess) -> Option<&'static str> {
 
 fn owned(m: &Member) -> BTreeSet<i32> {
     m.owned().map(|(_, p)| p).unwrap_or_default()
-}
-
-fn values_read(members: &[&Member]) -> Vec<(i32, i64, String)> {
-    members
-        .iter()
-        .flat_map(|m| m.events())
-        .filter_map(|e| match e {
-            Event::Rec {
-                partition,
-                offset,
-                value,
-            } => Some((partition, offset, value)),
-            _ => None,
-        })
-        .collect()
 }
 
 fn start_broker() -> WeirProcess {

@@ -64,7 +64,8 @@ fn split(members: &[&Member], partitions: i32, sizes: &[usize]) -> bool {
     seen.len() == partitions as usize
 }
 
-fn values_read(members: &[&Member]) -> Vec<(i32, i64, String)> {
+/// Every `REC` line of `members`: (partition, offset, value).
+pub(crate) fn values_read(members: &[&Member]) -> Vec<(i32, i64, String)> {
     members
         .iter()
         .flat_map(|m| m.events())
