@@ -23,6 +23,27 @@ const OFFSETS_PARTITIONS: i32 = 3;
 const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
 
 /// A group id `<prefix>-<i>` whose offsets partition is `partition`.
+/// Joins `group` as its only member, syncs, and commits offset 5 of `t`-0
+/// at that generation: (member id, generation).
+async fn stable_member_with_commit(c: &mut Client, group: &str) -> (String, i32) {
+    let j = join_new(c, group).await;
+    assert_eq!(j.error_code, NONE);
+    let s = sync(
+        c,
+        group,
+        j.generation_id,
+        &j.member_id,
+        vec![(j.member_id.clone(), b"a")],
+    )
+    .await;
+    assert_eq!(s.error_code, NONE);
+    assert_eq!(
+        commit(c, group, j.generation_id, &j.member_id, "t", 0, 5).await,
+        NONE
+    );
+    (j.member_id, j.generation_id)
+}
+
 fn group_on(prefix: &str, partition: i32) -> String {
     (0..)
         .map(|i| format!("{prefix}-{i}"))
@@ -111,22 +132,7 @@ async fn heartbeat_and_offset_fetch_do_not_wait_on_a_held_append() {
     let elsewhere = group_on("elsewhere", 1);
 
     // A stable member of a group of partition 0, with a committed offset.
-    let j = join_new(&mut c, &member_group).await;
-    assert_eq!(j.error_code, NONE);
-    let s = sync(
-        &mut c,
-        &member_group,
-        j.generation_id,
-        &j.member_id,
-        vec![(j.member_id.clone(), b"a")],
-    )
-    .await;
-    assert_eq!(s.error_code, NONE);
-    let generation = j.generation_id;
-    assert_eq!(
-        commit(&mut c, &member_group, generation, &j.member_id, "t", 0, 5).await,
-        NONE
-    );
+    let (member_id, generation) = stable_member_with_commit(&mut c, &member_group).await;
 
     // Another group's commit on partition 0 reaches the disk and is held.
     let hold = HeldIo::new(b.broker.clone(), 0);
@@ -142,7 +148,7 @@ async fn heartbeat_and_offset_fetch_do_not_wait_on_a_held_append() {
         answered(
             &hold,
             "Heartbeat",
-            heartbeat(&mut c, &member_group, generation, &j.member_id)
+            heartbeat(&mut c, &member_group, generation, &member_id)
         )
         .await,
         NONE
@@ -184,7 +190,7 @@ async fn heartbeat_and_offset_fetch_do_not_wait_on_a_held_append() {
     assert_eq!(in_flight.await.unwrap(), NONE);
     assert_eq!(fetch_offset(&mut c, &other_group, "t", 0).await, 7);
     assert_eq!(
-        heartbeat(&mut c, &member_group, generation, &j.member_id).await,
+        heartbeat(&mut c, &member_group, generation, &member_id).await,
         NONE
     );
     drop(c);
@@ -200,26 +206,11 @@ async fn a_member_heartbeats_while_its_own_commit_is_held() {
     let mut c = Client::connect(b.local_addr).await;
     assert_eq!(create_topic(&mut c, "t", 1, &[]).await, NONE);
     let group = group_on("own", 2);
-    let j = join_new(&mut c, &group).await;
-    assert_eq!(j.error_code, NONE);
-    let s = sync(
-        &mut c,
-        &group,
-        j.generation_id,
-        &j.member_id,
-        vec![(j.member_id.clone(), b"a")],
-    )
-    .await;
-    assert_eq!(s.error_code, NONE);
-    let generation = j.generation_id;
-    assert_eq!(
-        commit(&mut c, &group, generation, &j.member_id, "t", 0, 5).await,
-        NONE
-    );
+    let (member_id, generation) = stable_member_with_commit(&mut c, &group).await;
 
     let hold = HeldIo::new(b.broker.clone(), 2);
     let mut committer = Client::connect(b.local_addr).await;
-    let (g, member) = (group.clone(), j.member_id.clone());
+    let (g, member) = (group.clone(), member_id.clone());
     let in_flight =
         tokio::spawn(
             async move { commit(&mut committer, &g, generation, &member, "t", 0, 6).await },
@@ -229,7 +220,7 @@ async fn a_member_heartbeats_while_its_own_commit_is_held() {
         answered(
             &hold,
             "Heartbeat of the committing member",
-            heartbeat(&mut c, &group, generation, &j.member_id)
+            heartbeat(&mut c, &group, generation, &member_id)
         )
         .await,
         NONE
