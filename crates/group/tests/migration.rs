@@ -130,6 +130,8 @@ struct Classic {
     cooperative: bool,
     /// The last assignment received (cooperative members).
     assigned: BTreeSet<i32>,
+    /// `group.instance.id` of a static member.
+    instance: Option<String>,
 }
 
 impl Classic {
@@ -141,6 +143,7 @@ impl Classic {
             parked_join: None,
             cooperative: false,
             assigned: BTreeSet::new(),
+            instance: None,
         }
     }
 
@@ -172,7 +175,7 @@ impl Classic {
             session_timeout_ms: 10_000,
             rebalance_timeout_ms: 30_000,
             member_id: self.id.clone(),
-            group_instance_id: None,
+            group_instance_id: self.instance.clone(),
             protocol_type: "consumer".into(),
             protocols: vec![Protocol {
                 name: "range".into(),
@@ -251,7 +254,7 @@ impl Classic {
             group_id: GROUP.into(),
             generation_id: self.generation,
             member_id: self.id.clone(),
-            group_instance_id: None,
+            group_instance_id: self.instance.clone(),
             protocol_type: Some("consumer".into()),
             protocol_name: Some("range".into()),
             assignments,
@@ -280,7 +283,7 @@ impl Classic {
             group_id: GROUP.into(),
             generation_id: self.generation,
             member_id: self.id.clone(),
-            group_instance_id: None,
+            group_instance_id: self.instance.clone(),
         };
         w.cg.coord.heartbeat(&req, w.cg.now)
     }
@@ -763,4 +766,155 @@ fn a_cooperative_classic_member_keeps_what_it_must_revoke_until_it_rejoins_witho
     let who = owners(&[&a], &[&c]);
     assert_eq!(who.len(), PARTITIONS as usize, "{who:?}");
     assert_eq!(c.owned.values().map(BTreeSet::len).sum::<usize>(), 2);
+}
+
+/// The partitions a member is assigned now, by ConsumerGroupDescribe.
+fn described(w: &World, member: &str) -> Option<(i32, BTreeSet<i32>)> {
+    w.cg.describe()
+        .members
+        .into_iter()
+        .find(|m| m.member_id == member)
+        .map(|m| {
+            (
+                m.member_epoch,
+                m.assignment.values().flatten().copied().collect(),
+            )
+        })
+}
+
+#[test]
+fn a_restarted_static_classic_member_replaces_itself_in_a_consumer_group() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let mut a = Classic::new();
+    a.instance = Some("instance-a".into());
+    a.rejoin_and_sync(&mut w);
+    let mut c = Client::new("c", &[TOPIC]);
+    c.beat(&mut w.cg, true);
+    let mut b = Classic::new();
+    b.rejoin_and_sync(&mut w);
+    settle(&mut w, &mut a, &mut b, &mut c);
+    let epoch = w.cg.describe().group_epoch;
+    let (a_epoch, a_parts) = described(&w, &a.id).expect("a is a member");
+    assert!(!a_parts.is_empty(), "a owns partitions");
+    let c_before = c.owned.clone();
+
+    // a restarts: a new incarnation with the same instance id and no
+    // member id. It takes over the old member: same epoch, same
+    // partitions, no rebalance of the others.
+    let old = std::mem::replace(&mut a, Classic::new());
+    a.instance = old.instance.clone();
+    a.join(&mut w);
+    a.joined(&mut w).expect("answered at once");
+    assert_ne!(a.id, old.id, "a new member id");
+    assert_eq!(a.generation, a_epoch, "the old member's epoch");
+    assert_eq!(a.sync(&mut w, &[]), ErrorCode::None);
+    assert_eq!(a.owned, a_parts, "the old member's partitions");
+    let d = w.cg.describe();
+    assert_eq!(d.group_epoch, epoch, "no rebalance");
+    assert_eq!(d.members.len(), 3);
+    assert!(described(&w, &old.id).is_none(), "the old member is gone");
+    assert_eq!(a.heartbeat(&mut w), ErrorCode::None);
+    assert_eq!(b.heartbeat(&mut w), ErrorCode::None);
+    c.beat(&mut w.cg, true);
+    assert_eq!(c.owned, c_before, "c's assignment did not change");
+    // The old incarnation is fenced; its partitions are a's now.
+    assert_eq!(old.heartbeat(&mut w), ErrorCode::FencedInstanceId);
+    owners(&[&a, &b], &[&c]);
+
+    // A JoinGroup with the instance id and another member id is fenced;
+    // an unknown instance id with a member id is unknown.
+    let mut stranger = Classic::new();
+    stranger.instance = a.instance.clone();
+    stranger.id = "someone-else".into();
+    stranger.join(&mut w);
+    let token = stranger.parked_join.expect("answered");
+    let Some(Response::Join(r)) = w.responses.remove(&token) else {
+        panic!("join not answered");
+    };
+    assert_eq!(r.error, ErrorCode::FencedInstanceId);
+    stranger.instance = Some("instance-unknown".into());
+    stranger.join(&mut w);
+    let token = stranger.parked_join.expect("answered");
+    let Some(Response::Join(r)) = w.responses.remove(&token) else {
+        panic!("join not answered");
+    };
+    assert_eq!(r.error, ErrorCode::UnknownMemberId);
+    assert_eq!(w.cg.describe().members.len(), 3);
+
+    // The replacement is in the log: a replayed coordinator knows a (not
+    // the old member) with the same assignment.
+    let replayed = w.cg.replayed();
+    let after = replayed
+        .describe_consumer_groups(&[GROUP.to_string()])
+        .remove(0);
+    assert_eq!(after.members, w.cg.describe().members);
+}
+
+#[test]
+fn a_static_classic_member_replacing_the_last_consumer_member_downgrades_the_group() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let (mut a, mut b) = classic_pair(&mut w);
+    let mut c = Client::new("c", &[TOPIC]);
+    c.instance = Some("instance-c".into());
+    c.beat(&mut w.cg, true);
+    settle(&mut w, &mut a, &mut b, &mut c);
+    let epoch = w.cg.describe().group_epoch;
+    let (_, c_parts) = described(&w, "c").expect("c is a member");
+    assert!(!c_parts.is_empty());
+
+    // c's application comes back speaking the classic protocol with the
+    // same instance id: it takes c's place and the group, now all
+    // classic, is a classic group again, Stable at generation = epoch.
+    let mut c2 = Classic::new();
+    c2.instance = c.instance.clone();
+    c2.join(&mut w);
+    c2.joined(&mut w).expect("answered at once");
+    assert_eq!(w.group_type(), "classic");
+    assert_eq!(
+        w.cg.coord.group_state(GROUP),
+        Some((GroupState::Stable, epoch))
+    );
+    assert_eq!(c2.generation, epoch);
+    assert_eq!(c2.sync(&mut w, &[]), ErrorCode::None);
+    c.owned.clear();
+    assert_eq!(c2.owned, c_parts, "c's partitions");
+    // No rebalance: a and b keep theirs.
+    for m in [&a, &b] {
+        assert_eq!(m.heartbeat(&mut w), ErrorCode::None);
+    }
+    let who = owners(&[&a, &b, &c2], &[]);
+    assert_eq!(who.len(), PARTITIONS as usize, "{who:?}");
+    let replayed = w.cg.replayed();
+    assert_eq!(replayed.list_groups(&[], &[])[0].group_type, "classic");
+}
+
+#[test]
+fn a_consumer_member_replaces_a_static_classic_member_of_its_instance_id() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let mut a = Classic::new();
+    a.instance = Some("instance-a".into());
+    a.rejoin_and_sync(&mut w);
+    let mut other = Client::new("other", &[TOPIC]);
+    other.beat(&mut w.cg, true);
+    let mut b = Classic::new();
+    b.rejoin_and_sync(&mut w);
+    settle(&mut w, &mut a, &mut b, &mut other);
+    let (a_epoch, a_parts) = described(&w, &a.id).expect("a is a member");
+    let epoch = w.cg.describe().group_epoch;
+
+    // a's application comes back on the consumer protocol: it replaces
+    // the classic member at once (no -2 leave was sent) and owns what a
+    // owned, at a's epoch.
+    let mut c = Client::new("c", &[TOPIC]);
+    c.instance = a.instance.clone();
+    let r = c.beat(&mut w.cg, true);
+    assert_eq!(r.error, ErrorCode::None, "{r:?}");
+    assert_eq!(r.member_epoch, a_epoch);
+    let t = topic_id(1);
+    assert_eq!(c.owned.get(&t).cloned().unwrap_or_default(), a_parts);
+    assert_eq!(w.cg.describe().group_epoch, epoch, "no rebalance");
+    assert!(described(&w, &a.id).is_none(), "a is gone");
+    assert_eq!(a.heartbeat(&mut w), ErrorCode::FencedInstanceId);
+    a.owned.clear();
+    owners(&[&a, &b], &[&c, &other]);
 }

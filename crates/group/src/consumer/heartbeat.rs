@@ -125,7 +125,9 @@ fn check_epoch(m: &ConsumerMember, epoch: i32, owned: Option<&Partitions>) -> Re
 enum Who {
     Existing,
     New,
-    /// A static member rejoining under a new id after leaving with -2.
+    /// A static member joining under a new id in place of the member of
+    /// its instance id (which left with -2, or one of them uses the
+    /// classic protocol).
     Replaces(String),
 }
 
@@ -556,11 +558,14 @@ fn leave(
 }
 
 /// Finds the member a (non-leaving) heartbeat is from.
+/// `classic`: the request is the JoinGroup of a member of the classic
+/// protocol.
 fn resolve(
     cg: &ConsumerGroup,
     req: &ConsumerHeartbeatRequest,
     member_id: &str,
     cfg: &GroupConfig,
+    classic: bool,
 ) -> Result<Who, Refusal> {
     let joining = req.member_epoch == 0;
     if !cg.members.contains_key(member_id) && cg.members.len() >= cfg.consumer_max_size {
@@ -588,7 +593,16 @@ fn resolve(
                 format!("Instance id {instance} is unknown."),
             ),
             Some(old) if joining && old != member_id => {
-                if cg.members[old].current.member_epoch != LEAVE_STATIC_EPOCH {
+                // Kafka's `getOrMaybeSubscribeStaticConsumerGroupMember`:
+                // between two members of the consumer protocol the old one
+                // must have left with -2 first; a member of the classic
+                // protocol on either side replaces it at once (a classic
+                // client rejoining after a restart never said it left).
+                let old_classic = cg.members[old].is_classic();
+                if !classic
+                    && !old_classic
+                    && cg.members[old].current.member_epoch != LEAVE_STATIC_EPOCH
+                {
                     return refuse(
                         ErrorCode::UnreleasedInstanceId,
                         format!(
@@ -631,7 +645,7 @@ pub(crate) fn heartbeat(
     records: &mut Vec<OffsetsRecord>,
     classic: Option<&super::records::ClassicMeta>,
 ) -> Result<ConsumerHeartbeatResponse, Refusal> {
-    let who = resolve(cg, req, &member_id, cfg)?;
+    let who = resolve(cg, req, &member_id, cfg, classic.is_some())?;
     // 1. The member, created or updated; a static member coming back takes
     // over its previous incarnation's assignment with epoch 0.
     let (old, new_member) = match &who {
@@ -647,6 +661,7 @@ pub(crate) fn heartbeat(
             m.current.member_epoch = 0;
             m.current.previous_member_epoch = 0;
             m.rebalance_deadline_ms = None;
+            m.classic_deadline_ms = None;
             records.push(rec::member_metadata_record(group_id, &member_id, &m.meta));
             records.push(rec::target_member_record(group_id, &member_id, &target));
             records.push(rec::current_assignment_record(

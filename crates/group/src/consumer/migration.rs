@@ -382,19 +382,54 @@ impl GroupCoordinator {
             assignment: None,
             assignment_nanos: None,
         };
-        let Some(g) = self.groups.get_mut(group_id) else {
+        let Some(g) = self.groups.get(group_id) else {
             return (response, Vec::new());
         };
         let before = Snapshot::of(g);
-        let mut records = g.metadata_tombstones();
+        let out = self.convert_to_classic(
+            partition,
+            group_id,
+            Some(leaving),
+            before,
+            Vec::new(),
+            Vec::new(),
+            now,
+        );
+        (response, out)
+    }
+
+    /// Turns the consumer group `group_id` into a classic group of
+    /// generation = group epoch, Stable, each member (but `leaving`)
+    /// assigned its target. With `leaving` set a member left and the group
+    /// rebalances at once; without, a classic static member just replaced
+    /// the last member of the consumer protocol and took over its target,
+    /// so the assignment stands (Kafka's `convertToClassicGroup` with a
+    /// joining member). `records` (the change that led here) come before
+    /// the conversion's; a failed append restores `before` and answers
+    /// `tokens` with its error.
+    #[allow(clippy::too_many_arguments)]
+    fn convert_to_classic(
+        &mut self,
+        partition: i32,
+        group_id: &str,
+        leaving: Option<&str>,
+        before: Snapshot,
+        mut records: Vec<OffsetsRecord>,
+        tokens: Vec<u64>,
+        now: i64,
+    ) -> Vec<Output> {
+        let Some(g) = self.groups.get_mut(group_id) else {
+            return Vec::new();
+        };
+        records.extend(g.metadata_tombstones());
         let Some(cg) = g.consumer.take() else {
-            return (response, Vec::new());
+            return Vec::new();
         };
         g.protocol_type = Some(CONSUMER.to_string());
         g.members = cg
             .members
             .values()
-            .filter(|m| m.id != leaving)
+            .filter(|m| Some(m.id.as_str()) != leaving)
             .map(|m| {
                 let classic = m.meta.classic.clone().unwrap_or_default();
                 Member {
@@ -428,17 +463,20 @@ impl GroupCoordinator {
         }
         records.push(g.metadata_record());
         let mut out = Vec::new();
-        let mut ctx = Ctx {
-            now,
-            cfg: &self.config,
-            partition,
-            out: &mut out,
-            writes: &mut self.writes,
-        };
-        g.prepare_rebalance(&mut ctx);
-        let mut all = self.consumer_write(partition, group_id, Some(before), records);
+        if leaving.is_some() {
+            let mut ctx = Ctx {
+                now,
+                cfg: &self.config,
+                partition,
+                out: &mut out,
+                writes: &mut self.writes,
+            };
+            g.prepare_rebalance(&mut ctx);
+        }
+        let mut all =
+            self.consumer_write_answering(partition, group_id, Some(before), records, tokens);
         all.extend(out);
-        (response, all)
+        all
     }
 
     /// JoinGroup of a classic member to a consumer group with members
@@ -487,6 +525,32 @@ impl GroupCoordinator {
         {
             return fail(ErrorCode::UnknownMemberId, &req.member_id);
         }
+        // A static member with a member id must be the one of its instance
+        // id; without one it replaces that member (Kafka's
+        // `getOrMaybeSubscribeStaticConsumerGroupMember`).
+        let static_owner = req
+            .group_instance_id
+            .as_deref()
+            .and_then(|i| cg.static_member(i))
+            .cloned();
+        if req.group_instance_id.is_some() && !req.member_id.is_empty() {
+            match &static_owner {
+                None => return fail(ErrorCode::UnknownMemberId, &req.member_id),
+                Some(id) if *id != req.member_id => {
+                    return fail(ErrorCode::FencedInstanceId, &req.member_id);
+                }
+                Some(_) => {}
+            }
+        }
+        // Replacing the last member of the consumer protocol downgrades the
+        // group, the newcomer keeping the assignment of the member it
+        // replaces (Kafka's `validateOnlineDowngradeWithReplacedMemberId`).
+        let replaced = static_owner.filter(|_| req.member_id.is_empty());
+        let downgrade = replaced.as_ref().is_some_and(|old| {
+            cg.members.values().all(|m| m.id == *old || m.is_classic())
+                && self.config.consumer_migration_policy.downgrade()
+                && cg.members.len() <= self.config.max_group_size
+        });
         let Some(sub) = req
             .protocols
             .first()
@@ -578,6 +642,22 @@ impl GroupCoordinator {
             member_id,
             members: Vec::new(),
         };
+        if downgrade {
+            let mut out = self.convert_to_classic(
+                partition,
+                &req.group_id,
+                None,
+                before,
+                records,
+                vec![token],
+                now,
+            );
+            out.push(Output::Respond {
+                token,
+                response: Response::Join(response),
+            });
+            return out;
+        }
         let mut out = self.consumer_write_answering(
             partition,
             &req.group_id,
