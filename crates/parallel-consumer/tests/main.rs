@@ -5,6 +5,7 @@
 mod common;
 
 mod end_to_end;
+mod events;
 mod exactly_once;
 mod exactly_once_e2e;
 mod idempotent_effects;
