@@ -12,19 +12,24 @@
 //!    acknowledged; the committed offsets end at the log end offsets.
 //! 2. a regex subscription (`^rx-.*`) picks up a topic created after the
 //!    member joined.
-//! 3. a static member (`group.instance.id`) that closes and is restarted
-//!    within the session timeout gets its partitions back, the other
-//!    member's assignment never changes and nothing is read twice. (The
-//!    successor may rejoin before the other member's next heartbeat, so
-//!    this does not by itself show that the epoch -2 leave kept the
-//!    assignment; the model tests in weir-group do.)
+//! 3. a static member (`group.instance.id`) that closes (leaving with
+//!    epoch -2) and is restarted within the session timeout gets its
+//!    partitions back, the other member's assignment never changes and
+//!    nothing is read twice. Before the restart the test waits until
+//!    `weir groups describe` shows the closed member at epoch -2 (or gone)
+//!    and the other one reconciled at the newest group epoch, and then
+//!    until the broker has answered more ConsumerGroupHeartbeats (only the
+//!    other member is running), so a broker that let the partitions go
+//!    at the -2 leave would have handed them to the other member. The
+//!    same `weir groups describe` output is checked for the group type,
+//!    state, epochs and current vs target owners.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset};
-use weir_compat_tests::WeirProcess;
+use weir_compat_tests::{WeirProcess, run_with_timeout, weir_binary};
 
 use crate::rdkafka_groups_members::{Event, Member, create_topic, diagnostics, produce, wait_for};
 
@@ -40,6 +45,8 @@ fn start_broker() -> WeirProcess {
         "group.consumer.min.heartbeat.interval.ms=100",
         "--set",
         "group.consumer.heartbeat.interval.ms=500",
+        "--set",
+        "http.listeners=127.0.0.1:0",
     ])
     .unwrap_or_else(|e| panic!("weir did not start: {e}"))
 }
@@ -88,6 +95,74 @@ fn last_acked(m: &Member) -> BTreeMap<i32, i64> {
         }
     }
     out
+}
+
+/// `weir groups describe` of a consumer-protocol group, parsed.
+#[derive(Debug, Default)]
+struct Described {
+    /// The header's fields: TYPE, STATE, GROUP-EPOCH, ASSIGNMENT-EPOCH, …
+    header: BTreeMap<String, String>,
+    /// Partition → (member owning it now, member of the target assignment).
+    owners: BTreeMap<i32, (String, String)>,
+    /// Member id → (epoch, #assigned, #target).
+    members: BTreeMap<String, (i32, usize, usize)>,
+    text: String,
+}
+
+impl Described {
+    fn group_epoch(&self) -> i32 {
+        self.header["GROUP-EPOCH"].parse().expect("group epoch")
+    }
+
+    /// The member owning `partition` now.
+    fn owner(&self, partition: i32) -> Option<&str> {
+        self.owners.get(&partition).map(|o| o.0.as_str())
+    }
+}
+
+fn describe_group(broker: &WeirProcess, group: &str) -> Described {
+    let bin = weir_binary().unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(["groups", "describe", group])
+        .args(["--bootstrap-server", broker.bootstrap()]);
+    let out = run_with_timeout(&mut cmd, None, TIMEOUT).expect("weir groups describe");
+    assert!(out.success(), "{}", out.describe("weir groups describe"));
+    let mut d = Described {
+        text: out.stdout.clone(),
+        ..Default::default()
+    };
+    let mut table = "";
+    for line in out.stdout.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        match cols.first().copied() {
+            None => continue,
+            Some("GROUP") => {
+                d.header = cols
+                    .chunks(2)
+                    .filter(|kv| kv.len() == 2)
+                    .map(|kv| (kv[0].to_string(), kv[1].to_string()))
+                    .collect();
+            }
+            Some("TOPIC") => table = "partitions",
+            Some("CONSUMER-ID") => table = "members",
+            Some(_) if table == "partitions" && cols.len() == 7 => {
+                let p = cols[1].parse().expect("partition column");
+                d.owners
+                    .insert(p, (cols[5].to_string(), cols[6].to_string()));
+            }
+            Some(_) if table == "members" && cols.len() >= 6 => {
+                let n = |s: &str| s.parse::<usize>().expect("count column");
+                let epoch = cols[1].parse().expect("epoch column");
+                d.members
+                    .insert(cols[0].to_string(), (epoch, n(cols[4]), n(cols[5])));
+            }
+            Some(_) => panic!(
+                "unexpected line in `weir groups describe`: {line}\n{}",
+                out.stdout
+            ),
+        }
+    }
+    d
 }
 
 #[test]
@@ -304,9 +379,103 @@ fn rdkafka_consumer_protocol_static_member_restart_keeps_its_partitions() {
     let b_owned = b.owned().expect("b owns partitions").1;
     let b_lines_before = b.events().len();
 
+    // `weir groups describe`: a consumer group, Stable, both members at
+    // the group epoch with 3 partitions now and in the target.
+    let mut d = describe_group(&broker, group);
+    wait_for("the group described as Stable", &broker, &[&a, &b], || {
+        d = describe_group(&broker, group);
+        d.header.get("STATE").map(String::as_str) == Some("Stable")
+            && d.owners.len() == PARTITIONS as usize
+    });
+    assert_eq!(d.header["TYPE"], "consumer", "{}", d.text);
+    assert_eq!(
+        d.header["GROUP-EPOCH"], d.header["ASSIGNMENT-EPOCH"],
+        "{}",
+        d.text
+    );
+    assert_eq!(d.members.len(), 2, "{}", d.text);
+    for (epoch, assigned, target) in d.members.values() {
+        assert_eq!(
+            (*epoch, *assigned, *target),
+            (d.group_epoch(), 3, 3),
+            "{}",
+            d.text
+        );
+    }
+    for (now, target) in d.owners.values() {
+        assert_eq!(now, target, "current and target owners differ\n{}", d.text);
+    }
+    let owner_of = |d: &Described, ps: &BTreeSet<i32>| -> BTreeSet<String> {
+        ps.iter()
+            .filter_map(|p| d.owner(*p))
+            .map(str::to_string)
+            .collect()
+    };
+    let a_id = owner_of(&d, &a_owned)
+        .into_iter()
+        .next()
+        .expect("a described");
+    let b_id = owner_of(&d, &b_owned)
+        .into_iter()
+        .next()
+        .expect("b described");
+    assert_eq!(owner_of(&d, &a_owned).len(), 1, "{}", d.text);
+    assert_eq!(
+        owner_of(&d, &b_owned),
+        BTreeSet::from([b_id.clone()]),
+        "{}",
+        d.text
+    );
+
     // a closes: as a static member it leaves with epoch -2 and keeps its
     // assignment; its successor with the same instance id takes it over.
     a.close();
+    // Before the successor starts: the broker has processed the leave (a
+    // is at epoch -2, or gone) and b is reconciled at the newest group
+    // epoch; then b heartbeats again (the broker answers more
+    // ConsumerGroupHeartbeats; only b is running). A broker that released
+    // a's partitions at the leave would have given them to b by now.
+    wait_for(
+        "a's leave processed and b reconciled at the group epoch",
+        &broker,
+        &[&a, &b],
+        || {
+            d = describe_group(&broker, group);
+            let b_done = d
+                .members
+                .get(&b_id)
+                .is_some_and(|(epoch, assigned, target)| {
+                    *epoch == d.group_epoch() && assigned == target
+                });
+            let a_left = d
+                .members
+                .get(&a_id)
+                .is_none_or(|(epoch, _, _)| *epoch == -2);
+            b_done && a_left
+        },
+    );
+    let heartbeats = || {
+        broker
+            .metric("weir_requests_total", &[("api", "ConsumerGroupHeartbeat")])
+            .unwrap_or_else(|e| panic!("metrics: {e}"))
+    };
+    let seen = heartbeats();
+    wait_for("two more heartbeats answered", &broker, &[&a, &b], || {
+        heartbeats() >= seen + 2.0
+    });
+    let d = describe_group(&broker, group);
+    assert_eq!(
+        d.members.get(&a_id).map(|m| m.0),
+        Some(-2),
+        "a is kept at epoch -2\n{}",
+        d.text
+    );
+    assert_eq!(
+        owner_of(&d, &a_owned),
+        BTreeSet::from([a_id.clone()]),
+        "a keeps its partitions while away\n{}",
+        d.text
+    );
     produced.extend(produce(&rt, &broker, topic, PARTITIONS, "between", 60));
     let a2 = spawn("a2", "static-a");
     wait_for(
