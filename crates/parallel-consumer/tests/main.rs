@@ -4,6 +4,7 @@
 
 mod common;
 
+mod consumer_protocol;
 mod end_to_end;
 mod events;
 mod exactly_once;
