@@ -243,3 +243,75 @@ async fn consumer_group_heartbeat_over_the_wire() {
     }
     b.shutdown().await.unwrap();
 }
+
+/// Sets (`Some`) or deletes the group config `name` of `group` with
+/// IncrementalAlterConfigs; the resource's error code.
+async fn alter_group_config(c: &mut Client, group: &str, name: &str, value: Option<&str>) -> i16 {
+    use weir_protocol::messages::IncrementalAlterConfigsRequest;
+    use weir_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    const RESOURCE_GROUP: i8 = 32;
+    let req = IncrementalAlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource_type: RESOURCE_GROUP,
+            resource_name: group.into(),
+            configs: vec![AlterableConfig {
+                name: name.into(),
+                config_operation: if value.is_some() { 0 } else { 1 },
+                value: value.map(String::from),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::IncrementalAlterConfigs(req), 1).await {
+        ResponseBody::IncrementalAlterConfigs(r) => r.responses[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The group config `consumer.heartbeat.interval.ms` set on one group is
+/// the interval its members are told from their next heartbeat (Kafka 4);
+/// another group keeps the broker's; deleted, the broker's again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_config_sets_the_heartbeat_interval_of_its_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start_broker(dir.path(), &[]).await;
+    let mut c = Client::connect(b.local_addr).await;
+    assert_eq!(create_topic(&mut c, "cgi", 2, &[]).await, 0);
+    let r = heartbeat(&mut c, join("gi", "m1", &["cgi"])).await;
+    assert_eq!((r.error_code, r.heartbeat_interval_ms), (0, 5_000), "{r:?}");
+    let beat = |epoch| ConsumerGroupHeartbeatRequest {
+        member_epoch: epoch,
+        rebalance_timeout_ms: -1,
+        subscribed_topic_names: None,
+        topic_partitions: None,
+        ..join("gi", "m1", &[])
+    };
+    let name = "consumer.heartbeat.interval.ms";
+    assert_eq!(
+        alter_group_config(&mut c, "gi", name, Some("12000")).await,
+        0
+    );
+    let r = heartbeat(&mut c, beat(r.member_epoch)).await;
+    assert_eq!(
+        (r.error_code, r.heartbeat_interval_ms),
+        (0, 12_000),
+        "{r:?}"
+    );
+    let other = heartbeat(&mut c, join("other", "m9", &["cgi"])).await;
+    assert_eq!(other.heartbeat_interval_ms, 5_000, "{other:?}");
+    // Outside the broker's bounds (5000..15000): refused, nothing changes.
+    assert_eq!(
+        alter_group_config(&mut c, "gi", name, Some("20000")).await,
+        40 // INVALID_CONFIG
+    );
+    let r = heartbeat(&mut c, beat(r.member_epoch)).await;
+    assert_eq!(r.heartbeat_interval_ms, 12_000, "{r:?}");
+    assert_eq!(alter_group_config(&mut c, "gi", name, None).await, 0);
+    let r = heartbeat(&mut c, beat(r.member_epoch)).await;
+    assert_eq!((r.error_code, r.heartbeat_interval_ms), (0, 5_000), "{r:?}");
+    b.shutdown().await.unwrap();
+}

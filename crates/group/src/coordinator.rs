@@ -53,6 +53,9 @@ pub struct GroupCoordinator {
     /// ConsumerGroupHeartbeat or `set_topics`): resolves the topic names
     /// of classic members inside consumer groups.
     pub(crate) topics: crate::consumer::types::TopicsImage,
+    /// Per-group session timeouts and heartbeat intervals of consumer
+    /// groups (group configs), by group id; absent: the broker's.
+    pub(crate) consumer_timeouts: BTreeMap<String, crate::consumer::types::ConsumerGroupTimeouts>,
 }
 
 /// A monotonic clock in nanoseconds, given by the broker so the coordinator
@@ -77,6 +80,7 @@ impl GroupCoordinator {
             assignment_clock: None,
             consumer_epoch_bumps: 0,
             topics: Default::default(),
+            consumer_timeouts: BTreeMap::new(),
         }
     }
 

@@ -74,8 +74,9 @@ mod writes;
 pub use config::{ConfigError, GroupConfig, MigrationPolicy};
 pub use consumer::assignor::Assignor;
 pub use consumer::types::{
-    ConsumerGroupDescription, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse,
-    ConsumerMemberDescription, MemberState, Partitions, TopicInfo, TopicsImage,
+    ConsumerGroupDescription, ConsumerGroupTimeouts, ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse, ConsumerMemberDescription, MemberState, Partitions, TopicInfo,
+    TopicsImage,
 };
 pub use coordinator::{AssignmentClock, GroupCoordinator, PartitionStatus};
 pub use error::{ErrorCode, RecordError};

@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use weir_group::{
-    Assignor, CommitPartition, ErrorCode, GroupState, JoinRequest, MemberState,
-    OffsetCommitRequest, Output, Partitions, Protocol, Response,
+    Assignor, CommitPartition, ConsumerGroupTimeouts, ErrorCode, GroupState, JoinRequest,
+    MemberState, OffsetCommitRequest, Output, Partitions, Protocol, Response,
 };
 
 use crate::consumer_common::*;
@@ -117,6 +117,54 @@ fn session_timeout_fences_a_member_and_its_partitions_move() {
     // b comes back with its old epoch: it is unknown now.
     let r = cg.heartbeat(&beat_req("b", clients[1].epoch.unwrap(), None));
     assert_eq!(r.error, ErrorCode::UnknownMemberId);
+}
+
+/// Kafka 4's group configs `consumer.session.timeout.ms` and
+/// `consumer.heartbeat.interval.ms`: the group's own values apply from the
+/// next heartbeat; another group keeps the broker's.
+#[test]
+fn a_groups_own_session_timeout_and_heartbeat_interval_apply() {
+    let mut cg = twelve();
+    cg.coord.set_consumer_group_timeouts(
+        GROUP,
+        ConsumerGroupTimeouts {
+            session_timeout_ms: Some(10_000),
+            heartbeat_interval_ms: Some(1_000),
+        },
+    );
+    let mut a = Client::new("a", &["t"]);
+    let mut b = Client::new("b", &["t"]);
+    assert_eq!(a.beat(&mut cg, true).heartbeat_interval_ms, 1_000);
+    b.beat(&mut cg, true);
+    // b goes silent: fenced after the group's 10 s, not the broker's 45 s.
+    for _ in 0..9 {
+        cg.advance(1_000);
+        assert_eq!(a.beat(&mut cg, true).error, ErrorCode::None);
+    }
+    assert_eq!(cg.describe().members.len(), 2, "b fenced before 10 s");
+    cg.advance(1_001);
+    assert_eq!(cg.describe().members.len(), 1, "b not fenced after 10 s");
+
+    // Cleared: the broker's values from the next heartbeat (a 45 s
+    // session, 5 s interval).
+    cg.coord
+        .set_consumer_group_timeouts(GROUP, ConsumerGroupTimeouts::default());
+    assert_eq!(a.beat(&mut cg, true).heartbeat_interval_ms, 5_000);
+    cg.advance(30_000);
+    assert_eq!(cg.describe().members.len(), 1, "a fenced before 45 s");
+    cg.advance(15_001);
+    assert!(cg.describe().members.is_empty(), "a not fenced after 45 s");
+
+    // Only the group the configs are for.
+    cg.coord.set_consumer_group_timeouts(
+        "other",
+        ConsumerGroupTimeouts {
+            session_timeout_ms: Some(10_000),
+            heartbeat_interval_ms: Some(1_000),
+        },
+    );
+    let r = Client::new("c", &["t"]).beat(&mut cg, true);
+    assert_eq!((r.error, r.heartbeat_interval_ms), (ErrorCode::None, 5_000));
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! answered with that append's error (the group is then as before).
 
 use weir_acl::{Operation, ResourceType as AclResource};
-use weir_group::{ConsumerHeartbeatRequest, Partitions, TopicsImage};
+use weir_group::{ConsumerGroupTimeouts, ConsumerHeartbeatRequest, Partitions, TopicsImage};
 use weir_protocol::Uuid;
 use weir_protocol::error_code::ErrorCode;
 use weir_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
@@ -40,6 +40,18 @@ pub fn topics_image(b: &Broker) -> TopicsImage {
         );
     }
     image
+}
+
+/// The group configs `consumer.session.timeout.ms` and
+/// `consumer.heartbeat.interval.ms` of `group` (checked against the
+/// broker's `group.consumer.{min,max}.*` bounds when they were set).
+fn group_timeouts(b: &Broker, group: &str) -> ConsumerGroupTimeouts {
+    let configs = b.group_configs(group);
+    let int = |k: &str| configs.get(k).and_then(|v| v.trim().parse::<i32>().ok());
+    ConsumerGroupTimeouts {
+        session_timeout_ms: int("consumer.session.timeout.ms"),
+        heartbeat_interval_ms: int("consumer.heartbeat.interval.ms"),
+    }
 }
 
 pub async fn handle(ctx: &RequestContext, req: ConsumerGroupHeartbeatRequest) -> Reply {
@@ -84,10 +96,13 @@ pub async fn handle(ctx: &RequestContext, req: ConsumerGroupHeartbeatRequest) ->
         api_version: ctx.api_version,
     };
     let image = topics_image(&ctx.broker);
+    let timeouts = group_timeouts(&ctx.broker, &beat.group_id);
     let now = ctx.broker.now_ms();
     // A KIP-848 heartbeat may write (epochs, assignments): it is a writing
-    // call, ordered after the partition's earlier writes, as in Kafka.
+    // call, ordered after the partition's earlier writes, as in Kafka. The
+    // group's own timeouts, as they are now, apply to it.
     let (r, failures) = groups.write(&ctx.broker, &beat.group_id, |coord| {
+        coord.set_consumer_group_timeouts(&beat.group_id, timeouts);
         coord.consumer_group_heartbeat(&beat, &image, now)
     });
     if let Some(code) = failures.first() {

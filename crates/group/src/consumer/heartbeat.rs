@@ -2,8 +2,14 @@
 //! consumer-group side of offset commits, as Kafka's
 //! `GroupMetadataManager.consumerGroupHeartbeat`.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use super::records::{self as rec, MemberMetadata};
-use super::types::{ConsumerHeartbeatRequest, ConsumerHeartbeatResponse, Partitions, TopicsImage};
+use super::types::{
+    ConsumerGroupTimeouts, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse, Partitions,
+    TopicsImage,
+};
 use super::{ConsumerGroup, ConsumerMember, LEAVE_EPOCH, LEAVE_STATIC_EPOCH, compile_regex};
 use crate::config::GroupConfig;
 use crate::consumer::reconcile::reconcile;
@@ -121,6 +127,28 @@ fn check_epoch(m: &ConsumerMember, epoch: i32, owned: Option<&Partitions>) -> Re
     Ok(())
 }
 
+/// The coordinator's config with `group_id`'s own session timeout and
+/// heartbeat interval, if it has any (Kafka's
+/// `consumerGroupSessionTimeoutMs(groupId)`); a value that is not
+/// positive is ignored.
+pub(crate) fn group_config<'a>(
+    cfg: &'a GroupConfig,
+    timeouts: &BTreeMap<String, ConsumerGroupTimeouts>,
+    group_id: &str,
+) -> Cow<'a, GroupConfig> {
+    let Some(t) = timeouts.get(group_id) else {
+        return Cow::Borrowed(cfg);
+    };
+    let mut own = cfg.clone();
+    if let Some(s) = t.session_timeout_ms.filter(|v| *v > 0) {
+        own.consumer_session_timeout_ms = s;
+    }
+    if let Some(h) = t.heartbeat_interval_ms.filter(|v| *v > 0) {
+        own.consumer_heartbeat_interval_ms = h;
+    }
+    Cow::Owned(own)
+}
+
 /// Who the heartbeat is from.
 enum Who {
     Existing,
@@ -132,6 +160,20 @@ enum Who {
 }
 
 impl GroupCoordinator {
+    /// Sets the group configs `consumer.session.timeout.ms` and
+    /// `consumer.heartbeat.interval.ms` of `group_id` (the default clears
+    /// them). They apply from each member's next heartbeat: its session
+    /// deadline and the interval in the response, as in Kafka 4. The
+    /// group need not exist.
+    pub fn set_consumer_group_timeouts(&mut self, group_id: &str, timeouts: ConsumerGroupTimeouts) {
+        if timeouts == ConsumerGroupTimeouts::default() {
+            self.consumer_timeouts.remove(group_id);
+        } else {
+            self.consumer_timeouts
+                .insert(group_id.to_string(), timeouts);
+        }
+    }
+
     /// ConsumerGroupHeartbeat: joins (epoch 0), heartbeats, or leaves (-1,
     /// static -2) a consumer-protocol group. `topics` is the broker's view
     /// of the topics (for subscriptions and regexes). Returns the response
@@ -160,6 +202,7 @@ impl GroupCoordinator {
             self.topics = topics.clone();
         }
         let joining = req.member_epoch == 0;
+        let cfg = group_config(&self.config, &self.consumer_timeouts, &group_id);
         // A classic group with members that may be upgraded: its parked
         // joins and syncs are told to rejoin first (Kafka's
         // `convertToConsumerGroup`), so the snapshot below holds none.
@@ -227,7 +270,7 @@ impl GroupCoordinator {
                     req,
                     member_id,
                     topics,
-                    &self.config,
+                    &cfg,
                     clock,
                     now_ms,
                     &mut records,

@@ -607,13 +607,15 @@ impl GroupCoordinator {
             protocols: req.protocols.clone(),
         };
         let mut records = Vec::new();
+        let cfg =
+            super::heartbeat::group_config(&self.config, &self.consumer_timeouts, &req.group_id);
         let result = heartbeat(
             cg,
             &req.group_id,
             &beat,
             member_id.clone(),
             &self.topics,
-            &self.config,
+            &cfg,
             self.assignment_clock,
             now,
             &mut records,

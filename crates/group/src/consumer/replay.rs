@@ -106,7 +106,6 @@ impl GroupCoordinator {
     /// timeout from `now_ms` (and a revocation pending when the partition
     /// was loaded gets a full rebalance timeout).
     pub(crate) fn complete_consumer_load(&mut self, partition: i32, now_ms: i64) {
-        let session = i64::from(self.config.consumer_session_timeout_ms);
         let n = self.config.offsets_topic_partitions;
         for (id, g) in self.groups.iter_mut() {
             if crate::partition::partition_for(id, n) != partition {
@@ -115,6 +114,10 @@ impl GroupCoordinator {
             let Some(cg) = g.consumer.as_deref_mut() else {
                 continue;
             };
+            let session = i64::from(
+                super::heartbeat::group_config(&self.config, &self.consumer_timeouts, id)
+                    .consumer_session_timeout_ms,
+            );
             // Targets of members whose metadata was never seen (or was
             // tombstoned) are dropped, as are group-less leftovers.
             let members: Vec<String> = cg.members.keys().cloned().collect();

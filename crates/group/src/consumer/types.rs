@@ -61,6 +61,17 @@ impl TopicsImage {
     }
 }
 
+/// A consumer group's own session timeout and heartbeat interval (the
+/// group configs `consumer.session.timeout.ms` and
+/// `consumer.heartbeat.interval.ms`, Kafka 4); `None` takes the broker's
+/// `group.consumer.*` value. The broker checks them against its bounds
+/// when they are set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerGroupTimeouts {
+    pub session_timeout_ms: Option<i32>,
+    pub heartbeat_interval_ms: Option<i32>,
+}
+
 /// A ConsumerGroupHeartbeat request (v0-1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConsumerHeartbeatRequest {
