@@ -1,5 +1,7 @@
 //! `weir consume --group` commits and `weir groups` against a real
-//! `weir serve`: lag while a consumer is behind, reset-offsets, delete.
+//! `weir serve`: lag while a consumer is behind, reset-offsets, delete, and
+//! `describe` of a KIP-848 consumer group (members driven with raw
+//! ConsumerGroupHeartbeats) while it reconciles and once it is stable.
 
 use crate::common;
 
@@ -226,4 +228,158 @@ fn reset_offsets_dry_run_then_execute_then_delete() {
     let gone = b.run(&["groups", "describe", "rg"]);
     assert_eq!(gone.code, 1);
     assert_eq!(gone.stderr, "error: consumer group rg does not exist\n");
+}
+
+/// One ConsumerGroupHeartbeat of `member` to group `cgd` (topic `cgd`):
+/// a join (epoch 0) or a heartbeat owning `owned` partitions; returns
+/// (error code, member epoch, assigned partitions if the response says).
+async fn cgd_heartbeat(
+    client: &mut weir_client::Client,
+    topic_id: weir_protocol::Uuid,
+    member: &str,
+    epoch: i32,
+    owned: &[i32],
+) -> (i16, i32, Option<Vec<i32>>) {
+    use weir_protocol::messages::ConsumerGroupHeartbeatRequest;
+    use weir_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+    let req = ConsumerGroupHeartbeatRequest {
+        group_id: "cgd".into(),
+        member_id: member.into(),
+        member_epoch: epoch,
+        rebalance_timeout_ms: if epoch == 0 { 60_000 } else { -1 },
+        subscribed_topic_names: (epoch == 0).then(|| vec!["cgd".to_string()]),
+        topic_partitions: Some(if owned.is_empty() {
+            Vec::new()
+        } else {
+            vec![TopicPartitions {
+                topic_id,
+                partitions: owned.to_vec(),
+                ..Default::default()
+            }]
+        }),
+        ..Default::default()
+    };
+    let conn = client
+        .coordinator_connection("cgd")
+        .await
+        .expect("coordinator");
+    let r = conn.send(&req).await.expect("ConsumerGroupHeartbeat");
+    let assigned = r.assignment.map(|a| {
+        let mut ps: Vec<i32> = a
+            .topic_partitions
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .collect();
+        ps.sort();
+        ps
+    });
+    (r.error_code, r.member_epoch, assigned)
+}
+
+/// The cells of each line of the `describe` output that starts with
+/// `first` (a member id or a topic name).
+fn rows<'a>(text: &'a str, first: &str) -> Vec<Vec<&'a str>> {
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|c| c.first() == Some(&first))
+        .collect()
+}
+
+/// `weir groups describe` of a KIP-848 consumer group while it reconciles
+/// and once it is stable: the type, state, group and assignment epochs,
+/// each member's epoch with assigned and target counts, and per partition
+/// the member owning it now beside the one the target gives it to.
+#[test]
+fn describe_shows_a_consumer_groups_epochs_and_current_vs_target() {
+    let b = Broker::start();
+    let out = b.run(&["topics", "create", "--topic", "cgd", "--partitions", "4"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut client = rt
+        .block_on(weir_client::Client::connect(&b.addr, "describe-test"))
+        .expect("connect");
+    let topic_id = rt
+        .block_on(client.metadata(Some(&["cgd".to_string()]), false))
+        .expect("metadata")
+        .into_iter()
+        .find(|t| t.name == "cgd")
+        .expect("topic cgd")
+        .topic_id;
+    let mut beat = |member: &str, epoch: i32, owned: &[i32]| {
+        rt.block_on(cgd_heartbeat(&mut client, topic_id, member, epoch, owned))
+    };
+    // m1 joins alone: epoch 1 and every partition; m2 joins: group epoch
+    // 2, the target splits 2/2, m1 (not heartbeated since) still owns all.
+    let (code, epoch, assigned) = beat("m1", 0, &[]);
+    assert_eq!((code, epoch, assigned), (0, 1, Some(vec![0, 1, 2, 3])));
+    let (code, epoch, assigned) = beat("m2", 0, &[]);
+    assert_eq!((code, epoch, assigned), (0, 2, Some(vec![])));
+
+    let d = b.run(&["groups", "describe", "cgd"]);
+    assert_eq!(d.code, 0, "{}", d.stderr);
+    let text = &d.stdout;
+    assert!(
+        text.starts_with(
+            "GROUP cgd  TYPE consumer  STATE Reconciling  GROUP-EPOCH 2  ASSIGNMENT-EPOCH 2  ASSIGNOR uniform  MEMBERS 2\n"
+        ),
+        "{text}"
+    );
+    let parts = rows(text, "cgd");
+    assert_eq!(parts.len(), 4, "{text}");
+    let m2_target: Vec<&str> = parts
+        .iter()
+        .filter(|c| c[6] == "m2")
+        .map(|c| c[1])
+        .collect();
+    assert_eq!(m2_target.len(), 2, "{text}");
+    for c in &parts {
+        assert_eq!(c[5], "m1", "m1 owns every partition now: {text}");
+    }
+    let member = |text: &str, id: &str| -> Vec<String> {
+        let r = rows(text, id);
+        assert_eq!(r.len(), 1, "{text}");
+        r[0].iter().map(|s| s.to_string()).collect()
+    };
+    // CONSUMER-ID EPOCH HOST CLIENT-ID #ASSIGNED #TARGET SUBSCRIPTION
+    let m1 = member(text, "m1");
+    let m2 = member(text, "m2");
+    assert_eq!(
+        (m1[1].as_str(), m1[4].as_str(), m1[5].as_str()),
+        ("1", "4", "2"),
+        "{text}"
+    );
+    assert_eq!(
+        (m2[1].as_str(), m2[4].as_str(), m2[5].as_str()),
+        ("2", "0", "2"),
+        "{text}"
+    );
+    assert_eq!(m2[6], "cgd", "{text}");
+
+    // m1 heartbeats (revokes what it must give up), m2 gets it: Stable,
+    // every partition owned by its target member.
+    let (_, e, kept) = beat("m1", 1, &[0, 1, 2, 3]);
+    let kept = kept.expect("m1's new assignment");
+    assert_eq!(kept.len(), 2);
+    let (code, e, _) = beat("m1", e, &kept);
+    assert_eq!((code, e), (0, 2));
+    let (code, e, got) = beat("m2", 2, &[]);
+    assert_eq!((code, e), (0, 2));
+    assert_eq!(got.map(|g| g.len()), Some(2));
+    let d = b.run(&["groups", "describe", "cgd"]);
+    let text = &d.stdout;
+    assert!(text.contains("  STATE Stable  GROUP-EPOCH 2  "), "{text}");
+    for c in rows(text, "cgd") {
+        assert_eq!(c[5], c[6], "current and target owners differ: {text}");
+    }
+    for id in ["m1", "m2"] {
+        let m = member(text, id);
+        assert_eq!(
+            (m[1].as_str(), m[4].as_str(), m[5].as_str()),
+            ("2", "2", "2"),
+            "{text}"
+        );
+    }
 }
