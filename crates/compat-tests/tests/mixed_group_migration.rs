@@ -9,7 +9,10 @@
 //! `/metrics` (`weir_group_type`) at each stage. The same runs with a
 //! librdkafka member of the classic protocol using `cooperative-sticky`
 //! in place of kafka-python (it reports the partitions it still owns when
-//! it rejoins and gives up the revoked ones before they move).
+//! it rejoins and gives up the revoked ones before they move). A static
+//! librdkafka member of the classic protocol inside a consumer group,
+//! SIGKILLed and restarted with its `group.instance.id`, takes its old
+//! member's place (epoch and partitions) without moving anything else.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -197,4 +200,103 @@ fn mixed_group(broker: &WeirProcess, classic: impl Fn() -> Member) {
         diagnostics(broker, &[&cl, &rk])
     );
     cl.close();
+}
+
+/// A static librdkafka member of the classic protocol inside a consumer
+/// group (upgraded by a consumer-protocol member) is SIGKILLed and
+/// restarted with the same `group.instance.id` within its session: its
+/// JoinGroup without member id replaces the old member (Kafka 4), so it
+/// comes back in the old member's epoch with the old member's partitions,
+/// the consumer-protocol member's assignment never changes, and nothing
+/// is lost.
+#[test]
+fn a_restarted_static_classic_member_takes_its_place_in_a_consumer_group() {
+    let broker = start_broker();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    create_topic(&rt, &broker, TOPIC, PARTITIONS);
+    let mut produced = produce(&rt, &broker, TOPIC, PARTITIONS, "first", 60);
+    let classic = |name: &str| {
+        Member::spawn(
+            name,
+            &broker,
+            GROUP,
+            TOPIC,
+            &[
+                "--instance-id",
+                "static-classic",
+                "--session-timeout-ms",
+                "30000",
+                "--max-secs",
+                "240",
+            ],
+        )
+    };
+    let mut s = classic("static");
+    let all: BTreeSet<i32> = (0..PARTITIONS).collect();
+    wait_for(
+        "the static member owns every partition",
+        &broker,
+        &[&s],
+        || owned(&s) == all,
+    );
+    let rk = Member::spawn(
+        "rdkafka",
+        &broker,
+        GROUP,
+        TOPIC,
+        &["--protocol", "consumer", "--max-secs", "240"],
+    );
+    wait_for(
+        "a consumer group whose two members split the partitions",
+        &broker,
+        &[&s, &rk],
+        || {
+            let (a, b) = (owned(&s), owned(&rk));
+            group_type(&broker) == Some("consumer")
+                && a.len() == 3
+                && b.len() == 3
+                && a.is_disjoint(&b)
+        },
+    );
+    let (generation, s_owned) = s.owned().expect("s owns partitions");
+    let rk_owned = owned(&rk);
+    let rk_lines = rk.events().len();
+
+    s.kill();
+    produced.extend(produce(&rt, &broker, TOPIC, PARTITIONS, "after", 60));
+    let s2 = classic("static-restarted");
+    let members = [&s, &s2, &rk];
+    wait_for(
+        "the restarted member owns the old member's partitions",
+        &broker,
+        &members,
+        || owned(&s2) == s_owned,
+    );
+    let read_all = |want: &[String]| {
+        let got: BTreeSet<String> = values_read(&members).into_iter().map(|r| r.2).collect();
+        want.iter().all(|v| got.contains(v))
+    };
+    wait_for("every record read", &broker, &members, || {
+        read_all(&produced)
+    });
+    assert_eq!(
+        s2.owned(),
+        Some((generation, s_owned)),
+        "the restarted member joined in the old member's epoch\n{}",
+        diagnostics(&broker, &members)
+    );
+    assert_eq!(group_type(&broker), Some("consumer"));
+    for e in &rk.events()[rk_lines.saturating_sub(1)..] {
+        if let Event::Own { partitions, .. } = e {
+            assert_eq!(
+                partitions,
+                &rk_owned,
+                "the consumer-protocol member's assignment changed\n{}",
+                diagnostics(&broker, &members)
+            );
+        }
+    }
+    let (mut s2, mut rk) = (s2, rk);
+    s2.close();
+    rk.close();
 }
