@@ -918,3 +918,40 @@ fn a_consumer_member_replaces_a_static_classic_member_of_its_instance_id() {
     a.owned.clear();
     owners(&[&a, &b], &[&c, &other]);
 }
+
+#[test]
+fn a_failed_write_of_a_replacing_downgrade_leaves_the_consumer_group_as_it_was() {
+    let mut w = World::new(MigrationPolicy::Bidirectional);
+    let (mut a, mut b) = classic_pair(&mut w);
+    let mut c = Client::new("c", &[TOPIC]);
+    c.instance = Some("instance-c".into());
+    c.beat(&mut w.cg, true);
+    settle(&mut w, &mut a, &mut b, &mut c);
+    let before = w.cg.describe();
+
+    let mut c2 = Classic::new();
+    c2.instance = c.instance.clone();
+    w.token += 1;
+    let token = w.token;
+    let out = w.cg.coord.join_group(c2.join_req(), token, w.cg.now);
+    // The append fails: the join is answered with the append's error (its
+    // token is in the completion's failed tokens) and the group restored.
+    let mut failed = false;
+    for o in out {
+        if let Output::Append { write, .. } = o {
+            let done =
+                w.cg.coord
+                    .append_completed(write, AppendOutcome::Failed, w.cg.now);
+            failed |= done.failed_tokens.contains(&token);
+        }
+    }
+    assert!(failed, "the join is not answered with the append's error");
+    assert_eq!(w.group_type(), "consumer");
+    let after = w.cg.describe();
+    assert_eq!(after.members, before.members, "c and the others as before");
+    assert_eq!(after.group_epoch, before.group_epoch);
+    assert_eq!(c.beat(&mut w.cg, true).error, ErrorCode::None);
+    for m in [&a, &b] {
+        assert_eq!(m.heartbeat(&mut w), ErrorCode::None);
+    }
+}
