@@ -26,10 +26,10 @@
 //!   commit under a new generation (exactly-once mode, after an aborted
 //!   transaction: the aborted records must run again).
 
-use std::collections::{HashMap, HashSet};
-
 use crate::metadata::{self, CompletedSet, Encoded, MetadataError};
-use crate::scheduler::{ConfigError, Decision, Scheduler, SchedulerConfig, TaskId, TaskMap};
+use crate::scheduler::{
+    ConfigError, Decision, FastMap, FastSet, Scheduler, SchedulerConfig, TaskId, TaskMap,
+};
 use crate::tracker::{AssignmentTracker, ResultOutcome, TopicPartition, TrackerError};
 
 /// Limits of the engine.
@@ -168,18 +168,18 @@ pub struct Engine<T> {
     config: EngineConfig,
     tracker: AssignmentTracker,
     scheduler: Scheduler<Task<T>>,
-    parts: HashMap<TopicPartition, PartInfo>,
+    parts: FastMap<TopicPartition, PartInfo>,
     /// Submitted tasks not yet finished, with their partition.
     running: TaskMap<TopicPartition>,
     /// Discarded results of earlier assignments, per partition ever owned
     /// (kept across assignments).
-    stale: HashMap<TopicPartition, u64>,
+    stale: FastMap<TopicPartition, u64>,
     /// Whether [`Engine::actions`] leaves the metadata size check to
     /// explicit [`Engine::check_metadata`] calls.
     metadata_checks_deferred: bool,
     /// Partitions the user paused (owned or not: the pause holds across
     /// assignments).
-    user_paused: HashSet<TopicPartition>,
+    user_paused: FastSet<TopicPartition>,
 }
 
 impl<T> Engine<T> {
@@ -193,11 +193,11 @@ impl<T> Engine<T> {
             scheduler: Scheduler::new(config.scheduler.clone())?,
             config,
             tracker: AssignmentTracker::new(),
-            parts: HashMap::new(),
+            parts: FastMap::default(),
             running: TaskMap::default(),
-            stale: HashMap::new(),
+            stale: FastMap::default(),
             metadata_checks_deferred: false,
-            user_paused: HashSet::new(),
+            user_paused: FastSet::default(),
         })
     }
 
@@ -606,7 +606,7 @@ impl<T> Engine<T> {
             .filter_map(|(tp, part)| {
                 let t = self.tracker.partition(tp)?;
                 Some(PartitionStats {
-                    topic: tp.topic.clone(),
+                    topic: tp.topic.to_string(),
                     partition: tp.partition,
                     generation: part.generation,
                     position: t.position(),

@@ -99,8 +99,8 @@ impl OutputRecord {
         OutputRecord {
             topic: topic.to_string(),
             partition: None,
-            key: record.key.clone(),
-            payload: record.payload.clone(),
+            key: record.key.as_deref().map(<[u8]>::to_vec),
+            payload: record.payload.as_deref().map(<[u8]>::to_vec),
             headers: record.dead_letter_headers(attempts, error),
             timestamp_ms: record.timestamp_ms,
         }

@@ -1,6 +1,9 @@
 //! What the handler receives, retry timing and dead-letter headers (pure).
 
+use std::sync::Arc;
 use std::time::Duration;
+
+pub use bytes::Bytes;
 
 /// Header that, when present, names the event for idempotency.
 pub const EVENT_ID_HEADER: &str = "event-id";
@@ -16,13 +19,15 @@ pub const DLT_ERROR: &str = "weir.dlt.error";
 pub const MAX_DLT_ERROR_BYTES: usize = 1024;
 
 /// One consumed record, owned (workers outlive the poll that returned it).
+/// Cloning is cheap: the topic name, key and value are shared
+/// (reference-counted), only the headers are copied.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Record {
-    pub topic: String,
+    pub topic: Arc<str>,
     pub partition: i32,
     pub offset: i64,
-    pub key: Option<Vec<u8>>,
-    pub payload: Option<Vec<u8>>,
+    pub key: Option<Bytes>,
+    pub payload: Option<Bytes>,
     pub headers: Vec<(String, Option<Vec<u8>>)>,
     /// Create or log-append time, milliseconds since the epoch.
     pub timestamp_ms: Option<i64>,
@@ -60,7 +65,7 @@ impl Record {
             error = &error[..end];
         }
         let mut h = self.headers.clone();
-        h.push((DLT_TOPIC.into(), Some(self.topic.clone().into_bytes())));
+        h.push((DLT_TOPIC.into(), Some(self.topic.as_bytes().to_vec())));
         h.push((
             DLT_PARTITION.into(),
             Some(self.partition.to_string().into_bytes()),

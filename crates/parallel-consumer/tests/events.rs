@@ -48,10 +48,7 @@ fn builder(
 }
 
 fn tp(topic: &str, partition: i32) -> TopicPartition {
-    TopicPartition {
-        topic: topic.to_string(),
-        partition,
-    }
+    TopicPartition::new(topic, partition)
 }
 
 /// The first event `pick` accepts, within [`WAIT`] (blocking the calling
@@ -153,7 +150,7 @@ fn a_record_failing_every_attempt_stops_its_partition_with_an_event() {
                 offset,
                 attempts,
                 error,
-            } if tp.topic == topic => Some((tp.partition, (*offset, *attempts, error.clone()))),
+            } if *tp.topic == *topic => Some((tp.partition, (*offset, *attempts, error.clone()))),
             _ => None,
         });
         assert!(

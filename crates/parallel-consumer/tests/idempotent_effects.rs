@@ -5,7 +5,7 @@
 
 use crate::common::effects::{Applied, Change, EffectStore};
 use weir_parallel_consumer::engine::{Delivered, Engine, EngineConfig, Outcome};
-use weir_parallel_consumer::record::Record;
+use weir_parallel_consumer::record::{Bytes, Record};
 use weir_parallel_consumer::scheduler::Decision;
 use weir_parallel_consumer::tracker::TopicPartition;
 
@@ -14,7 +14,7 @@ fn record(offset: i64, payload: &str) -> Record {
         topic: "payments".into(),
         partition: 0,
         offset,
-        payload: Some(payload.as_bytes().to_vec()),
+        payload: Some(Bytes::copy_from_slice(payload.as_bytes())),
         ..Record::default()
     }
 }
@@ -111,7 +111,13 @@ fn row3_crash_between_effect_and_commit_has_no_second_effect() {
     let mut first: Engine<Record> = Engine::new(EngineConfig::default()).unwrap();
     first.assign(tp.clone(), Some((10, "")));
     for r in &log {
-        first.deliver(&tp, r.offset, r.key.clone(), r.clone(), 0);
+        first.deliver(
+            &tp,
+            r.offset,
+            r.key.as_deref().map(<[u8]>::to_vec),
+            r.clone(),
+            0,
+        );
     }
     assert_eq!(run_all(&mut first, &mut store), vec![Applied::Done; 3]);
     assert_eq!(first.commits()[0].offset, 13);
@@ -122,7 +128,13 @@ fn row3_crash_between_effect_and_commit_has_no_second_effect() {
     second.assign(tp.clone(), Some((10, "")));
     for r in &log {
         assert_eq!(
-            second.deliver(&tp, r.offset, r.key.clone(), r.clone(), 0),
+            second.deliver(
+                &tp,
+                r.offset,
+                r.key.as_deref().map(<[u8]>::to_vec),
+                r.clone(),
+                0
+            ),
             Delivered::Queued
         );
     }

@@ -256,7 +256,7 @@ fn a_refused_commit_is_an_event() {
                 offset,
                 ownership,
                 ..
-            } if tp.topic == topic && tp.partition == 0 => Some((*offset, *ownership)),
+            } if *tp.topic == *topic && tp.partition == 0 => Some((*offset, *ownership)),
             _ => None,
         }));
     assert_eq!((offset, ownership), (0, false));
@@ -493,10 +493,7 @@ fn a_user_paused_partition_delivers_nothing_until_resumed() {
     common::wait_until("offset 0 of both partitions handled", || {
         count(&log, "end") == 2
     });
-    let p0 = TopicPartition {
-        topic: topic.clone(),
-        partition: 0,
-    };
+    let p0 = TopicPartition::new(topic.as_str(), 0);
     pc.pause(&p0);
     common::wait_until("partition 0 paused", || {
         common::stats_of(&pc, &topic, 0).is_some_and(|s| s.paused)

@@ -263,7 +263,7 @@ fn the_exactly_once_producer_authenticates_like_the_consumer() {
         move |r: Record| {
             let out_topic = out_topic.clone();
             async move {
-                let mut v = r.payload.clone().unwrap_or_default();
+                let mut v = r.payload.as_deref().unwrap_or_default().to_vec();
                 v.extend_from_slice(b"!");
                 Ok::<_, String>(vec![OutputRecord::to(&out_topic).partition(0).payload(v)])
             }

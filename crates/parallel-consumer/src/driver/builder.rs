@@ -27,6 +27,12 @@ use crate::exactly_once::OutputRecord;
 use crate::record::{FailurePolicy, Record, RetryPolicy};
 use crate::scheduler::Ordering;
 
+/// `fetch.queue.backoff.ms` unless the client configuration sets it.
+pub const FETCH_QUEUE_BACKOFF_MS: &str = "10";
+
+/// `fetch.wait.max.ms` unless the client configuration sets it.
+pub const FETCH_WAIT_MAX_MS: &str = "100";
+
 /// Builds a [`ParallelConsumer`]. Every setting has a default except the
 /// client's `bootstrap.servers` and `group.id` and the topics.
 #[derive(Clone)]
@@ -194,6 +200,24 @@ impl ParallelConsumerBuilder {
         }
         client.set("enable.auto.commit", "false");
         client.set("enable.auto.offset.store", "false");
+        // librdkafka stops fetching for `fetch.queue.backoff.ms` (1 s by
+        // default) once its local queue holds `queued.min.messages` records
+        // over all partitions, and a partition resumed after a pause waits
+        // for the fetch in flight, which the broker may hold for
+        // `fetch.wait.max.ms` (500 ms) when the other partitions have
+        // nothing new. The owner thread reads ahead into its own bounded
+        // buffers, so both happen in any backlog; with librdkafka's defaults
+        // the consumer sat idle for most of a 200 000-record no-op run
+        // (160 000 records/s; 450 000 to 560 000 with these). The user's
+        // settings win.
+        for (key, value) in [
+            ("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS),
+            ("fetch.wait.max.ms", FETCH_WAIT_MAX_MS),
+        ] {
+            if client.get(key).is_none() {
+                client.set(key, value);
+            }
+        }
         if let Some(eos) = &exactly_once {
             if eos.transactional_id.is_empty() {
                 return Err(DriverError::NoTransactionalId);
@@ -329,6 +353,7 @@ impl Prepared {
             failure: Mutex::new(None),
             events: events.clone(),
             tokens: Mutex::new(Default::default()),
+            flow: Mutex::new(Vec::new()),
             shutdown_timeout_ms: AtomicU64::new(shutdown_ms),
             config: config.clone(),
         });
@@ -346,6 +371,7 @@ impl Prepared {
             dead_letter_timeout: config.dead_letter_timeout,
             dead_letter_as_output: shared.txn.is_some(),
             results: results_tx,
+            refill: Some(shared.clone()),
             events,
         });
         let thread_shared = shared.clone();

@@ -105,7 +105,7 @@ pub(crate) fn commit_all<C: ConsumerContext>(
         .map(|r| {
             let code = answer
                 .iter()
-                .find(|(t, p, _)| *t == r.tp.topic && *p == r.tp.partition)
+                .find(|(t, p, _)| *t == *r.tp.topic && *p == r.tp.partition)
                 .map(|(_, _, code)| *code);
             match (code, &request_error) {
                 (Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR), _) => Ok(()),

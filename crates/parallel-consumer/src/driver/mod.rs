@@ -91,7 +91,7 @@ mod rebalance;
 pub mod txn;
 mod worker;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -104,17 +104,18 @@ use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use tokio::sync::{broadcast, oneshot};
 
-use crate::engine::{CommitRequest, Engine, Outcome, PartitionStats};
+use crate::engine::{CommitRequest, Engine, Outcome, PartitionStats, Task};
 use crate::exactly_once::OutputRecord;
 use crate::record::Record;
+use crate::scheduler::Decision;
 use crate::tracker::TopicPartition;
-pub use builder::{ParallelConsumerBuilder, Prepared};
+pub use builder::{FETCH_QUEUE_BACKOFF_MS, FETCH_WAIT_MAX_MS, ParallelConsumerBuilder, Prepared};
 pub use config::{DriverConfig, DriverError};
 pub use events::{ConsumerEvent, EVENT_CAPACITY};
 pub use handler::{BoxError, CancellationToken, HandlerContext, HandlerError, RetryDelay};
 use txn::Transactional;
 pub use txn::{ExactlyOnceConfig, TxnEvent, TxnObserver, TxnSummary};
-use worker::{BoxHandler, Report};
+use worker::{BoxHandler, Job, Report};
 
 /// Whether a commit error means the partitions belong to someone else now
 /// (stop committing for this assignment) rather than a transient failure
@@ -143,7 +144,7 @@ const FAILED: u8 = 3;
 /// [`ParallelConsumer::stats`].
 pub(crate) struct Shared {
     engine: Mutex<Engine<Record>>,
-    results: Mutex<Receiver<Report>>,
+    results: Mutex<Receiver<Vec<Report>>>,
     config: DriverConfig,
     started: Instant,
     state: AtomicU8,
@@ -155,7 +156,11 @@ pub(crate) struct Shared {
     events: broadcast::Sender<ConsumerEvent>,
     /// The cancellation token of each owned partition's assignment, by
     /// generation; fired when the partition goes.
-    tokens: Mutex<HashMap<TopicPartition, (u64, CancellationToken)>>,
+    tokens: Mutex<crate::scheduler::FastMap<TopicPartition, (u64, CancellationToken)>>,
+    /// Pause and resume decisions made by workers (see [`worker::Refill`]),
+    /// for the owner thread to carry out. Changed only with the engine
+    /// locked, so they keep the engine's order.
+    flow: Mutex<Vec<Decision<Task<Record>>>>,
     /// How long the shutdown drain waits, in milliseconds
     /// ([`DriverConfig::shutdown_timeout`] unless shutdown says otherwise).
     shutdown_timeout_ms: AtomicU64,
@@ -213,7 +218,7 @@ impl Shared {
     /// The cancellation token of `tp`'s assignment `generation`; a token of
     /// an earlier generation is fired and replaced.
     fn token_for(
-        tokens: &mut HashMap<TopicPartition, (u64, CancellationToken)>,
+        tokens: &mut crate::scheduler::FastMap<TopicPartition, (u64, CancellationToken)>,
         tp: &TopicPartition,
         generation: u64,
     ) -> CancellationToken {
@@ -239,7 +244,9 @@ impl Shared {
         });
     }
 
-    fn lock_tokens(&self) -> MutexGuard<'_, HashMap<TopicPartition, (u64, CancellationToken)>> {
+    fn lock_tokens(
+        &self,
+    ) -> MutexGuard<'_, crate::scheduler::FastMap<TopicPartition, (u64, CancellationToken)>> {
         self.tokens.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -269,8 +276,8 @@ impl Shared {
         }
     }
 
-    /// Waits up to `timeout` for one worker result and applies it. False when
-    /// none came.
+    /// Waits up to `timeout` for worker results and applies them (one
+    /// batch). False when none came.
     fn apply_one_result(&self, timeout: Duration) -> bool {
         let r = self
             .results
@@ -278,20 +285,76 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .recv_timeout(timeout);
         match r {
-            Ok(report) => {
-                self.apply(&mut self.lock_engine(), report);
+            Ok(reports) => {
+                let mut engine = self.lock_engine();
+                for report in reports {
+                    self.apply(&mut engine, report);
+                }
                 true
             }
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => false,
         }
     }
 
+    /// The engine's decisions, with the pause and resume decisions workers
+    /// made first (in the order the engine made them all).
+    fn actions(&self) -> Vec<Decision<Task<Record>>> {
+        let mut engine = self.lock_engine();
+        let mut decisions = std::mem::take(&mut *self.lock_flow());
+        decisions.extend(engine.actions());
+        decisions
+    }
+
+    fn lock_flow(&self) -> MutexGuard<'_, Vec<Decision<Task<Record>>>> {
+        self.flow.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn apply_ready_results(&self) {
         let rx = self.results.lock().unwrap_or_else(|p| p.into_inner());
         let mut engine = self.lock_engine();
-        while let Ok(report) = rx.try_recv() {
+        while let Ok(reports) = rx.try_recv() {
+            for report in reports {
+                self.apply(&mut engine, report);
+            }
+        }
+    }
+}
+
+impl worker::Refill for Shared {
+    fn finished(&self, reports: Vec<Report>) -> Result<Vec<Job>, Vec<Report>> {
+        // Never wait for the engine on a runtime thread: the owner thread
+        // holds it while it delivers a batch or runs a rebalance.
+        let mut engine = match self.engine.try_lock() {
+            Ok(engine) => engine,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Err(reports),
+        };
+        for report in reports {
             self.apply(&mut engine, report);
         }
+        if self.state.load(AtomicOrdering::SeqCst) != RUN {
+            return Ok(Vec::new());
+        }
+        let decisions = engine.actions();
+        let mut jobs = Vec::new();
+        let mut tokens = None;
+        for d in decisions {
+            match d {
+                Decision::Submit { id, payload, .. } => {
+                    let task = payload.task_ref();
+                    let tokens = tokens.get_or_insert_with(|| self.lock_tokens());
+                    let cancel = Shared::token_for(tokens, &task.tp, task.generation);
+                    jobs.push(Job {
+                        id,
+                        task,
+                        record: payload.payload,
+                        cancel,
+                    });
+                }
+                flow => self.lock_flow().push(flow),
+            }
+        }
+        Ok(jobs)
     }
 }
 

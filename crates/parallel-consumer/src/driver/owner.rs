@@ -12,21 +12,40 @@ use rdkafka::topic_partition_list::TopicPartitionList;
 
 use super::events::ConsumerEvent;
 use super::rebalance::PcContext;
-use super::worker::{self, WorkerEnv};
+use super::worker::{self, Job, WorkerEnv};
 use super::{
     ABORT, DriverError, FAILED, RUN, Shared, ShutdownReport, commit, is_ownership_error, txn,
 };
 use crate::engine::{Delivered, Task};
 use crate::record::Record;
 use crate::scheduler::Decision;
+use crate::tracker::TopicPartition;
+use bytes::Bytes;
 
-fn to_record(m: &BorrowedMessage<'_>) -> Record {
+/// Copies a polled message into a [`Record`] of partition `tp` (whose topic
+/// name it shares): key and value in one buffer.
+fn to_record(m: &BorrowedMessage<'_>, tp: &TopicPartition) -> Record {
+    let key = m.key();
+    let payload = m.payload();
+    let (key, payload) = match (key, payload) {
+        (None, None) => (None, None),
+        (Some(k), None) => (Some(Bytes::copy_from_slice(k)), None),
+        (None, Some(p)) => (None, Some(Bytes::copy_from_slice(p))),
+        (Some(k), Some(p)) => {
+            let mut both = Vec::with_capacity(k.len() + p.len());
+            both.extend_from_slice(k);
+            both.extend_from_slice(p);
+            let mut key = Bytes::from(both);
+            let payload = key.split_off(k.len());
+            (Some(key), Some(payload))
+        }
+    };
     Record {
-        topic: m.topic().to_string(),
-        partition: m.partition(),
+        topic: Arc::clone(&tp.topic),
+        partition: tp.partition,
         offset: m.offset(),
-        key: m.key().map(<[u8]>::to_vec),
-        payload: m.payload().map(<[u8]>::to_vec),
+        key,
+        payload,
         headers: m
             .headers()
             .map(|h| {
@@ -45,8 +64,8 @@ const METADATA_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Bytes a record holds in the buffers (key, value, headers).
 fn record_bytes(r: &Record) -> usize {
-    r.key.as_ref().map_or(0, Vec::len)
-        + r.payload.as_ref().map_or(0, Vec::len)
+    r.key.as_ref().map_or(0, Bytes::len)
+        + r.payload.as_ref().map_or(0, Bytes::len)
         + r.headers
             .iter()
             .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
@@ -70,7 +89,12 @@ fn execute(
                 let task = payload.task_ref();
                 let tokens = tokens.get_or_insert_with(|| shared.lock_tokens());
                 let token = Shared::token_for(tokens, &task.tp, task.generation);
-                submits.push((id, task, payload.payload, token));
+                submits.push(Job {
+                    id,
+                    task,
+                    record: payload.payload,
+                    cancel: token,
+                });
             }
             Decision::Pause(tp) => {
                 tracing::debug!(topic = %tp.topic, partition = tp.partition, "pause");
@@ -83,23 +107,17 @@ fn execute(
         }
     }
     drop(tokens);
-    // Tasks enter the runtime from this thread through its shared
-    // injection queue (a lock and maybe a wake-up each): hand over a batch
-    // as one task that spawns its tasks from inside the runtime.
-    match submits.len() {
-        0 => {}
-        1 => {
-            if let Some((id, task, record, token)) = submits.pop() {
-                runtime.spawn(worker::run(Arc::clone(env), id, task, record, token));
-            }
-        }
-        _ => {
-            let env = Arc::clone(env);
-            runtime.spawn(async move {
-                for (id, task, record, token) in submits {
-                    tokio::spawn(worker::run(Arc::clone(&env), id, task, record, token));
-                }
-            });
+    // Tasks enter the runtime from this thread through its shared injection
+    // queue (a lock and maybe a wake-up each): the records go over in as
+    // many batches as the runtime has worker threads, each batch one task
+    // that runs its records concurrently.
+    if !submits.is_empty() {
+        let workers = runtime.metrics().num_workers().max(1);
+        let per_batch = submits.len().div_ceil(workers);
+        let mut submits = submits.into_iter().peekable();
+        while submits.peek().is_some() {
+            let jobs: Vec<Job> = submits.by_ref().take(per_batch).collect();
+            runtime.spawn(worker::run(Arc::clone(env), jobs));
         }
     }
     if pause.count() > 0
@@ -155,7 +173,7 @@ pub(super) fn run(
             shared.lock_engine().check_metadata();
             next_metadata_check = now + METADATA_CHECK_INTERVAL;
         }
-        let decisions = shared.lock_engine().actions();
+        let decisions = shared.actions();
         execute(&consumer, &shared, decisions, &env, &runtime);
         let outputs_full = shared.txn.as_ref().is_some_and(|t| t.outputs_full());
         if Instant::now() >= next_commit || outputs_full {
@@ -183,10 +201,7 @@ pub(super) fn run(
         // One clock reading per batch: delivery times are for ages in the
         // stats, where a loop turn's resolution is plenty.
         let now = shared.now_ms();
-        let mut tp = crate::tracker::TopicPartition {
-            topic: String::new(),
-            partition: -1,
-        };
+        let mut tp = TopicPartition::new("", -1);
         for _ in 0..config.max_poll_records {
             // Rebalance callbacks run inside this call, on this thread.
             let Some(polled) = consumer.poll(timeout) else {
@@ -202,16 +217,13 @@ pub(super) fn run(
                     break;
                 }
             };
-            let record = to_record(&m);
-            drop(m);
-            // Consecutive records mostly come from one partition: reuse its
+            // Consecutive records mostly come from one partition: share its
             // name instead of allocating it per record.
-            if tp.partition != record.partition || tp.topic != record.topic {
-                tp = crate::tracker::TopicPartition {
-                    topic: record.topic.clone(),
-                    partition: record.partition,
-                };
+            if tp.partition != m.partition() || *tp.topic != *m.topic() {
+                tp = TopicPartition::new(m.topic(), m.partition());
             }
+            let record = to_record(&m, &tp);
+            drop(m);
             let offset = record.offset;
             let bytes = record_bytes(&record);
             let key = crate::scheduler::key_hash(record.key.as_deref());

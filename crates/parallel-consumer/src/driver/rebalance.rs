@@ -27,10 +27,7 @@ impl ClientContext for PcContext {
 pub(crate) fn partitions_of(tpl: &TopicPartitionList) -> Vec<TopicPartition> {
     tpl.elements()
         .iter()
-        .map(|e| TopicPartition {
-            topic: e.topic().to_string(),
-            partition: e.partition(),
-        })
+        .map(|e| TopicPartition::new(e.topic(), e.partition()))
         .collect()
 }
 
@@ -53,14 +50,16 @@ impl PcContext {
             return;
         }
         // Handlers of these partitions may stop early: their results only
-        // count if they arrive before the revoke ends.
-        shared.cancel(tps);
+        // count if they arrive before the revoke ends. The engine stops
+        // handing out their records first (workers take records from it
+        // too), then their tokens fire.
         if lost {
             let mut engine = shared.lock_engine();
             for tp in tps {
                 engine.lost(tp);
             }
             drop(engine);
+            shared.cancel(tps);
             shared.forget_outputs(tps);
             tracing::warn!(partitions = ?tps, "assignment lost: nothing committed");
             shared.emit(|| ConsumerEvent::PartitionsLost {
@@ -74,6 +73,7 @@ impl PcContext {
                 engine.revoking(tp);
             }
         }
+        shared.cancel(tps);
         let deadline = Instant::now() + shared.config.revoke_timeout;
         loop {
             if shared.lock_engine().running_for(tps) == 0 {

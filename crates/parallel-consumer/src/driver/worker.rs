@@ -10,6 +10,8 @@ use std::sync::mpsc::Sender;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
@@ -50,7 +52,12 @@ pub(crate) struct WorkerEnv {
     /// Exactly-once mode: a dead-letter copy is an output of the record
     /// (written in the transaction) instead of a write of its own.
     pub dead_letter_as_output: bool,
-    pub results: Sender<Report>,
+    /// Reports go to the owner thread in batches (an empty batch only
+    /// wakes it: the reports were applied by the worker).
+    pub results: Sender<Vec<Report>>,
+    /// Lets workers apply their reports and take the next records
+    /// themselves (none in unit tests: everything goes to `results`).
+    pub refill: Option<Arc<dyn Refill>>,
     pub events: broadcast::Sender<ConsumerEvent>,
 }
 
@@ -96,23 +103,70 @@ async fn attempt(
     }
 }
 
-/// Runs one record to its outcome and reports it. `cancel` is the token of
-/// the record's partition assignment.
-pub(crate) async fn run(
-    env: Arc<WorkerEnv>,
-    id: TaskId,
-    task: TaskRef,
-    record: Record,
-    cancel: CancellationToken,
-) {
-    let (outcome, outputs) = outcome_of(&env, record, task.generation, &cancel).await;
-    // The owner thread may be gone (shutdown): then nobody needs the result.
-    let _ = env.results.send(Report {
+/// A submitted record: its task id and reference, the record, and the
+/// cancellation token of its partition assignment.
+pub(crate) struct Job {
+    pub id: TaskId,
+    pub task: TaskRef,
+    pub record: Record,
+    pub cancel: CancellationToken,
+}
+
+/// Runs one record to its outcome.
+async fn run_one(env: &WorkerEnv, job: Job) -> Report {
+    let Job {
+        id,
+        task,
+        record,
+        cancel,
+    } = job;
+    let (outcome, outputs) = outcome_of(env, record, task.generation, &cancel).await;
+    Report {
         id,
         task,
         outcome,
         outputs,
-    });
+    }
+}
+
+/// Where finished tasks go when a worker may apply them itself.
+pub(crate) trait Refill: Send + Sync {
+    /// Applies `reports` and returns the records that may run now, or
+    /// gives the reports back when it cannot apply them without waiting
+    /// (they then go to the owner thread).
+    fn finished(&self, reports: Vec<Report>) -> Result<Vec<Job>, Vec<Report>>;
+}
+
+/// Runs a batch of records concurrently inside one task (no task spawned
+/// per record). The reports of the records that finished by the same
+/// wake-up are applied together: by this task itself when the engine is
+/// free ([`Refill`]), which also hands it the records that may run next,
+/// so a freed slot is refilled without a round trip through the owner
+/// thread; otherwise they go to the owner thread as one message.
+pub(crate) async fn run(env: Arc<WorkerEnv>, jobs: Vec<Job>) {
+    let mut running: FuturesUnordered<_> = jobs.into_iter().map(|j| run_one(&env, j)).collect();
+    while let Some(first) = running.next().await {
+        let mut reports = Vec::with_capacity(running.len() + 1);
+        reports.push(first);
+        while let Some(Some(report)) = running.next().now_or_never() {
+            reports.push(report);
+        }
+        let reports = match &env.refill {
+            Some(refill) => match refill.finished(reports) {
+                Ok(jobs) => {
+                    running.extend(jobs.into_iter().map(|j| run_one(&env, j)));
+                    // Applied here: the owner thread only needs waking (it
+                    // may wait for results to poll again).
+                    Vec::new()
+                }
+                Err(reports) => reports,
+            },
+            None => reports,
+        };
+        // The owner thread may be gone (shutdown): then nobody needs the
+        // result.
+        let _ = env.results.send(reports);
+    }
 }
 
 fn event(env: &WorkerEnv, record: &Record, make: impl FnOnce(TopicPartition) -> ConsumerEvent) {
@@ -242,10 +296,10 @@ async fn dead_letter(
     }
     let mut out: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).headers(headers);
     if let Some(k) = &record.key {
-        out = out.key(k.as_slice());
+        out = out.key(&k[..]);
     }
     if let Some(p) = &record.payload {
-        out = out.payload(p.as_slice());
+        out = out.payload(&p[..]);
     }
     if let Some(ts) = record.timestamp_ms {
         out = out.timestamp(ts);
@@ -268,7 +322,7 @@ mod tests {
     fn env(
         handler: BoxHandler,
         on_failure: FailurePolicy,
-    ) -> (WorkerEnv, std::sync::mpsc::Receiver<Report>) {
+    ) -> (WorkerEnv, std::sync::mpsc::Receiver<Vec<Report>>) {
         let (results, rx) = channel();
         let env = WorkerEnv {
             handler,
@@ -283,13 +337,14 @@ mod tests {
             dead_letter_timeout: Duration::from_secs(1),
             dead_letter_as_output: false,
             results,
+            refill: None,
             events: broadcast::channel(4).0,
         };
         (env, rx)
     }
 
     /// Runs one task and returns the report it sent.
-    fn report(env: WorkerEnv, rx: std::sync::mpsc::Receiver<Report>) -> Report {
+    fn report(env: WorkerEnv, rx: std::sync::mpsc::Receiver<Vec<Report>>) -> Report {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -304,12 +359,21 @@ mod tests {
         };
         rt.block_on(run(
             Arc::new(env),
-            TaskId(1),
-            task,
-            Record::default(),
-            CancellationToken::new(),
+            vec![Job {
+                id: TaskId(1),
+                task,
+                record: Record::default(),
+                cancel: CancellationToken::new(),
+            }],
         ));
-        rx.recv().unwrap()
+        single(&rx)
+    }
+
+    /// The one report of a one-record batch.
+    fn single(rx: &std::sync::mpsc::Receiver<Vec<Report>>) -> Report {
+        let mut reports = rx.recv().unwrap();
+        assert_eq!(reports.len(), 1);
+        reports.pop().unwrap()
     }
 
     /// A handler failing (or panicking) on its first `failures` calls.
@@ -457,12 +521,14 @@ mod tests {
         };
         rt.block_on(run(
             Arc::new(env),
-            TaskId(1),
-            task,
-            Record::default(),
-            token,
+            vec![Job {
+                id: TaskId(1),
+                task,
+                record: Record::default(),
+                cancel: token,
+            }],
         ));
-        let r = rx.recv().unwrap();
+        let r = single(&rx);
         assert_eq!(r.outcome, Outcome::Failed { attempts: 1 });
         assert!(r.outputs.is_empty(), "no dead-letter copy");
         assert_eq!(calls.load(Ordering::SeqCst), 1);

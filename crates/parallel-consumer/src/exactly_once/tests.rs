@@ -10,6 +10,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::engine::{Delivered, Engine, EngineConfig, Outcome, Task, TaskRef};
+use crate::record::Bytes;
 use crate::scheduler::{Decision, Ordering, SchedulerConfig, TaskId};
 
 fn tp(p: i32) -> TopicPartition {
@@ -279,8 +280,8 @@ fn dead_letter_output_keeps_the_record_and_says_why() {
         topic: "in".into(),
         partition: 2,
         offset: 9,
-        key: Some(b"k".to_vec()),
-        payload: Some(b"v".to_vec()),
+        key: Some(Bytes::from_static(b"k")),
+        payload: Some(Bytes::from_static(b"v")),
         timestamp_ms: Some(77),
         ..Record::default()
     };

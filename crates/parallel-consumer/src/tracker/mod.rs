@@ -10,7 +10,8 @@
 //!   completed. It never moves backwards and never passes a delivered offset
 //!   that is not completed.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// What can go wrong when feeding the tracker.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,6 +117,14 @@ impl PartitionTracker {
     }
 
     fn index_of(&self, offset: i64) -> Result<usize, TrackerError> {
+        // Offsets are mostly contiguous: try the index they would have
+        // without gaps before searching.
+        if let Some(front) = self.pending.front()
+            && let Ok(i) = usize::try_from(offset - front.offset)
+            && self.pending.get(i).is_some_and(|e| e.offset == offset)
+        {
+            return Ok(i);
+        }
         self.pending
             .binary_search_by_key(&offset, |e| e.offset)
             .map_err(|_| TrackerError::NotDelivered { offset })
@@ -226,11 +235,27 @@ impl PartitionTracker {
     }
 }
 
-/// A partition, named by topic and index.
+/// A partition, named by topic and index. The topic name is shared, so
+/// copies (several per record inside the consumer) allocate nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
-    pub topic: String,
+    pub topic: Arc<str>,
     pub partition: i32,
+}
+
+impl TopicPartition {
+    pub fn new(topic: impl Into<Arc<str>>, partition: i32) -> TopicPartition {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl std::fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
 }
 
 /// Per-partition trackers plus the assignment generation each belongs to.
@@ -240,7 +265,7 @@ pub struct TopicPartition {
 /// after a revoke or a loss never moves a new owner's watermark.
 #[derive(Debug, Default)]
 pub struct AssignmentTracker {
-    partitions: HashMap<TopicPartition, (u64, PartitionTracker)>,
+    partitions: crate::scheduler::FastMap<TopicPartition, (u64, PartitionTracker)>,
     next_generation: u64,
     /// Last commit that the broker confirmed, per partition.
     committed: BTreeMap<TopicPartition, i64>,
