@@ -12,6 +12,7 @@ mod exactly_once_e2e;
 mod idempotent_effects;
 mod lifecycle;
 mod metadata_fuzz_smoke;
+mod metrics;
 mod mock_cluster;
 mod scenarios;
 mod security;

@@ -344,6 +344,7 @@ impl Prepared {
         let (results_tx, results_rx) = channel();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         let shutdown_ms = u64::try_from(config.shutdown_timeout.as_millis()).unwrap_or(u64::MAX);
+        let counters = Arc::new(crate::metrics::Counters::new());
         let shared = Arc::new(Shared {
             engine: Mutex::new(engine),
             results: Mutex::new(results_rx),
@@ -356,6 +357,7 @@ impl Prepared {
             flow: Mutex::new(Vec::new()),
             shutdown_timeout_ms: AtomicU64::new(shutdown_ms),
             config: config.clone(),
+            counters: counters.clone(),
         });
         let consumer: BaseConsumer<PcContext> = client.create_with_context(PcContext {
             shared: shared.clone(),
@@ -373,6 +375,7 @@ impl Prepared {
             results: results_tx,
             refill: Some(shared.clone()),
             events,
+            counters,
         });
         let thread_shared = shared.clone();
         let (done_tx, done_rx) = oneshot::channel();

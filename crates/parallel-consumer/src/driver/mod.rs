@@ -164,6 +164,8 @@ pub(crate) struct Shared {
     /// How long the shutdown drain waits, in milliseconds
     /// ([`DriverConfig::shutdown_timeout`] unless shutdown says otherwise).
     shutdown_timeout_ms: AtomicU64,
+    /// What the workers count ([`ParallelConsumer::metrics`]).
+    counters: Arc<crate::metrics::Counters>,
 }
 
 impl Shared {
@@ -508,9 +510,35 @@ impl ParallelConsumer {
         self.shared.lock_engine().stats(self.shared.now_ms())
     }
 
-    /// [`ParallelConsumer::stats`] in the Prometheus text format.
-    pub fn metrics(&self) -> String {
-        crate::metrics::render_prometheus(&self.stats())
+    /// The consumer's counters and handler latency histogram since it
+    /// started, with the owned partitions' [`ParallelConsumer::stats`]
+    /// (a snapshot; the counters are atomics the workers update).
+    pub fn metrics(&self) -> crate::metrics::ConsumerMetrics {
+        self.shared.counters.snapshot(self.stats())
+    }
+
+    /// [`ParallelConsumer::metrics`] in the Prometheus text format
+    /// ([`crate::metrics::render_prometheus_metrics`]).
+    pub fn prometheus_text(&self) -> String {
+        crate::metrics::render_prometheus_metrics(&self.metrics())
+    }
+
+    /// Cargo feature `metrics`: sets the owned partitions' gauges (lag,
+    /// positions, in flight, ...) in the `metrics` facade's recorder;
+    /// those of partitions no longer owned that describe held work go to
+    /// 0. Counters and the latency histogram need no call: they reach the
+    /// recorder installed when the consumer started as they happen. Call
+    /// it periodically or before each scrape.
+    #[cfg(feature = "metrics")]
+    pub fn publish_metrics(&self) {
+        let stats = self.stats();
+        let mut published = self
+            .shared
+            .counters
+            .published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        crate::metrics::publish_partitions(&stats, &mut published);
     }
 
     /// Whether the owner thread is still running (false after a fatal

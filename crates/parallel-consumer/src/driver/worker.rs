@@ -58,6 +58,8 @@ pub(crate) struct WorkerEnv {
     /// Lets workers apply their reports and take the next records
     /// themselves (none in unit tests: everything goes to `results`).
     pub refill: Option<Arc<dyn Refill>>,
+    /// Counters and the handler latency histogram.
+    pub counters: Arc<crate::metrics::Counters>,
     pub events: broadcast::Sender<ConsumerEvent>,
 }
 
@@ -188,12 +190,19 @@ async fn outcome_of(
     let mut attempts = 0u32;
     let error = loop {
         attempts = attempts.saturating_add(1);
+        if attempts > 1 {
+            env.counters.retry();
+        }
         let cx = HandlerContext::new(attempts, generation, cancel.clone());
-        let error = match attempt(env, record.clone(), cx).await {
+        let started = std::time::Instant::now();
+        let result = attempt(env, record.clone(), cx).await;
+        env.counters.attempt(started.elapsed(), result.is_ok());
+        let error = match result {
             Ok(outputs) => return (Outcome::Success, outputs),
             Err(e) => e,
         };
         if cancel.is_cancelled() {
+            env.counters.cancelled();
             // The partition is going: the record runs again on its next
             // owner, so neither retry nor resolve it here.
             tracing::debug!(
@@ -218,6 +227,7 @@ async fn outcome_of(
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
                     () = cancel.cancelled() => {
+                        env.counters.cancelled();
                         return (Outcome::Failed { attempts }, Vec::new());
                     }
                 }
@@ -227,6 +237,7 @@ async fn outcome_of(
     };
     match &env.on_failure {
         FailurePolicy::StopPartition => {
+            env.counters.failed();
             tracing::error!(
                 topic = %record.topic, partition = record.partition, offset = record.offset,
                 attempts, error = %error, "handler failed: partition stopped"
@@ -246,11 +257,13 @@ async fn outcome_of(
                 "record goes to the dead-letter topic with the next transaction"
             );
             let copy = OutputRecord::dead_letter(topic, &record, attempts, &error);
+            env.counters.dead_lettered();
             (Outcome::DeadLettered { attempts }, vec![copy])
         }
         FailurePolicy::DeadLetter { topic } => {
             match dead_letter(env, topic, &record, attempts, &error).await {
                 Ok(()) => {
+                    env.counters.dead_lettered();
                     tracing::warn!(
                         topic = %record.topic, partition = record.partition,
                         offset = record.offset, dead_letter_topic = %topic, attempts,
@@ -259,6 +272,8 @@ async fn outcome_of(
                     (Outcome::DeadLettered { attempts }, Vec::new())
                 }
                 Err(e) => {
+                    env.counters.dead_letter_error();
+                    env.counters.failed();
                     tracing::error!(
                         topic = %record.topic, partition = record.partition,
                         offset = record.offset, dead_letter_topic = %topic,
@@ -338,6 +353,7 @@ mod tests {
             dead_letter_as_output: false,
             results,
             refill: None,
+            counters: Arc::new(crate::metrics::Counters::new()),
             events: broadcast::channel(4).0,
         };
         (env, rx)
