@@ -24,7 +24,9 @@
 //!   records waiting for the watermark, and what the next transaction
 //!   carries.
 //! - [`record`], [`metrics`]: the handler's record, retry backoff,
-//!   dead-letter headers; Prometheus text.
+//!   dead-letter headers; counters, the handler latency histogram and the
+//!   watermark lag as a snapshot, Prometheus text and (cargo feature
+//!   `metrics`) through the `metrics` crate's facade.
 //! - [`driver`]: [`driver::ParallelConsumer`], one thread owning an rdkafka
 //!   consumer (poll, commit, pause, resume, rebalance callbacks) and tokio
 //!   worker tasks running the handler.
