@@ -1,8 +1,14 @@
 //! The consumer's counters and handler latency histogram: atomics the
 //! workers update once per attempt or outcome (no lock, no allocation),
 //! read as a [`ConsumerMetrics`] snapshot.
+//!
+//! The per-attempt counters are split in cache-line-aligned shards, one
+//! picked per thread, so that workers on different threads do not bounce
+//! one cache line between cores on every record; a snapshot adds the
+//! shards up.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::{ConsumerMetrics, HANDLER_SECONDS_BUCKETS, HistogramSnapshot};
@@ -19,52 +25,62 @@ const BOUNDS_NANOS: [u64; HANDLER_SECONDS_BUCKETS.len()] = {
     out
 };
 
-/// Handler attempt durations by bucket. Always: the count of attempts is
-/// the sum of the buckets (there is no separate count that could
-/// disagree with them in a snapshot).
-#[derive(Debug, Default)]
-pub(crate) struct LatencyHistogram {
-    /// Non-cumulative: `buckets[i]` took more than bound `i - 1` and at
-    /// most bound `i`; the last one is above every bound (`+Inf`).
-    buckets: [AtomicU64; HANDLER_SECONDS_BUCKETS.len() + 1],
-    sum_nanos: AtomicU64,
+/// The histogram bucket of an attempt that took `nanos`: Prometheus
+/// buckets are "less than or equal", so the first bound at or above it
+/// (`BOUNDS_NANOS.len()`: above every bound, `+Inf`).
+fn bucket_of(nanos: u64) -> usize {
+    BOUNDS_NANOS.partition_point(|&b| b < nanos)
 }
 
-impl LatencyHistogram {
-    pub(crate) fn record(&self, elapsed: Duration) {
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        // Prometheus buckets are "less than or equal": the first bound at
-        // or above the value.
-        let i = BOUNDS_NANOS.partition_point(|&b| b < nanos);
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
-    }
+/// Shards of the per-attempt counters (threads beyond this share them).
+const SHARDS: usize = 16;
 
-    pub(crate) fn snapshot(&self) -> HistogramSnapshot {
-        HistogramSnapshot {
-            bounds: &HANDLER_SECONDS_BUCKETS,
-            counts: self
-                .buckets
-                .iter()
-                .map(|b| b.load(Ordering::Relaxed))
-                .collect(),
-            sum_seconds: self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+/// Hands each thread its shard, round robin.
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's shard (`usize::MAX`: none picked yet).
+    static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+fn shard_index() -> usize {
+    SHARD.with(|s| {
+        let mut i = s.get();
+        if i == usize::MAX {
+            i = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            s.set(i);
         }
-    }
+        i
+    })
+}
+
+/// The per-attempt counters of the threads using one shard, on cache
+/// lines of their own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard {
+    /// Non-cumulative: `buckets[i]` took more than bound `i - 1` and at
+    /// most bound `i`; the last one is above every bound (`+Inf`). The
+    /// histogram's count is their sum (no separate count that could
+    /// disagree with them in a snapshot).
+    buckets: [AtomicU64; HANDLER_SECONDS_BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+    processed: AtomicU64,
+    attempts_failed: AtomicU64,
+    retries: AtomicU64,
 }
 
 /// What the workers count over the consumer's life. Each counter only
 /// grows; each record's outcome is counted once, each attempt once.
 #[derive(Debug)]
 pub(crate) struct Counters {
-    processed: AtomicU64,
-    attempts_failed: AtomicU64,
-    retries: AtomicU64,
+    /// Per-attempt counters, by thread.
+    shards: Box<[Shard]>,
+    /// Per-outcome counters (rare: no shards).
     dead_lettered: AtomicU64,
     dead_letter_errors: AtomicU64,
     failed: AtomicU64,
     cancelled: AtomicU64,
-    latency: LatencyHistogram,
     /// The same events pushed to the `metrics` facade, through handles
     /// registered once.
     #[cfg(feature = "metrics")]
@@ -79,14 +95,11 @@ impl Counters {
     /// registered with the recorder installed now.
     pub(crate) fn new() -> Counters {
         Counters {
-            processed: AtomicU64::new(0),
-            attempts_failed: AtomicU64::new(0),
-            retries: AtomicU64::new(0),
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
             dead_lettered: AtomicU64::new(0),
             dead_letter_errors: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
-            latency: LatencyHistogram::default(),
             #[cfg(feature = "metrics")]
             facade: super::facade::Handles::register(),
             #[cfg(feature = "metrics")]
@@ -94,13 +107,20 @@ impl Counters {
         }
     }
 
+    fn shard(&self) -> &Shard {
+        &self.shards[shard_index()]
+    }
+
     /// One handler attempt took `elapsed` and succeeded or failed.
     pub(crate) fn attempt(&self, elapsed: Duration, succeeded: bool) {
-        self.latency.record(elapsed);
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        let shard = self.shard();
+        shard.buckets[bucket_of(nanos)].fetch_add(1, Ordering::Relaxed);
+        shard.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
         if succeeded {
-            self.processed.fetch_add(1, Ordering::Relaxed);
+            shard.processed.fetch_add(1, Ordering::Relaxed);
         } else {
-            self.attempts_failed.fetch_add(1, Ordering::Relaxed);
+            shard.attempts_failed.fetch_add(1, Ordering::Relaxed);
         }
         #[cfg(feature = "metrics")]
         self.facade.attempt(elapsed, succeeded);
@@ -108,7 +128,7 @@ impl Counters {
 
     /// An attempt after a failed one starts.
     pub(crate) fn retry(&self) {
-        self.retries.fetch_add(1, Ordering::Relaxed);
+        self.shard().retries.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         self.facade.retries.increment(1);
     }
@@ -149,15 +169,24 @@ impl Counters {
         partitions: Vec<crate::engine::PartitionStats>,
     ) -> ConsumerMetrics {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let total = |f: fn(&Shard) -> &AtomicU64| self.shards.iter().map(|s| load(f(s))).sum();
+        let counts = (0..=HANDLER_SECONDS_BUCKETS.len())
+            .map(|i| self.shards.iter().map(|s| load(&s.buckets[i])).sum())
+            .collect();
+        let sum_nanos: u64 = total(|s| &s.sum_nanos);
         ConsumerMetrics {
-            records_processed: load(&self.processed),
-            attempts_failed: load(&self.attempts_failed),
-            retries: load(&self.retries),
+            records_processed: total(|s| &s.processed),
+            attempts_failed: total(|s| &s.attempts_failed),
+            retries: total(|s| &s.retries),
             records_dead_lettered: load(&self.dead_lettered),
             dead_letter_errors: load(&self.dead_letter_errors),
             records_failed: load(&self.failed),
             records_cancelled: load(&self.cancelled),
-            handler_seconds: self.latency.snapshot(),
+            handler_seconds: HistogramSnapshot {
+                bounds: &HANDLER_SECONDS_BUCKETS,
+                counts,
+                sum_seconds: sum_nanos as f64 / 1e9,
+            },
             partitions,
         }
     }
@@ -193,9 +222,10 @@ mod tests {
             (30_000_000_001, last),
             (u64::MAX, last),
         ] {
-            let h = LatencyHistogram::default();
-            h.record(Duration::from_nanos(nanos));
-            let s = h.snapshot();
+            assert_eq!(bucket_of(nanos), bucket, "{nanos} ns");
+            let c = Counters::new();
+            c.attempt(Duration::from_nanos(nanos), true);
+            let s = c.snapshot(Vec::new()).handler_seconds;
             let mut want = vec![0; last + 1];
             want[bucket] = 1;
             assert_eq!(s.counts, want, "{nanos} ns");
@@ -204,11 +234,11 @@ mod tests {
 
     #[test]
     fn the_snapshot_counts_and_sums_every_attempt() {
-        let h = LatencyHistogram::default();
+        let c = Counters::new();
         for ms in [1, 2, 3, 40_000] {
-            h.record(Duration::from_millis(ms));
+            c.attempt(Duration::from_millis(ms), true);
         }
-        let s = h.snapshot();
+        let s = c.snapshot(Vec::new()).handler_seconds;
         assert_eq!(s.count(), 4);
         assert!((s.sum_seconds - 40.006).abs() < 1e-9, "{}", s.sum_seconds);
         let cumulative: Vec<u64> = s.cumulative().map(|(_, n)| n).collect();
@@ -254,24 +284,37 @@ mod tests {
         );
     }
 
+    /// More threads than shards: threads sharing a shard and threads on
+    /// different shards all add up.
     #[test]
     fn concurrent_updates_are_all_counted() {
+        let threads = SHARDS + 4;
         let c = std::sync::Arc::new(Counters::new());
-        let threads: Vec<_> = (0..4)
+        let handles: Vec<_> = (0..threads)
             .map(|_| {
                 let c = c.clone();
                 std::thread::spawn(move || {
                     for i in 0..1000u64 {
                         c.attempt(Duration::from_micros(i), i % 2 == 0);
+                        if i % 2 == 1 {
+                            c.retry();
+                        }
                     }
                 })
             })
             .collect();
-        for t in threads {
+        for t in handles {
             t.join().unwrap();
         }
         let m = c.snapshot(Vec::new());
-        assert_eq!((m.records_processed, m.attempts_failed), (2000, 2000));
-        assert_eq!(m.handler_seconds.count(), 4000);
+        let half = threads as u64 * 500;
+        assert_eq!(
+            (m.records_processed, m.attempts_failed, m.retries),
+            (half, half, half)
+        );
+        assert_eq!(m.handler_seconds.count(), 2 * half);
+        let micros: u64 = (0..1000).sum();
+        let want = (threads as u64 * micros) as f64 / 1e6;
+        assert!((m.handler_seconds.sum_seconds - want).abs() < 1e-9);
     }
 }
