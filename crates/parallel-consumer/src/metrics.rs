@@ -62,9 +62,10 @@ pub const WATERMARK_LAG: &str = "weir_pc_watermark_lag";
 /// The counters count from the consumer's start and only grow. Each
 /// attempt is counted once, as processed (it succeeded) or failed, and is
 /// one observation of [`ConsumerMetrics::handler_seconds`]; so the
-/// histogram's count is `records_processed + attempts_failed`. A record's
-/// final outcome is counted once: processed, dead-lettered, failed or
-/// cancelled. Counters are read one after the other while workers run, so
+/// histogram's count is `records_processed + attempts_failed`. Each run
+/// of a record counts its outcome once: processed, dead-lettered, failed
+/// or cancelled (a record that runs again, on a new owner or after an
+/// aborted transaction, counts again). Counters are read one after the other while workers run, so
 /// two of them may be a few events apart.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
