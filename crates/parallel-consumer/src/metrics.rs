@@ -11,7 +11,7 @@
 //! push each event to facade handles registered once, when the consumer
 //! starts; the per-partition gauges are state of the owner thread, not
 //! events, and go to the facade when the application calls
-//! [`crate::driver::ParallelConsumer::publish_metrics`].
+//! `ParallelConsumer::publish_metrics` (feature `metrics`).
 //!
 //! docs/parallel-consumer.md ("Metrics") lists every metric.
 
