@@ -140,6 +140,8 @@ struct Run {
     /// From the first handler start to the last handler end.
     elapsed: Duration,
     cpu: Duration,
+    /// Mean time a handler call took (its sleep included), when measured.
+    handler_mean: Option<Duration>,
 }
 
 impl Run {
@@ -162,6 +164,7 @@ fn parallel(
     output: Option<&str>,
 ) -> Run {
     let done = Arc::new(AtomicU64::new(0));
+    let busy_nanos = Arc::new(AtomicU64::new(0));
     let first_start: Arc<OnceLock<Instant>> = Arc::default();
     let last_end: Arc<Mutex<Option<Instant>>> = Arc::default();
     let mut config = DriverConfig::default();
@@ -169,20 +172,25 @@ fn parallel(
     config.engine.scheduler.max_concurrency = concurrency;
     let handler = {
         let (done, first_start, last_end) = (done.clone(), first_start.clone(), last_end.clone());
+        let busy_nanos = busy_nanos.clone();
         let output = output.map(str::to_string);
         move |r: Record| {
             let (done, first_start, last_end) =
                 (done.clone(), first_start.clone(), last_end.clone());
+            let busy_nanos = busy_nanos.clone();
             let out: Vec<OutputRecord> = output
                 .iter()
                 .map(|o| OutputRecord::to(o.clone()).payload(r.payload.clone().unwrap_or_default()))
                 .collect();
             async move {
-                first_start.get_or_init(Instant::now);
+                let started = Instant::now();
+                first_start.get_or_init(|| started);
                 if let Some(d) = sleep {
                     tokio::time::sleep(d).await;
                 }
                 let now = Instant::now();
+                let took = u64::try_from((now - started).as_nanos()).unwrap_or(u64::MAX);
+                busy_nanos.fetch_add(took, AtomicOrdering::Relaxed);
                 let mut last = last_end.lock().unwrap_or_else(|p| p.into_inner());
                 done.fetch_add(1, AtomicOrdering::SeqCst);
                 *last = Some(last.map_or(now, |l| l.max(now)));
@@ -232,6 +240,9 @@ fn parallel(
         records,
         elapsed: end - start,
         cpu,
+        handler_mean: Some(Duration::from_nanos(
+            busy_nanos.load(AtomicOrdering::Relaxed) / records.max(1),
+        )),
     }
 }
 
@@ -279,6 +290,7 @@ fn plain(
         records,
         elapsed: last - first.expect("a record came"),
         cpu,
+        handler_mean: None,
     }
 }
 
@@ -306,10 +318,20 @@ fn main() {
     let sections = std::env::var("WEIR_PC_BENCH_SECTIONS").unwrap_or_default();
     let section = |name: &str| sections.is_empty() || sections.split(',').any(|s| s == name);
 
+    // The ideal is concurrency / 10 ms; a tokio sleep of 10 ms lasts until
+    // the timer's next millisecond tick after it, so the handlers' own
+    // mean is given too, with the rate as a share of concurrency / mean.
     let row = |name: &str, ordering: &str, c: usize, run: &Run| {
         let ideal = c as f64 / SLEEP.as_secs_f64();
+        let (mean, of_mean) = match run.handler_mean {
+            Some(m) if !m.is_zero() => (
+                format!("{:.2}", m.as_secs_f64() * 1e3),
+                format!("{:.3}", run.per_second() * m.as_secs_f64() / c as f64),
+            ),
+            _ => ("-".to_string(), "-".to_string()),
+        };
         println!(
-            "| {name} | {ordering} | {c} | {} | {:.0} | {ideal:.0} | {:.3} |",
+            "| {name} | {ordering} | {c} | {} | {:.0} | {ideal:.0} | {:.3} | {mean} | {of_mean} |",
             run.records,
             run.per_second(),
             run.per_second() / ideal
@@ -317,8 +339,10 @@ fn main() {
     };
     let per_run = |c: usize| (IDEAL_RUN.as_secs_f64() * c as f64 / SLEEP.as_secs_f64()) as u64;
     let header = || {
-        println!("| consumer | ordering | concurrency | records | records/s | ideal/s | ratio |");
-        println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
+        println!(
+            "| consumer | ordering | concurrency | records | records/s | ideal/s | ratio | handler mean ms | ratio to mean |"
+        );
+        println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     };
     if section("sleep") {
         header();

@@ -520,6 +520,9 @@ impl<T> Engine<T> {
         for r in requests {
             if let Some(part) = self.parts.get_mut(&r.tp)
                 && part.generation == r.generation
+                // An answer to an older commit read after a newer one's
+                // (commits sent without waiting) does not move it back.
+                && part.confirmed.as_ref().is_none_or(|(o, _)| *o <= r.offset)
             {
                 part.confirmed = Some((r.offset, r.metadata.clone()));
                 self.tracker.commit_confirmed(&r.tp, r.generation, r.offset);

@@ -13,7 +13,8 @@ use common::{Log, TestBroker};
 use rdkafka::message::{Header, Headers, Message};
 use tokio::sync::{broadcast, watch};
 use weir_parallel_consumer::driver::{
-    ConsumerEvent, HandlerContext, HandlerError, ParallelConsumer, ParallelConsumerBuilder,
+    CommitMode, ConsumerEvent, HandlerContext, HandlerError, ParallelConsumer,
+    ParallelConsumerBuilder,
 };
 use weir_parallel_consumer::record::{self, FailurePolicy, Record};
 use weir_parallel_consumer::scheduler::Ordering;
@@ -226,9 +227,19 @@ fn drop_returns_at_once_and_drains_in_the_background() {
 
 /// A commit the broker refuses (it allows 4 bytes of metadata; record 0
 /// runs while 1 and 2 are done, so the commit carries {1, 2}) reaches
-/// the event receiver.
+/// the event receiver, in both commit modes; once record 0 is done the
+/// commit of 3 is confirmed.
 #[test]
 fn a_refused_commit_is_an_event() {
+    refused_commit_is_an_event(CommitMode::Async);
+}
+
+#[test]
+fn a_refused_synchronous_commit_is_an_event() {
+    refused_commit_is_an_event(CommitMode::Sync);
+}
+
+fn refused_commit_is_an_event(mode: CommitMode) {
     let broker = TestBroker::embedded(&[("offset.metadata.max.bytes", "4")]);
     let b = &broker.bootstrap();
     let rt = common::runtime();
@@ -237,6 +248,7 @@ fn a_refused_commit_is_an_event() {
     common::produce(b, &topic, 0, &[(None, "a"), (None, "b"), (None, "c")]);
     let (open, gate) = watch::channel(false);
     let pc = builder(b, &group, &topic)
+        .commit_mode(mode)
         .runtime(rt.handle().clone())
         .start(move |r: Record, _cx| {
             let mut gate = gate.clone();

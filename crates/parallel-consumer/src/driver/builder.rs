@@ -19,7 +19,7 @@ use super::rebalance::PcContext;
 use super::txn::Transactional;
 use super::worker::{BoxHandler, WorkerEnv};
 use super::{
-    DriverConfig, DriverError, ExactlyOnceConfig, ParallelConsumer, RUN, Shared,
+    CommitMode, DriverConfig, DriverError, ExactlyOnceConfig, ParallelConsumer, RUN, Shared,
     dead_letter_config, owner,
 };
 use crate::engine::Engine;
@@ -124,6 +124,12 @@ impl ParallelConsumerBuilder {
 
     pub fn commit_interval(mut self, interval: Duration) -> Self {
         self.config.commit_interval = interval;
+        self
+    }
+
+    /// Whether the periodic commit waits for the broker ([`CommitMode`]).
+    pub fn commit_mode(mut self, mode: CommitMode) -> Self {
+        self.config.commit_mode = mode;
         self
     }
 
@@ -355,6 +361,7 @@ impl Prepared {
             events: events.clone(),
             tokens: Mutex::new(Default::default()),
             flow: Mutex::new(Vec::new()),
+            inflight_commits: Mutex::new(Vec::new()),
             shutdown_timeout_ms: AtomicU64::new(shutdown_ms),
             config: config.clone(),
             counters: counters.clone(),

@@ -62,6 +62,55 @@ unsafe extern "C" fn on_commit(
     }
 }
 
+/// The explicit offsets, with their metadata, of `requests`.
+fn offsets_of(requests: &[CommitRequest]) -> Result<TopicPartitionList, KafkaError> {
+    let mut tpl = TopicPartitionList::with_capacity(requests.len());
+    for r in requests {
+        tpl.add_partition_offset(&r.tp.topic, r.tp.partition, Offset::Offset(r.offset))?;
+        if let Some(mut e) = tpl.find_partition(&r.tp.topic, r.tp.partition) {
+            e.set_metadata(&r.metadata);
+        }
+    }
+    Ok(tpl)
+}
+
+/// Sends every request in one OffsetCommit without waiting: each
+/// partition's result comes through the consumer context's commit callback,
+/// served by `poll` on the owner thread. `Err` when it could not be sent.
+///
+/// The answer is addressed to the consumer queue (`rd_kafka_commit_queue`):
+/// librdkafka hands the answer of an asynchronous `rd_kafka_commit` only
+/// to an `offset_commit_cb`, which rdkafka does not set (it reads events),
+/// so that answer would be lost.
+#[allow(unsafe_code)]
+pub(crate) fn send_async<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    requests: &[CommitRequest],
+) -> Result<(), KafkaError> {
+    let tpl = offsets_of(requests)?;
+    let rk = consumer.client().native_ptr();
+    // SAFETY: `rk` is the live consumer's handle; the call returns a new
+    // reference to its consumer queue (null without a group).
+    let queue = unsafe { rdsys::rd_kafka_queue_get_consumer(rk) };
+    if queue.is_null() {
+        return Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::UnknownGroup));
+    }
+    // SAFETY: the handle, the list and the queue are valid for the call;
+    // librdkafka copies the list, keeps its own reference to the queue for
+    // the answer, and with no callback the answer becomes an event on that
+    // queue.
+    let err = unsafe {
+        let err = rdsys::rd_kafka_commit_queue(rk, tpl.ptr(), queue, None, ptr::null_mut());
+        rdsys::rd_kafka_queue_destroy(queue);
+        err
+    };
+    if err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+        Ok(())
+    } else {
+        Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::from(err)))
+    }
+}
+
 /// Commits every request in one OffsetCommit (explicit offsets with their
 /// metadata), waits for the answer and returns one result per request, in
 /// order. A request missing from the answer gets the request's error.
@@ -73,17 +122,10 @@ pub(crate) fn commit_all<C: ConsumerContext>(
     if requests.is_empty() {
         return Vec::new();
     }
-    let mut tpl = TopicPartitionList::with_capacity(requests.len());
-    for r in requests {
-        if let Err(e) =
-            tpl.add_partition_offset(&r.tp.topic, r.tp.partition, Offset::Offset(r.offset))
-        {
-            return requests.iter().map(|_| Err(e.clone())).collect();
-        }
-        if let Some(mut e) = tpl.find_partition(&r.tp.topic, r.tp.partition) {
-            e.set_metadata(&r.metadata);
-        }
-    }
+    let tpl = match offsets_of(requests) {
+        Ok(tpl) => tpl,
+        Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+    };
     let mut answer: Answer = Vec::with_capacity(requests.len());
     // SAFETY: the client pointer and the list are valid for the call; with
     // a null queue librdkafka waits for the answer and runs `on_commit` on

@@ -27,6 +27,9 @@ pub struct DriverConfig {
     pub on_failure: FailurePolicy,
     /// How often completed work is committed.
     pub commit_interval: Duration,
+    /// Whether the periodic commit waits for the broker's answer
+    /// (revoke and shutdown commits always do).
+    pub commit_mode: CommitMode,
     /// How long a revoke waits for in-flight work before committing the
     /// completed prefix (keep well below `max.poll.interval.ms`).
     pub revoke_timeout: Duration,
@@ -61,6 +64,7 @@ impl Default for DriverConfig {
             retry_delay: None,
             on_failure: FailurePolicy::default(),
             commit_interval: Duration::from_secs(1),
+            commit_mode: CommitMode::default(),
             revoke_timeout: Duration::from_secs(10),
             shutdown_timeout: Duration::from_secs(30),
             poll_timeout: Duration::from_millis(20),
@@ -100,6 +104,26 @@ impl DriverConfig {
         }
         Ok(())
     }
+}
+
+/// How the periodic commit of completed work is sent. Either way a
+/// partition's offset counts as a checkpoint only once the broker confirmed
+/// it for that partition, a refused partition is a
+/// [`super::ConsumerEvent::CommitFailed`], and the commits made when
+/// partitions are revoked or the consumer shuts down wait for the answer.
+/// Exactly-once mode commits in its transactions instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CommitMode {
+    /// Sent without waiting: the owner thread goes on polling and handing
+    /// out work, and each partition's result is read from librdkafka's
+    /// commit callback (run on the owner thread). A commit still in flight
+    /// is not sent again.
+    #[default]
+    Async,
+    /// The owner thread waits for the answer (one request for every
+    /// partition) and records each partition's result before going on.
+    Sync,
 }
 
 /// Errors of the driver.

@@ -110,7 +110,7 @@ use crate::record::Record;
 use crate::scheduler::Decision;
 use crate::tracker::TopicPartition;
 pub use builder::{FETCH_QUEUE_BACKOFF_MS, FETCH_WAIT_MAX_MS, ParallelConsumerBuilder, Prepared};
-pub use config::{DriverConfig, DriverError};
+pub use config::{CommitMode, DriverConfig, DriverError};
 pub use events::{ConsumerEvent, EVENT_CAPACITY};
 pub use handler::{BoxError, CancellationToken, HandlerContext, HandlerError, RetryDelay};
 use txn::Transactional;
@@ -130,6 +130,12 @@ pub fn is_ownership_error(code: RDKafkaErrorCode) -> bool {
             | RDKafkaErrorCode::AssignmentLost
             | RDKafkaErrorCode::Fenced
     )
+}
+
+/// Whether a failed commit's error is an ownership error
+/// ([`is_ownership_error`]).
+pub(crate) fn ownership_error(e: &KafkaError) -> bool {
+    matches!(e, KafkaError::ConsumerCommit(code) if is_ownership_error(*code))
 }
 
 const RUN: u8 = 0;
@@ -157,6 +163,9 @@ pub(crate) struct Shared {
     /// The cancellation token of each owned partition's assignment, by
     /// generation; fired when the partition goes.
     tokens: Mutex<crate::scheduler::FastMap<TopicPartition, (u64, CancellationToken)>>,
+    /// Periodic commits sent without waiting ([`CommitMode::Async`]) whose
+    /// answer has not come yet.
+    inflight_commits: Mutex<Vec<CommitRequest>>,
     /// Pause and resume decisions made by workers (see [`worker::Refill`]),
     /// for the owner thread to carry out. Changed only with the engine
     /// locked, so they keep the engine's order.
@@ -295,6 +304,66 @@ impl Shared {
                 true
             }
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => false,
+        }
+    }
+
+    fn lock_inflight(&self) -> MutexGuard<'_, Vec<CommitRequest>> {
+        self.inflight_commits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the outcome of a commit sent with [`CommitMode::Async`]
+    /// (librdkafka's commit callback, on the owner thread): each partition
+    /// in the answer that matches a request in flight is a checkpoint or a
+    /// failure, as with a synchronous commit.
+    fn async_commit_answered(
+        &self,
+        result: &rdkafka::error::KafkaResult<()>,
+        offsets: &rdkafka::TopicPartitionList,
+    ) {
+        let mut answered = Vec::new();
+        {
+            let mut inflight = self.lock_inflight();
+            for e in offsets.elements() {
+                let rdkafka::Offset::Offset(offset) = e.offset() else {
+                    continue;
+                };
+                let Some(i) = inflight.iter().position(|r| {
+                    *r.tp.topic == *e.topic()
+                        && r.tp.partition == e.partition()
+                        && r.offset == offset
+                }) else {
+                    continue;
+                };
+                let request = inflight.swap_remove(i);
+                let error = match e.error() {
+                    Err(KafkaError::OffsetFetch(code) | KafkaError::ConsumerCommit(code)) => {
+                        Some(KafkaError::ConsumerCommit(code))
+                    }
+                    Err(other) => Some(other),
+                    Ok(()) => result.as_ref().err().cloned(),
+                };
+                answered.push((request, error));
+            }
+        }
+        for (request, error) in answered {
+            match error {
+                None => self
+                    .lock_engine()
+                    .commit_succeeded(std::slice::from_ref(&request)),
+                Some(e) => {
+                    let ownership = ownership_error(&e);
+                    tracing::warn!(
+                        topic = %request.tp.topic, partition = request.tp.partition,
+                        offset = request.offset, error = %e, ownership,
+                        "commit failed; not recorded as a checkpoint"
+                    );
+                    self.lock_engine()
+                        .commit_failed(std::slice::from_ref(&request), ownership);
+                    self.commit_failed(&request, e, ownership);
+                }
+            }
         }
     }
 

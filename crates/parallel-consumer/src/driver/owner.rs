@@ -14,8 +14,10 @@ use super::events::ConsumerEvent;
 use super::rebalance::PcContext;
 use super::worker::{self, Job, WorkerEnv};
 use super::{
-    ABORT, DriverError, FAILED, RUN, Shared, ShutdownReport, commit, is_ownership_error, txn,
+    ABORT, CommitMode, DriverError, FAILED, RUN, Shared, ShutdownReport, commit, ownership_error,
+    txn,
 };
+use crate::engine::CommitRequest;
 use crate::engine::{Delivered, Task};
 use crate::record::Record;
 use crate::scheduler::Decision;
@@ -137,14 +139,48 @@ fn periodic_commit(consumer: &BaseConsumer<PcContext>, shared: &Shared) {
     if requests.is_empty() {
         return;
     }
-    let results = commit(consumer, &requests);
+    let results = match shared.config.commit_mode {
+        CommitMode::Sync => commit(consumer, &requests),
+        CommitMode::Async => {
+            let mut inflight = shared.lock_inflight();
+            let requests: Vec<CommitRequest> = requests
+                .into_iter()
+                .filter(|r| !inflight.contains(r))
+                .collect();
+            if requests.is_empty() {
+                return;
+            }
+            match commit::send_async(consumer, &requests) {
+                // The answer comes through the commit callback.
+                Ok(()) => {
+                    inflight.extend(requests);
+                    return;
+                }
+                Err(e) => {
+                    drop(inflight);
+                    let results = requests.iter().map(|_| Err(e.clone())).collect();
+                    record_commit_results(shared, &requests, results);
+                    return;
+                }
+            }
+        }
+    };
+    record_commit_results(shared, &requests, results);
+}
+
+/// Records each partition's commit result: a checkpoint, or a failure
+/// (stopping commits for the assignment on an ownership error).
+fn record_commit_results(
+    shared: &Shared,
+    requests: &[CommitRequest],
+    results: Vec<Result<(), KafkaError>>,
+) {
     let mut engine = shared.lock_engine();
     for (request, result) in requests.iter().zip(results) {
         match result {
             Ok(()) => engine.commit_succeeded(std::slice::from_ref(request)),
             Err(e) => {
-                let ownership =
-                    matches!(e, KafkaError::ConsumerCommit(code) if is_ownership_error(code));
+                let ownership = ownership_error(&e);
                 tracing::warn!(
                     topic = %request.tp.topic, partition = request.tp.partition,
                     offset = request.offset, error = %e, ownership,
@@ -316,7 +352,8 @@ fn finish(consumer: &BaseConsumer<PcContext>, shared: &Shared) -> ShutdownReport
                 .filter_map(|(r, c)| {
                     let e = r.err()?;
                     let text = format!("{}-{}: {e}", c.tp.topic, c.tp.partition);
-                    shared.commit_failed(c, e, false);
+                    let ownership = ownership_error(&e);
+                    shared.commit_failed(c, e, ownership);
                     Some(text)
                 })
                 .collect();

@@ -10,7 +10,7 @@ use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::events::ConsumerEvent;
-use super::{Shared, commit, txn};
+use super::{Shared, commit, ownership_error, txn};
 use crate::tracker::TopicPartition;
 
 pub(crate) struct PcContext {
@@ -122,7 +122,8 @@ impl PcContext {
                     }
                     Err(e) => {
                         tracing::warn!(commit = ?request, error = %e, "revoke: commit failed");
-                        shared.commit_failed(request, e, false);
+                        let ownership = ownership_error(&e);
+                        shared.commit_failed(request, e, ownership);
                     }
                 }
             }
@@ -204,17 +205,9 @@ impl ConsumerContext for PcContext {
         }
     }
 
+    /// The answer to a periodic commit sent with [`super::CommitMode::Async`]
+    /// (the other commits wait for their answer and read it themselves).
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
-        for e in offsets.elements() {
-            if let Err(err) = e.error() {
-                tracing::warn!(
-                    topic = e.topic(), partition = e.partition(), error = %err,
-                    "partition commit failed"
-                );
-            }
-        }
-        if let Err(e) = result {
-            tracing::debug!(error = %e, "commit callback");
-        }
+        self.shared.async_commit_answered(&result, offsets);
     }
 }

@@ -123,6 +123,30 @@ fn row4_failed_commit_is_not_a_checkpoint_and_is_retried() {
     assert!(e.commits().is_empty());
 }
 
+/// Commits sent without waiting can be answered out of the order the
+/// engine reads them in: an older answer never moves the checkpoint back.
+#[test]
+fn an_older_commit_confirmed_late_does_not_move_the_checkpoint_back() {
+    let mut e = engine(Ordering::Unordered, 8);
+    e.assign(tp(0), Some((10, "")));
+    deliver_all(&mut e, 0, 10..=12);
+    let tasks = submitted(e.actions());
+    let (id, t) = find(&tasks, 10);
+    e.finished(id, &t, Outcome::Success);
+    let older = e.commits();
+    assert_eq!(offsets_of(&older), vec![(0, 11)]);
+    for o in [11, 12] {
+        let (id, t) = find(&tasks, o);
+        e.finished(id, &t, Outcome::Success);
+    }
+    let newer = e.commits();
+    assert_eq!(offsets_of(&newer), vec![(0, 13)]);
+    e.commit_succeeded(&newer);
+    e.commit_succeeded(&older);
+    assert_eq!(e.stats(0)[0].committed, Some(13));
+    assert!(e.commits().is_empty(), "nothing to commit again");
+}
+
 #[test]
 fn row5_key_mode_does_not_run_a_later_record_of_the_same_key_first() {
     let mut e = engine(Ordering::Key, 8);
