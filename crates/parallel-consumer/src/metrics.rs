@@ -62,7 +62,9 @@ pub const WATERMARK_LAG: &str = "weir_pc_watermark_lag";
 /// The counters count from the consumer's start and only grow. Each
 /// attempt is counted once, as processed (it succeeded) or failed, and is
 /// one observation of [`ConsumerMetrics::handler_seconds`]; so the
-/// histogram's count is `records_processed + attempts_failed`. Each run
+/// histogram's count is `records_processed + attempts_failed` (with a
+/// batch handler an attempt is a call, and a successful call counts all
+/// its records as processed). Each run
 /// of a record counts its outcome once: processed, dead-lettered, failed
 /// or cancelled (a record that runs again, on a new owner or after an
 /// aborted transaction, counts again). Counters are read one after the other while workers run, so

@@ -60,6 +60,12 @@ pub struct SchedulerConfig {
     /// Paused partitions may resume once the buffered bytes are down to
     /// this.
     pub resume_at_buffered_bytes: usize,
+    /// Records handed to one handler call at most (batch handlers): the
+    /// record chosen to run, then the records waiting behind it that its
+    /// lock covers (the same key in key order, the next records of the
+    /// partition otherwise), in offset order. A batch counts once against
+    /// `max_concurrency` and holds its lock until its last record finished.
+    pub max_batch: usize,
 }
 
 /// Defaults: a partition pauses at 10 000 buffered records and resumes at
@@ -77,6 +83,7 @@ impl Default for SchedulerConfig {
             resume_at_buffered: 5_000,
             max_buffered_bytes: 64 << 20,
             resume_at_buffered_bytes: 32 << 20,
+            max_batch: 1,
         }
     }
 }
@@ -98,6 +105,9 @@ impl SchedulerConfig {
             return Err(ConfigError::Zero {
                 name: "max_concurrency",
             });
+        }
+        if self.max_batch == 0 {
+            return Err(ConfigError::Zero { name: "max_batch" });
         }
         if self.max_buffered_per_partition == 0 {
             return Err(ConfigError::Zero {
@@ -128,8 +138,12 @@ pub struct TaskId(pub u64);
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decision<T> {
     /// Hand `payload` to a worker; report [`Scheduler::finished`] with `id`.
+    /// Records of one batch (`max_batch`) are consecutive decisions with the
+    /// same `batch`, the id of its first record (a record alone: its own
+    /// id).
     Submit {
         id: TaskId,
+        batch: TaskId,
         tp: TopicPartition,
         payload: T,
     },
@@ -298,6 +312,8 @@ struct Running {
     /// The partition incarnation it was submitted under.
     incarnation: u64,
     bytes: usize,
+    /// The first record of its batch.
+    batch: TaskId,
 }
 
 /// See the module documentation.
@@ -309,6 +325,10 @@ pub struct Scheduler<T> {
     /// one is added or removed.
     order: Vec<TopicPartition>,
     running: TaskMap<Running>,
+    /// Handler calls in flight (a batch is one).
+    calls: usize,
+    /// Unfinished records of batches of more than one record, by batch.
+    batches: TaskMap<usize>,
     locks: FastSet<Lock>,
     /// Partition ids for locks, never reused: `ids[id]` is the partition.
     ids: Vec<TopicPartition>,
@@ -332,6 +352,8 @@ impl<T> Scheduler<T> {
             partitions: BTreeMap::new(),
             order: Vec::new(),
             running: TaskMap::default(),
+            calls: 0,
+            batches: TaskMap::default(),
             locks: FastSet::default(),
             ids: Vec::new(),
             id_of: HashMap::new(),
@@ -420,8 +442,22 @@ impl<T> Scheduler<T> {
         let Some(r) = self.running.remove(&id) else {
             return;
         };
-        if let Some(lock) = &r.lock {
-            self.locks.remove(lock);
+        let batch_done = match self.batches.get_mut(&r.batch) {
+            Some(left) if *left > 1 => {
+                *left -= 1;
+                false
+            }
+            Some(_) => {
+                self.batches.remove(&r.batch);
+                true
+            }
+            None => true,
+        };
+        if batch_done {
+            self.calls -= 1;
+            if let Some(lock) = &r.lock {
+                self.locks.remove(lock);
+            }
         }
         self.buffered_bytes -= r.bytes;
         let Some(tp) = self.ids.get(r.id as usize) else {
@@ -494,10 +530,10 @@ impl<T> Scheduler<T> {
         let n = self.order.len();
         let start = if n == 0 { 0 } else { self.cursor % n };
         let mut progress = true;
-        while progress && self.running.len() < self.config.max_concurrency {
+        while progress && self.calls < self.config.max_concurrency {
             progress = false;
             for k in 0..n {
-                if self.running.len() >= self.config.max_concurrency {
+                if self.calls >= self.config.max_concurrency {
                     break;
                 }
                 let i = (start + k) % n;
@@ -526,8 +562,6 @@ impl<T> Scheduler<T> {
                 let Some(w) = index.and_then(|i| state.waiting.remove(i)) else {
                     continue;
                 };
-                state.running += 1;
-                state.waiting_bytes -= w.bytes;
                 let lock = match self.config.ordering {
                     Ordering::Unordered => None,
                     Ordering::Partition | Ordering::Key => Some((state.id, w.key_hash)),
@@ -535,23 +569,48 @@ impl<T> Scheduler<T> {
                 if let Some(l) = lock {
                     self.locks.insert(l);
                 }
-                self.next_task += 1;
-                let id = TaskId(self.next_task);
-                self.running.insert(
-                    id,
-                    Running {
-                        id: state.id,
-                        lock,
-                        incarnation: *incarnation,
-                        bytes: w.bytes,
-                    },
-                );
+                // The records its lock covers, waiting behind it, join its
+                // batch in order.
+                let mut more = Vec::new();
+                let mut j = 0;
+                while more.len() + 1 < self.config.max_batch && j < state.waiting.len() {
+                    let covered = match self.config.ordering {
+                        Ordering::Key => state.waiting[j].key_hash == w.key_hash,
+                        Ordering::Partition | Ordering::Unordered => true,
+                    };
+                    match covered.then(|| state.waiting.remove(j)).flatten() {
+                        Some(next) => more.push(next),
+                        None => j += 1,
+                    }
+                }
+                self.calls += 1;
+                let first = TaskId(self.next_task + 1);
+                if !more.is_empty() {
+                    self.batches.insert(first, more.len() + 1);
+                }
+                for w in std::iter::once(w).chain(more) {
+                    state.running += 1;
+                    state.waiting_bytes -= w.bytes;
+                    self.next_task += 1;
+                    let id = TaskId(self.next_task);
+                    self.running.insert(
+                        id,
+                        Running {
+                            id: state.id,
+                            lock,
+                            incarnation: *incarnation,
+                            bytes: w.bytes,
+                            batch: first,
+                        },
+                    );
+                    out.push(Decision::Submit {
+                        id,
+                        batch: first,
+                        tp: tp.clone(),
+                        payload: w.payload,
+                    });
+                }
                 self.cursor = i + 1;
-                out.push(Decision::Submit {
-                    id,
-                    tp: tp.clone(),
-                    payload: w.payload,
-                });
                 progress = true;
             }
         }

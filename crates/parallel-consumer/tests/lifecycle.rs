@@ -13,7 +13,7 @@ use common::{Log, TestBroker};
 use rdkafka::message::{Header, Headers, Message};
 use tokio::sync::{broadcast, watch};
 use weir_parallel_consumer::driver::{
-    CommitMode, ConsumerEvent, HandlerContext, HandlerError, ParallelConsumer,
+    CommitMode, ConsumerEvent, DriverError, HandlerContext, HandlerError, ParallelConsumer,
     ParallelConsumerBuilder,
 };
 use weir_parallel_consumer::record::{self, FailurePolicy, Record};
@@ -536,4 +536,100 @@ fn a_user_paused_partition_delivers_nothing_until_resumed() {
     });
     assert!(log.lock().unwrap().contains(&("end", 0, 2)));
     pc.shutdown_blocking().expect("shutdown");
+}
+
+/// The (key, offset) pairs of one batch-handler call.
+type Batch = Vec<(String, i64)>;
+
+/// Batch handlers in key order: each call gets up to 3 records of one key
+/// (the records its lock covers), in offset order; every record is
+/// handled once and the commit reaches the end. A batch limit without a
+/// batch handler is refused.
+#[test]
+fn a_batch_handler_gets_records_of_one_key_in_order() {
+    let broker = TestBroker::embedded(&[]);
+    let b = &broker.bootstrap();
+    let rt = common::runtime();
+    let (topic, group) = (common::unique("batch"), common::unique("g-batch"));
+    broker.create_topic(&rt, &topic, 1);
+    let keys = ["a", "b", "a", "a", "c", "a", "b", "a", "a", "c"];
+    let records: Vec<(Option<&str>, String)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (Some(*k), format!("{k}{i}")))
+        .collect();
+    let records: Vec<(Option<&str>, &str)> =
+        records.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    common::produce(b, &topic, 0, &records);
+    assert!(matches!(
+        builder(b, &group, &topic)
+            .max_batch(3)
+            .runtime(rt.handle().clone())
+            .start(|_r: Record, _cx| async { Ok(()) }),
+        Err(DriverError::BatchNeedsBatchHandler)
+    ));
+    let calls: Arc<Mutex<Vec<Batch>>> = Arc::default();
+    let c = calls.clone();
+    // The first call (key a, offset 0) waits until every record was
+    // delivered, so the rest of key a waits behind it and runs in batches.
+    let (open, gate) = watch::channel(false);
+    let pc = builder(b, &group, &topic)
+        .ordering(Ordering::Key)
+        .max_batch(3)
+        .runtime(rt.handle().clone())
+        .start_batch(move |records: Vec<Record>, _cx| {
+            let batch: Vec<(String, i64)> = records
+                .iter()
+                .map(|r| {
+                    let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default());
+                    (key.into_owned(), r.offset)
+                })
+                .collect();
+            let first = batch.first().is_some_and(|(_, o)| *o == 0);
+            c.lock().unwrap().push(batch);
+            let mut gate = gate.clone();
+            async move {
+                if first {
+                    gate.wait_for(|open| *open).await?;
+                }
+                Ok(())
+            }
+        })
+        .expect("start");
+    common::wait_until("10 delivered", || {
+        pc.stats()
+            .iter()
+            .any(|s| s.partition == 0 && s.position == 10)
+    });
+    open.send(true).expect("open the gate");
+    common::wait_until("10 committed", || {
+        common::committed(b, &group, &topic, 0).is_some_and(|(o, _)| o == 10)
+    });
+    pc.shutdown_blocking().expect("shutdown");
+    let calls = calls.lock().unwrap().clone();
+    let mut seen: Vec<i64> = calls.iter().flatten().map(|(_, o)| *o).collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        (0..10).collect::<Vec<_>>(),
+        "every record once: {calls:?}"
+    );
+    for call in &calls {
+        assert!(!call.is_empty() && call.len() <= 3, "batch size: {calls:?}");
+        assert!(
+            call.iter().all(|(k, _)| *k == call[0].0),
+            "one key per batch: {calls:?}"
+        );
+        assert!(
+            call.windows(2).all(|w| w[0].1 < w[1].1),
+            "offset order: {calls:?}"
+        );
+        for (k, o) in call {
+            assert_eq!(keys[*o as usize], k, "{calls:?}");
+        }
+    }
+    assert!(
+        calls.iter().any(|c| c.len() > 1),
+        "some call got more than one record: {calls:?}"
+    );
 }

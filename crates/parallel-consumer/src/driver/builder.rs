@@ -17,7 +17,7 @@ use super::events::EVENT_CAPACITY;
 use super::handler::{HandlerContext, HandlerError, RetryDelay};
 use super::rebalance::PcContext;
 use super::txn::Transactional;
-use super::worker::{BoxHandler, WorkerEnv};
+use super::worker::{BoxBatchHandler, BoxHandler, WorkerEnv};
 use super::{
     CommitMode, DriverConfig, DriverError, ExactlyOnceConfig, ParallelConsumer, RUN, Shared,
     dead_letter_config, owner,
@@ -263,6 +263,23 @@ impl ParallelConsumerBuilder {
         self.build()?.start(handler)
     }
 
+    /// Records handed to one batch-handler call at most
+    /// ([`ParallelConsumerBuilder::start_batch`]; see
+    /// [`crate::scheduler::SchedulerConfig::max_batch`]).
+    pub fn max_batch(mut self, records: usize) -> Self {
+        self.config.engine.scheduler.max_batch = records;
+        self
+    }
+
+    /// [`ParallelConsumerBuilder::build`], then [`Prepared::start_batch`].
+    pub fn start_batch<H, F>(self, handler: H) -> Result<ParallelConsumer, DriverError>
+    where
+        H: Fn(Vec<Record>, HandlerContext) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<(), HandlerError>> + Send + 'static,
+    {
+        self.build()?.start_batch(handler)
+    }
+
     /// [`ParallelConsumerBuilder::build`], then [`Prepared::start_transform`].
     pub fn start_transform<H, F>(self, handler: H) -> Result<ParallelConsumer, DriverError>
     where
@@ -324,7 +341,43 @@ impl Prepared {
         self.start_boxed(handler)
     }
 
+    /// Subscribes and starts the owner thread; `handler` runs once per
+    /// batch: up to [`crate::scheduler::SchedulerConfig::max_batch`]
+    /// records of one partition that the ordering mode lets run together
+    /// (the same key in key order, consecutive records otherwise), in
+    /// offset order. The batch's records share its outcome: all done, or
+    /// retried together and then resolved one by one by the failure policy
+    /// (each dead-lettered, or the partition stopped at the first). Not in
+    /// exactly-once mode.
+    pub fn start_batch<H, F>(self, handler: H) -> Result<ParallelConsumer, DriverError>
+    where
+        H: Fn(Vec<Record>, HandlerContext) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<(), HandlerError>> + Send + 'static,
+    {
+        if self.exactly_once.is_some() {
+            return Err(DriverError::BatchWithExactlyOnce);
+        }
+        let batch: BoxBatchHandler = Arc::new(move |records, cx| {
+            let fut = handler(records, cx);
+            Box::pin(async move { fut.await.map(|()| Vec::new()) })
+        });
+        let one: BoxHandler =
+            Arc::new(|_, _| Box::pin(async { Err(HandlerError::terminal("batch handlers only")) }));
+        self.start_with(one, Some(batch))
+    }
+
     pub(crate) fn start_boxed(self, handler: BoxHandler) -> Result<ParallelConsumer, DriverError> {
+        if self.config.engine.scheduler.max_batch > 1 {
+            return Err(DriverError::BatchNeedsBatchHandler);
+        }
+        self.start_with(handler, None)
+    }
+
+    fn start_with(
+        self,
+        handler: BoxHandler,
+        batch_handler: Option<BoxBatchHandler>,
+    ) -> Result<ParallelConsumer, DriverError> {
         let Prepared {
             client,
             topics,
@@ -373,6 +426,7 @@ impl Prepared {
         consumer.subscribe(&topics)?;
         let env = Arc::new(WorkerEnv {
             handler,
+            batch_handler,
             retry: config.retry.clone(),
             retry_delay: config.retry_delay.clone(),
             on_failure: config.on_failure.clone(),

@@ -157,6 +157,10 @@ pub enum DriverError {
     NoRuntime,
     #[error("no topics to subscribe to")]
     NoTopics,
+    #[error("max_batch above 1 needs a batch handler (start_batch)")]
+    BatchNeedsBatchHandler,
+    #[error("batch handlers do not run in exactly-once mode")]
+    BatchWithExactlyOnce,
     #[error("the consumer thread panicked")]
     ThreadPanicked,
 }

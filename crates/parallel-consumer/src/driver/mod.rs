@@ -411,15 +411,13 @@ impl worker::Refill for Shared {
         let mut tokens = None;
         for d in decisions {
             match d {
-                Decision::Submit { id, payload, .. } => {
+                Decision::Submit {
+                    id, batch, payload, ..
+                } => {
                     let task = payload.task_ref();
-                    let tokens = tokens.get_or_insert_with(|| self.lock_tokens());
-                    let cancel = Shared::token_for(tokens, &task.tp, task.generation);
-                    jobs.push(Job {
-                        id,
-                        task,
-                        record: payload.payload,
-                        cancel,
+                    Job::add(&mut jobs, id, batch, task, payload.payload, |task| {
+                        let tokens = tokens.get_or_insert_with(|| self.lock_tokens());
+                        Shared::token_for(tokens, &task.tp, task.generation)
                     });
                 }
                 flow => self.lock_flow().push(flow),

@@ -87,15 +87,13 @@ fn execute(
     let mut tokens = None;
     for d in decisions {
         match d {
-            Decision::Submit { id, payload, .. } => {
+            Decision::Submit {
+                id, batch, payload, ..
+            } => {
                 let task = payload.task_ref();
-                let tokens = tokens.get_or_insert_with(|| shared.lock_tokens());
-                let token = Shared::token_for(tokens, &task.tp, task.generation);
-                submits.push(Job {
-                    id,
-                    task,
-                    record: payload.payload,
-                    cancel: token,
+                Job::add(&mut submits, id, batch, task, payload.payload, |task| {
+                    let tokens = tokens.get_or_insert_with(|| shared.lock_tokens());
+                    Shared::token_for(tokens, &task.tp, task.generation)
                 });
             }
             Decision::Pause(tp) => {

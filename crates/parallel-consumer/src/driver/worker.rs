@@ -29,6 +29,10 @@ use crate::tracker::TopicPartition;
 /// always none otherwise).
 pub(crate) type BoxHandler = Arc<dyn Fn(Record, HandlerContext) -> HandlerFuture + Send + Sync>;
 
+/// The user's batch handler (its future's outputs are always none).
+pub(crate) type BoxBatchHandler =
+    Arc<dyn Fn(Vec<Record>, HandlerContext) -> HandlerFuture + Send + Sync>;
+
 /// A finished task, sent from a worker to the owner thread.
 #[derive(Debug)]
 pub(crate) struct Report {
@@ -43,6 +47,8 @@ pub(crate) struct Report {
 #[derive(Clone)]
 pub(crate) struct WorkerEnv {
     pub handler: BoxHandler,
+    /// Set: every job goes to it as one call (its records, in order).
+    pub batch_handler: Option<BoxBatchHandler>,
     pub retry: RetryPolicy,
     /// Replaces the policy's backoff when set.
     pub retry_delay: Option<RetryDelay>,
@@ -105,6 +111,18 @@ async fn attempt(
     }
 }
 
+/// One attempt of a batch handler, as [`attempt`].
+async fn attempt_batch(
+    handler: &BoxBatchHandler,
+    records: Vec<Record>,
+    cx: HandlerContext,
+) -> Result<Vec<OutputRecord>, HandlerError> {
+    match catch_unwind(AssertUnwindSafe(|| handler(records, cx))) {
+        Ok(fut) => CatchPanic(fut).await,
+        Err(panic) => Err(panicked(&*panic)),
+    }
+}
+
 /// A submitted record: its task id and reference, the record, and the
 /// cancellation token of its partition assignment.
 pub(crate) struct Job {
@@ -112,6 +130,37 @@ pub(crate) struct Job {
     pub task: TaskRef,
     pub record: Record,
     pub cancel: CancellationToken,
+    /// The rest of its batch (batch handlers), in order.
+    pub more: Vec<(TaskId, TaskRef, Record)>,
+}
+
+impl Job {
+    /// Adds a submitted record to `jobs`: to the last job when it belongs
+    /// to that job's batch, else as a job of its own.
+    pub(crate) fn add(
+        jobs: &mut Vec<Job>,
+        id: TaskId,
+        batch: TaskId,
+        task: TaskRef,
+        record: Record,
+        cancel: impl FnOnce(&TaskRef) -> CancellationToken,
+    ) {
+        if batch != id
+            && let Some(last) = jobs.last_mut()
+            && last.id == batch
+        {
+            last.more.push((id, task, record));
+            return;
+        }
+        let cancel = cancel(&task);
+        jobs.push(Job {
+            id,
+            task,
+            record,
+            cancel,
+            more: Vec::new(),
+        });
+    }
 }
 
 /// Runs one record to its outcome.
@@ -121,6 +170,7 @@ async fn run_one(env: &WorkerEnv, job: Job) -> Report {
         task,
         record,
         cancel,
+        more: _,
     } = job;
     let (outcome, outputs) = outcome_of(env, record, task.generation, &cancel).await;
     Report {
@@ -129,6 +179,72 @@ async fn run_one(env: &WorkerEnv, job: Job) -> Report {
         outcome,
         outputs,
     }
+}
+
+/// The reports of a finished job.
+enum Done {
+    One(Report),
+    Batch(Vec<Report>),
+}
+
+impl Done {
+    fn into(self, reports: &mut Vec<Report>) {
+        match self {
+            Done::One(r) => reports.push(r),
+            Done::Batch(rs) => reports.extend(rs),
+        }
+    }
+}
+
+async fn run_job(env: &WorkerEnv, job: Job) -> Done {
+    match &env.batch_handler {
+        None => Done::One(run_one(env, job).await),
+        Some(handler) => Done::Batch(run_batch(env, handler, job).await),
+    }
+}
+
+/// Runs a batch through one handler call per attempt; every record gets
+/// the call's outcome (retries and failure policy as for one record, the
+/// policy applied to each record of a batch that finally failed).
+async fn run_batch(env: &WorkerEnv, handler: &BoxBatchHandler, job: Job) -> Vec<Report> {
+    let Job {
+        id,
+        task,
+        record,
+        cancel,
+        more,
+    } = job;
+    let generation = task.generation;
+    let mut items = Vec::with_capacity(more.len() + 1);
+    items.push((id, task, record));
+    items.extend(more);
+    let records: Vec<Record> = items.iter().map(|(_, _, r)| r.clone()).collect();
+    let result = retry(env, generation, &cancel, &items[0].2, |cx| {
+        attempt_batch(handler, records.clone(), cx)
+    })
+    .await;
+    let mut reports = Vec::with_capacity(items.len());
+    for (id, task, record) in items {
+        let outcome = match &result {
+            Attempts::Done(_) => Outcome::Success,
+            Attempts::Cancelled(attempts) => Outcome::Failed {
+                attempts: *attempts,
+            },
+            Attempts::Failed(attempts, error) => {
+                resolve_failure(env, &record, *attempts, error).await.0
+            }
+        };
+        reports.push(Report {
+            id,
+            task,
+            outcome,
+            outputs: Vec::new(),
+        });
+    }
+    if matches!(result, Attempts::Done(_)) {
+        env.counters.processed_more(reports.len() as u64 - 1);
+    }
+    reports
 }
 
 /// Where finished tasks go when a worker may apply them itself.
@@ -146,17 +262,17 @@ pub(crate) trait Refill: Send + Sync {
 /// so a freed slot is refilled without a round trip through the owner
 /// thread; otherwise they go to the owner thread as one message.
 pub(crate) async fn run(env: Arc<WorkerEnv>, jobs: Vec<Job>) {
-    let mut running: FuturesUnordered<_> = jobs.into_iter().map(|j| run_one(&env, j)).collect();
+    let mut running: FuturesUnordered<_> = jobs.into_iter().map(|j| run_job(&env, j)).collect();
     while let Some(first) = running.next().await {
         let mut reports = Vec::with_capacity(running.len() + 1);
-        reports.push(first);
-        while let Some(Some(report)) = running.next().now_or_never() {
-            reports.push(report);
+        first.into(&mut reports);
+        while let Some(Some(done)) = running.next().now_or_never() {
+            done.into(&mut reports);
         }
         let reports = match &env.refill {
             Some(refill) => match refill.finished(reports) {
                 Ok(jobs) => {
-                    running.extend(jobs.into_iter().map(|j| run_one(&env, j)));
+                    running.extend(jobs.into_iter().map(|j| run_job(&env, j)));
                     // Applied here: the owner thread only needs waking (it
                     // may wait for results to poll again).
                     Vec::new()
@@ -181,38 +297,55 @@ fn event(env: &WorkerEnv, record: &Record, make: impl FnOnce(TopicPartition) -> 
     }
 }
 
-async fn outcome_of(
+/// How a record's (or a batch's) attempts ended.
+enum Attempts<T> {
+    /// An attempt succeeded.
+    Done(T),
+    /// The partition is going: neither retried nor resolved (it runs again
+    /// on its next owner).
+    Cancelled(u32),
+    /// Every attempt failed (or one terminally): the failure policy
+    /// decides.
+    Failed(u32, String),
+}
+
+/// Calls `call` per attempt (from 1) until it succeeds, the retry policy
+/// gives up or the partition's token fires; `what` names it in the log.
+async fn retry<T, F, Fut>(
     env: &WorkerEnv,
-    record: Record,
     generation: u64,
     cancel: &CancellationToken,
-) -> (Outcome, Vec<OutputRecord>) {
+    what: &Record,
+    mut call: F,
+) -> Attempts<T>
+where
+    F: FnMut(HandlerContext) -> Fut,
+    Fut: Future<Output = Result<T, HandlerError>>,
+{
     let mut attempts = 0u32;
-    let error = loop {
+    loop {
         attempts = attempts.saturating_add(1);
         if attempts > 1 {
             env.counters.retry();
         }
         let cx = HandlerContext::new(attempts, generation, cancel.clone());
         let started = std::time::Instant::now();
-        let result = attempt(env, record.clone(), cx).await;
+        let result = call(cx).await;
         env.counters.attempt(started.elapsed(), result.is_ok());
         let error = match result {
-            Ok(outputs) => return (Outcome::Success, outputs),
+            Ok(done) => return Attempts::Done(done),
             Err(e) => e,
         };
         if cancel.is_cancelled() {
             env.counters.cancelled();
-            // The partition is going: the record runs again on its next
-            // owner, so neither retry nor resolve it here.
             tracing::debug!(
-                topic = %record.topic, partition = record.partition, offset = record.offset,
+                topic = %what.topic, partition = what.partition, offset = what.offset,
                 attempts, error = %error, "handler failed after cancellation"
             );
-            return (Outcome::Failed { attempts }, Vec::new());
+            return Attempts::Cancelled(attempts);
         }
         if error.is_terminal() {
-            break error.to_string();
+            return Attempts::Failed(attempts, error.to_string());
         }
         let wait = match &env.retry_delay {
             Some(delay) => (attempts < env.retry.max_attempts).then(|| delay.delay(attempts)),
@@ -221,20 +354,47 @@ async fn outcome_of(
         match wait {
             Some(wait) => {
                 tracing::warn!(
-                    topic = %record.topic, partition = record.partition, offset = record.offset,
+                    topic = %what.topic, partition = what.partition, offset = what.offset,
                     attempts, error = %error, "handler failed, retrying"
                 );
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
                     () = cancel.cancelled() => {
                         env.counters.cancelled();
-                        return (Outcome::Failed { attempts }, Vec::new());
+                        return Attempts::Cancelled(attempts);
                     }
                 }
             }
-            None => break error.to_string(),
+            None => return Attempts::Failed(attempts, error.to_string()),
         }
-    };
+    }
+}
+
+async fn outcome_of(
+    env: &WorkerEnv,
+    record: Record,
+    generation: u64,
+    cancel: &CancellationToken,
+) -> (Outcome, Vec<OutputRecord>) {
+    match retry(env, generation, cancel, &record, |cx| {
+        attempt(env, record.clone(), cx)
+    })
+    .await
+    {
+        Attempts::Done(outputs) => (Outcome::Success, outputs),
+        Attempts::Cancelled(attempts) => (Outcome::Failed { attempts }, Vec::new()),
+        Attempts::Failed(attempts, error) => resolve_failure(env, &record, attempts, &error).await,
+    }
+}
+
+/// The failure policy for a record whose attempts all failed.
+async fn resolve_failure(
+    env: &WorkerEnv,
+    record: &Record,
+    attempts: u32,
+    error: &str,
+) -> (Outcome, Vec<OutputRecord>) {
+    let error = error.to_string();
     match &env.on_failure {
         FailurePolicy::StopPartition => {
             env.counters.failed();
@@ -242,7 +402,7 @@ async fn outcome_of(
                 topic = %record.topic, partition = record.partition, offset = record.offset,
                 attempts, error = %error, "handler failed: partition stopped"
             );
-            event(env, &record, |tp| ConsumerEvent::PartitionStopped {
+            event(env, record, |tp| ConsumerEvent::PartitionStopped {
                 tp,
                 offset: record.offset,
                 attempts,
@@ -256,12 +416,12 @@ async fn outcome_of(
                 dead_letter_topic = %topic, attempts, error = %error,
                 "record goes to the dead-letter topic with the next transaction"
             );
-            let copy = OutputRecord::dead_letter(topic, &record, attempts, &error);
+            let copy = OutputRecord::dead_letter(topic, record, attempts, &error);
             env.counters.dead_lettered();
             (Outcome::DeadLettered { attempts }, vec![copy])
         }
         FailurePolicy::DeadLetter { topic } => {
-            match dead_letter(env, topic, &record, attempts, &error).await {
+            match dead_letter(env, topic, record, attempts, &error).await {
                 Ok(()) => {
                     env.counters.dead_lettered();
                     tracing::warn!(
@@ -279,7 +439,7 @@ async fn outcome_of(
                         offset = record.offset, dead_letter_topic = %topic,
                         error = %e, "dead-letter write failed: partition stopped"
                     );
-                    event(env, &record, |tp| ConsumerEvent::DeadLetterFailed {
+                    event(env, record, |tp| ConsumerEvent::DeadLetterFailed {
                         tp,
                         offset: record.offset,
                         error: e,
@@ -353,6 +513,7 @@ mod tests {
             dead_letter_as_output: false,
             results,
             refill: None,
+            batch_handler: None,
             counters: Arc::new(crate::metrics::Counters::new()),
             events: broadcast::channel(4).0,
         };
@@ -380,6 +541,7 @@ mod tests {
                 task,
                 record: Record::default(),
                 cancel: CancellationToken::new(),
+                more: Vec::new(),
             }],
         ));
         single(&rx)
@@ -542,11 +704,74 @@ mod tests {
                 task,
                 record: Record::default(),
                 cancel: token,
+                more: Vec::new(),
             }],
         ));
         let r = single(&rx);
         assert_eq!(r.outcome, Outcome::Failed { attempts: 1 });
         assert!(r.outputs.is_empty(), "no dead-letter copy");
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// A batch of three records is one call per attempt; once the retries
+    /// are used up every record is resolved by the policy on its own.
+    #[test]
+    fn a_batch_is_one_call_and_its_records_share_the_outcome() {
+        let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let c = calls.clone();
+        let (mut env, rx) = env(
+            Arc::new(|_r, _cx| Box::pin(async { Ok(Vec::new()) })),
+            FailurePolicy::DeadLetter {
+                topic: "dead".into(),
+            },
+        );
+        env.dead_letter_as_output = true;
+        env.batch_handler = Some(Arc::new(move |records: Vec<Record>, cx| {
+            c.lock().unwrap().push((
+                cx.attempt(),
+                records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+            ));
+            Box::pin(async { Err(HandlerError::retriable("down")) })
+        }));
+        let task = |offset| TaskRef {
+            tp: TopicPartition::new("t", 0),
+            generation: 1,
+            offset,
+        };
+        let record = |offset| Record {
+            offset,
+            ..Record::default()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(run(
+            Arc::new(env),
+            vec![Job {
+                id: TaskId(1),
+                task: task(4),
+                record: record(4),
+                cancel: CancellationToken::new(),
+                more: vec![
+                    (TaskId(2), task(5), record(5)),
+                    (TaskId(3), task(7), record(7)),
+                ],
+            }],
+        ));
+        let reports = rx.recv().unwrap();
+        assert_eq!(
+            *calls.lock().unwrap(),
+            vec![(1, vec![4, 5, 7]), (2, vec![4, 5, 7]), (3, vec![4, 5, 7])]
+        );
+        let got: Vec<_> = reports
+            .iter()
+            .map(|r| (r.id, r.task.offset, r.outcome))
+            .collect();
+        let dl = Outcome::DeadLettered { attempts: 3 };
+        assert_eq!(
+            got,
+            vec![(TaskId(1), 4, dl), (TaskId(2), 5, dl), (TaskId(3), 7, dl)]
+        );
     }
 }

@@ -127,6 +127,17 @@ impl Counters {
     }
 
     /// An attempt after a failed one starts.
+    /// Records of a successful batch call beyond the one its attempt
+    /// counted (a batch handler's call processes all its records).
+    pub(crate) fn processed_more(&self, records: u64) {
+        if records == 0 {
+            return;
+        }
+        self.shard().processed.fetch_add(records, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.facade.processed.increment(records);
+    }
+
     pub(crate) fn retry(&self) {
         self.shard().retries.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]

@@ -23,7 +23,9 @@ fn submits(decisions: &[Decision<i64>]) -> Vec<(TaskId, i32, i64)> {
     decisions
         .iter()
         .filter_map(|d| match d {
-            Decision::Submit { id, tp, payload } => Some((*id, tp.partition, *payload)),
+            Decision::Submit {
+                id, tp, payload, ..
+            } => Some((*id, tp.partition, *payload)),
             _ => None,
         })
         .collect()
@@ -335,7 +337,7 @@ proptest! {
                 Op::Decide => {
                     for d in s.decide() {
                         match d {
-                            Decision::Submit { id, tp, payload } => {
+                            Decision::Submit { id, tp, payload, .. } => {
                                 let (p, k) = payload_key[&payload];
                                 prop_assert_eq!(p, tp.partition);
                                 let lock_key = match ordering {
@@ -385,7 +387,7 @@ proptest! {
                 s.finished(id);
             }
             let sub: Vec<_> = s.decide().into_iter().filter_map(|d| match d {
-                Decision::Submit { id, tp, payload } => Some((id, tp.partition, None, payload)),
+                Decision::Submit { id, tp, payload, .. } => Some((id, tp.partition, None, payload)),
                 _ => None,
             }).collect();
             if sub.is_empty() {
@@ -418,4 +420,70 @@ fn a_user_pause_holds_through_an_empty_buffer_until_resumed() {
     let d = s.decide();
     assert_eq!(submits(&d).len(), 1);
     assert!(d.contains(&Decision::Resume(tp(0))));
+}
+
+/// (batch, payloads) of the submits in `decisions`, batch by batch.
+fn batches(decisions: &[Decision<i64>]) -> Vec<(TaskId, Vec<i64>)> {
+    let mut out: Vec<(TaskId, Vec<i64>)> = Vec::new();
+    for d in decisions {
+        if let Decision::Submit { batch, payload, .. } = d {
+            match out.last_mut() {
+                Some((b, v)) if b == batch => v.push(*payload),
+                _ => out.push((*batch, vec![*payload])),
+            }
+        }
+    }
+    out
+}
+
+fn batch_config(ordering: Ordering, max_concurrency: usize, max_batch: usize) -> SchedulerConfig {
+    SchedulerConfig {
+        max_batch,
+        ..config(ordering, max_concurrency)
+    }
+}
+
+#[test]
+fn a_key_order_batch_holds_one_key_in_order() {
+    let mut s = Scheduler::new(batch_config(Ordering::Key, 10, 3)).unwrap();
+    s.add_partition(tp(0));
+    for (o, k) in [(0, "a"), (1, "b"), (2, "a"), (3, "a"), (4, "b"), (5, "a")] {
+        s.push(&tp(0), key(k), o).unwrap();
+    }
+    let got: Vec<Vec<i64>> = batches(&s.decide()).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(got, vec![vec![0, 2, 3], vec![1, 4]]);
+    // Key a's lock is held until its batch's last record finished: 5 waits.
+    let ids: Vec<TaskId> = s.running.keys().copied().collect();
+    let mut ids = ids;
+    ids.sort();
+    s.finished(ids[0]);
+    s.finished(ids[1]);
+    assert!(submits(&s.decide()).is_empty(), "a's batch still runs");
+    s.finished(ids[2]);
+    assert_eq!(
+        batches(&s.decide())
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect::<Vec<_>>(),
+        vec![vec![5]]
+    );
+}
+
+#[test]
+fn a_partition_order_batch_is_the_next_records_and_counts_once() {
+    let mut s = Scheduler::new(batch_config(Ordering::Partition, 1, 4)).unwrap();
+    s.add_partition(tp(0));
+    s.add_partition(tp(1));
+    for o in 0..6 {
+        s.push(&tp(0), None, o).unwrap();
+    }
+    s.push(&tp(1), None, 100).unwrap();
+    let first = batches(&s.decide());
+    assert_eq!(first.len(), 1, "concurrency 1: one handler call");
+    assert_eq!(first[0].1, vec![0, 1, 2, 3]);
+    for id in s.running.keys().copied().collect::<Vec<_>>() {
+        s.finished(id);
+    }
+    let next: Vec<Vec<i64>> = batches(&s.decide()).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(next, vec![vec![100]], "round robin moves on to partition 1");
 }
