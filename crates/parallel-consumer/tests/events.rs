@@ -33,8 +33,6 @@ use weir_protocol::messages::{
     ApiKey, LeaveGroupRequest, RequestBody, RequestHeader, ResponseBody,
 };
 
-const WAIT: Duration = Duration::from_secs(60);
-
 fn builder(
     bootstrap: &str,
     group: &str,
@@ -49,35 +47,6 @@ fn builder(
 
 fn tp(topic: &str, partition: i32) -> TopicPartition {
     TopicPartition::new(topic, partition)
-}
-
-/// The first event `pick` accepts, within [`WAIT`] (blocking the calling
-/// thread on `rt`).
-fn next_event<T>(
-    rt: &tokio::runtime::Runtime,
-    rx: &mut broadcast::Receiver<ConsumerEvent>,
-    what: &str,
-    mut pick: impl FnMut(&ConsumerEvent) -> Option<T>,
-) -> T {
-    let found = rt.block_on(async {
-        tokio::time::timeout(WAIT, async {
-            loop {
-                match rx.recv().await {
-                    Ok(e) => {
-                        if let Some(t) = pick(&e) {
-                            return t;
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => {
-                        panic!("events closed before {what}")
-                    }
-                }
-            }
-        })
-        .await
-    });
-    found.unwrap_or_else(|_| panic!("no event within {WAIT:?}: {what}"))
 }
 
 /// Every event received so far, without waiting.
@@ -144,15 +113,21 @@ fn a_record_failing_every_attempt_stops_its_partition_with_an_event() {
     );
     let mut stopped: BTreeMap<i32, (i64, u32, String)> = BTreeMap::new();
     while stopped.len() < 2 {
-        let (p, what) = next_event(&rt, &mut events, "two partitions stopped", |e| match e {
-            ConsumerEvent::PartitionStopped {
-                tp,
-                offset,
-                attempts,
-                error,
-            } if *tp.topic == *topic => Some((tp.partition, (*offset, *attempts, error.clone()))),
-            _ => None,
-        });
+        let (p, what) = rt.block_on(common::next_event(
+            &mut events,
+            "two partitions stopped",
+            |e| match e {
+                ConsumerEvent::PartitionStopped {
+                    tp,
+                    offset,
+                    attempts,
+                    error,
+                } if *tp.topic == *topic => {
+                    Some((tp.partition, (*offset, *attempts, error.clone())))
+                }
+                _ => None,
+            },
+        ));
         assert!(
             stopped.insert(p, what).is_none(),
             "partition {p} stopped twice"
@@ -251,8 +226,7 @@ fn a_failed_dead_letter_write_is_an_event_and_holds_the_commit() {
         0,
         &[(None, "ok"), (None, "poison"), (None, "ok")],
     );
-    let (offset, error) = next_event(
-        &rt,
+    let (offset, error) = rt.block_on(common::next_event(
         &mut events,
         "a failed dead-letter write",
         |e| match e {
@@ -263,7 +237,7 @@ fn a_failed_dead_letter_write_is_an_event_and_holds_the_commit() {
             } if *t == tp(&topic, 0) => Some((*offset, error.clone())),
             _ => None,
         },
-    );
+    ));
     assert_eq!(offset, 1);
     assert!(!error.is_empty());
     eprintln!("dead-letter write failed: {error}");
@@ -385,10 +359,14 @@ fn a_lost_assignment_is_an_event_and_commits_nothing() {
         panic!("one member expected: {members:?}")
     };
     remove_member(b, &group, member);
-    let lost = next_event(&rt, &mut events, "partitions lost", |e| match e {
-        ConsumerEvent::PartitionsLost { partitions } => Some(partitions.clone()),
-        _ => None,
-    });
+    let lost = rt.block_on(common::next_event(
+        &mut events,
+        "partitions lost",
+        |e| match e {
+            ConsumerEvent::PartitionsLost { partitions } => Some(partitions.clone()),
+            _ => None,
+        },
+    ));
     assert_eq!(lost, vec![tp(&topic, 0)]);
     common::wait_until_or(
         "the member rejoined and ran every record again",
@@ -480,10 +458,14 @@ fn an_aborted_transaction_is_an_event_and_its_records_run_again() {
     let mut events = pc.events();
     let records: Vec<(Option<&str>, &str)> = (0..10).map(|_| (None, "x")).collect();
     common::produce(b, &input, 0, &records);
-    let error = next_event(&rt, &mut events, "a transaction aborted", |e| match e {
-        ConsumerEvent::TransactionAborted { error } => Some(error.clone()),
-        _ => None,
-    });
+    let error = rt.block_on(common::next_event(
+        &mut events,
+        "a transaction aborted",
+        |e| match e {
+            ConsumerEvent::TransactionAborted { error } => Some(error.clone()),
+            _ => None,
+        },
+    ));
     eprintln!("transaction aborted: {error}");
     common::wait_until_or(
         "10 committed",

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{Log, TestBroker};
 use rdkafka::message::{Header, Headers, Message};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use weir_parallel_consumer::driver::{
     CommitMode, ConsumerEvent, DriverError, HandlerContext, HandlerError, ParallelConsumer,
     ParallelConsumerBuilder,
@@ -66,29 +66,6 @@ async fn wait_async(what: &str, mut f: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "gave up waiting for: {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// The first event `pick` accepts, within [`WAIT`].
-async fn next_event<T>(
-    rx: &mut broadcast::Receiver<ConsumerEvent>,
-    what: &str,
-    mut pick: impl FnMut(&ConsumerEvent) -> Option<T>,
-) -> T {
-    let found = tokio::time::timeout(WAIT, async {
-        loop {
-            match rx.recv().await {
-                Ok(e) => {
-                    if let Some(t) = pick(&e) {
-                        return t;
-                    }
-                }
-                Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => panic!("events closed before {what}"),
-            }
-        }
-    })
-    .await;
-    found.unwrap_or_else(|_| panic!("no event: {what}"))
 }
 
 /// On a current-thread runtime, `shutdown().await` must not block the one
@@ -261,8 +238,10 @@ fn refused_commit_is_an_event(mode: CommitMode) {
         })
         .expect("start");
     let mut events = pc.events();
-    let (offset, ownership) =
-        rt.block_on(next_event(&mut events, "a failed commit", |e| match e {
+    let (offset, ownership) = rt.block_on(common::next_event(
+        &mut events,
+        "a failed commit",
+        |e| match e {
             ConsumerEvent::CommitFailed {
                 tp,
                 offset,
@@ -270,7 +249,8 @@ fn refused_commit_is_an_event(mode: CommitMode) {
                 ..
             } if *tp.topic == *topic && tp.partition == 0 => Some((*offset, *ownership)),
             _ => None,
-        }));
+        },
+    ));
     assert_eq!((offset, ownership), (0, false));
     open.send(true).expect("open the gate");
     common::wait_until("3 committed", || {
@@ -306,10 +286,14 @@ fn a_stopped_broker_is_an_event() {
         unreachable!()
     };
     embedded.shutdown().expect("broker shutdown");
-    let error = rt.block_on(next_event(&mut events, "a client error", |e| match e {
-        ConsumerEvent::Client { error } => Some(error.clone()),
-        _ => None,
-    }));
+    let error = rt.block_on(common::next_event(
+        &mut events,
+        "a client error",
+        |e| match e {
+            ConsumerEvent::Client { error } => Some(error.clone()),
+            _ => None,
+        },
+    ));
     eprintln!("client error after the broker stopped: {error}");
     rt.block_on(pc.abort()).expect("abort");
 }

@@ -376,6 +376,33 @@ impl Shared {
         decisions
     }
 
+    /// The jobs of the submit decisions among `decisions` (a batch's
+    /// records in one job), each with its assignment's cancellation token;
+    /// the pause and resume decisions go to `flow`, in order.
+    fn jobs(
+        &self,
+        decisions: Vec<Decision<Task<Record>>>,
+        mut flow: impl FnMut(Decision<Task<Record>>),
+    ) -> Vec<Job> {
+        let mut jobs = Vec::new();
+        let mut tokens = None;
+        for d in decisions {
+            match d {
+                Decision::Submit {
+                    id, batch, payload, ..
+                } => {
+                    let task = payload.task_ref();
+                    Job::add(&mut jobs, id, batch, task, payload.payload, |task| {
+                        let tokens = tokens.get_or_insert_with(|| self.lock_tokens());
+                        Shared::token_for(tokens, &task.tp, task.generation)
+                    });
+                }
+                other => flow(other),
+            }
+        }
+        jobs
+    }
+
     fn lock_flow(&self) -> MutexGuard<'_, Vec<Decision<Task<Record>>>> {
         self.flow.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -406,23 +433,9 @@ impl worker::Refill for Shared {
         if self.state.load(AtomicOrdering::SeqCst) != RUN {
             return Ok(Vec::new());
         }
-        let decisions = engine.actions();
-        let mut jobs = Vec::new();
-        let mut tokens = None;
-        for d in decisions {
-            match d {
-                Decision::Submit {
-                    id, batch, payload, ..
-                } => {
-                    let task = payload.task_ref();
-                    Job::add(&mut jobs, id, batch, task, payload.payload, |task| {
-                        let tokens = tokens.get_or_insert_with(|| self.lock_tokens());
-                        Shared::token_for(tokens, &task.tp, task.generation)
-                    });
-                }
-                flow => self.lock_flow().push(flow),
-            }
-        }
+        // With the engine still locked, so the flow decisions keep its
+        // order.
+        let jobs = self.jobs(engine.actions(), |flow| self.lock_flow().push(flow));
         Ok(jobs)
     }
 }

@@ -83,30 +83,17 @@ fn execute(
 ) {
     let mut pause = TopicPartitionList::new();
     let mut resume = TopicPartitionList::new();
-    let mut submits = Vec::new();
-    let mut tokens = None;
-    for d in decisions {
-        match d {
-            Decision::Submit {
-                id, batch, payload, ..
-            } => {
-                let task = payload.task_ref();
-                Job::add(&mut submits, id, batch, task, payload.payload, |task| {
-                    let tokens = tokens.get_or_insert_with(|| shared.lock_tokens());
-                    Shared::token_for(tokens, &task.tp, task.generation)
-                });
-            }
-            Decision::Pause(tp) => {
-                tracing::debug!(topic = %tp.topic, partition = tp.partition, "pause");
-                pause.add_partition(&tp.topic, tp.partition);
-            }
-            Decision::Resume(tp) => {
-                tracing::debug!(topic = %tp.topic, partition = tp.partition, "resume");
-                resume.add_partition(&tp.topic, tp.partition);
-            }
+    let submits = shared.jobs(decisions, |d| match d {
+        Decision::Pause(tp) => {
+            tracing::debug!(topic = %tp.topic, partition = tp.partition, "pause");
+            pause.add_partition(&tp.topic, tp.partition);
         }
-    }
-    drop(tokens);
+        Decision::Resume(tp) => {
+            tracing::debug!(topic = %tp.topic, partition = tp.partition, "resume");
+            resume.add_partition(&tp.topic, tp.partition);
+        }
+        Decision::Submit { .. } => {}
+    });
     // Tasks enter the runtime from this thread through its shared injection
     // queue (a lock and maybe a wake-up each): the records go over in as
     // many batches as the runtime has worker threads, each batch one task

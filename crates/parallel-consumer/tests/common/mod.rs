@@ -930,3 +930,28 @@ pub fn first_record(bootstrap: &str, topic: &str) -> rdkafka::message::OwnedMess
         }
     }
 }
+
+/// The first event `pick` accepts, within [`WAIT`].
+pub async fn next_event<T>(
+    rx: &mut tokio::sync::broadcast::Receiver<weir_parallel_consumer::driver::ConsumerEvent>,
+    what: &str,
+    mut pick: impl FnMut(&weir_parallel_consumer::driver::ConsumerEvent) -> Option<T>,
+) -> T {
+    let found = tokio::time::timeout(WAIT, async {
+        loop {
+            match rx.recv().await {
+                Ok(e) => {
+                    if let Some(t) = pick(&e) {
+                        return t;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    panic!("events closed before {what}")
+                }
+            }
+        }
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("no event: {what}"))
+}
