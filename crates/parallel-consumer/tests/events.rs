@@ -11,13 +11,13 @@
 use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Log, TestBroker};
 use tokio::sync::broadcast;
+use weir_client::Connection;
 use weir_parallel_consumer::driver::{
     ConsumerEvent, ExactlyOnceConfig, HandlerContext, HandlerError, ParallelConsumer,
     ParallelConsumerBuilder, TxnEvent,
@@ -27,11 +27,8 @@ use weir_parallel_consumer::metadata;
 use weir_parallel_consumer::record::{FailurePolicy, Record};
 use weir_parallel_consumer::scheduler::Ordering;
 use weir_parallel_consumer::tracker::TopicPartition;
-use weir_protocol::frame::{decode_response, encode_request};
+use weir_protocol::messages::LeaveGroupRequest;
 use weir_protocol::messages::leave_group_request::MemberIdentity;
-use weir_protocol::messages::{
-    ApiKey, LeaveGroupRequest, RequestBody, RequestHeader, ResponseBody,
-};
 
 fn builder(
     bootstrap: &str,
@@ -272,38 +269,21 @@ fn a_failed_dead_letter_write_is_an_event_and_holds_the_commit() {
 /// `member_id` from `group`, as an administrator would (LeaveGroup v3 on
 /// the member's behalf). Its next heartbeat is answered
 /// UNKNOWN_MEMBER_ID, which librdkafka reports as a lost assignment.
-fn remove_member(bootstrap: &str, group: &str, member_id: &str) {
-    let mut socket = std::net::TcpStream::connect(bootstrap).expect("connect");
-    socket
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("read timeout");
-    let version = 3;
-    let body = RequestBody::LeaveGroup(LeaveGroupRequest {
+fn remove_member(rt: &tokio::runtime::Runtime, bootstrap: &str, group: &str, member_id: &str) {
+    let request = LeaveGroupRequest {
         group_id: group.to_string(),
         members: vec![MemberIdentity {
             member_id: member_id.to_string(),
             ..Default::default()
         }],
         ..Default::default()
-    });
-    let header = RequestHeader {
-        request_api_key: i16::from(ApiKey::LeaveGroup),
-        request_api_version: version,
-        correlation_id: 1,
-        client_id: Some("weir-pc-test-admin".to_string()),
-        ..Default::default()
     };
-    let mut frame = Default::default();
-    encode_request(&mut frame, &header, &body).expect("encode");
-    socket.write_all(&frame).expect("write");
-    let mut len = [0u8; 4];
-    socket.read_exact(&mut len).expect("response length");
-    let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
-    socket.read_exact(&mut buf).expect("response");
-    let (_, body) = decode_response(buf.into(), ApiKey::LeaveGroup, version).expect("decode");
-    let ResponseBody::LeaveGroup(r) = body else {
-        panic!("{body:?}")
-    };
+    let r = rt
+        .block_on(async {
+            let mut conn = Connection::connect(bootstrap, "weir-pc-test-admin").await?;
+            conn.send_version(&request, 3).await
+        })
+        .expect("LeaveGroup");
     assert_eq!(r.error_code, 0, "{r:?}");
     assert!(r.members.iter().all(|m| m.error_code == 0), "{r:?}");
 }
@@ -358,7 +338,7 @@ fn a_lost_assignment_is_an_event_and_commits_nothing() {
     let [member] = members.as_slice() else {
         panic!("one member expected: {members:?}")
     };
-    remove_member(b, &group, member);
+    remove_member(&rt, b, &group, member);
     let lost = rt.block_on(common::next_event(
         &mut events,
         "partitions lost",
