@@ -244,32 +244,11 @@ async fn consumer_group_heartbeat_over_the_wire() {
     b.shutdown().await.unwrap();
 }
 
-/// Sets (`Some`) or deletes the group config `name` of `group` with
-/// IncrementalAlterConfigs; the resource's error code.
+/// Sets (`Some`) or deletes the group config `name` of `group`; the
+/// resource's error code.
 async fn alter_group_config(c: &mut Client, group: &str, name: &str, value: Option<&str>) -> i16 {
-    use weir_protocol::messages::IncrementalAlterConfigsRequest;
-    use weir_protocol::messages::incremental_alter_configs_request::{
-        AlterConfigsResource, AlterableConfig,
-    };
     const RESOURCE_GROUP: i8 = 32;
-    let req = IncrementalAlterConfigsRequest {
-        resources: vec![AlterConfigsResource {
-            resource_type: RESOURCE_GROUP,
-            resource_name: group.into(),
-            configs: vec![AlterableConfig {
-                name: name.into(),
-                config_operation: if value.is_some() { 0 } else { 1 },
-                value: value.map(String::from),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    match c.call(RequestBody::IncrementalAlterConfigs(req), 1).await {
-        ResponseBody::IncrementalAlterConfigs(r) => r.responses[0].error_code,
-        other => panic!("{other:?}"),
-    }
+    alter_config(c, RESOURCE_GROUP, group, name, value).await
 }
 
 /// The group config `consumer.heartbeat.interval.ms` set on one group is

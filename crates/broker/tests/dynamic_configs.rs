@@ -6,38 +6,14 @@
 use crate::common;
 
 use common::*;
-use weir_protocol::messages::incremental_alter_configs_request::{
-    AlterConfigsResource, AlterableConfig,
-};
-use weir_protocol::messages::{IncrementalAlterConfigsRequest, RequestBody, ResponseBody};
 
 const NOT_ENOUGH_REPLICAS: i16 = 19;
 const RESOURCE_BROKER: i8 = 4;
-const OP_SET: i8 = 0;
-const OP_DELETE: i8 = 1;
 
-/// One IncrementalAlterConfigs operation on the cluster-default broker
+/// Sets (`Some`) or deletes a config of the cluster-default broker
 /// resource; the resource's error code.
-async fn alter_default(c: &mut Client, name: &str, op: i8, value: Option<&str>) -> i16 {
-    let req = IncrementalAlterConfigsRequest {
-        resources: vec![AlterConfigsResource {
-            resource_type: RESOURCE_BROKER,
-            resource_name: String::new(),
-            configs: vec![AlterableConfig {
-                name: name.to_string(),
-                config_operation: op,
-                value: value.map(String::from),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        validate_only: false,
-        ..Default::default()
-    };
-    match c.call(RequestBody::IncrementalAlterConfigs(req), 1).await {
-        ResponseBody::IncrementalAlterConfigs(r) => r.responses[0].error_code,
-        other => panic!("{other:?}"),
-    }
+async fn alter_default(c: &mut Client, name: &str, value: Option<&str>) -> i16 {
+    alter_config(c, RESOURCE_BROKER, "", name, value).await
 }
 
 #[tokio::test]
@@ -53,7 +29,7 @@ async fn min_insync_replicas_changes_live() {
     );
 
     assert_eq!(
-        alter_default(&mut c, "min.insync.replicas", OP_SET, Some("2")).await,
+        alter_default(&mut c, "min.insync.replicas", Some("2")).await,
         NONE
     );
     assert_eq!(
@@ -70,7 +46,7 @@ async fn min_insync_replicas_changes_live() {
     );
 
     assert_eq!(
-        alter_default(&mut c, "min.insync.replicas", OP_DELETE, None).await,
+        alter_default(&mut c, "min.insync.replicas", None).await,
         NONE
     );
     assert_eq!(
@@ -82,28 +58,7 @@ async fn min_insync_replicas_changes_live() {
 
 /// Like [`alter_default`], with the resource's error message.
 async fn alter_default_msg(c: &mut Client, name: &str, value: &str) -> (i16, Option<String>) {
-    let req = IncrementalAlterConfigsRequest {
-        resources: vec![AlterConfigsResource {
-            resource_type: RESOURCE_BROKER,
-            resource_name: String::new(),
-            configs: vec![AlterableConfig {
-                name: name.to_string(),
-                config_operation: OP_SET,
-                value: Some(value.to_string()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        validate_only: false,
-        ..Default::default()
-    };
-    match c.call(RequestBody::IncrementalAlterConfigs(req), 1).await {
-        ResponseBody::IncrementalAlterConfigs(r) => (
-            r.responses[0].error_code,
-            r.responses[0].error_message.clone(),
-        ),
-        other => panic!("{other:?}"),
-    }
+    alter_config_answer(c, RESOURCE_BROKER, "", name, Some(value)).await
 }
 
 /// `max.connections.per.ip` lowered at run time refuses the next connection
@@ -125,7 +80,7 @@ async fn connection_limit_changes_live() {
         }
     }
     assert_eq!(
-        alter_default(&mut c1, "max.connections.per.ip", OP_SET, Some("2")).await,
+        alter_default(&mut c1, "max.connections.per.ip", Some("2")).await,
         NONE
     );
     let mut c3 = Client::connect(b.local_addr).await;
@@ -135,7 +90,7 @@ async fn connection_limit_changes_live() {
     );
     // the two open connections stay usable
     assert_eq!(
-        alter_default(&mut c2, "max.connections.per.ip", OP_DELETE, None).await,
+        alter_default(&mut c2, "max.connections.per.ip", None).await,
         NONE
     );
     let mut c4 = Client::connect(b.local_addr).await;

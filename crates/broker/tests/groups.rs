@@ -467,26 +467,7 @@ const UNKNOWN_SERVER_ERROR: i16 = -1;
 
 /// Sets one config of a topic with IncrementalAlterConfigs.
 async fn set_topic_config(c: &mut Client, topic: &str, name: &str, value: &str) {
-    let req = IncrementalAlterConfigsRequest {
-        resources: vec![incremental_alter_configs_request::AlterConfigsResource {
-            resource_type: 2,
-            resource_name: topic.into(),
-            configs: vec![incremental_alter_configs_request::AlterableConfig {
-                name: name.into(),
-                config_operation: 0,
-                value: Some(value.into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    match c.call(RequestBody::IncrementalAlterConfigs(req), 1).await {
-        ResponseBody::IncrementalAlterConfigs(r) => {
-            assert_eq!(r.responses[0].error_code, NONE, "{:?}", r.responses[0])
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(alter_config(c, 2, topic, name, Some(value)).await, NONE);
 }
 
 /// A standalone commit (generation -1) with `metadata`.

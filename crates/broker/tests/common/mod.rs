@@ -380,6 +380,53 @@ pub async fn topic_config(c: &mut Client, topic: &str) -> BTreeMap<String, (Opti
     }
 }
 
+/// One IncrementalAlterConfigs change of config `name` of a resource
+/// (`resource_type`: 2 topic, 4 broker, 32 group): set to `value`, or
+/// deleted with `None`. Returns the resource's error code.
+pub async fn alter_config(
+    c: &mut Client,
+    resource_type: i8,
+    resource_name: &str,
+    name: &str,
+    value: Option<&str>,
+) -> i16 {
+    alter_config_answer(c, resource_type, resource_name, name, value)
+        .await
+        .0
+}
+
+/// [`alter_config`], with the resource's error message.
+pub async fn alter_config_answer(
+    c: &mut Client,
+    resource_type: i8,
+    resource_name: &str,
+    name: &str,
+    value: Option<&str>,
+) -> (i16, Option<String>) {
+    let req = IncrementalAlterConfigsRequest {
+        resources: vec![incremental_alter_configs_request::AlterConfigsResource {
+            resource_type,
+            resource_name: resource_name.into(),
+            configs: vec![incremental_alter_configs_request::AlterableConfig {
+                name: name.into(),
+                // SET or DELETE
+                config_operation: if value.is_some() { 0 } else { 1 },
+                value: value.map(String::from),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match c.call(RequestBody::IncrementalAlterConfigs(req), 1).await {
+        ResponseBody::IncrementalAlterConfigs(r) => (
+            r.responses[0].error_code,
+            r.responses[0].error_message.clone(),
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
 pub async fn init_pid(c: &mut Client) -> (i64, i16) {
     match c
         .call(
