@@ -782,17 +782,25 @@ fn described(w: &World, member: &str) -> Option<(i32, BTreeSet<i32>)> {
         })
 }
 
-#[test]
-fn a_restarted_static_classic_member_replaces_itself_in_a_consumer_group() {
+/// A consumer group of a static classic member a (`instance-a`), the
+/// consumer-protocol member `consumer` (joined after a, so the group was
+/// upgraded) and a classic member b, settled.
+fn settled_with_static_member(consumer: &str) -> (World, Classic, Classic, Client) {
     let mut w = World::new(MigrationPolicy::Bidirectional);
     let mut a = Classic::new();
     a.instance = Some("instance-a".into());
     a.rejoin_and_sync(&mut w);
-    let mut c = Client::new("c", &[TOPIC]);
+    let mut c = Client::new(consumer, &[TOPIC]);
     c.beat(&mut w.cg, true);
     let mut b = Classic::new();
     b.rejoin_and_sync(&mut w);
     settle(&mut w, &mut a, &mut b, &mut c);
+    (w, a, b, c)
+}
+
+#[test]
+fn a_restarted_static_classic_member_replaces_itself_in_a_consumer_group() {
+    let (mut w, mut a, b, mut c) = settled_with_static_member("c");
     let epoch = w.cg.describe().group_epoch;
     let (a_epoch, a_parts) = described(&w, &a.id).expect("a is a member");
     assert!(!a_parts.is_empty(), "a owns partitions");
@@ -890,15 +898,7 @@ fn a_static_classic_member_replacing_the_last_consumer_member_downgrades_the_gro
 
 #[test]
 fn a_consumer_member_replaces_a_static_classic_member_of_its_instance_id() {
-    let mut w = World::new(MigrationPolicy::Bidirectional);
-    let mut a = Classic::new();
-    a.instance = Some("instance-a".into());
-    a.rejoin_and_sync(&mut w);
-    let mut other = Client::new("other", &[TOPIC]);
-    other.beat(&mut w.cg, true);
-    let mut b = Classic::new();
-    b.rejoin_and_sync(&mut w);
-    settle(&mut w, &mut a, &mut b, &mut other);
+    let (mut w, mut a, b, other) = settled_with_static_member("other");
     let (a_epoch, a_parts) = described(&w, &a.id).expect("a is a member");
     let epoch = w.cg.describe().group_epoch;
 
