@@ -337,31 +337,39 @@ impl Shared {
                     continue;
                 };
                 let request = inflight.swap_remove(i);
-                let error = match e.error() {
+                let answer = match e.error() {
                     Err(KafkaError::OffsetFetch(code) | KafkaError::ConsumerCommit(code)) => {
-                        Some(KafkaError::ConsumerCommit(code))
+                        Err(KafkaError::ConsumerCommit(code))
                     }
-                    Err(other) => Some(other),
-                    Ok(()) => result.as_ref().err().cloned(),
+                    Err(other) => Err(other),
+                    Ok(()) => result.clone(),
                 };
-                answered.push((request, error));
+                answered.push((request, answer));
             }
         }
-        for (request, error) in answered {
-            match error {
-                None => self
-                    .lock_engine()
-                    .commit_succeeded(std::slice::from_ref(&request)),
-                Some(e) => {
+        self.record_commits(answered.iter().map(|(r, a)| (r, a.clone())));
+    }
+
+    /// Records each partition's commit answer: a checkpoint, or a failure
+    /// (logged and reported; an ownership error stops commits for the
+    /// assignment).
+    fn record_commits<'a>(
+        &self,
+        answers: impl IntoIterator<Item = (&'a CommitRequest, Result<(), KafkaError>)>,
+    ) {
+        let mut engine = self.lock_engine();
+        for (request, answer) in answers {
+            match answer {
+                Ok(()) => engine.commit_succeeded(std::slice::from_ref(request)),
+                Err(e) => {
                     let ownership = ownership_error(&e);
                     tracing::warn!(
                         topic = %request.tp.topic, partition = request.tp.partition,
                         offset = request.offset, error = %e, ownership,
                         "commit failed; not recorded as a checkpoint"
                     );
-                    self.lock_engine()
-                        .commit_failed(std::slice::from_ref(&request), ownership);
-                    self.commit_failed(&request, e, ownership);
+                    engine.commit_failed(std::slice::from_ref(request), ownership);
+                    self.commit_failed(request, e, ownership);
                 }
             }
         }

@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::topic_partition_list::TopicPartitionList;
 
@@ -17,7 +16,6 @@ use super::{
     ABORT, CommitMode, DriverError, FAILED, RUN, Shared, ShutdownReport, commit, ownership_error,
     txn,
 };
-use crate::engine::CommitRequest;
 use crate::engine::{Delivered, Task};
 use crate::record::Record;
 use crate::scheduler::Decision;
@@ -120,7 +118,7 @@ fn execute(
 }
 
 fn periodic_commit(consumer: &BaseConsumer<PcContext>, shared: &Shared) {
-    let requests = shared.lock_engine().commits();
+    let mut requests = shared.lock_engine().commits();
     if requests.is_empty() {
         return;
     }
@@ -128,10 +126,7 @@ fn periodic_commit(consumer: &BaseConsumer<PcContext>, shared: &Shared) {
         CommitMode::Sync => commit(consumer, &requests),
         CommitMode::Async => {
             let mut inflight = shared.lock_inflight();
-            let requests: Vec<CommitRequest> = requests
-                .into_iter()
-                .filter(|r| !inflight.contains(r))
-                .collect();
+            requests.retain(|r| !inflight.contains(r));
             if requests.is_empty() {
                 return;
             }
@@ -141,41 +136,11 @@ fn periodic_commit(consumer: &BaseConsumer<PcContext>, shared: &Shared) {
                     inflight.extend(requests);
                     return;
                 }
-                Err(e) => {
-                    drop(inflight);
-                    let results = requests.iter().map(|_| Err(e.clone())).collect();
-                    record_commit_results(shared, &requests, results);
-                    return;
-                }
+                Err(e) => requests.iter().map(|_| Err(e.clone())).collect(),
             }
         }
     };
-    record_commit_results(shared, &requests, results);
-}
-
-/// Records each partition's commit result: a checkpoint, or a failure
-/// (stopping commits for the assignment on an ownership error).
-fn record_commit_results(
-    shared: &Shared,
-    requests: &[CommitRequest],
-    results: Vec<Result<(), KafkaError>>,
-) {
-    let mut engine = shared.lock_engine();
-    for (request, result) in requests.iter().zip(results) {
-        match result {
-            Ok(()) => engine.commit_succeeded(std::slice::from_ref(request)),
-            Err(e) => {
-                let ownership = ownership_error(&e);
-                tracing::warn!(
-                    topic = %request.tp.topic, partition = request.tp.partition,
-                    offset = request.offset, error = %e, ownership,
-                    "commit failed; not recorded as a checkpoint"
-                );
-                engine.commit_failed(std::slice::from_ref(request), ownership);
-                shared.commit_failed(request, e, ownership);
-            }
-        }
-    }
+    shared.record_commits(requests.iter().zip(results));
 }
 
 pub(super) fn run(
