@@ -491,3 +491,57 @@ fn an_aborted_transaction_is_an_event_and_its_records_run_again() {
         }
     }
 }
+
+/// Exactly-once: an output refused when it is sent (the producer already
+/// knows the output topic from an earlier transaction, so a partition it
+/// does not have fails at once) while the transaction's earlier outputs
+/// still wait for their delivery reports: the abort serves those first
+/// and completes, the records run again, and all are committed. (Without
+/// that the abort timed out and stopped the consumer.)
+#[test]
+fn an_output_refused_at_send_after_queued_outputs_aborts_cleanly() {
+    let broker = TestBroker::embedded(&[("group.initial.rebalance.delay.ms", "0")]);
+    let b = &broker.bootstrap();
+    let rt = common::runtime();
+    let (input, output, group) = (
+        common::unique("ev-abort2-in"),
+        common::unique("ev-abort2-out"),
+        common::unique("g-ev-abort2"),
+    );
+    broker.create_topic(&rt, &input, 1);
+    broker.create_topic(&rt, &output, 1);
+    let poisoned = Arc::new(AtomicBool::new(true));
+    let out = output.clone();
+    let pc = builder(b, &group, &input, Ordering::Partition)
+        .exactly_once(ExactlyOnceConfig::new(common::unique("ev-txn2")))
+        .runtime(rt.handle().clone())
+        .start_transform(move |r: Record, _cx| {
+            let mut o = OutputRecord::to(out.clone())
+                .partition(0)
+                .payload(r.payload.clone().unwrap_or_default());
+            if r.offset == 5 && poisoned.swap(false, AtomicOrdering::SeqCst) {
+                o = o.partition(99);
+            }
+            async move { Ok::<_, HandlerError>(vec![o]) }
+        })
+        .expect("start");
+    let mut events = pc.events();
+    // First transaction: records 0-2, committed.
+    common::produce(b, &input, 0, &[(None, "a"), (None, "b"), (None, "c")]);
+    common::wait_until("3 committed", || {
+        common::committed(b, &group, &input, 0).is_some_and(|(o, _)| o == 3)
+    });
+    // Second: 3 and 4 are sent, then 5 is refused.
+    let records: Vec<(Option<&str>, &str)> = (3..10).map(|_| (None, "x")).collect();
+    common::produce(b, &input, 0, &records);
+    rt.block_on(common::next_event(
+        &mut events,
+        "a transaction aborted",
+        |e| matches!(e, ConsumerEvent::TransactionAborted { .. }).then_some(()),
+    ));
+    common::wait_until("10 committed", || {
+        common::committed(b, &group, &input, 0).is_some_and(|(o, _)| o == 10)
+    });
+    assert!(pc.is_running(), "the consumer stopped");
+    pc.shutdown_blocking().expect("shutdown");
+}

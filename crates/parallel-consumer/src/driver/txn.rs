@@ -340,6 +340,15 @@ impl Transactional {
 
     fn abort(&self) -> Result<(), DriverError> {
         let deadline = Instant::now() + self.config.operation_timeout;
+        // abort_transaction waits until every message sent in the
+        // transaction has its delivery report, and a BaseProducer makes
+        // those only while it is polled: serve them first (the outputs sent
+        // before the failure reach the broker and are aborted with it).
+        // Without this an abort with outputs still queued timed out and
+        // stopped the consumer.
+        if let Err(e) = self.producer.flush(self.config.operation_timeout) {
+            tracing::warn!(error = %e, "flush before abort_transaction");
+        }
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             match self
