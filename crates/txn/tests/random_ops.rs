@@ -486,12 +486,16 @@ fn run(ops: &[Op]) {
     }
     // Drain: every write completes, every marker is written; nothing is
     // left open except transactions no one ended.
-    for _ in 0..1_000 {
+    // The picks rotate: a job the coordinator still wants but that cannot
+    // complete yet (an earlier transaction's job whose identity, producer
+    // id, epoch and result, equals the pending one's, as in Kafka) must
+    // not keep the pending job from ever being picked.
+    for i in 0..1_000 {
         if sim.in_flight.is_empty() && sim.jobs.is_empty() {
             break;
         }
-        sim.apply(&Op::Finish { pick: 0, ok: true });
-        sim.apply(&Op::Markers { pick: 0, all: true });
+        sim.apply(&Op::Finish { pick: i, ok: true });
+        sim.apply(&Op::Markers { pick: i, all: true });
         sim.check();
     }
     assert!(sim.in_flight.is_empty() && sim.jobs.is_empty(), "drained");
