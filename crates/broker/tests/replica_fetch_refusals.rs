@@ -151,6 +151,16 @@ async fn a_fenced_or_stopping_follower_is_not_asked_back_into_the_isr() {
     *view.0.write().unwrap() = Arc::new(without_2(three_replicas(me, &host, port, id.0, me, 1)));
     assert_eq!(fetch(&mut c, id, 2, 3, 1, 1).await.error_code, NONE);
     assert_eq!(pending(), Some(vec![me, 3, 2]));
+    // The controller is asked from a task of its own, after the fetch was
+    // answered.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while asked.0.lock().unwrap().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the ISR change was never asked for"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let asked = asked.0.lock().unwrap();
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].new_isr, vec![me, 3, 2]);
