@@ -5,7 +5,11 @@
 //!    (unordered and key order with 10 000 keys), versus a plain sequential
 //!    rdkafka consumer (poll, sleep 10 ms, synchronous commit of that
 //!    record). Each throughput is given as a ratio to the ideal
-//!    (concurrency / 10 ms).
+//!    (concurrency / 10 ms). The handler's sleep is exact (a timer thread
+//!    of this benchmark, see [`PreciseTimer`], like the plain consumer's
+//!    `std::thread::sleep`); the 256 rows are repeated with
+//!    `tokio::time::sleep`, which lasts until the timer wheel's next
+//!    millisecond tick after the 10 ms (about 11.1 ms).
 //! 2. CPU time per record with a no-op handler (getrusage of this whole
 //!    process: owner thread, librdkafka threads, handler runtime), versus a
 //!    plain rdkafka consumer reading the same records.
@@ -24,8 +28,10 @@
 //! The broker is `WEIR_PC_BOOTSTRAP` when set, else a `weir serve` started
 //! like the tests start it (`WEIR_BIN` picks the binary).
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::ClientConfig;
@@ -49,6 +55,121 @@ const SLEEP: Duration = Duration::from_millis(10);
 const IDEAL_RUN: Duration = Duration::from_secs(4);
 const NOOP_RECORDS: u64 = 200_000;
 const RUN_WAIT: Duration = Duration::from_secs(180);
+
+/// How a handler waits its 10 ms.
+#[derive(Clone, Copy)]
+enum Sleep {
+    /// `tokio::time::sleep`: rounded up to the timer wheel's millisecond.
+    Tokio(Duration),
+    /// [`PreciseTimer`]: the kernel's high-resolution timer.
+    Precise(Duration),
+}
+
+impl Sleep {
+    async fn run(self) {
+        match self {
+            Sleep::Tokio(d) => tokio::time::sleep(d).await,
+            Sleep::Precise(d) => PreciseTimer::get().sleep(d).await,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Sleep::Tokio(_) => "tokio",
+            Sleep::Precise(_) => "exact",
+        }
+    }
+}
+
+/// One pending wake-up: ordered by deadline, then by arrival.
+struct Wake(Instant, u64, tokio::sync::oneshot::Sender<()>);
+
+impl PartialEq for Wake {
+    fn eq(&self, other: &Self) -> bool {
+        (self.0, self.1) == (other.0, other.1)
+    }
+}
+impl Eq for Wake {}
+impl PartialOrd for Wake {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Wake {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.0, self.1).cmp(&(other.0, other.1))
+    }
+}
+
+/// Wakes futures at their deadlines from a thread of its own that sleeps
+/// on a condition variable until the earliest one (a futex wait with a
+/// high-resolution timeout, timer slack set to 1 ns): tens of
+/// microseconds late instead of up to a millisecond. The handler then
+/// takes the 10 ms it is meant to, as the plain consumer's
+/// `std::thread::sleep` does.
+struct PreciseTimer {
+    pending: Mutex<(BinaryHeap<Reverse<Wake>>, u64)>,
+    changed: Condvar,
+}
+
+impl PreciseTimer {
+    fn get() -> &'static PreciseTimer {
+        static TIMER: OnceLock<&'static PreciseTimer> = OnceLock::new();
+        TIMER.get_or_init(|| {
+            let timer: &'static PreciseTimer = Box::leak(Box::new(PreciseTimer {
+                pending: Mutex::default(),
+                changed: Condvar::new(),
+            }));
+            std::thread::Builder::new()
+                .name("bench-timer".into())
+                .spawn(move || timer.run())
+                .expect("timer thread");
+            timer
+        })
+    }
+
+    async fn sleep(&self, d: Duration) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let deadline = Instant::now() + d;
+        {
+            let mut g = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            let earliest = g.0.peek().is_none_or(|Reverse(w)| deadline < w.0);
+            g.1 += 1;
+            let seq = g.1;
+            g.0.push(Reverse(Wake(deadline, seq, tx)));
+            if earliest {
+                self.changed.notify_one();
+            }
+        }
+        let _ = rx.await;
+    }
+
+    #[allow(unsafe_code)]
+    fn run(&self) {
+        // SAFETY: PR_SET_TIMERSLACK takes an integer and changes only
+        // this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        let mut g = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let now = Instant::now();
+            while g.0.peek().is_some_and(|Reverse(w)| w.0 <= now) {
+                if let Some(Reverse(w)) = g.0.pop() {
+                    let _ = w.2.send(());
+                }
+            }
+            g = match g.0.peek() {
+                Some(Reverse(w)) => {
+                    let wait = w.0 - now;
+                    self.changed
+                        .wait_timeout(g, wait)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+                None => self.changed.wait(g).unwrap_or_else(|p| p.into_inner()),
+            };
+        }
+    }
+}
 
 fn unique(name: &str) -> String {
     let nanos = SystemTime::now()
@@ -160,7 +281,7 @@ fn parallel(
     records: u64,
     ordering: Ordering,
     concurrency: usize,
-    sleep: Option<Duration>,
+    sleep: Option<Sleep>,
     output: Option<&str>,
 ) -> Run {
     let done = Arc::new(AtomicU64::new(0));
@@ -185,8 +306,8 @@ fn parallel(
             async move {
                 let started = Instant::now();
                 first_start.get_or_init(|| started);
-                if let Some(d) = sleep {
-                    tokio::time::sleep(d).await;
+                if let Some(s) = sleep {
+                    s.run().await;
                 }
                 let now = Instant::now();
                 let took = u64::try_from((now - started).as_nanos()).unwrap_or(u64::MAX);
@@ -318,10 +439,10 @@ fn main() {
     let sections = std::env::var("WEIR_PC_BENCH_SECTIONS").unwrap_or_default();
     let section = |name: &str| sections.is_empty() || sections.split(',').any(|s| s == name);
 
-    // The ideal is concurrency / 10 ms; a tokio sleep of 10 ms lasts until
-    // the timer's next millisecond tick after it, so the handlers' own
-    // mean is given too, with the rate as a share of concurrency / mean.
-    let row = |name: &str, ordering: &str, c: usize, run: &Run| {
+    // The ideal is concurrency / 10 ms; the handlers' own mean is given
+    // too, with the rate as a share of concurrency / mean (a tokio sleep
+    // of 10 ms lasts until the timer's next millisecond tick after it).
+    let row = |name: &str, timer: &str, ordering: &str, c: usize, run: &Run| {
         let ideal = c as f64 / SLEEP.as_secs_f64();
         let (mean, of_mean) = match run.handler_mean {
             Some(m) if !m.is_zero() => (
@@ -331,7 +452,7 @@ fn main() {
             _ => ("-".to_string(), "-".to_string()),
         };
         println!(
-            "| {name} | {ordering} | {c} | {} | {:.0} | {ideal:.0} | {:.3} | {mean} | {of_mean} |",
+            "| {name} | {timer} | {ordering} | {c} | {} | {:.0} | {ideal:.0} | {:.3} | {mean} | {of_mean} |",
             run.records,
             run.per_second(),
             run.per_second() / ideal
@@ -340,22 +461,32 @@ fn main() {
     let per_run = |c: usize| (IDEAL_RUN.as_secs_f64() * c as f64 / SLEEP.as_secs_f64()) as u64;
     let header = || {
         println!(
-            "| consumer | ordering | concurrency | records | records/s | ideal/s | ratio | handler mean ms | ratio to mean |"
+            "| consumer | sleep | ordering | concurrency | records | records/s | ideal/s | ratio | handler mean ms | ratio to mean |"
         );
-        println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        println!("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     };
     if section("sleep") {
         header();
         let n = per_run(1);
         let topic = topic_with(&rt, &bootstrap, n);
         let run = plain(&bootstrap, &topic, n, Some(SLEEP), true);
-        row("plain rdkafka (poll, sleep, commit)", "partition", 1, &run);
-        for c in [1usize, 16, 256] {
+        row(
+            "plain rdkafka (poll, sleep, commit)",
+            "thread",
+            "partition",
+            1,
+            &run,
+        );
+        let runs = [1usize, 16, 256]
+            .map(|c| (c, Sleep::Precise(SLEEP)))
+            .into_iter()
+            .chain([(256, Sleep::Tokio(SLEEP))]);
+        for (c, sleep) in runs {
             let n = per_run(c);
             for (ordering, name) in [(Ordering::Unordered, "unordered"), (Ordering::Key, "key")] {
                 let topic = topic_with(&rt, &bootstrap, n);
-                let run = parallel(&rt, &bootstrap, &topic, n, ordering, c, Some(SLEEP), None);
-                row("parallel consumer", name, c, &run);
+                let run = parallel(&rt, &bootstrap, &topic, n, ordering, c, Some(sleep), None);
+                row("parallel consumer", sleep.name(), name, c, &run);
             }
         }
     }
@@ -416,9 +547,16 @@ fn main() {
         header();
         let n = per_run(256);
         let topic = topic_with(&rt, &bootstrap, n);
-        let (alo, eos) = modes(&rt, &topic, n, Some(SLEEP));
-        row("at-least-once", "key", 256, &alo);
-        row("exactly-once (1 output/record)", "key", 256, &eos);
+        let sleep = Sleep::Precise(SLEEP);
+        let (alo, eos) = modes(&rt, &topic, n, Some(sleep));
+        row("at-least-once", sleep.name(), "key", 256, &alo);
+        row(
+            "exactly-once (1 output/record)",
+            sleep.name(),
+            "key",
+            256,
+            &eos,
+        );
         cpu_header();
         let topic = topic_with(&rt, &bootstrap, NOOP_RECORDS);
         let (alo, eos) = modes(&rt, &topic, NOOP_RECORDS, None);
