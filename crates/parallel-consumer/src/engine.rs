@@ -287,6 +287,11 @@ impl<T> Engine<T> {
         Some((generation, offset))
     }
 
+    /// The last commit of `tp` the broker confirmed (owned partitions).
+    pub fn confirmed(&self, tp: &TopicPartition) -> Option<i64> {
+        self.parts.get(tp)?.confirmed.as_ref().map(|(o, _)| *o)
+    }
+
     /// The generation `tp` is owned under.
     pub fn generation(&self, tp: &TopicPartition) -> Option<u64> {
         self.parts.get(tp).map(|p| p.generation)

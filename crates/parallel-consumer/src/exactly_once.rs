@@ -12,15 +12,25 @@
 //! - a record completed above the watermark (an earlier one still runs)
 //!   keeps its outputs here and is not committed, so the commit metadata
 //!   carries no completed set in this mode
-//!   ([`crate::engine::EngineConfig::completed_set`]).
+//!   ([`crate::engine::EngineConfig::completed_set`]);
+//! - a batch (one handler call for several records) is all or nothing: its
+//!   outputs wait under its last record, and a commit offset that would
+//!   fall inside a batch's span (past its first record, not past its last:
+//!   under key order another key's record between them may still run) is
+//!   lowered to the batch's first record, so no transaction commits part
+//!   of a batch's records, nor its outputs without all of them.
 //!
 //! Invariants of an [`OutputBuffer`], per partition:
 //! - every entry belongs to the partition's current generation (an insert
 //!   of a newer generation drops the older entries; a plan drops entries of
 //!   any generation but the request's);
-//! - a plan takes every entry below its commit offset and leaves every
-//!   entry at or above it, and lists a partition's outputs in input-offset
-//!   order (a record's own outputs in the order the handler returned them).
+//! - an entry is keyed by its last record and spans from its first
+//!   (`first <= last`; a single record: both the same);
+//! - a plan's commit offset never falls inside a waiting entry's span
+//!   (`first < offset <= last`); the plan takes every entry below its commit
+//!   offset and leaves every entry at or above it, and lists a partition's
+//!   outputs in input-offset order (a record's own outputs in the order the
+//!   handler returned them).
 //!
 //! ```
 //! use weir_parallel_consumer::engine::CommitRequest;
@@ -117,11 +127,20 @@ impl OutputRecord {
     }
 }
 
+/// The outputs of one completed record, or of one batch (`first` is then
+/// its first record; the entry is keyed by its last).
+#[derive(Debug)]
+struct Pending {
+    first: i64,
+    outputs: Vec<OutputRecord>,
+}
+
 #[derive(Debug, Default)]
 struct PartOutputs {
     generation: u64,
-    /// Completed records not yet in a transaction: offset → outputs.
-    by_offset: BTreeMap<i64, Vec<OutputRecord>>,
+    /// Completed records (and batches) not yet in a transaction: last
+    /// offset → outputs.
+    by_offset: BTreeMap<i64, Pending>,
     /// [`OutputRecord::size_bytes`] summed over `by_offset`.
     bytes: usize,
 }
@@ -166,6 +185,15 @@ impl TxnPlan {
         self.parts.iter().map(|p| p.outputs.len()).sum()
     }
 
+    /// Drops the partitions that carry no output and an offset already
+    /// committed (`confirmed`: the partition's last confirmed commit), which
+    /// a batch still straddling the watermark leaves.
+    pub fn without_unmoved(mut self, confirmed: impl Fn(&TopicPartition) -> Option<i64>) -> Self {
+        self.parts
+            .retain(|p| !p.outputs.is_empty() || confirmed(&p.commit.tp) != Some(p.commit.offset));
+        self
+    }
+
     /// The commits, one per partition.
     pub fn commits(&self) -> Vec<CommitRequest> {
         self.parts.iter().map(|p| p.commit.clone()).collect()
@@ -192,6 +220,22 @@ impl OutputBuffer {
         offset: i64,
         outputs: Vec<OutputRecord>,
     ) {
+        self.insert_batch(tp, generation, offset, offset, outputs);
+    }
+
+    /// Keeps the outputs of a batch whose records span `first..=last`
+    /// (keyed by `last`), completed under `generation`, as
+    /// [`OutputBuffer::insert`]. Until a plan's offset passes `last`, no
+    /// plan commits an offset past `first`.
+    pub fn insert_batch(
+        &mut self,
+        tp: &TopicPartition,
+        generation: u64,
+        first: i64,
+        last: i64,
+        outputs: Vec<OutputRecord>,
+    ) {
+        let first = first.min(last);
         let part = self.parts.entry(tp.clone()).or_default();
         if generation < part.generation {
             return;
@@ -204,8 +248,8 @@ impl OutputBuffer {
             };
         }
         let added = size_of(&outputs);
-        if let Some(replaced) = part.by_offset.insert(offset, outputs) {
-            let removed = size_of(&replaced);
+        if let Some(replaced) = part.by_offset.insert(last, Pending { first, outputs }) {
+            let removed = size_of(&replaced.outputs);
             part.bytes -= removed;
             self.bytes -= removed;
         }
@@ -241,24 +285,28 @@ impl OutputBuffer {
     }
 
     /// The next transaction for `requests` (the engine's commits: the new
-    /// watermark of every partition that moved). Takes the outputs below
-    /// each request's offset out of the buffer; entries of another
-    /// generation than the request's are dropped.
+    /// watermark of every partition that moved). A request's offset inside
+    /// a waiting batch's span is lowered to the batch's first record (the
+    /// plan may then commit an offset the engine already confirmed: see
+    /// [`TxnPlan::without_unmoved`]). Takes the outputs below each
+    /// (lowered) offset out of the buffer; entries of another generation
+    /// than the request's are dropped.
     pub fn plan(&mut self, mut requests: Vec<CommitRequest>) -> TxnPlan {
         requests.sort_by(|a, b| a.tp.cmp(&b.tp));
         let parts = requests
             .into_iter()
-            .map(|commit| {
+            .map(|mut commit| {
                 let outputs = match self.parts.get_mut(&commit.tp) {
                     Some(part) if part.generation == commit.generation => {
+                        commit.offset = outside_batches(&part.by_offset, commit.offset);
                         let above = part.by_offset.split_off(&commit.offset);
                         let below = std::mem::replace(&mut part.by_offset, above);
-                        let taken: usize = below.values().map(|o| size_of(o)).sum();
+                        let taken: usize = below.values().map(|p| size_of(&p.outputs)).sum();
                         part.bytes -= taken;
                         self.bytes -= taken;
                         below
                             .into_iter()
-                            .flat_map(|(offset, outs)| outs.into_iter().map(move |o| (offset, o)))
+                            .flat_map(|(offset, p)| p.outputs.into_iter().map(move |o| (offset, o)))
                             .collect()
                     }
                     Some(_) => {
@@ -274,8 +322,8 @@ impl OutputBuffer {
                 debug_assert!(
                     self.parts
                         .get(&commit.tp)
-                        .is_none_or(|p| p.by_offset.keys().all(|o| *o >= commit.offset)),
-                    "an output below the committed offset left behind"
+                        .is_none_or(|p| p.by_offset.values().all(|e| e.first >= commit.offset)),
+                    "an output below the committed offset left behind, or a batch split"
                 );
                 PlannedPartition { commit, outputs }
             })
@@ -283,6 +331,20 @@ impl OutputBuffer {
         self.check();
         TxnPlan { parts }
     }
+}
+
+/// The highest offset at or below `offset` that no entry's span straddles
+/// (`first < offset <= last`). Walking the entries from the highest last
+/// offset down, the bound only falls, so an entry whose last offset is
+/// below the bound reached so far ends the walk: every later one is lower.
+fn outside_batches(by_offset: &BTreeMap<i64, Pending>, mut offset: i64) -> i64 {
+    for (last, pending) in by_offset.iter().rev() {
+        if *last < offset {
+            break;
+        }
+        offset = offset.min(pending.first);
+    }
+    offset
 }
 
 #[cfg(test)]

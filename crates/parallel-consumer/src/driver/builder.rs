@@ -170,7 +170,8 @@ impl ParallelConsumerBuilder {
     }
 
     /// Exactly-once mode ([`ParallelConsumer::start_exactly_once`]); start
-    /// with [`ParallelConsumerBuilder::start_transform`].
+    /// with [`ParallelConsumerBuilder::start_transform`] (or
+    /// [`ParallelConsumerBuilder::start_transform_batch`]).
     pub fn exactly_once(mut self, exactly_once: ExactlyOnceConfig) -> Self {
         self.exactly_once = Some(exactly_once);
         self
@@ -288,6 +289,16 @@ impl ParallelConsumerBuilder {
     {
         self.build()?.start_transform(handler)
     }
+
+    /// [`ParallelConsumerBuilder::build`], then
+    /// [`Prepared::start_transform_batch`].
+    pub fn start_transform_batch<H, F>(self, handler: H) -> Result<ParallelConsumer, DriverError>
+    where
+        H: Fn(Vec<Record>, HandlerContext) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<Vec<OutputRecord>, HandlerError>> + Send + 'static,
+    {
+        self.build()?.start_transform_batch(handler)
+    }
 }
 
 /// Checked settings, ready to start with a handler.
@@ -347,20 +358,43 @@ impl Prepared {
     /// (the same key in key order, consecutive records otherwise), in
     /// offset order. The batch's records share its outcome: all done, or
     /// retried together and then resolved one by one by the failure policy
-    /// (each dead-lettered, or the partition stopped at the first). Not in
-    /// exactly-once mode.
+    /// (each dead-lettered, or the partition stopped at the first). In
+    /// exactly-once mode the batches have no outputs (their offsets are
+    /// still committed in transactions, a batch's all in the same one).
     pub fn start_batch<H, F>(self, handler: H) -> Result<ParallelConsumer, DriverError>
     where
         H: Fn(Vec<Record>, HandlerContext) -> F + Send + Sync + 'static,
         F: Future<Output = Result<(), HandlerError>> + Send + 'static,
     {
-        if self.exactly_once.is_some() {
-            return Err(DriverError::BatchWithExactlyOnce);
-        }
         let batch: BoxBatchHandler = Arc::new(move |records, cx| {
             let fut = handler(records, cx);
             Box::pin(async move { fut.await.map(|()| Vec::new()) })
         });
+        self.start_batch_boxed(batch)
+    }
+
+    /// Exactly-once mode (needs [`ParallelConsumerBuilder::exactly_once`])
+    /// with batches as in [`Prepared::start_batch`]: `handler` returns the
+    /// output records of its whole batch. A batch commits as one: its
+    /// outputs and the offsets of all its records go in the same
+    /// transaction (no transaction commits an offset between its first and
+    /// last record), and an aborted transaction runs the whole batch again.
+    /// A batch that failed every attempt is resolved record by record by
+    /// the failure policy; dead-letter copies are written in the
+    /// transaction, like outputs.
+    pub fn start_transform_batch<H, F>(self, handler: H) -> Result<ParallelConsumer, DriverError>
+    where
+        H: Fn(Vec<Record>, HandlerContext) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<Vec<OutputRecord>, HandlerError>> + Send + 'static,
+    {
+        if self.exactly_once.is_none() {
+            return Err(DriverError::NoTransactionalId);
+        }
+        let batch: BoxBatchHandler = Arc::new(move |records, cx| Box::pin(handler(records, cx)));
+        self.start_batch_boxed(batch)
+    }
+
+    fn start_batch_boxed(self, batch: BoxBatchHandler) -> Result<ParallelConsumer, DriverError> {
         let one: BoxHandler =
             Arc::new(|_, _| Box::pin(async { Err(HandlerError::terminal("batch handlers only")) }));
         self.start_with(one, Some(batch))

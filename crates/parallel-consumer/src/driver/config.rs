@@ -159,8 +159,6 @@ pub enum DriverError {
     NoTopics,
     #[error("max_batch above 1 needs a batch handler (start_batch)")]
     BatchNeedsBatchHandler,
-    #[error("batch handlers do not run in exactly-once mode")]
-    BatchWithExactlyOnce,
     #[error("the consumer thread panicked")]
     ThreadPanicked,
 }

@@ -188,8 +188,8 @@ impl Shared {
         i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// Applies a worker's result; in exactly-once mode a record that
-    /// completed leaves its outputs to wait for the watermark.
+    /// Applies a worker's result; in exactly-once mode a record (or batch)
+    /// that completed leaves its outputs to wait for the watermark.
     fn apply(&self, engine: &mut Engine<Record>, report: Report) {
         if !engine.finished(report.id, &report.task, report.outcome) {
             tracing::debug!(task = ?report.task, "stale result discarded");
@@ -203,8 +203,9 @@ impl Shared {
             && completed
         {
             let t = &report.task;
+            let first = report.batch_first.unwrap_or(t.offset);
             txn.lock_outputs()
-                .insert(&t.tp, t.generation, t.offset, report.outputs);
+                .insert_batch(&t.tp, t.generation, first, t.offset, report.outputs);
         }
     }
 

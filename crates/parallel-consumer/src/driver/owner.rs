@@ -282,7 +282,7 @@ fn finish(consumer: &BaseConsumer<PcContext>, shared: &Shared) -> ShutdownReport
             break;
         }
     }
-    let (final_commits, abandoned) = {
+    let (mut final_commits, abandoned) = {
         let mut engine = shared.lock_engine();
         let abandoned = engine.running_for(&owned);
         let requests: Vec<_> = owned
@@ -309,14 +309,19 @@ fn finish(consumer: &BaseConsumer<PcContext>, shared: &Shared) -> ShutdownReport
                 .collect();
             (!errors.is_empty()).then(|| errors.join("; "))
         }
-        Some(t) => match txn::commit_leaving(consumer, t, final_commits.clone(), &owned) {
-            Ok(aborted) => aborted,
-            Err(e) => {
-                let text = e.to_string();
-                shared.fail(e);
-                Some(text)
+        Some(t) => {
+            match txn::commit_leaving(consumer, t, std::mem::take(&mut final_commits), &owned) {
+                Ok((commits, aborted)) => {
+                    final_commits = commits;
+                    aborted
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    shared.fail(e);
+                    Some(text)
+                }
             }
-        },
+        }
     };
     ShutdownReport {
         final_commits,

@@ -105,8 +105,8 @@ impl PcContext {
             // drop the rest. No transaction is open here: they run between
             // polls and this callback runs inside one.
             match txn::commit_leaving(consumer, t, requests, tps) {
-                Ok(None) => {}
-                Ok(Some(e)) => {
+                Ok((_, None)) => {}
+                Ok((_, Some(e))) => {
                     tracing::warn!(partitions = ?tps, error = %e, "revoke: transaction aborted; the new owner runs the records again");
                     shared.emit(|| ConsumerEvent::TransactionAborted { error: e });
                 }

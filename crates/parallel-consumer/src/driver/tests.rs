@@ -103,6 +103,12 @@ fn the_builder_checks_settings_before_connecting() {
         base().start_transform(h).err(),
         Some(DriverError::NoTransactionalId)
     ));
+    // Nor a batch transform.
+    let h = |_r: Vec<Record>, _cx: HandlerContext| async { Ok(Vec::new()) };
+    assert!(matches!(
+        base().max_batch(4).start_transform_batch(h).err(),
+        Some(DriverError::NoTransactionalId)
+    ));
 }
 
 #[test]

@@ -416,7 +416,11 @@ pub(crate) fn commit_round(
 ) -> Result<(), DriverError> {
     let plan = {
         let engine = shared.lock_engine();
-        txn.lock_outputs().plan(engine.commits())
+        // A batch straddling the watermark can hold a partition at the
+        // offset already committed: no transaction for that.
+        txn.lock_outputs()
+            .plan(engine.commits())
+            .without_unmoved(|tp| engine.confirmed(tp))
     };
     if plan.is_empty() {
         return Ok(());
@@ -484,13 +488,15 @@ fn rewind(
 
 /// The final transaction of partitions that are going (revoke, shutdown):
 /// their completed prefix is committed with its outputs, the rest dropped.
-/// Returns the error text when it did not commit; `Err` is fatal.
+/// Returns the commits it carried (a request's offset lowered to the first
+/// record of a batch that straddles it) and the error text when it did not
+/// commit; `Err` is fatal.
 pub(crate) fn commit_leaving(
     consumer: &BaseConsumer<PcContext>,
     txn: &Transactional,
     requests: Vec<CommitRequest>,
     tps: &[TopicPartition],
-) -> Result<Option<String>, DriverError> {
+) -> Result<(Vec<CommitRequest>, Option<String>), DriverError> {
     let plan = {
         let mut outputs = txn.lock_outputs();
         let plan = outputs.plan(requests);
@@ -500,10 +506,11 @@ pub(crate) fn commit_leaving(
         plan
     };
     if plan.is_empty() {
-        return Ok(None);
+        return Ok((Vec::new(), None));
     }
+    let commits = plan.commits();
     match txn.run(consumer, &plan)? {
-        TxnOutcome::Committed => Ok(None),
-        TxnOutcome::Aborted(e) => Ok(Some(e.to_string())),
+        TxnOutcome::Committed => Ok((commits, None)),
+        TxnOutcome::Aborted(e) => Ok((commits, Some(e.to_string()))),
     }
 }

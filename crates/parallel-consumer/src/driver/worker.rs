@@ -29,7 +29,8 @@ use crate::tracker::TopicPartition;
 /// always none otherwise).
 pub(crate) type BoxHandler = Arc<dyn Fn(Record, HandlerContext) -> HandlerFuture + Send + Sync>;
 
-/// The user's batch handler (its future's outputs are always none).
+/// The user's batch handler. Returns the outputs of the whole batch
+/// (exactly-once mode; always none otherwise).
 pub(crate) type BoxBatchHandler =
     Arc<dyn Fn(Vec<Record>, HandlerContext) -> HandlerFuture + Send + Sync>;
 
@@ -39,8 +40,14 @@ pub(crate) struct Report {
     pub id: TaskId,
     pub task: TaskRef,
     pub outcome: Outcome,
-    /// What the record writes once committed (exactly-once mode).
+    /// What the record writes once committed (exactly-once mode). A
+    /// batch's outputs (its handler's, or its records' dead-letter copies)
+    /// all travel with its last record.
     pub outputs: Vec<OutputRecord>,
+    /// Set on the last record of a batch of several: the offset of its
+    /// first record. The batch commits as one: no commit offset falls
+    /// between the two ([`crate::exactly_once::OutputBuffer::insert_batch`]).
+    pub batch_first: Option<i64>,
 }
 
 /// Everything a worker needs besides its record.
@@ -178,6 +185,7 @@ async fn run_one(env: &WorkerEnv, job: Job) -> Report {
         task,
         outcome,
         outputs,
+        batch_first: None,
     }
 }
 
@@ -205,7 +213,9 @@ async fn run_job(env: &WorkerEnv, job: Job) -> Done {
 
 /// Runs a batch through one handler call per attempt; every record gets
 /// the call's outcome (retries and failure policy as for one record, the
-/// policy applied to each record of a batch that finally failed).
+/// policy applied to each record of a batch that finally failed). The
+/// call's outputs, or the dead-letter copies of its records (exactly-once
+/// mode), go with the report of its last record.
 async fn run_batch(env: &WorkerEnv, handler: &BoxBatchHandler, job: Job) -> Vec<Report> {
     let Job {
         id,
@@ -219,10 +229,15 @@ async fn run_batch(env: &WorkerEnv, handler: &BoxBatchHandler, job: Job) -> Vec<
     items.push((id, task, record));
     items.extend(more);
     let records: Vec<Record> = items.iter().map(|(_, _, r)| r.clone()).collect();
-    let result = retry(env, generation, &cancel, &items[0].2, |cx| {
+    let mut result = retry(env, generation, &cancel, &items[0].2, |cx| {
         attempt_batch(handler, records.clone(), cx)
     })
     .await;
+    let done = matches!(result, Attempts::Done(_));
+    let mut outputs = match &mut result {
+        Attempts::Done(outputs) => std::mem::take(outputs),
+        _ => Vec::new(),
+    };
     let mut reports = Vec::with_capacity(items.len());
     for (id, task, record) in items {
         let outcome = match &result {
@@ -231,7 +246,9 @@ async fn run_batch(env: &WorkerEnv, handler: &BoxBatchHandler, job: Job) -> Vec<
                 attempts: *attempts,
             },
             Attempts::Failed(attempts, error) => {
-                resolve_failure(env, &record, *attempts, error).await.0
+                let (outcome, copies) = resolve_failure(env, &record, *attempts, error).await;
+                outputs.extend(copies);
+                outcome
             }
         };
         reports.push(Report {
@@ -239,9 +256,15 @@ async fn run_batch(env: &WorkerEnv, handler: &BoxBatchHandler, job: Job) -> Vec<
             task,
             outcome,
             outputs: Vec::new(),
+            batch_first: None,
         });
     }
-    if matches!(result, Attempts::Done(_)) {
+    let first = reports[0].task.offset;
+    if let Some(last) = reports.last_mut() {
+        last.outputs = outputs;
+        last.batch_first = (last.task.offset != first).then_some(first);
+    }
+    if done {
         env.counters.processed_more(reports.len() as u64 - 1);
     }
     reports
@@ -773,5 +796,68 @@ mod tests {
             got,
             vec![(TaskId(1), 4, dl), (TaskId(2), 5, dl), (TaskId(3), 7, dl)]
         );
+        // Exactly-once mode: the three dead-letter copies go with the last
+        // record, which spans the batch from its first.
+        let spans: Vec<_> = reports
+            .iter()
+            .map(|r| (r.outputs.len(), r.batch_first))
+            .collect();
+        assert_eq!(spans, vec![(0, None), (0, None), (3, Some(4))]);
+        assert!(reports[2].outputs.iter().all(|o| o.topic == "dead"));
+    }
+
+    /// A batch call's outputs are the batch's: they go with its last
+    /// record, once, whatever the number of records.
+    #[test]
+    fn a_batch_call_outputs_go_with_its_last_record() {
+        let (mut env, rx) = env(
+            Arc::new(|_r, _cx| Box::pin(async { Ok(Vec::new()) })),
+            FailurePolicy::StopPartition,
+        );
+        env.batch_handler = Some(Arc::new(move |records: Vec<Record>, _cx| {
+            let outs = vec![OutputRecord::to("out").payload(format!("{}", records.len()))];
+            Box::pin(async move { Ok(outs) })
+        }));
+        let task = |offset| TaskRef {
+            tp: TopicPartition::new("t", 0),
+            generation: 1,
+            offset,
+        };
+        let record = |offset| Record {
+            offset,
+            ..Record::default()
+        };
+        let job = |first: i64, more: &[i64]| Job {
+            id: TaskId(first as u64),
+            task: task(first),
+            record: record(first),
+            cancel: CancellationToken::new(),
+            more: more
+                .iter()
+                .map(|o| (TaskId(*o as u64), task(*o), record(*o)))
+                .collect(),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(run(Arc::new(env), vec![job(2, &[3, 6]), job(9, &[])]));
+        let mut reports: Vec<Report> = rx.try_iter().flatten().collect();
+        reports.sort_by_key(|r| r.task.offset);
+        let got: Vec<_> = reports
+            .iter()
+            .map(|r| (r.task.offset, r.outcome, r.outputs.len(), r.batch_first))
+            .collect();
+        let ok = Outcome::Success;
+        assert_eq!(
+            got,
+            vec![
+                (2, ok, 0, None),
+                (3, ok, 0, None),
+                (6, ok, 1, Some(2)),
+                (9, ok, 1, None)
+            ]
+        );
+        assert_eq!(reports[2].outputs[0].payload.as_deref(), Some(&b"3"[..]));
     }
 }

@@ -222,7 +222,7 @@ fn bytes_by_hand(buffer: &OutputBuffer) -> usize {
     buffer
         .parts
         .values()
-        .flat_map(|p| p.by_offset.values().flatten())
+        .flat_map(|p| p.by_offset.values().flat_map(|e| &e.outputs))
         .map(OutputRecord::size_bytes)
         .sum()
 }
@@ -257,6 +257,98 @@ fn waiting_bytes_follow_inserts_plans_and_drops() {
     buffer.plan(vec![request(1, 3, 9)]);
     assert_eq!(buffer.bytes(), 0);
     assert_eq!(bytes_by_hand(&buffer), 0);
+}
+
+fn request(p: i32, generation: u64, offset: i64) -> CommitRequest {
+    CommitRequest {
+        tp: tp(p),
+        generation,
+        offset,
+        metadata: String::new(),
+    }
+}
+
+/// Key order, batches of up to 3: key a's records 0 and 2 run as one batch
+/// while key b's record 1 runs alone. The batch finished first: the
+/// engine's watermark is 1, but committing 1 would commit record 0 without
+/// the batch's outputs (they wait under 2), and a crash then would run 2
+/// alone and lose 0's share. The plan stays at 0 (already committed: no
+/// transaction), and once 1 is done everything goes in one.
+#[test]
+fn a_batch_straddling_the_watermark_holds_the_commit_at_its_first_record() {
+    let mut e = Engine::new(EngineConfig {
+        scheduler: SchedulerConfig {
+            ordering: Ordering::Key,
+            max_concurrency: 8,
+            max_batch: 3,
+            ..SchedulerConfig::default()
+        },
+        completed_set: false,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let mut buffer = OutputBuffer::default();
+    e.assign(tp(0), Some((0, "")));
+    for (o, key) in [(0, "a"), (1, "b"), (2, "a")] {
+        let key = Some(key.as_bytes().to_vec());
+        assert_eq!(e.deliver(&tp(0), o, key, (), 0), Delivered::Queued);
+    }
+    let tasks = submitted(e.actions());
+    assert_eq!(tasks.len(), 3);
+    let task = |o: i64| tasks.iter().find(|(_, t)| t.offset == o).unwrap().clone();
+    for o in [0, 2] {
+        let (id, t) = task(o);
+        assert!(e.finished(id, &t, Outcome::Success));
+    }
+    let (_, t) = task(2);
+    buffer.insert_batch(&t.tp, t.generation, 0, 2, vec![out(0, 0), out(0, 2)]);
+    assert_eq!(e.commits()[0].offset, 1, "the engine's watermark");
+    let plan = buffer.plan(e.commits());
+    assert_eq!(
+        plan.parts[0].commit.offset, 0,
+        "lowered to the batch's first"
+    );
+    assert_eq!(plan.output_count(), 0);
+    assert!(
+        plan.without_unmoved(|tp| e.confirmed(tp)).is_empty(),
+        "0 is already committed"
+    );
+    assert_eq!(buffer.records(), 1, "the batch still waits");
+
+    let (id, t) = task(1);
+    assert!(e.finished(id, &t, Outcome::Success));
+    buffer.insert(&t.tp, t.generation, 1, vec![out(0, 1)]);
+    let plan = buffer
+        .plan(e.commits())
+        .without_unmoved(|tp| e.confirmed(tp));
+    assert_eq!(plan.parts[0].commit.offset, 3);
+    assert_eq!(payloads(&plan), ["0:1", "0:0", "0:2"]);
+    assert_eq!(buffer.records(), 0);
+}
+
+/// Spans that overlap chain: lowering the offset under one batch can put
+/// it inside an earlier one, which lowers it again.
+#[test]
+fn overlapping_batches_lower_the_commit_to_the_first_of_them() {
+    let mut buffer = OutputBuffer::default();
+    buffer.insert_batch(&tp(0), 1, 3, 5, vec![out(0, 3)]);
+    buffer.insert_batch(&tp(0), 1, 4, 8, vec![out(0, 4)]);
+    buffer.insert(&tp(0), 1, 2, vec![out(0, 2)]);
+    buffer.insert(&tp(0), 1, 9, vec![out(0, 9)]);
+    let plan = buffer.plan(vec![request(0, 1, 6)]);
+    assert_eq!(plan.parts[0].commit.offset, 3);
+    assert_eq!(payloads(&plan), ["0:2"]);
+    assert_eq!(buffer.records(), 3);
+    // Past both spans (9 is above and alone): both go, 9 stays.
+    let plan = buffer.plan(vec![request(0, 1, 9)]);
+    assert_eq!(plan.parts[0].commit.offset, 9);
+    assert_eq!(payloads(&plan), ["0:3", "0:4"]);
+    assert_eq!(buffer.records(), 1);
+    // A plan that moved keeps its partition even without outputs.
+    let plan = buffer
+        .plan(vec![request(0, 1, 9)])
+        .without_unmoved(|_| Some(3));
+    assert_eq!(plan.commits()[0].offset, 9);
 }
 
 #[test]
