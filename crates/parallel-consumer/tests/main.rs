@@ -8,6 +8,7 @@ mod consumer_protocol;
 mod end_to_end;
 mod events;
 mod exactly_once;
+mod exactly_once_batch;
 mod exactly_once_e2e;
 mod idempotent_effects;
 mod lifecycle;
