@@ -21,12 +21,18 @@ fn tp(p: i32) -> TopicPartition {
 }
 
 fn engine(ordering: Ordering) -> Engine<()> {
+    engine_with(ordering, 1)
+}
+
+/// An engine handing out batches of up to `max_batch` records.
+fn engine_with(ordering: Ordering, max_batch: usize) -> Engine<()> {
     Engine::new(EngineConfig {
         scheduler: SchedulerConfig {
             ordering,
             max_concurrency: 8,
             max_buffered_per_partition: 100,
             resume_at_buffered: 50,
+            max_batch,
             ..SchedulerConfig::default()
         },
         completed_set: false,
@@ -72,6 +78,31 @@ fn complete(
         );
     }
     applied
+}
+
+/// The submitted tasks grouped by batch (one handler call each), in order.
+fn submitted_batches(decisions: Vec<Decision<Task<()>>>) -> Vec<Vec<(TaskId, TaskRef)>> {
+    let mut batches: Vec<(TaskId, Vec<(TaskId, TaskRef)>)> = Vec::new();
+    for d in decisions {
+        if let Decision::Submit {
+            id, batch, payload, ..
+        } = d
+        {
+            match batches.last_mut() {
+                Some((b, tasks)) if *b == batch && batch != id => {
+                    tasks.push((id, payload.task_ref()))
+                }
+                _ => batches.push((batch, vec![(id, payload.task_ref())])),
+            }
+        }
+    }
+    batches.into_iter().map(|(_, tasks)| tasks).collect()
+}
+
+/// The input offset an output of [`out`] names.
+fn input_of(output: &OutputRecord) -> i64 {
+    let text = String::from_utf8(output.payload.clone().unwrap()).unwrap();
+    text.split_once(':').unwrap().1.parse().unwrap()
 }
 
 fn payloads(plan: &TxnPlan) -> Vec<String> {
@@ -438,12 +469,13 @@ impl Source {
 struct Run {
     e: Engine<()>,
     buffer: OutputBuffer,
-    running: Vec<(TaskId, TaskRef)>,
+    /// Handler calls running: a batch's tasks in offset order.
+    running: Vec<Vec<(TaskId, TaskRef)>>,
 }
 
 impl Run {
-    fn start(ordering: Ordering, sources: &mut HashMap<i32, Source>) -> Run {
-        let mut e = engine(ordering);
+    fn start(ordering: Ordering, max_batch: usize, sources: &mut HashMap<i32, Source>) -> Run {
+        let mut e = engine_with(ordering, max_batch);
         for (p, s) in sources.iter_mut() {
             e.assign(tp(*p), Some((s.committed, "")));
             s.seek(s.committed);
@@ -469,14 +501,25 @@ impl Run {
         if self.running.is_empty() {
             return;
         }
-        let (id, t) = self.running.remove(i % self.running.len());
-        if self.e.finished(id, &t, Outcome::Success) {
-            self.buffer.insert(
-                &t.tp,
-                t.generation,
-                t.offset,
-                vec![out(t.tp.partition, t.offset)],
-            );
+        // As the driver applies a batch's reports: each record finished,
+        // the batch's outputs with its last record, spanning from its first.
+        let batch = self.running.remove(i % self.running.len());
+        let first = batch[0].1.offset;
+        for (n, (id, t)) in batch.iter().enumerate() {
+            if !self.e.finished(*id, t, Outcome::Success) {
+                continue;
+            }
+            if n + 1 < batch.len() {
+                self.buffer
+                    .insert(&t.tp, t.generation, t.offset, Vec::new());
+            } else {
+                let outputs = batch
+                    .iter()
+                    .map(|(_, r)| out(r.tp.partition, r.offset))
+                    .collect();
+                self.buffer
+                    .insert_batch(&t.tp, t.generation, first, t.offset, outputs);
+            }
         }
         assert_eq!(self.buffer.bytes(), bytes_by_hand(&self.buffer));
     }
@@ -487,7 +530,10 @@ impl Run {
         commit: bool,
         sources: &mut HashMap<i32, Source>,
     ) -> Result<(), TestCaseError> {
-        let plan = self.buffer.plan(self.e.commits());
+        let plan = self
+            .buffer
+            .plan(self.e.commits())
+            .without_unmoved(|tp| self.e.confirmed(tp));
         for part in &plan.parts {
             let s = &sources[&part.commit.tp.partition];
             let want: Vec<i64> = s
@@ -496,13 +542,17 @@ impl Run {
                 .copied()
                 .filter(|o| *o >= s.committed && *o < part.commit.offset)
                 .collect();
-            let got: Vec<i64> = part.outputs.iter().map(|(o, _)| *o).collect();
+            // A batch's outputs come with its last record: sorted, they
+            // are the inputs between the commits.
+            let mut got: Vec<i64> = part.outputs.iter().map(|(_, o)| input_of(o)).collect();
+            got.sort();
             prop_assert_eq!(got, want, "the plan is not the records between the commits");
         }
         if commit {
             for part in &plan.parts {
                 let s = sources.get_mut(&part.commit.tp.partition).unwrap();
-                s.written.extend(part.outputs.iter().map(|(o, _)| *o));
+                s.written
+                    .extend(part.outputs.iter().map(|(_, o)| input_of(o)));
                 s.committed = part.commit.offset;
             }
             self.e.commit_succeeded(&plan.commits());
@@ -524,10 +574,13 @@ proptest! {
     /// Exactly once over the pure layer: whatever the order of completions,
     /// aborted transactions (rewind) and crashes (a new engine from the
     /// committed offsets, buffered outputs lost), the outputs committed per
-    /// partition are its input offsets, each once, in order.
+    /// partition are its input offsets, each once, in order: in input
+    /// order with one record per call, in each key's order with batches
+    /// (a batch's outputs go with its last record).
     #[test]
     fn committed_outputs_are_every_input_once_in_order(
         ordering in prop_oneof![Just(Ordering::Partition), Just(Ordering::Key), Just(Ordering::Unordered)],
+        max_batch in 1usize..5,
         gaps in proptest::collection::vec(0i64..3, 2..40),
         ops in proptest::collection::vec(op(), 0..300),
     ) {
@@ -545,17 +598,17 @@ proptest! {
                 .collect();
             sources.insert(p, Source { log, next: 0, committed: 0, written: Vec::new() });
         }
-        let mut run = Run::start(ordering, &mut sources);
+        let mut run = Run::start(ordering, max_batch, &mut sources);
         for op in ops {
             match op {
                 Op::Deliver(p) => {
                     let s = sources.get_mut(&p).unwrap();
                     run.deliver(p, s);
                 }
-                Op::Actions => run.running.extend(submitted(run.e.actions())),
+                Op::Actions => run.running.extend(submitted_batches(run.e.actions())),
                 Op::Finish(i) => run.finish(i),
                 Op::Transaction { commit } => run.transaction(commit, &mut sources)?,
-                Op::Crash => run = Run::start(ordering, &mut sources),
+                Op::Crash => run = Run::start(ordering, max_batch, &mut sources),
             }
         }
         // Drain: everything delivered and finished, then one transaction.
@@ -566,7 +619,7 @@ proptest! {
                     run.deliver(p, s);
                 }
             }
-            run.running.extend(submitted(run.e.actions()));
+            run.running.extend(submitted_batches(run.e.actions()));
             if run.running.is_empty() {
                 break;
             }
@@ -576,7 +629,18 @@ proptest! {
         }
         run.transaction(true, &mut sources)?;
         for s in sources.values() {
-            prop_assert_eq!(&s.written, &s.log, "not every input exactly once, in order");
+            if max_batch == 1 {
+                prop_assert_eq!(&s.written, &s.log, "not every input exactly once, in order");
+            }
+            let mut sorted = s.written.clone();
+            sorted.sort();
+            prop_assert_eq!(&sorted, &s.log, "not every input exactly once");
+            if ordering == Ordering::Key {
+                for key in 0..3 {
+                    let of_key: Vec<i64> = s.written.iter().copied().filter(|o| o % 3 == key).collect();
+                    prop_assert!(of_key.windows(2).all(|w| w[0] < w[1]), "key {} out of order: {:?}", key, s.written);
+                }
+            }
         }
     }
 }
