@@ -1,8 +1,10 @@
 //! Batch handlers in exactly-once mode (`start_transform_batch`) against
 //! weir: a batch's outputs and the offsets of all its records commit in one
 //! transaction (never an offset between its first and last record), an
-//! aborted transaction runs the whole batch again, and a shutdown while a
-//! record inside a batch's span still runs commits no part of the batch.
+//! aborted transaction runs the whole batch again, a shutdown while a
+//! record inside a batch's span still runs commits no part of the batch,
+//! and a failed batch's records are dead-lettered one by one in the
+//! transaction.
 
 use crate::common;
 use crate::exactly_once::{assert_key_order, not_exactly_once, produce_keyed, read_all};
@@ -16,7 +18,7 @@ use weir_parallel_consumer::driver::{
     ExactlyOnceConfig, HandlerError, ParallelConsumer, ParallelConsumerBuilder, TxnEvent,
 };
 use weir_parallel_consumer::exactly_once::OutputRecord;
-use weir_parallel_consumer::record::Record;
+use weir_parallel_consumer::record::{FailurePolicy, Record};
 use weir_parallel_consumer::scheduler::Ordering;
 
 /// One handler call: the partition and the offsets of its records.
@@ -356,4 +358,83 @@ fn a_shutdown_inside_a_batch_span_commits_no_part_of_the_batch() {
     second.shutdown_blocking().expect("shutdown second");
     let got = read_all(b, &output, 1, "read_committed");
     assert_eq!(not_exactly_once(&want, &got), vec![]);
+}
+
+/// Partition order, batches of up to 4, dead-letter policy: the call
+/// holding record 6 fails terminally, so each record of that batch is
+/// dead-lettered on its own, and its copies are written in the transaction
+/// like outputs. read_committed, the dead-letter topic holds exactly that
+/// batch's records once each and the output topic every other record once.
+#[test]
+fn a_failed_batch_is_dead_lettered_record_by_record_in_the_transaction() {
+    let broker = broker();
+    let b = &broker.bootstrap();
+    let rt = common::runtime();
+    let (input, output, dead, group) = (
+        common::unique("eosb-dlt-in"),
+        common::unique("eosb-dlt-out"),
+        common::unique("eosb-dlt-dead"),
+        common::unique("eosb-dlt-g"),
+    );
+    broker.create_topic(&rt, &input, 1);
+    broker.create_topic(&rt, &output, 1);
+    broker.create_topic(&rt, &dead, 1);
+    let want = produce_keyed(b, &input, 1, 12, 3);
+    let calls: Arc<Mutex<Vec<Vec<i64>>>> = Arc::default();
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let handler = {
+        let (calls, output) = (calls.clone(), output.clone());
+        move |records: Vec<Record>, _cx| {
+            let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
+            calls.lock().unwrap().push(offsets.clone());
+            let outputs: Vec<OutputRecord> = records
+                .iter()
+                .map(|r| output_of(&output, r).partition(0))
+                .collect();
+            let mut gate = gate.clone();
+            async move {
+                if offsets[0] == 0 {
+                    gate.wait_for(|open| *open)
+                        .await
+                        .map_err(HandlerError::terminal)?;
+                }
+                if offsets.contains(&6) {
+                    return Err(HandlerError::terminal("record 6 is malformed"));
+                }
+                Ok(outputs)
+            }
+        }
+    };
+    let pc = builder(b, &group, &input, Ordering::Partition, 4)
+        .max_batch(4)
+        .on_failure(FailurePolicy::DeadLetter {
+            topic: dead.clone(),
+        })
+        .exactly_once(ExactlyOnceConfig::new(common::unique("txn")))
+        .runtime(rt.handle().clone())
+        .start_transform_batch(handler)
+        .expect("start");
+    common::wait_until("12 delivered", || all_delivered(&pc, 1, 12));
+    open.send(true).expect("open the gate");
+    common::wait_until("12 committed", || {
+        common::committed(b, &group, &input, 0).is_some_and(|(o, _)| o == 12)
+    });
+    pc.shutdown_blocking().expect("shutdown");
+    let calls = calls.lock().unwrap().clone();
+    let failed: Vec<&Vec<i64>> = calls.iter().filter(|c| c.contains(&6)).collect();
+    let [failed] = failed.as_slice() else {
+        panic!("one call held record 6 (a terminal error is not retried): {calls:?}")
+    };
+    assert!(failed.len() > 1, "the failed call was a batch: {calls:?}");
+    let dead_want: Vec<String> = failed.iter().map(|o| want[*o as usize].clone()).collect();
+    let out_want: Vec<String> = want
+        .iter()
+        .enumerate()
+        .filter(|(o, _)| !failed.contains(&(*o as i64)))
+        .map(|(_, w)| w.clone())
+        .collect();
+    let dead_got = read_all(b, &dead, 1, "read_committed");
+    assert_eq!(not_exactly_once(&dead_want, &dead_got), vec![]);
+    let out_got = read_all(b, &output, 1, "read_committed");
+    assert_eq!(not_exactly_once(&out_want, &out_got), vec![]);
 }
