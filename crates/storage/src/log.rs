@@ -141,6 +141,18 @@ pub(crate) struct FlushState {
     /// LEO at the start of the running sync: every record below it is
     /// durable once that sync completes.
     pub syncing_to: Option<i64>,
+    /// Rolled segments that lie below the recovery point (or below where
+    /// the running sync will put it), so recovery would trust them as they
+    /// are, but whose index files (offset, time, aborted transactions) a
+    /// roll left unsynced: a roll syncs nothing, the next flush syncs them.
+    /// Until then the recovery point written to the checkpoint is the
+    /// oldest one's base ([`Inner::checkpoint_recovery_point`]), so
+    /// recovery scans them and rebuilds their indexes.
+    pub rolled_unsynced: std::collections::BTreeSet<i64>,
+    /// A roll created segment files since the directory was last synced:
+    /// the next flush syncs it before the recovery point may move into
+    /// them.
+    pub dir_unsynced: bool,
     /// Notified whenever a sync ends (successfully or not). Shared out of
     /// the guard so a waiter can sleep on the log's own mutex.
     pub done: Arc<Condvar>,
@@ -186,6 +198,24 @@ impl Inner {
         {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot rewrite the leader epoch checkpoint after the log start moved");
         }
+    }
+
+    /// The recovery point to write to the checkpoint: the in-memory one,
+    /// or the base of the oldest rolled segment below it whose indexes are
+    /// not synced yet (see [`FlushState::rolled_unsynced`]), so that
+    /// recovery scans that segment instead of trusting its index files.
+    pub(crate) fn checkpoint_recovery_point(&self) -> i64 {
+        let active = self
+            .segments
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(i64::MAX);
+        self.flush
+            .rolled_unsynced
+            .iter()
+            .find(|b| **b < active && self.segments.contains_key(b))
+            .map_or(self.recovery_point, |b| (*b).min(self.recovery_point))
     }
 
     pub(crate) fn active(&mut self) -> &mut Segment {
@@ -370,6 +400,12 @@ impl Log {
     }
     pub fn recovery_point(&self) -> i64 {
         self.lock().recovery_point
+    }
+    /// The recovery point the log manager writes to the checkpoint: the
+    /// recovery point, or lower while a rolled segment below it still has
+    /// unsynced index files (recovery must scan that one).
+    pub fn checkpoint_recovery_point(&self) -> i64 {
+        self.lock().checkpoint_recovery_point()
     }
     pub fn size_bytes(&self) -> u64 {
         self.lock().segments.values().map(|s| s.size).sum()
@@ -789,20 +825,8 @@ impl Log {
         // end of this segment.
         let covered = g.recovery_point.max(g.flush.syncing_to.unwrap_or(i64::MIN)) >= leo;
         let old = g.active();
+        let old_base = old.base_offset;
         old.on_become_inactive()?;
-        if covered {
-            // From the moment the new segment (based at the recovery point)
-            // exists, recovery trusts this one as it is: its indexes, which
-            // flushes leave to recovery while a segment holds the recovery
-            // point, must be durable before that.
-            old.index
-                .sync()
-                .at(&old.path(crate::segment::INDEX_SUFFIX))?;
-            old.time_index
-                .sync()
-                .at(&old.path(crate::segment::TIME_INDEX_SUFFIX))?;
-            old.txn_index.sync()?;
-        }
         let seg = match Segment::create(
             &*self.storage,
             &self.dir,
@@ -822,7 +846,18 @@ impl Log {
             }
         };
         g.segments.insert(leo, seg);
-        self.storage.sync_dir(&self.dir).at(&self.dir)?;
+        if covered {
+            // From the moment the new segment (based at the recovery point)
+            // exists, recovery would trust the old one as it is, indexes
+            // included, which flushes leave unsynced while a segment holds
+            // the recovery point. No sync here (this runs inside an
+            // append): the checkpoint points recovery at the old segment
+            // until the next flush has synced them.
+            g.flush.rolled_unsynced.insert(old_base);
+        }
+        // The directory is synced by the next flush, before the recovery
+        // point moves into the new files.
+        g.flush.dir_unsynced = true;
         tracing::debug!(tp = %self.tp, base = leo, "rolled segment");
         Ok(())
     }
@@ -1107,7 +1142,7 @@ impl Log {
                 .next_back()
                 .map_or(offset, |(b, _)| *b)
         }
-        .min(g.recovery_point);
+        .min(g.checkpoint_recovery_point());
         let r = persist(below_cut, g.log_start)
             .and_then(|()| self.truncate_locked(&mut g, offset, full))
             .and_then(|()| persist(g.recovery_point, g.log_start));
@@ -1195,7 +1230,7 @@ impl Log {
         // The cut must be durable before new appends reuse these offsets,
         // or a crash could bring the old batches back. Truncation is rare
         // (replication), so flush everything up to the new LEO.
-        let rp = g.recovery_point.min(g.leo);
+        let rp = g.checkpoint_recovery_point().min(g.leo);
         let from = g
             .segments
             .range(..=rp)
@@ -1205,6 +1240,8 @@ impl Log {
             seg.flush()?;
         }
         self.storage.sync_dir(&self.dir).at(&self.dir)?;
+        g.flush.rolled_unsynced.clear();
+        g.flush.dir_unsynced = false;
         g.hw = g.hw.min(g.leo).max(g.log_start);
         g.recovery_point = g.leo;
         g.unflushed_messages = 0;
@@ -1249,7 +1286,20 @@ impl Log {
         let mut g = self.lock();
         let wanted = target.unwrap_or(g.leo);
         loop {
-            if wanted.min(g.leo) <= g.recovery_point {
+            // Work a roll left (index files of a segment recovery would
+            // trust, the directory) is done by whichever flush comes next.
+            // A marked segment that went (retention, compaction) or is
+            // active again (a truncation into it) needs nothing more:
+            // recovery scans the segment holding the recovery point.
+            let inner = &mut *g;
+            let segments = &inner.segments;
+            let active = segments.keys().next_back().copied().unwrap_or(i64::MAX);
+            inner
+                .flush
+                .rolled_unsynced
+                .retain(|b| *b < active && segments.contains_key(b));
+            let roll_work = !g.flush.rolled_unsynced.is_empty() || g.flush.dir_unsynced;
+            if wanted.min(g.leo) <= g.recovery_point && !roll_work {
                 return Ok(());
             }
             if g.flush.syncing_to.is_some() {
@@ -1280,6 +1330,15 @@ impl Log {
             // every segment's written entries are synced with its log, the
             // holder's too (recovery cannot rebuild them from its batches).
             let mut txn_files = Vec::new();
+            // Rolled segments below `from` whose indexes a roll left
+            // unsynced (their logs are synced already).
+            let rolled: Vec<i64> = g.flush.rolled_unsynced.iter().copied().collect();
+            for base in rolled.iter().filter(|b| **b < from) {
+                if let Some(seg) = g.segments.get(base) {
+                    files.extend(seg.files().into_iter().skip(1));
+                    txn_files.extend(seg.txn_index.take_unsynced());
+                }
+            }
             for (&base, seg) in g.segments.range(from..upto) {
                 if base < holder {
                     files.extend(seg.files());
@@ -1288,17 +1347,37 @@ impl Log {
                 }
                 txn_files.extend(seg.txn_index.take_unsynced());
             }
+            let sync_dir = std::mem::take(&mut g.flush.dir_unsynced);
             let truncations = g.truncations;
             g.flush.syncing_to = Some(upto);
             drop(g);
             let synced = files
                 .iter()
                 .try_for_each(|f| f.sync().at(&self.dir))
-                .and_then(|()| txn_index::sync_taken(&txn_files));
+                .and_then(|()| txn_index::sync_taken(&txn_files))
+                .and_then(|()| {
+                    if sync_dir {
+                        self.storage.sync_dir(&self.dir).at(&self.dir)
+                    } else {
+                        Ok(())
+                    }
+                });
             g = self.lock();
             g.flush.syncing_to = None;
             g.flush.done.notify_all();
+            if synced.is_err() && sync_dir {
+                g.flush.dir_unsynced = true;
+            }
             synced?;
+            // Every segment the roll marks below `upto` is synced now: the
+            // ones taken above, and the ones at or above `from` with all
+            // their files (a roll during the sync adds only segments at or
+            // above `upto`'s holder, which stay marked).
+            for base in rolled {
+                if base < holder {
+                    g.flush.rolled_unsynced.remove(&base);
+                }
+            }
             // A truncation during the sync flushed and moved the recovery
             // point itself; our files may no longer be the log's.
             if g.truncations == truncations && upto > g.recovery_point {
@@ -1332,9 +1411,12 @@ impl Log {
             let active_base = g.active().base_offset;
             let flush_all = g.leo > g.recovery_point
                 && now_ms.saturating_sub(g.last_flush_ms) >= config.flush_ms;
+            // A roll's own syncs (see `roll`) also wait for this.
+            let roll_work = !g.flush.rolled_unsynced.is_empty() || g.flush.dir_unsynced;
             (
                 flush_all,
-                (g.recovery_point < active_base).then_some(active_base),
+                (g.recovery_point < active_base || roll_work)
+                    .then_some(active_base.max(g.recovery_point)),
             )
         };
         if flush_all {

@@ -639,7 +639,7 @@ fn dir_offsets(
     let mut starts = BTreeMap::new();
     for log in logs.iter().filter(|l| l.dir.parent() == Some(data_dir)) {
         let g = log.lock();
-        rps.insert(log.tp.clone(), g.recovery_point);
+        rps.insert(log.tp.clone(), g.checkpoint_recovery_point());
         starts.insert(log.tp.clone(), g.log_start);
     }
     (rps, starts)

@@ -56,9 +56,10 @@ fn run_concurrent(mode: impl Fn(u64) -> CrashMode + Send + Sync) -> Vec<Image> {
             for k in 0..12u64 {
                 std::thread::sleep(std::time::Duration::from_micros(300));
                 // Acknowledged before the image: must survive it.
+                // The recovery point as the log manager checkpoints it.
                 let (rp, ack) = {
                     let a = acked.lock().unwrap();
-                    (log.recovery_point(), a.clone())
+                    (log.checkpoint_recovery_point(), a.clone())
                 };
                 let c = m.crash(mode(k));
                 images.lock().unwrap().push((c, rp, ack));
@@ -67,7 +68,7 @@ fn run_concurrent(mode: impl Fn(u64) -> CrashMode + Send + Sync) -> Vec<Image> {
     });
     // And one image after everything was acknowledged.
     let all = acked.lock().unwrap().clone();
-    let rp = log.recovery_point();
+    let rp = log.checkpoint_recovery_point();
     let mut images = std::mem::take(&mut *images.lock().unwrap());
     images.push((m.crash(mode(99)), rp, all));
     images
