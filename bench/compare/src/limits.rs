@@ -347,6 +347,122 @@ fn fdatasync_latency(dir: &Path, iterations: u32, cores: Option<Cores>) -> Resul
     Ok(Latency::from_histogram(&h?))
 }
 
+/// What the disk alone gives a group-committing writer at a given rate:
+/// `files` files, each appended `record_bytes` at `rate / files` records per
+/// second by a paced writer thread, while a syncer thread per file calls
+/// fdatasync as soon as its previous one ends, covering everything written
+/// meanwhile (the classic group commit). A record's latency runs from the
+/// start of its write to the end of the first sync that covers it. No
+/// network, no parsing, no broker: the floor of a `flush.messages=1`
+/// workload at that rate on this disk, which a lone 4 KiB fdatasync does
+/// not show (it has no bandwidth term). Writers and syncers run on the
+/// broker core when `cores` is given.
+pub fn group_commit_at(
+    dir: &Path,
+    files: usize,
+    record_bytes: usize,
+    rate: f64,
+    seconds: f64,
+    cores: Option<Cores>,
+) -> Result<Latency> {
+    use std::sync::{Arc, Condvar, Mutex};
+
+    #[derive(Default)]
+    struct File1 {
+        written: u64,
+        synced: u64,
+        /// Record number and write start, not yet covered by a sync.
+        waiting: std::collections::VecDeque<(u64, Instant)>,
+        done: bool,
+    }
+    if files == 0 || rate <= 0.0 || seconds <= 0.0 {
+        bail!("group commit: files, rate and seconds must be positive");
+    }
+    let per_file = rate / files as f64;
+    let records = (per_file * seconds).ceil() as u64;
+    let hist = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
+    let mut threads = Vec::new();
+    let mut paths = Vec::new();
+    for i in 0..files {
+        let path = dir.join(format!("group-commit-{i}.tmp"));
+        let file = Arc::new(File::create(&path)?);
+        paths.push(path);
+        let state = Arc::new((Mutex::new(File1::default()), Condvar::new()));
+        let (st, f, h) = (state.clone(), file.clone(), hist.clone());
+        threads.push(std::thread::spawn(move || -> Result<()> {
+            pin(cores.map(|c| c.broker))?;
+            let (m, cv) = &*st;
+            loop {
+                let mut g = m.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                while g.written == g.synced && !g.done {
+                    g = cv.wait(g).map_err(|_| anyhow::anyhow!("poisoned"))?;
+                }
+                if g.written == g.synced {
+                    return Ok(());
+                }
+                let upto = g.written;
+                drop(g);
+                f.sync_data()?;
+                let now = Instant::now();
+                let mut g = m.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                g.synced = upto;
+                let mut h = h.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                while g.waiting.front().is_some_and(|(n, _)| *n <= upto) {
+                    if let Some((_, t)) = g.waiting.pop_front() {
+                        h.record((now - t).as_nanos() as u64)?;
+                    }
+                }
+            }
+        }));
+        threads.push(std::thread::spawn(move || -> Result<()> {
+            pin(cores.map(|c| c.broker))?;
+            let buf = vec![0x3cu8; record_bytes];
+            let (m, cv) = &*state;
+            let start = Instant::now();
+            let result = (|| -> Result<()> {
+                for k in 0..records {
+                    let due = start + Duration::from_secs_f64(k as f64 / per_file);
+                    let now = Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    }
+                    let t = Instant::now();
+                    (&*file).write_all(&buf)?;
+                    let mut g = m.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                    g.written += 1;
+                    let n = g.written;
+                    g.waiting.push_back((n, t));
+                    cv.notify_all();
+                }
+                Ok(())
+            })();
+            if let Ok(mut g) = m.lock() {
+                g.done = true;
+            }
+            cv.notify_all();
+            result
+        }));
+    }
+    let mut first_err = None;
+    for t in threads {
+        let r = t
+            .join()
+            .map_err(|_| anyhow::anyhow!("group commit thread panicked"))
+            .and_then(|r| r);
+        if let Err(e) = r {
+            first_err.get_or_insert(e);
+        }
+    }
+    for p in paths {
+        let _ = std::fs::remove_file(p);
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    let h = hist.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+    Ok(Latency::from_histogram(&h))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,6 +500,14 @@ mod tests {
                 .samples,
             5
         );
+    }
+
+    #[test]
+    fn group_commit_covers_every_record() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = group_commit_at(dir.path(), 2, 1024, 400.0, 0.25, None).expect("group commit");
+        assert_eq!(l.samples, 100);
+        assert!(!dir.path().join("group-commit-0.tmp").exists());
     }
 
     #[test]
