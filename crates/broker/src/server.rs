@@ -153,6 +153,25 @@ pub async fn start_with_setup(
     clock: Clock,
     setup: impl FnOnce(&Arc<Broker>),
 ) -> Result<RunningBroker, BrokerError> {
+    start_inner(config, clock, setup, None).await
+}
+
+/// [`start`] with the partition logs on `storage` ([`Broker::open_with_storage`]):
+/// tests watch or fault the file operations of a serving broker.
+#[doc(hidden)]
+pub async fn start_with_storage(
+    config: BrokerConfig,
+    storage: Arc<dyn weir_storage::backend::Storage>,
+) -> Result<RunningBroker, BrokerError> {
+    start_inner(config, system_clock(), |_| {}, Some(storage)).await
+}
+
+async fn start_inner(
+    config: BrokerConfig,
+    clock: Clock,
+    setup: impl FnOnce(&Arc<Broker>),
+    storage: Option<Arc<dyn weir_storage::backend::Storage>>,
+) -> Result<RunningBroker, BrokerError> {
     // TLS stores are read and ports bound first: a bad keystore or a port
     // in use fails before the data dir is touched
     let tls = load_tls(&config).await?;
@@ -170,9 +189,12 @@ pub async fn start_with_setup(
     }
     let http_listener = bind_http(&config).await?;
     let cfg = config.clone();
-    let broker = tokio::task::spawn_blocking(move || Broker::open(cfg, clock))
-        .await
-        .map_err(|e| BrokerError::Config(format!("startup task failed: {e}")))??;
+    let broker = tokio::task::spawn_blocking(move || match storage {
+        Some(s) => Broker::open_with_storage(cfg, clock, s),
+        None => Broker::open(cfg, clock),
+    })
+    .await
+    .map_err(|e| BrokerError::Config(format!("startup task failed: {e}")))??;
     let broker = Arc::new(broker);
     setup(&broker);
     let b = broker.clone();

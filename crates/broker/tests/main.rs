@@ -47,3 +47,4 @@ mod txn_compaction;
 mod txn_markers;
 mod txn_offsets;
 mod txn_partitions;
+mod worker_syncs;
