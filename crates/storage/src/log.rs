@@ -158,6 +158,18 @@ pub(crate) struct FlushState {
     pub done: Arc<Condvar>,
 }
 
+impl FlushState {
+    /// For a log just created or opened: segment files may have been
+    /// created since the directory was last synced, so the first flush
+    /// syncs it before any record in them counts as durable.
+    pub(crate) fn with_directory_unsynced() -> FlushState {
+        FlushState {
+            dir_unsynced: true,
+            ..FlushState::default()
+        }
+    }
+}
+
 impl Inner {
     /// The log's offset invariants, checked after every change to them in
     /// debug builds (and so in every test).
@@ -331,7 +343,9 @@ impl Log {
                 truncations: 0,
                 closed: false,
                 epochs: LeaderEpochCache::default(),
-                flush: FlushState::default(),
+                // The first segment's files were created after the last
+                // directory sync: the first flush syncs it.
+                flush: FlushState::with_directory_unsynced(),
             }),
             owner: Mutex::new(Weak::new()),
         })
@@ -1309,7 +1323,11 @@ impl Log {
                 g = done.wait(g).unwrap_or_else(|e| e.into_inner());
                 continue;
             }
-            let upto = g.leo;
+            // Only a roll's work is due (the target is durable already):
+            // sync the marked indexes and the directory, no log data, and
+            // leave the recovery point where the flush policy put it.
+            let roll_only = wanted.min(g.leo) <= g.recovery_point;
+            let upto = if roll_only { g.recovery_point } else { g.leo };
             let from = g
                 .segments
                 .range(..=g.recovery_point)
@@ -1339,7 +1357,7 @@ impl Log {
                     txn_files.extend(seg.txn_index.take_unsynced());
                 }
             }
-            for (&base, seg) in g.segments.range(from..upto) {
+            for (&base, seg) in g.segments.range(from..upto).filter(|_| !roll_only) {
                 if base < holder {
                     files.extend(seg.files());
                 } else {

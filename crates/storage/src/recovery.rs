@@ -325,7 +325,9 @@ impl Log {
                 truncations: 0,
                 closed: false,
                 epochs,
-                flush: Default::default(),
+                // Recovery may have created segment files (an emptied log)
+                // after its last directory sync: the first flush syncs it.
+                flush: crate::log::FlushState::with_directory_unsynced(),
             }),
             owner: Mutex::new(std::sync::Weak::new()),
         };

@@ -3,8 +3,11 @@
 //!
 //! Model (see `docs/storage-format.md`): file contents are volatile until the
 //! file is synced. Directory operations (create, rename, remove) are treated
-//! as durable at once, as a journaling file system with ordered metadata
-//! would make them visible after the data they name was synced.
+//! as durable at once by [`MemStorage::crash`], as a journaling file system
+//! with ordered metadata would make them visible after the data they name
+//! was synced; [`MemStorage::crash_with_directories`] undoes the file
+//! entries changed since their directory's last `sync_dir`, as POSIX
+//! allows.
 
 use super::{Storage, StorageFile};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -81,6 +84,11 @@ fn not_found(p: &Path) -> io::Error {
 struct Tree {
     files: BTreeMap<PathBuf, Arc<MemFile>>,
     dirs: BTreeSet<PathBuf>,
+    /// The file entries as of the last `sync_dir` of each one's directory:
+    /// what [`MemStorage::crash_with_directories`] keeps (a creation,
+    /// rename or removal of a file is volatile until its directory is
+    /// synced). Directories themselves stay durable at once.
+    synced_entries: BTreeMap<PathBuf, Arc<MemFile>>,
 }
 
 /// What a simulated crash does to bytes that were written but not synced.
@@ -136,10 +144,48 @@ impl MemStorage {
         }
         MemStorage {
             tree: Arc::new(Mutex::new(Tree {
+                synced_entries: files.clone(),
                 files,
                 dirs: tree.dirs.clone(),
             })),
         }
+    }
+
+    /// [`MemStorage::crash`] under a stricter model: file entries created,
+    /// renamed or removed since their directory's last `sync_dir` are
+    /// undone (a new file is gone, a removed one is back, a rename is
+    /// reverted), as POSIX allows; contents follow `mode`. Directories
+    /// themselves stay as they are.
+    pub fn crash_with_directories(&self, mode: CrashMode) -> MemStorage {
+        let crashed = {
+            let tree = self.lock();
+            MemStorage {
+                tree: Arc::new(Mutex::new(Tree {
+                    files: tree.synced_entries.clone(),
+                    dirs: tree.dirs.clone(),
+                    synced_entries: BTreeMap::new(),
+                })),
+            }
+        };
+        let out = crashed.crash(mode);
+        {
+            let mut t = out.lock();
+            let parents: Vec<PathBuf> = t
+                .files
+                .keys()
+                .filter_map(|p| p.parent().map(Path::to_path_buf))
+                .collect();
+            for p in parents {
+                let mut d = p;
+                loop {
+                    t.dirs.insert(d.clone());
+                    if !d.pop() || d.as_os_str().is_empty() {
+                        break;
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Direct access to a file's current bytes (tests).
@@ -152,7 +198,8 @@ impl MemStorage {
     /// Replaces a file's bytes, written and durable (tests: corruption).
     pub fn write_all(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         let mut tree = self.lock();
-        let f = tree.files.entry(path.to_path_buf()).or_default();
+        let f = tree.files.entry(path.to_path_buf()).or_default().clone();
+        tree.synced_entries.insert(path.to_path_buf(), f.clone());
         let mut st = f.lock();
         st.data = bytes.to_vec();
         st.durable = bytes.to_vec();
@@ -249,6 +296,18 @@ impl Storage for MemStorage {
                 tree.files.insert(to.join(rest), f);
             }
         }
+        let moved: Vec<PathBuf> = tree
+            .synced_entries
+            .keys()
+            .filter(|p| p.starts_with(from))
+            .cloned()
+            .collect();
+        for p in moved {
+            if let Some(f) = tree.synced_entries.remove(&p) {
+                let rest = p.strip_prefix(from).unwrap_or(Path::new(""));
+                tree.synced_entries.insert(to.join(rest), f);
+            }
+        }
         Ok(())
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -276,6 +335,7 @@ impl Storage for MemStorage {
         }
         tree.dirs.retain(|d| !d.starts_with(path));
         tree.files.retain(|p, _| !p.starts_with(path));
+        tree.synced_entries.retain(|p, _| !p.starts_with(path));
         Ok(())
     }
     fn list_dir(&self, path: &Path) -> io::Result<Vec<(String, bool)>> {
@@ -301,7 +361,15 @@ impl Storage for MemStorage {
         out.sort();
         Ok(out)
     }
-    fn sync_dir(&self, _path: &Path) -> io::Result<()> {
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        let mut tree = self.lock();
+        let tree = &mut *tree;
+        tree.synced_entries.retain(|p, _| p.parent() != Some(path));
+        for (p, f) in &tree.files {
+            if p.parent() == Some(path) {
+                tree.synced_entries.insert(p.clone(), f.clone());
+            }
+        }
         Ok(())
     }
 }
@@ -309,6 +377,32 @@ impl Storage for MemStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_strict_crash_undoes_unsynced_directory_entries() {
+        let s = MemStorage::new();
+        let d = Path::new("/d");
+        s.create_dir_all(d).unwrap();
+        let a = s.open(Path::new("/d/a"), true).unwrap();
+        a.write_all_at(b"kept", 0).unwrap();
+        a.sync().unwrap();
+        // Created and synced, but its entry is not: gone.
+        let c = s.crash_with_directories(CrashMode::LoseUnsynced);
+        assert!(!c.exists(Path::new("/d/a")));
+        assert!(c.exists(d));
+        let b = s.open(Path::new("/d/b"), true).unwrap();
+        b.sync().unwrap();
+        s.sync_dir(d).unwrap();
+        // A removal and a rename not synced yet are undone.
+        s.remove_file(Path::new("/d/a")).unwrap();
+        s.rename(Path::new("/d/b"), Path::new("/d/c")).unwrap();
+        let c = s.crash_with_directories(CrashMode::LoseUnsynced);
+        assert_eq!(c.read_all(Path::new("/d/a")).unwrap(), b"kept");
+        assert!(c.exists(Path::new("/d/b")) && !c.exists(Path::new("/d/c")));
+        // The plain crash keeps directory operations as they are.
+        let p = s.crash(CrashMode::LoseUnsynced);
+        assert!(!p.exists(Path::new("/d/a")) && p.exists(Path::new("/d/c")));
+    }
 
     #[test]
     fn crash_keeps_only_synced_bytes() {
