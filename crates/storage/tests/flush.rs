@@ -132,14 +132,14 @@ fn acknowledged_appends_survive_a_power_loss() {
     }
 }
 
-/// The same under a stricter model of the disk: a file created (a rolled
-/// segment's), renamed or removed since its directory's last sync is
-/// undone by the crash. An acknowledged batch in a new segment must not
-/// vanish with the segment's directory entry.
+/// The same with power losses and torn writes mixed, where a file created
+/// (a rolled segment's) since its directory's last sync is gone after the
+/// crash: an acknowledged batch in a new segment must not vanish with the
+/// segment's directory entry.
 #[test]
 fn acknowledged_appends_survive_a_power_loss_that_undoes_unsynced_directory_entries() {
     let images = run_concurrent(|m, k| {
-        m.crash_with_directories(if k % 2 == 0 {
+        m.crash(if k % 2 == 0 {
             CrashMode::LoseUnsynced
         } else {
             CrashMode::Torn { seed: k }
@@ -152,7 +152,7 @@ fn acknowledged_appends_survive_a_power_loss_that_undoes_unsynced_directory_entr
 }
 
 /// The first segment's files are created with the log: a batch
-/// acknowledged before any roll must survive a crash that undoes
+/// acknowledged before any roll must survive a power loss, which undoes
 /// directory entries not yet synced.
 #[test]
 fn a_batch_acknowledged_before_the_first_roll_survives_undone_directory_entries() {
@@ -163,7 +163,7 @@ fn a_batch_acknowledged_before_the_first_roll_survives_undone_directory_entries(
     log.flush_through(flush.expect("a sync is asked for"), 0)
         .unwrap();
     assert_eq!(log.segment_base_offsets(), vec![0], "no roll yet");
-    let c = m.crash_with_directories(CrashMode::LoseUnsynced);
+    let c = m.crash(CrashMode::LoseUnsynced);
     check_image(
         &c,
         log.checkpoint_recovery_point(),

@@ -2,12 +2,10 @@
 //! made durable by `sync`, so tests can simulate a crash.
 //!
 //! Model (see `docs/storage-format.md`): file contents are volatile until the
-//! file is synced. Directory operations (create, rename, remove) are treated
-//! as durable at once by [`MemStorage::crash`], as a journaling file system
-//! with ordered metadata would make them visible after the data they name
-//! was synced; [`MemStorage::crash_with_directories`] undoes the file
-//! entries changed since their directory's last `sync_dir`, as POSIX
-//! allows.
+//! file is synced. A file's directory entry (its creation, rename or
+//! removal) is volatile until its directory is synced (`sync_dir`): a power
+//! loss undoes it, as POSIX allows. Directories themselves are treated as
+//! durable at once.
 
 use super::{Storage, StorageFile};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -85,9 +83,7 @@ struct Tree {
     files: BTreeMap<PathBuf, Arc<MemFile>>,
     dirs: BTreeSet<PathBuf>,
     /// The file entries as of the last `sync_dir` of each one's directory:
-    /// what [`MemStorage::crash_with_directories`] keeps (a creation,
-    /// rename or removal of a file is volatile until its directory is
-    /// synced). Directories themselves stay durable at once.
+    /// what a power loss ([`MemStorage::crash`]) keeps.
     synced_entries: BTreeMap<PathBuf, Arc<MemFile>>,
 }
 
@@ -120,14 +116,25 @@ impl MemStorage {
     }
 
     /// A new storage holding what would be on disk after a crash now.
+    ///
+    /// A power loss (`LoseUnsynced`, `Torn`) also undoes every file entry
+    /// created, renamed or removed since its directory's last `sync_dir`
+    /// (a new file is gone, a removed one is back, a rename is reverted),
+    /// as POSIX allows; directories themselves stay as they are. A process
+    /// crash (`KeepWritten`) keeps the entries, as the kernel does.
     pub fn crash(&self, mode: CrashMode) -> MemStorage {
         let tree = self.lock();
         let mut rng = match mode {
             CrashMode::Torn { seed } => Some(StdRng::seed_from_u64(seed)),
             _ => None,
         };
+        let entries = match mode {
+            CrashMode::KeepWritten => &tree.files,
+            _ => &tree.synced_entries,
+        };
         let mut files = BTreeMap::new();
-        for (path, f) in &tree.files {
+        let mut dirs = tree.dirs.clone();
+        for (path, f) in entries {
             let st = f.lock();
             let content = match (mode, rng.as_mut()) {
                 (CrashMode::KeepWritten, _) => st.data.clone(),
@@ -141,51 +148,19 @@ impl MemStorage {
                 ns.data = content;
             }
             files.insert(path.clone(), Arc::new(nf));
+            // An entry brought back keeps its directory.
+            let mut d = path.clone();
+            while d.pop() && !d.as_os_str().is_empty() {
+                dirs.insert(d.clone());
+            }
         }
         MemStorage {
             tree: Arc::new(Mutex::new(Tree {
                 synced_entries: files.clone(),
                 files,
-                dirs: tree.dirs.clone(),
+                dirs,
             })),
         }
-    }
-
-    /// [`MemStorage::crash`] under a stricter model: file entries created,
-    /// renamed or removed since their directory's last `sync_dir` are
-    /// undone (a new file is gone, a removed one is back, a rename is
-    /// reverted), as POSIX allows; contents follow `mode`. Directories
-    /// themselves stay as they are.
-    pub fn crash_with_directories(&self, mode: CrashMode) -> MemStorage {
-        let crashed = {
-            let tree = self.lock();
-            MemStorage {
-                tree: Arc::new(Mutex::new(Tree {
-                    files: tree.synced_entries.clone(),
-                    dirs: tree.dirs.clone(),
-                    synced_entries: BTreeMap::new(),
-                })),
-            }
-        };
-        let out = crashed.crash(mode);
-        {
-            let mut t = out.lock();
-            let parents: Vec<PathBuf> = t
-                .files
-                .keys()
-                .filter_map(|p| p.parent().map(Path::to_path_buf))
-                .collect();
-            for p in parents {
-                let mut d = p;
-                loop {
-                    t.dirs.insert(d.clone());
-                    if !d.pop() || d.as_os_str().is_empty() {
-                        break;
-                    }
-                }
-            }
-        }
-        out
     }
 
     /// Direct access to a file's current bytes (tests).
@@ -379,7 +354,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_strict_crash_undoes_unsynced_directory_entries() {
+    fn a_power_loss_undoes_unsynced_directory_entries() {
         let s = MemStorage::new();
         let d = Path::new("/d");
         s.create_dir_all(d).unwrap();
@@ -387,7 +362,7 @@ mod tests {
         a.write_all_at(b"kept", 0).unwrap();
         a.sync().unwrap();
         // Created and synced, but its entry is not: gone.
-        let c = s.crash_with_directories(CrashMode::LoseUnsynced);
+        let c = s.crash(CrashMode::LoseUnsynced);
         assert!(!c.exists(Path::new("/d/a")));
         assert!(c.exists(d));
         let b = s.open(Path::new("/d/b"), true).unwrap();
@@ -396,11 +371,11 @@ mod tests {
         // A removal and a rename not synced yet are undone.
         s.remove_file(Path::new("/d/a")).unwrap();
         s.rename(Path::new("/d/b"), Path::new("/d/c")).unwrap();
-        let c = s.crash_with_directories(CrashMode::LoseUnsynced);
+        let c = s.crash(CrashMode::LoseUnsynced);
         assert_eq!(c.read_all(Path::new("/d/a")).unwrap(), b"kept");
         assert!(c.exists(Path::new("/d/b")) && !c.exists(Path::new("/d/c")));
-        // The plain crash keeps directory operations as they are.
-        let p = s.crash(CrashMode::LoseUnsynced);
+        // A process crash keeps directory operations as they are.
+        let p = s.crash(CrashMode::KeepWritten);
         assert!(!p.exists(Path::new("/d/a")) && p.exists(Path::new("/d/c")));
     }
 
@@ -409,6 +384,7 @@ mod tests {
         let s = MemStorage::new();
         s.create_dir_all(Path::new("/d")).unwrap();
         let f = s.open(Path::new("/d/a"), true).unwrap();
+        s.sync_dir(Path::new("/d")).unwrap();
         f.write_all_at(b"hello", 0).unwrap();
         f.sync().unwrap();
         f.write_all_at(b" world", 5).unwrap();
