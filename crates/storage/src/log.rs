@@ -217,6 +217,16 @@ impl Inner {
     /// not synced yet (see [`FlushState::rolled_unsynced`]), so that
     /// recovery scans that segment instead of trusting its index files.
     pub(crate) fn checkpoint_recovery_point(&self) -> i64 {
+        self.rolled_unsynced()
+            .next()
+            .map_or(self.recovery_point, |b| b.min(self.recovery_point))
+    }
+
+    /// The marks of [`FlushState::rolled_unsynced`] that still matter, in
+    /// order: a marked segment that went (retention, compaction) or is
+    /// active again (a truncation into it) needs nothing more, as recovery
+    /// scans the segment holding the recovery point.
+    fn rolled_unsynced(&self) -> impl Iterator<Item = i64> + '_ {
         let active = self
             .segments
             .keys()
@@ -226,8 +236,16 @@ impl Inner {
         self.flush
             .rolled_unsynced
             .iter()
-            .find(|b| **b < active && self.segments.contains_key(b))
-            .map_or(self.recovery_point, |b| (*b).min(self.recovery_point))
+            .copied()
+            .filter(move |b| *b < active && self.segments.contains_key(b))
+    }
+
+    /// Whether a roll left work for the next flush (see [`Log::roll`]):
+    /// marked index files or the directory. Drops the marks that no longer
+    /// matter.
+    pub(crate) fn roll_work(&mut self) -> bool {
+        self.flush.rolled_unsynced = self.rolled_unsynced().collect();
+        !self.flush.rolled_unsynced.is_empty() || self.flush.dir_unsynced
     }
 
     pub(crate) fn active(&mut self) -> &mut Segment {
@@ -1302,18 +1320,7 @@ impl Log {
         loop {
             // Work a roll left (index files of a segment recovery would
             // trust, the directory) is done by whichever flush comes next.
-            // A marked segment that went (retention, compaction) or is
-            // active again (a truncation into it) needs nothing more:
-            // recovery scans the segment holding the recovery point.
-            let inner = &mut *g;
-            let segments = &inner.segments;
-            let active = segments.keys().next_back().copied().unwrap_or(i64::MAX);
-            inner
-                .flush
-                .rolled_unsynced
-                .retain(|b| *b < active && segments.contains_key(b));
-            let roll_work = !g.flush.rolled_unsynced.is_empty() || g.flush.dir_unsynced;
-            if wanted.min(g.leo) <= g.recovery_point && !roll_work {
+            if wanted.min(g.leo) <= g.recovery_point && !g.roll_work() {
                 return Ok(());
             }
             if g.flush.syncing_to.is_some() {
@@ -1353,7 +1360,7 @@ impl Log {
             let rolled: Vec<i64> = g.flush.rolled_unsynced.iter().copied().collect();
             for base in rolled.iter().filter(|b| **b < from) {
                 if let Some(seg) = g.segments.get(base) {
-                    files.extend(seg.files().into_iter().skip(1));
+                    files.extend(seg.index_files());
                     txn_files.extend(seg.txn_index.take_unsynced());
                 }
             }
@@ -1430,7 +1437,7 @@ impl Log {
             let flush_all = g.leo > g.recovery_point
                 && now_ms.saturating_sub(g.last_flush_ms) >= config.flush_ms;
             // A roll's own syncs (see `roll`) also wait for this.
-            let roll_work = !g.flush.rolled_unsynced.is_empty() || g.flush.dir_unsynced;
+            let roll_work = g.roll_work();
             (
                 flush_all,
                 (g.recovery_point < active_base || roll_work)

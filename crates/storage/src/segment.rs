@@ -840,7 +840,13 @@ impl Segment {
 
     /// The files a flush must sync (so it can run without the log's lock).
     pub fn files(&self) -> [Arc<dyn StorageFile>; 3] {
-        [self.log.clone(), self.index.file(), self.time_index.file()]
+        let [index, time_index] = self.index_files();
+        [self.log.clone(), index, time_index]
+    }
+
+    /// The offset and time index files.
+    pub fn index_files(&self) -> [Arc<dyn StorageFile>; 2] {
+        [self.index.file(), self.time_index.file()]
     }
 
     /// First record with timestamp ≥ `ts` at or after `start_offset`:

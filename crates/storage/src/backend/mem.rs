@@ -182,6 +182,21 @@ impl MemStorage {
     }
 }
 
+/// Moves every entry under directory `from` to the same place under `to`.
+fn move_under(entries: &mut BTreeMap<PathBuf, Arc<MemFile>>, from: &Path, to: &Path) {
+    let moved: Vec<PathBuf> = entries
+        .keys()
+        .filter(|p| p.starts_with(from))
+        .cloned()
+        .collect();
+    for p in moved {
+        if let Some(f) = entries.remove(&p) {
+            let rest = p.strip_prefix(from).unwrap_or(Path::new(""));
+            entries.insert(to.join(rest), f);
+        }
+    }
+}
+
 fn torn(durable: &[u8], data: &[u8], rng: &mut StdRng) -> Vec<u8> {
     if data.len() >= durable.len() && data[..durable.len()] == *durable {
         // Pure append since the last sync: keep a prefix of the new bytes.
@@ -259,30 +274,10 @@ impl Storage for MemStorage {
             let rest = d.strip_prefix(from).unwrap_or(Path::new(""));
             tree.dirs.insert(to.join(rest));
         }
-        let moved: Vec<PathBuf> = tree
-            .files
-            .keys()
-            .filter(|p| p.starts_with(from))
-            .cloned()
-            .collect();
-        for p in moved {
-            if let Some(f) = tree.files.remove(&p) {
-                let rest = p.strip_prefix(from).unwrap_or(Path::new(""));
-                tree.files.insert(to.join(rest), f);
-            }
-        }
-        let moved: Vec<PathBuf> = tree
-            .synced_entries
-            .keys()
-            .filter(|p| p.starts_with(from))
-            .cloned()
-            .collect();
-        for p in moved {
-            if let Some(f) = tree.synced_entries.remove(&p) {
-                let rest = p.strip_prefix(from).unwrap_or(Path::new(""));
-                tree.synced_entries.insert(to.join(rest), f);
-            }
-        }
+        // A directory's rename is durable at once: its synced entries move
+        // with it.
+        move_under(&mut tree.files, from, to);
+        move_under(&mut tree.synced_entries, from, to);
         Ok(())
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
