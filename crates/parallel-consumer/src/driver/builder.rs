@@ -17,7 +17,7 @@ use super::events::EVENT_CAPACITY;
 use super::handler::{HandlerContext, HandlerError, RetryDelay};
 use super::rebalance::PcContext;
 use super::txn::Transactional;
-use super::worker::{BoxBatchHandler, BoxHandler, WorkerEnv};
+use super::worker::{BoxBatchHandler, BoxHandler, Handler, WorkerEnv};
 use super::{
     CommitMode, DriverConfig, DriverError, ExactlyOnceConfig, ParallelConsumer, RUN, Shared,
     dead_letter_config, owner,
@@ -395,23 +395,17 @@ impl Prepared {
     }
 
     fn start_batch_boxed(self, batch: BoxBatchHandler) -> Result<ParallelConsumer, DriverError> {
-        let one: BoxHandler =
-            Arc::new(|_, _| Box::pin(async { Err(HandlerError::terminal("batch handlers only")) }));
-        self.start_with(one, Some(batch))
+        self.start_with(Handler::Batch(batch))
     }
 
     pub(crate) fn start_boxed(self, handler: BoxHandler) -> Result<ParallelConsumer, DriverError> {
         if self.config.engine.scheduler.max_batch > 1 {
             return Err(DriverError::BatchNeedsBatchHandler);
         }
-        self.start_with(handler, None)
+        self.start_with(Handler::Record(handler))
     }
 
-    fn start_with(
-        self,
-        handler: BoxHandler,
-        batch_handler: Option<BoxBatchHandler>,
-    ) -> Result<ParallelConsumer, DriverError> {
+    fn start_with(self, handler: Handler) -> Result<ParallelConsumer, DriverError> {
         let Prepared {
             client,
             topics,
@@ -460,7 +454,6 @@ impl Prepared {
         consumer.subscribe(&topics)?;
         let env = Arc::new(WorkerEnv {
             handler,
-            batch_handler,
             retry: config.retry.clone(),
             retry_delay: config.retry_delay.clone(),
             on_failure: config.on_failure.clone(),

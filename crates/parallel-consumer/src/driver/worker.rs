@@ -34,6 +34,14 @@ pub(crate) type BoxHandler = Arc<dyn Fn(Record, HandlerContext) -> HandlerFuture
 pub(crate) type BoxBatchHandler =
     Arc<dyn Fn(Vec<Record>, HandlerContext) -> HandlerFuture + Send + Sync>;
 
+/// The user's handler: one call per record, or per batch.
+#[derive(Clone)]
+pub(crate) enum Handler {
+    Record(BoxHandler),
+    /// Every job goes to it as one call (its records, in order).
+    Batch(BoxBatchHandler),
+}
+
 /// A finished task, sent from a worker to the owner thread.
 #[derive(Debug)]
 pub(crate) struct Report {
@@ -53,9 +61,7 @@ pub(crate) struct Report {
 /// Everything a worker needs besides its record.
 #[derive(Clone)]
 pub(crate) struct WorkerEnv {
-    pub handler: BoxHandler,
-    /// Set: every job goes to it as one call (its records, in order).
-    pub batch_handler: Option<BoxBatchHandler>,
+    pub handler: Handler,
     pub retry: RetryPolicy,
     /// Replaces the policy's backoff when set.
     pub retry_delay: Option<RetryDelay>,
@@ -105,26 +111,15 @@ fn panicked(panic: &(dyn std::any::Any + Send)) -> HandlerError {
     HandlerError::retriable(format!("handler panicked: {text}"))
 }
 
-/// One attempt: the handler called and awaited in this task (no task of
-/// its own), a panic in either counting as a failed attempt.
-async fn attempt(
-    env: &WorkerEnv,
-    record: Record,
+/// One attempt: the handler (of a record or of a batch) called and
+/// awaited in this task (no task of its own), a panic in either counting
+/// as a failed attempt.
+async fn attempt<A>(
+    handler: &Arc<dyn Fn(A, HandlerContext) -> HandlerFuture + Send + Sync>,
+    input: A,
     cx: HandlerContext,
 ) -> Result<Vec<OutputRecord>, HandlerError> {
-    match catch_unwind(AssertUnwindSafe(|| (env.handler)(record, cx))) {
-        Ok(fut) => CatchPanic(fut).await,
-        Err(panic) => Err(panicked(&*panic)),
-    }
-}
-
-/// One attempt of a batch handler, as [`attempt`].
-async fn attempt_batch(
-    handler: &BoxBatchHandler,
-    records: Vec<Record>,
-    cx: HandlerContext,
-) -> Result<Vec<OutputRecord>, HandlerError> {
-    match catch_unwind(AssertUnwindSafe(|| handler(records, cx))) {
+    match catch_unwind(AssertUnwindSafe(|| handler(input, cx))) {
         Ok(fut) => CatchPanic(fut).await,
         Err(panic) => Err(panicked(&*panic)),
     }
@@ -171,7 +166,7 @@ impl Job {
 }
 
 /// Runs one record to its outcome.
-async fn run_one(env: &WorkerEnv, job: Job) -> Report {
+async fn run_one(env: &WorkerEnv, handler: &BoxHandler, job: Job) -> Report {
     let Job {
         id,
         task,
@@ -179,7 +174,7 @@ async fn run_one(env: &WorkerEnv, job: Job) -> Report {
         cancel,
         more: _,
     } = job;
-    let (outcome, outputs) = outcome_of(env, record, task.generation, &cancel).await;
+    let (outcome, outputs) = outcome_of(env, handler, record, task.generation, &cancel).await;
     Report {
         id,
         task,
@@ -205,9 +200,9 @@ impl Done {
 }
 
 async fn run_job(env: &WorkerEnv, job: Job) -> Done {
-    match &env.batch_handler {
-        None => Done::One(run_one(env, job).await),
-        Some(handler) => Done::Batch(run_batch(env, handler, job).await),
+    match &env.handler {
+        Handler::Record(handler) => Done::One(run_one(env, handler, job).await),
+        Handler::Batch(handler) => Done::Batch(run_batch(env, handler, job).await),
     }
 }
 
@@ -230,7 +225,7 @@ async fn run_batch(env: &WorkerEnv, handler: &BoxBatchHandler, job: Job) -> Vec<
     items.extend(more);
     let records: Vec<Record> = items.iter().map(|(_, _, r)| r.clone()).collect();
     let mut result = retry(env, generation, &cancel, &items[0].2, |cx| {
-        attempt_batch(handler, records.clone(), cx)
+        attempt(handler, records.clone(), cx)
     })
     .await;
     let done = matches!(result, Attempts::Done(_));
@@ -395,12 +390,13 @@ where
 
 async fn outcome_of(
     env: &WorkerEnv,
+    handler: &BoxHandler,
     record: Record,
     generation: u64,
     cancel: &CancellationToken,
 ) -> (Outcome, Vec<OutputRecord>) {
     match retry(env, generation, cancel, &record, |cx| {
-        attempt(env, record.clone(), cx)
+        attempt(handler, record.clone(), cx)
     })
     .await
     {
@@ -523,7 +519,7 @@ mod tests {
     ) -> (WorkerEnv, std::sync::mpsc::Receiver<Vec<Report>>) {
         let (results, rx) = channel();
         let env = WorkerEnv {
-            handler,
+            handler: Handler::Record(handler),
             retry: RetryPolicy {
                 max_attempts: 3,
                 initial_backoff: Duration::from_millis(1),
@@ -536,7 +532,6 @@ mod tests {
             dead_letter_as_output: false,
             results,
             refill: None,
-            batch_handler: None,
             counters: Arc::new(crate::metrics::Counters::new()),
             events: broadcast::channel(4).0,
         };
@@ -749,7 +744,7 @@ mod tests {
             },
         );
         env.dead_letter_as_output = true;
-        env.batch_handler = Some(Arc::new(move |records: Vec<Record>, cx| {
+        env.handler = Handler::Batch(Arc::new(move |records: Vec<Record>, cx| {
             c.lock().unwrap().push((
                 cx.attempt(),
                 records.iter().map(|r| r.offset).collect::<Vec<_>>(),
@@ -814,7 +809,7 @@ mod tests {
             Arc::new(|_r, _cx| Box::pin(async { Ok(Vec::new()) })),
             FailurePolicy::StopPartition,
         );
-        env.batch_handler = Some(Arc::new(move |records: Vec<Record>, _cx| {
+        env.handler = Handler::Batch(Arc::new(move |records: Vec<Record>, _cx| {
             let outs = vec![OutputRecord::to("out").payload(format!("{}", records.len()))];
             Box::pin(async move { Ok(outs) })
         }));
